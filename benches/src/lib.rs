@@ -1,1 +1,3 @@
-//! placeholder
+//! Benchmark models for netsim's engine.
+
+pub mod phold;

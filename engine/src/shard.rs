@@ -1,0 +1,207 @@
+//! A shard: the nodes it owns, their event queue, and the window loop.
+
+use crate::sync::{Aborted, Comm};
+use crate::{Event, EventQueue, Layout, NodeId, NodeRng, ShardId, SimTime};
+
+/// A simulation model: the state of the nodes one shard owns and how they
+/// react to events. The engine calls it; it never sees queues, shards or
+/// threads, only a [`Context`].
+pub trait Model: Send {
+    /// What an event carries. Kept small and `Copy`: events are moved by
+    /// value through the queue and across shards. Packets belong in a
+    /// model-side pool, with the payload naming them by index.
+    type Payload: Copy + Send + 'static;
+
+    /// Called once for every owned node at time zero, in increasing node
+    /// order, before any event is handled: the place to schedule the first
+    /// events.
+    fn start(&mut self, ctx: &mut Context<'_, Self::Payload>);
+
+    /// Handles one event addressed to `ctx.node()`.
+    fn handle(&mut self, ctx: &mut Context<'_, Self::Payload>, payload: Self::Payload);
+}
+
+/// What a model sees while handling an event at one node.
+pub struct Context<'a, P> {
+    now: SimTime,
+    node: NodeId,
+    local: usize,
+    /// The handled event is still at the top of the queue: the first local
+    /// send replaces it instead of pushing (one heap sift instead of two).
+    top_pending: bool,
+    state: &'a mut ShardState<P>,
+}
+
+impl<P: Copy> Context<'_, P> {
+    /// The current simulated time.
+    #[inline]
+    pub fn now(&self) -> SimTime {
+        self.now
+    }
+
+    /// The node handling the event.
+    #[inline]
+    pub fn node(&self) -> NodeId {
+        self.node
+    }
+
+    /// Position of `node()` among this shard's nodes (increasing node order);
+    /// models index their per-node state with it.
+    #[inline]
+    pub fn local_index(&self) -> usize {
+        self.local
+    }
+
+    /// The random stream of `node()`, derived from `(seed, node id)`.
+    #[inline]
+    pub fn rng(&mut self) -> &mut NodeRng {
+        &mut self.state.rngs[self.local]
+    }
+
+    /// Schedules `payload` at `target` after `delay`.
+    ///
+    /// # Panics
+    /// If `target` is another node and `delay` is zero (nodes influence each
+    /// other only through links of at least 1 ps), or if `target` lives on
+    /// another shard and `delay` is below the lookahead: both are model bugs
+    /// that would break the ordering contract.
+    #[inline]
+    pub fn send(&mut self, target: NodeId, delay: SimTime, payload: P) {
+        assert!(
+            delay.0 > 0 || target == self.node,
+            "node {} sent a zero-delay event to node {target}",
+            self.node
+        );
+        let state = &mut *self.state;
+        let seq = state.next_seq[self.local];
+        state.next_seq[self.local] = seq + 1;
+        let event = Event::new(self.now + delay, self.node, seq, target, payload);
+        let dest = state.layout.shard_of(target);
+        if dest == state.shard {
+            if self.top_pending {
+                self.top_pending = false;
+                state.queue.replace_top(event);
+            } else {
+                state.queue.push(event);
+            }
+        } else {
+            assert!(
+                delay >= state.layout.lookahead(),
+                "lookahead violated: node {} at {} sent an event to node {target} on shard {dest} \
+                 with delay {delay}, below the lookahead {}",
+                self.node,
+                self.now,
+                state.layout.lookahead()
+            );
+            state.outbox_next = state.outbox_next.min(event.time);
+            state.outboxes[dest.index()].push(event);
+        }
+    }
+
+    /// Schedules `payload` at the current node after `delay` (may be zero).
+    #[inline]
+    pub fn schedule_self(&mut self, delay: SimTime, payload: P) {
+        self.send(self.node, delay, payload);
+    }
+}
+
+/// Per-shard engine state that a [`Context`] writes into.
+struct ShardState<P> {
+    shard: ShardId,
+    layout: Layout,
+    queue: EventQueue<P>,
+    outboxes: Vec<Vec<Event<P>>>,
+    /// Earliest time among events put in outboxes since the last exchange.
+    outbox_next: SimTime,
+    next_seq: Vec<u64>,
+    rngs: Vec<NodeRng>,
+}
+
+/// What a shard hands back when its run ends.
+#[derive(Debug)]
+pub struct ShardReport<M> {
+    pub shard: ShardId,
+    /// The model, with the final state of the shard's nodes.
+    pub model: M,
+    /// Events handled by this shard.
+    pub handled_events: u64,
+    /// Synchronisation windows (the same on every shard).
+    pub windows: u64,
+}
+
+/// Runs one shard from time zero until no event earlier than `end` remains
+/// anywhere, synchronising with the other shards through `comm`.
+///
+/// Window loop: learn the global next event time `T`, handle every local
+/// event earlier than `min(T + lookahead, end)`, then exchange outboxes. No
+/// event another shard creates in this window can land before `T +
+/// lookahead`, so handling up to there is safe.
+pub fn run_shard<M: Model, C: Comm<M::Payload>>(
+    layout: &Layout,
+    shard: ShardId,
+    seed: u64,
+    end: SimTime,
+    mut model: M,
+    comm: &mut C,
+) -> Result<ShardReport<M>, Aborted> {
+    let nodes = layout.nodes(shard);
+    let mut state = ShardState {
+        shard,
+        layout: layout.clone(),
+        queue: EventQueue::with_capacity(nodes.len() * 4),
+        outboxes: (0..layout.shards()).map(|_| Vec::new()).collect(),
+        outbox_next: SimTime::MAX,
+        next_seq: vec![0; nodes.len()],
+        rngs: nodes.iter().map(|&n| NodeRng::new(seed, n)).collect(),
+    };
+    for (local, &node) in nodes.iter().enumerate() {
+        let mut ctx = Context {
+            now: SimTime::ZERO,
+            node,
+            local,
+            top_pending: false,
+            state: &mut state,
+        };
+        model.start(&mut ctx);
+    }
+
+    let mut inbox = Vec::new();
+    let mut handled_events = 0u64;
+    let mut windows = 0u64;
+    loop {
+        let local_next = state.queue.next_time().min(state.outbox_next);
+        state.outbox_next = SimTime::MAX;
+        let global_next = comm.exchange(&mut state.outboxes, local_next, &mut inbox)?;
+        for event in inbox.drain(..) {
+            state.queue.push(event);
+        }
+        if global_next >= end {
+            break;
+        }
+        windows += 1;
+        let window_end = global_next.saturating_add(layout.lookahead()).min(end);
+        while let Some(&event) = state.queue.peek() {
+            if event.time >= window_end {
+                break;
+            }
+            let mut ctx = Context {
+                now: event.time,
+                node: event.target,
+                local: layout.local_index(event.target),
+                top_pending: true,
+                state: &mut state,
+            };
+            model.handle(&mut ctx, event.payload);
+            if ctx.top_pending {
+                state.queue.pop();
+            }
+            handled_events += 1;
+        }
+    }
+    Ok(ShardReport {
+        shard,
+        model,
+        handled_events,
+        windows,
+    })
+}

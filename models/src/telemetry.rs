@@ -1,0 +1,72 @@
+//! Telemetry records the network models emit; the binary streams them to Parquet.
+//!
+//! Plain rows with units in their names. `None` marks a value that does not
+//! exist yet (a flow unfinished at the end of the run).
+
+/// One flow, finished or not, at the end of a run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FlowRecord {
+    pub flow_id: u32,
+    pub src: u32,
+    pub dst: u32,
+    pub size_bytes: u64,
+    pub start_ns: u64,
+    pub end_ns: Option<u64>,
+    pub fct_ns: Option<u64>,
+    /// Size at the bottleneck rate plus the unloaded path latency.
+    pub ideal_fct_ns: u64,
+    /// `fct_ns / ideal_fct_ns`.
+    pub slowdown: Option<f64>,
+    /// ECMP hash of the flow's 5-tuple (identifies its path under hashing).
+    pub ecmp_path: u64,
+    pub ecn_marked_pkts: u64,
+    pub cnps: u64,
+    pub retransmitted_pkts: u64,
+    pub finished: bool,
+}
+
+/// One egress queue (switch port and priority) at one sampling instant.
+#[derive(Clone, Debug, PartialEq)]
+pub struct QueueSample {
+    pub time_ns: u64,
+    pub node: u32,
+    pub port: u32,
+    pub priority: u8,
+    pub qlen_bytes: u64,
+    /// Bytes transmitted since the start of the run.
+    pub tx_bytes: u64,
+    /// Packets marked since the start of the run.
+    pub ecn_marked_pkts: u64,
+    /// Packets dropped since the start of the run.
+    pub dropped_pkts: u64,
+    /// The queue is paused by PFC from downstream.
+    pub paused: bool,
+}
+
+/// Whether a PFC frame pauses or resumes a priority.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PfcEvent {
+    Pause,
+    Resume,
+}
+
+impl PfcEvent {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PfcEvent::Pause => "pause",
+            PfcEvent::Resume => "resume",
+        }
+    }
+}
+
+/// A PFC pause or resume taking effect at the egress port it stops or restarts.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PfcRecord {
+    pub time_ns: u64,
+    pub node: u32,
+    pub port: u32,
+    pub priority: u8,
+    pub event: PfcEvent,
+    /// For a resume, how long the priority was paused.
+    pub duration_ns: Option<u64>,
+}

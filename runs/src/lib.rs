@@ -1,5 +1,9 @@
 //! The netsim command line as a library: argument parsing, scenario files, wiring a run.
 
+pub mod cli;
 pub mod partition_cmd;
+pub mod run_cmd;
+pub mod scenario;
+pub mod telemetry;
 pub mod topo_cmd;
 pub mod topology_args;

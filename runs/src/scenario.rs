@@ -1,0 +1,137 @@
+//! Scenario files: TOML whose keys are the long names of `netsim run` flags.
+//!
+//! ```toml
+//! topo = "fat-tree"
+//! [topology]          # sections only group keys; any key may sit at the top
+//! k = 16
+//! link-gbps = 100
+//! [engine]
+//! threads = 2
+//! ```
+//!
+//! A scenario expands into flags placed before the ones typed on the command
+//! line, so typed flags override the file. Each key and value is checked on
+//! its own first, so an error names the file, the line and the field.
+
+use anyhow::{bail, Context as _};
+use clap::CommandFactory;
+use std::ffi::OsString;
+use std::path::Path;
+
+/// Section names that may group keys; they carry no meaning of their own.
+const SECTIONS: &[&str] = &[
+    "topology", "traffic", "network", "workload", "engine", "output",
+];
+
+/// Reads `path` and returns the flags it stands for, after checking every key
+/// against the flags of `subcommand` of the CLI type `C`.
+pub fn expand<C: CommandFactory>(path: &Path, subcommand: &str) -> anyhow::Result<Vec<OsString>> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read scenario file {}", path.display()))?;
+    let table: toml::Table = toml::from_str(&text).map_err(|e| {
+        let line = e.span().map_or(0, |s| line_of(&text, s.start));
+        anyhow::anyhow!("{}:{line}: {}", path.display(), e.message())
+    })?;
+    let mut fields = Vec::new();
+    collect_fields(&text, &table, None, &mut fields, path)?;
+
+    let command = C::command();
+    let run = command
+        .find_subcommand(subcommand)
+        .expect("the CLI has the subcommand it expands scenarios for");
+    let mut flags = Vec::new();
+    for field in fields {
+        let where_ = format!("{}:{}", path.display(), field.line);
+        let arg = run
+            .get_arguments()
+            .find(|a| a.get_long() == Some(field.key.as_str()))
+            .filter(|a| a.get_id() != "config");
+        let Some(arg) = arg else {
+            bail!("{where_}: unknown field `{}` (fields are the long names of `netsim {subcommand}` flags)", field.key);
+        };
+        let takes_value = arg.get_action().takes_values();
+        let flag = OsString::from(format!("--{}", field.key));
+        let mut one = Vec::new();
+        match (&field.value, takes_value) {
+            (toml::Value::Boolean(true), false) => one.push(flag),
+            (toml::Value::Boolean(false), false) => {}
+            (_, false) => bail!("{where_}: field `{}` must be true or false", field.key),
+            (toml::Value::String(s), true) => one.extend([flag, s.into()]),
+            (toml::Value::Integer(i), true) => one.extend([flag, i.to_string().into()]),
+            (toml::Value::Float(f), true) => one.extend([flag, f.to_string().into()]),
+            (toml::Value::Boolean(b), true) => one.extend([flag, b.to_string().into()]),
+            (_, true) => bail!("{where_}: field `{}` must be a string or a number", field.key),
+        }
+        // Parse the flag alone so that a bad value is reported at its line.
+        let mut probe = vec![OsString::from("netsim"), subcommand.into()];
+        probe.extend(one.iter().cloned());
+        if let Err(e) = C::command().try_get_matches_from(probe) {
+            let message = e.to_string();
+            let first = message.lines().next().unwrap_or("invalid value");
+            bail!("{where_}: field `{}`: {}", field.key, first.trim_start_matches("error: "));
+        }
+        flags.extend(one);
+    }
+    Ok(flags)
+}
+
+struct Field {
+    key: String,
+    value: toml::Value,
+    line: usize,
+}
+
+fn collect_fields(
+    text: &str,
+    table: &toml::Table,
+    section: Option<&str>,
+    out: &mut Vec<Field>,
+    path: &Path,
+) -> anyhow::Result<()> {
+    for (key, value) in table {
+        let line = find_key_line(text, section, key);
+        match value {
+            toml::Value::Table(inner) if section.is_none() && SECTIONS.contains(&key.as_str()) => {
+                collect_fields(text, inner, Some(key), out, path)?;
+            }
+            toml::Value::Table(_) => bail!(
+                "{}:{line}: unknown section `{key}` (sections: {})",
+                path.display(),
+                SECTIONS.join(", ")
+            ),
+            _ => out.push(Field {
+                key: key.clone(),
+                value: value.clone(),
+                line,
+            }),
+        }
+    }
+    Ok(())
+}
+
+/// 1-based line of byte offset `at` in `text`.
+fn line_of(text: &str, at: usize) -> usize {
+    text[..at.min(text.len())].matches('\n').count() + 1
+}
+
+/// Line on which `key` is assigned, inside `[section]` when given. The toml
+/// crate keeps no spans for keys of a table read as a whole, so look for the
+/// assignment in the text; 0 when it cannot be found (inline tables).
+fn find_key_line(text: &str, section: Option<&str>, key: &str) -> usize {
+    let mut current: Option<String> = None;
+    for (n, raw) in text.lines().enumerate() {
+        let line = raw.trim();
+        if let Some(name) = line.strip_prefix('[').and_then(|l| l.split(']').next()) {
+            current = Some(name.trim().to_string());
+            continue;
+        }
+        let Some((lhs, _)) = line.split_once('=') else {
+            continue;
+        };
+        let lhs = lhs.trim().trim_matches('"');
+        if lhs == key && current.as_deref() == section {
+            return n + 1;
+        }
+    }
+    0
+}

@@ -1,0 +1,1 @@
+//! Parquet telemetry writers (being written).

@@ -400,8 +400,14 @@ mod tests {
         b.add_link(h0, s, 1, 1);
         let t = b.finish().unwrap();
         assert_eq!(t.host_count(), 2);
-        assert_eq!(t.ports(s).iter().map(|p| p.link).collect::<Vec<_>>(), [0, 1, 2]);
-        assert_eq!(t.ports(h0).iter().map(|p| p.link).collect::<Vec<_>>(), [0, 2]);
+        assert_eq!(
+            t.ports(s).iter().map(|p| p.link).collect::<Vec<_>>(),
+            [0, 1, 2]
+        );
+        assert_eq!(
+            t.ports(h0).iter().map(|p| p.link).collect::<Vec<_>>(),
+            [0, 2]
+        );
         for n in 0..t.node_count() {
             for (i, p) in t.ports(n).iter().enumerate() {
                 let back = t.port(p.peer, p.peer_port);

@@ -1,0 +1,729 @@
+//! Shortest-path ECMP routing tables, compressed by destination class.
+//!
+//! *Shortest* means minimum total link latency (uniform latencies reduce to hop count);
+//! only switches forward, hosts never transit. Switches that are linked to each other form
+//! *switch components* (the fabric; each NVSwitch alone, since only GPUs touch it). Within
+//! a component, the hosts that attach to the same switches with the same link latencies
+//! form a *destination class* (per ToR or router; a dual-ToR NIC's pair of ToRs is its own
+//! class) and share one table entry at every switch of that component. So tables grow with
+//! switches x ToRs, not switches x hosts. Each switch interns its distinct next-hop port
+//! sets. A switch attached to the destination delivers on its direct port(s).
+//!
+//! Hosts pick among their own ports (NIC, NVLink) by the same latency metric, so a GPU
+//! reaches a GPU in its server over NVLink.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+
+use rayon::prelude::*;
+
+use crate::error::TopoError;
+use crate::graph::{NodeIndex, PortIndex, Topology};
+
+const NONE_SET: u32 = u32::MAX;
+const DIRECT_SET: u32 = u32::MAX - 1;
+const INF: u64 = u64::MAX;
+const NO_COMP: u32 = u32::MAX;
+
+/// The next-hop ports of a node toward a destination host. Switches get a slice of an
+/// interned set; hosts (at most 64 ports) get a bit mask over their ports. Empty when the
+/// node is the destination or cannot reach it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NextHops<'a> {
+    /// Port indices, ascending.
+    Ports(&'a [PortIndex]),
+    /// Bit `i` set means port `i`.
+    Mask(u64),
+}
+
+impl NextHops<'_> {
+    /// Number of next-hop ports (the ECMP fan-out).
+    pub fn len(&self) -> usize {
+        match self {
+            NextHops::Ports(p) => p.len(),
+            NextHops::Mask(m) => m.count_ones() as usize,
+        }
+    }
+    /// True when there is no next hop.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The `i`-th next-hop port in ascending order (for ECMP: `get(hash % len)`).
+    ///
+    /// Panics if `i >= len()`.
+    pub fn get(&self, i: usize) -> PortIndex {
+        match self {
+            NextHops::Ports(p) => p[i],
+            NextHops::Mask(m) => {
+                let mut m = *m;
+                for _ in 0..i {
+                    m &= m - 1;
+                }
+                assert!(m != 0, "next-hop index {i} out of range");
+                m.trailing_zeros() as PortIndex
+            }
+        }
+    }
+    /// The ports in ascending order.
+    pub fn to_vec(&self) -> Vec<PortIndex> {
+        (0..self.len()).map(|i| self.get(i)).collect()
+    }
+}
+
+/// Routing tables for one topology; see the module docs.
+#[derive(Clone, Debug)]
+pub struct Routing {
+    /// Switch component of each node (`NO_COMP` for hosts).
+    comp_of: Vec<u32>,
+    /// Classes per component.
+    comp_classes: Vec<u32>,
+    /// Start of each switch's row in `entries` (one column per class of its component).
+    row_offset: Vec<u32>,
+    /// Global set id, `DIRECT_SET` or `NONE_SET`.
+    entries: Vec<u32>,
+    /// `set_ports[set_offsets[s]..set_offsets[s + 1]]` are the ports of set `s`.
+    set_offsets: Vec<u32>,
+    set_ports: Vec<PortIndex>,
+    /// Per host, its (component, class) pairs sorted by component.
+    host_class_offsets: Vec<u32>,
+    host_classes: Vec<(u32, u32)>,
+    /// Per host, its attachments (switch, port at the switch) sorted by switch.
+    attach_offsets: Vec<u32>,
+    attach_switch: Vec<NodeIndex>,
+    attach_port: Vec<PortIndex>,
+    /// Per host port: the switch it leads to and the link latency (ps).
+    host_port_offsets: Vec<u32>,
+    host_port_switch: Vec<NodeIndex>,
+    host_port_latency_ps: Vec<u64>,
+    /// For switches adjacent to a host: start of its row of latencies (ps) to each class.
+    adj_row: Vec<u32>,
+    adj_latency_ps: Vec<u64>,
+    diameter_hops: u32,
+}
+
+/// Per-component working data.
+struct Comp {
+    switches: Vec<NodeIndex>,
+    /// Local adjacency over switch-switch ports: (local peer, port at this switch, latency).
+    adj_offsets: Vec<u32>,
+    adj: Vec<(u32, PortIndex, u64)>,
+    /// Start of each switch's words in a class's next-hop bitset.
+    word_offsets: Vec<u32>,
+    /// Local indices of switches adjacent to a host.
+    host_adjacent: Vec<u32>,
+    /// Global class ids of this component, by local class id.
+    classes: Vec<u32>,
+}
+
+/// What one destination class contributes: next-hop bits per switch, latencies from the
+/// host-adjacent switches, and host-to-host hop counts from every class of the component.
+struct ClassOut {
+    bits: Vec<u64>,
+    adj_latency_ps: Vec<u64>,
+    hops_from: Vec<u32>,
+}
+
+impl Routing {
+    /// Builds the tables, in parallel over destination classes. Fails if a link joins two
+    /// hosts, a host has more than 64 ports, the tables would exceed `u32` indexing, or some
+    /// host cannot reach another.
+    pub fn build(topo: &Topology) -> Result<Routing, TopoError> {
+        let n = topo.node_count() as usize;
+        let hosts = topo.host_count() as usize;
+
+        // Switch components.
+        let mut comp_of = vec![NO_COMP; n];
+        let mut local_of = vec![u32::MAX; n];
+        let mut comps: Vec<Comp> = Vec::new();
+        for s in hosts..n {
+            if comp_of[s] != NO_COMP {
+                continue;
+            }
+            let c = comps.len() as u32;
+            let mut switches = vec![s as NodeIndex];
+            comp_of[s] = c;
+            let mut i = 0;
+            while i < switches.len() {
+                let x = switches[i];
+                i += 1;
+                for p in topo.ports(x) {
+                    if !topo.is_host(p.peer) && comp_of[p.peer as usize] == NO_COMP {
+                        comp_of[p.peer as usize] = c;
+                        switches.push(p.peer);
+                    }
+                }
+            }
+            switches.sort_unstable();
+            for (i, &x) in switches.iter().enumerate() {
+                local_of[x as usize] = i as u32;
+            }
+            comps.push(Comp {
+                switches,
+                adj_offsets: Vec::new(),
+                adj: Vec::new(),
+                word_offsets: Vec::new(),
+                host_adjacent: Vec::new(),
+                classes: Vec::new(),
+            });
+        }
+
+        // Host attachments and destination classes.
+        let mut class_index: HashMap<(u32, Vec<(NodeIndex, u64)>), u32> = HashMap::new();
+        let mut class_keys: Vec<Vec<(NodeIndex, u64)>> = Vec::new();
+        let mut class_comp: Vec<u32> = Vec::new();
+        let mut host_class_offsets = vec![0u32];
+        let mut host_classes = Vec::new();
+        let mut attach_offsets = vec![0u32];
+        let mut attach: Vec<(NodeIndex, PortIndex)> = Vec::new();
+        let mut host_port_offsets = vec![0u32];
+        let mut host_port_switch = Vec::new();
+        let mut host_port_latency_ps = Vec::new();
+        let mut host_adjacent = vec![false; n];
+        for h in 0..hosts as NodeIndex {
+            let ports = topo.ports(h);
+            if ports.len() > 64 {
+                return Err(TopoError::TooLarge(format!(
+                    "host {h} has {} ports; hosts may have at most 64",
+                    ports.len()
+                )));
+            }
+            let mut key: Vec<(u32, NodeIndex, u64)> = Vec::with_capacity(ports.len());
+            let start = attach.len();
+            for p in ports {
+                if topo.is_host(p.peer) {
+                    return Err(TopoError::Invalid(format!(
+                        "link {} joins hosts {h} and {}; hosts attach only to switches",
+                        p.link, p.peer
+                    )));
+                }
+                let lat = topo.link(p.link).latency_ps;
+                key.push((comp_of[p.peer as usize], p.peer, lat));
+                attach.push((p.peer, p.peer_port));
+                host_port_switch.push(p.peer);
+                host_port_latency_ps.push(lat);
+                host_adjacent[p.peer as usize] = true;
+            }
+            attach[start..].sort_unstable();
+            attach_offsets.push(attach.len() as u32);
+            host_port_offsets.push(host_port_switch.len() as u32);
+            // Parallel links to one switch count once, at their lowest latency.
+            key.sort_unstable();
+            key.dedup_by(|b, a| a.0 == b.0 && a.1 == b.1);
+            let mut i = 0;
+            while i < key.len() {
+                let c = key[i].0;
+                let mut j = i;
+                while j < key.len() && key[j].0 == c {
+                    j += 1;
+                }
+                let k: Vec<(NodeIndex, u64)> = key[i..j].iter().map(|x| (x.1, x.2)).collect();
+                let next = class_keys.len() as u32;
+                let id = *class_index.entry((c, k.clone())).or_insert_with(|| {
+                    class_keys.push(k);
+                    class_comp.push(c);
+                    next
+                });
+                if id == next {
+                    comps[c as usize].classes.push(id);
+                }
+                host_classes.push((c, id));
+                i = j;
+            }
+            host_class_offsets.push(host_classes.len() as u32);
+        }
+        drop(class_index);
+        // Global class id -> local column within its component.
+        let mut class_local = vec![0u32; class_keys.len()];
+        for comp in &comps {
+            for (i, &g) in comp.classes.iter().enumerate() {
+                class_local[g as usize] = i as u32;
+            }
+        }
+        for hc in &mut host_classes {
+            hc.1 = class_local[hc.1 as usize];
+        }
+
+        // Local adjacency and bitset layout per component.
+        for comp in &mut comps {
+            let mut offs = vec![0u32];
+            let mut adj = Vec::new();
+            let mut words = vec![0u32];
+            for (li, &s) in comp.switches.iter().enumerate() {
+                for (pi, p) in topo.ports(s).iter().enumerate() {
+                    if !topo.is_host(p.peer) {
+                        adj.push((
+                            local_of[p.peer as usize],
+                            pi as PortIndex,
+                            topo.link(p.link).latency_ps,
+                        ));
+                    }
+                }
+                offs.push(adj.len() as u32);
+                let w = topo.ports(s).len().div_ceil(64) as u32;
+                words.push(words[li] + w);
+                if host_adjacent[s as usize] {
+                    comp.host_adjacent.push(li as u32);
+                }
+            }
+            comp.adj_offsets = offs;
+            comp.adj = adj;
+            comp.word_offsets = words;
+        }
+
+        // Per destination class: shortest latencies, next-hop bits, hop counts (parallel).
+        let outs: Vec<Vec<ClassOut>> = comps
+            .iter()
+            .map(|comp| {
+                comp.classes
+                    .par_iter()
+                    .map(|&g| class_routes(comp, &class_keys, &local_of, g))
+                    .collect()
+            })
+            .collect();
+
+        // Intern each switch's next-hop sets (parallel over switches).
+        let mut row_offset = vec![u32::MAX; n];
+        let mut total: u64 = 0;
+        for comp in &comps {
+            for &s in &comp.switches {
+                row_offset[s as usize] = total as u32;
+                total += comp.classes.len() as u64;
+                if total > (u32::MAX - 2) as u64 {
+                    return Err(TopoError::TooLarge(format!(
+                        "routing tables would need more than {} entries",
+                        u32::MAX - 2
+                    )));
+                }
+            }
+        }
+        let mut entries = vec![NONE_SET; total as usize];
+        let mut set_offsets = vec![0u32];
+        let mut set_ports: Vec<PortIndex> = Vec::new();
+        for (ci, comp) in comps.iter().enumerate() {
+            let out = &outs[ci];
+            let rows: Vec<(Vec<u32>, Vec<Vec<PortIndex>>)> = (0..comp.switches.len())
+                .into_par_iter()
+                .map(|li| intern_switch(comp, &class_keys, out, li))
+                .collect();
+            for (li, (row, sets)) in rows.into_iter().enumerate() {
+                let base = (set_offsets.len() - 1) as u64;
+                if base + sets.len() as u64 > (u32::MAX - 2) as u64 {
+                    return Err(TopoError::TooLarge("too many next-hop sets".into()));
+                }
+                for set in sets {
+                    set_ports.extend_from_slice(&set);
+                    set_offsets.push(set_ports.len() as u32);
+                }
+                let off = row_offset[comp.switches[li] as usize] as usize;
+                for (k, v) in row.into_iter().enumerate() {
+                    entries[off + k] = if v >= DIRECT_SET { v } else { base as u32 + v };
+                }
+            }
+        }
+
+        // Latencies from host-adjacent switches to each class, for hosts' own choice.
+        let mut adj_row = vec![u32::MAX; n];
+        let mut adj_latency_ps = Vec::new();
+        for (ci, comp) in comps.iter().enumerate() {
+            for (ai, &li) in comp.host_adjacent.iter().enumerate() {
+                adj_row[comp.switches[li as usize] as usize] = adj_latency_ps.len() as u32;
+                adj_latency_ps.extend(outs[ci].iter().map(|o| o.adj_latency_ps[ai]));
+            }
+        }
+
+        let hop_tables: Vec<Vec<u32>> = outs
+            .into_iter()
+            .map(|o| o.into_iter().flat_map(|c| c.hops_from).collect())
+            .collect();
+        let attach_switch = attach.iter().map(|a| a.0).collect();
+        let attach_port = attach.iter().map(|a| a.1).collect();
+        let mut r = Routing {
+            comp_of,
+            comp_classes: comps.iter().map(|c| c.classes.len() as u32).collect(),
+            row_offset,
+            entries,
+            set_offsets,
+            set_ports,
+            host_class_offsets,
+            host_classes,
+            attach_offsets,
+            attach_switch,
+            attach_port,
+            host_port_offsets,
+            host_port_switch,
+            host_port_latency_ps,
+            adj_row,
+            adj_latency_ps,
+            diameter_hops: 0,
+        };
+        r.diameter_hops = r.check_and_diameter(&hop_tables)?;
+        Ok(r)
+    }
+
+    /// Next-hop ports of `node` (switch or host) toward host `dst`.
+    pub fn next_hops(&self, node: NodeIndex, dst: NodeIndex) -> NextHops<'_> {
+        if self.comp_of[node as usize] == NO_COMP {
+            NextHops::Mask(self.host_next_hops(node, dst))
+        } else {
+            NextHops::Ports(self.switch_next_hops(node, dst))
+        }
+    }
+
+    /// Next-hop ports of switch `s` toward host `dst` (empty if unreachable).
+    ///
+    /// Panics if `s` is not a switch or `dst` not a host.
+    pub fn switch_next_hops(&self, s: NodeIndex, dst: NodeIndex) -> &[PortIndex] {
+        let c = self.comp_of[s as usize];
+        assert!(c != NO_COMP, "node {s} is not a switch");
+        let Some(class) = self.class_of(dst, c) else {
+            return &[];
+        };
+        match self.entries[self.row_offset[s as usize] as usize + class as usize] {
+            NONE_SET => &[],
+            DIRECT_SET => {
+                let lo = self.attach_offsets[dst as usize] as usize;
+                let hi = self.attach_offsets[dst as usize + 1] as usize;
+                let sw = &self.attach_switch[lo..hi];
+                let a = lo + sw.partition_point(|&x| x < s);
+                let b = lo + sw.partition_point(|&x| x <= s);
+                &self.attach_port[a..b]
+            }
+            set => {
+                let set = set as usize;
+                &self.set_ports[self.set_offsets[set] as usize..self.set_offsets[set + 1] as usize]
+            }
+        }
+    }
+
+    /// Bit mask of host `h`'s ports on minimum-latency paths to host `dst` (0 if `h == dst`).
+    pub fn host_next_hops(&self, h: NodeIndex, dst: NodeIndex) -> u64 {
+        if h == dst {
+            return 0;
+        }
+        let lo = self.host_port_offsets[h as usize] as usize;
+        let hi = self.host_port_offsets[h as usize + 1] as usize;
+        let mut best = INF;
+        let mut mask = 0u64;
+        for i in lo..hi {
+            let s = self.host_port_switch[i];
+            let Some(class) = self.class_of(dst, self.comp_of[s as usize]) else {
+                continue;
+            };
+            let d = self.adj_latency_ps[self.adj_row[s as usize] as usize + class as usize];
+            let v = d.saturating_add(self.host_port_latency_ps[i]);
+            if v < best {
+                best = v;
+                mask = 0;
+            }
+            if v == best && v != INF {
+                mask |= 1 << (i - lo);
+            }
+        }
+        mask
+    }
+
+    /// Minimum total latency (ps) from host `src` to host `dst`; `None` if unreachable.
+    pub fn path_latency_ps(&self, src: NodeIndex, dst: NodeIndex) -> Option<u64> {
+        if src == dst {
+            return Some(0);
+        }
+        let lo = self.host_port_offsets[src as usize] as usize;
+        let hi = self.host_port_offsets[src as usize + 1] as usize;
+        (lo..hi)
+            .filter_map(|i| {
+                let s = self.host_port_switch[i];
+                let class = self.class_of(dst, self.comp_of[s as usize])?;
+                let d = self.adj_latency_ps[self.adj_row[s as usize] as usize + class as usize];
+                (d != INF).then(|| d + self.host_port_latency_ps[i])
+            })
+            .min()
+    }
+
+    /// Follows next hops from host `src` to host `dst`, taking `choose(n)` (in `0..n`) among
+    /// `n` ECMP ports at each hop. Returns the nodes visited, `src` and `dst` included.
+    ///
+    /// Panics if the walk dead-ends or loops (a routing bug, not a user error).
+    pub fn path(
+        &self,
+        topo: &Topology,
+        src: NodeIndex,
+        dst: NodeIndex,
+        choose: &mut impl FnMut(usize) -> usize,
+    ) -> Vec<NodeIndex> {
+        self.walk(topo, src, dst, None, choose)
+    }
+
+    /// Follows next hops from `from` toward host `dst`, stopping at `stop` if reached first.
+    pub(crate) fn walk(
+        &self,
+        topo: &Topology,
+        from: NodeIndex,
+        dst: NodeIndex,
+        stop: Option<NodeIndex>,
+        choose: &mut impl FnMut(usize) -> usize,
+    ) -> Vec<NodeIndex> {
+        let mut path = vec![from];
+        let mut at = from;
+        while at != dst && Some(at) != stop {
+            let hops = self.next_hops(at, dst);
+            assert!(!hops.is_empty(), "no route from {at} to {dst}");
+            let port = hops.get(choose(hops.len()) % hops.len());
+            at = topo.port(at, port).peer;
+            path.push(at);
+            assert!(
+                path.len() <= topo.node_count() as usize + 1,
+                "routing loop toward {dst}"
+            );
+        }
+        path
+    }
+
+    /// Largest number of links between two hosts on a minimum-hop path (hosts never
+    /// transit); 0 with fewer than two hosts.
+    pub fn diameter_hops(&self) -> u32 {
+        self.diameter_hops
+    }
+
+    /// Number of destination classes over all switch components.
+    pub fn class_count(&self) -> u32 {
+        self.comp_classes.iter().sum()
+    }
+
+    /// Number of switch table entries (switches x classes of their component).
+    pub fn entry_count(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Number of distinct interned next-hop sets (summed over switches).
+    pub fn set_count(&self) -> usize {
+        self.set_offsets.len() - 1
+    }
+
+    /// Approximate heap bytes held by the tables.
+    pub fn memory_bytes(&self) -> usize {
+        self.comp_of.len() * 4
+            + self.row_offset.len() * 4
+            + self.entries.len() * 4
+            + self.set_offsets.len() * 4
+            + self.set_ports.len() * 2
+            + self.host_class_offsets.len() * 4
+            + self.host_classes.len() * 8
+            + self.attach_offsets.len() * 4
+            + self.attach_switch.len() * 6
+            + self.host_port_offsets.len() * 4
+            + self.host_port_switch.len() * 12
+            + self.adj_row.len() * 4
+            + self.adj_latency_ps.len() * 8
+    }
+
+    /// Host `dst`'s class in switch component `c`, if it attaches to that component.
+    fn class_of(&self, dst: NodeIndex, c: u32) -> Option<u32> {
+        let lo = self.host_class_offsets[dst as usize] as usize;
+        let hi = self.host_class_offsets[dst as usize + 1] as usize;
+        self.host_classes[lo..hi]
+            .iter()
+            .find(|x| x.0 == c)
+            .map(|x| x.1)
+    }
+
+    /// Checks that every host reaches every other and returns the hop diameter.
+    /// `hop_tables[c][b * classes + a]` = hops from a class-a host to a class-b host in c.
+    fn check_and_diameter(&self, hop_tables: &[Vec<u32>]) -> Result<u32, TopoError> {
+        let hosts = self.host_class_offsets.len() - 1;
+        if hosts >= 2 {
+            if let Some(h) =
+                (0..hosts).find(|&h| self.host_class_offsets[h] == self.host_class_offsets[h + 1])
+            {
+                let other = if h == 0 { 1 } else { 0 };
+                return Err(TopoError::Unreachable {
+                    from: h as u32,
+                    to: other,
+                });
+            }
+        }
+        // Hosts with the same (component, class) list are interchangeable.
+        let mut keys: HashMap<&[(u32, u32)], (u32, u32)> = HashMap::new();
+        for h in 0..hosts {
+            let lo = self.host_class_offsets[h] as usize;
+            let hi = self.host_class_offsets[h + 1] as usize;
+            keys.entry(&self.host_classes[lo..hi])
+                .and_modify(|e| e.1 += 1)
+                .or_insert((h as u32, 1));
+        }
+        let mut keys: Vec<(&[(u32, u32)], u32, u32)> =
+            keys.into_iter().map(|(k, (h, cnt))| (k, h, cnt)).collect();
+        keys.sort_unstable_by_key(|k| k.1);
+        let hops = |a: &[(u32, u32)], b: &[(u32, u32)]| -> u32 {
+            let (mut i, mut j, mut best) = (0, 0, u32::MAX);
+            while i < a.len() && j < b.len() {
+                match a[i].0.cmp(&b[j].0) {
+                    std::cmp::Ordering::Less => i += 1,
+                    std::cmp::Ordering::Greater => j += 1,
+                    std::cmp::Ordering::Equal => {
+                        let c = a[i].0 as usize;
+                        let m = self.comp_classes[c] as usize;
+                        best = best.min(hop_tables[c][b[j].1 as usize * m + a[i].1 as usize]);
+                        i += 1;
+                        j += 1;
+                    }
+                }
+            }
+            best
+        };
+        let worst = (0..keys.len())
+            .into_par_iter()
+            .map(|i| {
+                let (ka, ha, cnt) = keys[i];
+                let mut worst: Result<u32, (u32, u32)> = Ok(0);
+                let from = if cnt >= 2 { i } else { i + 1 };
+                for &(kb, hb, _) in &keys[from..] {
+                    let d = hops(ka, kb);
+                    if d == u32::MAX {
+                        worst = Err((ha, hb));
+                        break;
+                    }
+                    worst = worst.map(|w| w.max(d));
+                }
+                (i, worst)
+            })
+            .collect::<Vec<_>>();
+        let mut diameter = 0;
+        for (_, w) in worst {
+            match w {
+                Ok(d) => diameter = diameter.max(d),
+                Err((from, to)) => return Err(TopoError::Unreachable { from, to }),
+            }
+        }
+        Ok(diameter)
+    }
+}
+
+/// Dijkstra and BFS from destination class `g`'s attachment switches over its component.
+fn class_routes(
+    comp: &Comp,
+    class_keys: &[Vec<(NodeIndex, u64)>],
+    local_of: &[u32],
+    g: u32,
+) -> ClassOut {
+    let n = comp.switches.len();
+    let key = &class_keys[g as usize];
+    let mut dist = vec![INF; n];
+    let mut heap = BinaryHeap::new();
+    for &(s, lat) in key {
+        let l = local_of[s as usize];
+        dist[l as usize] = lat;
+        heap.push(Reverse((lat, l)));
+    }
+    while let Some(Reverse((d, u))) = heap.pop() {
+        if d > dist[u as usize] {
+            continue;
+        }
+        let (lo, hi) = (
+            comp.adj_offsets[u as usize] as usize,
+            comp.adj_offsets[u as usize + 1] as usize,
+        );
+        for &(v, _, lat) in &comp.adj[lo..hi] {
+            let nd = d.saturating_add(lat);
+            if nd < dist[v as usize] {
+                dist[v as usize] = nd;
+                heap.push(Reverse((nd, v)));
+            }
+        }
+    }
+    let mut bits = vec![0u64; *comp.word_offsets.last().unwrap_or(&0) as usize];
+    for u in 0..n {
+        if dist[u] == INF || key.binary_search_by_key(&comp.switches[u], |k| k.0).is_ok() {
+            continue;
+        }
+        let w0 = comp.word_offsets[u] as usize;
+        for &(v, port, lat) in
+            &comp.adj[comp.adj_offsets[u] as usize..comp.adj_offsets[u + 1] as usize]
+        {
+            if dist[v as usize] != INF && dist[v as usize] + lat == dist[u] {
+                bits[w0 + port as usize / 64] |= 1 << (port % 64);
+            }
+        }
+    }
+    // Hop counts for the diameter: BFS from the attachment switches.
+    let mut hop = vec![u32::MAX; n];
+    let mut queue: Vec<u32> = key.iter().map(|&(s, _)| local_of[s as usize]).collect();
+    for &l in &queue {
+        hop[l as usize] = 0;
+    }
+    let mut i = 0;
+    while i < queue.len() {
+        let u = queue[i] as usize;
+        i += 1;
+        for &(v, _, _) in &comp.adj[comp.adj_offsets[u] as usize..comp.adj_offsets[u + 1] as usize]
+        {
+            if hop[v as usize] == u32::MAX {
+                hop[v as usize] = hop[u] + 1;
+                queue.push(v);
+            }
+        }
+    }
+    let hops_from = comp
+        .classes
+        .iter()
+        .map(|&a| {
+            class_keys[a as usize]
+                .iter()
+                .map(|&(s, _)| hop[local_of[s as usize] as usize])
+                .min()
+                .map_or(u32::MAX, |h| h.saturating_add(2))
+        })
+        .collect();
+    ClassOut {
+        bits,
+        adj_latency_ps: comp
+            .host_adjacent
+            .iter()
+            .map(|&l| dist[l as usize])
+            .collect(),
+        hops_from,
+    }
+}
+
+/// One switch's row: per class a local set id (or DIRECT/NONE), and its distinct sets.
+fn intern_switch(
+    comp: &Comp,
+    class_keys: &[Vec<(NodeIndex, u64)>],
+    out: &[ClassOut],
+    li: usize,
+) -> (Vec<u32>, Vec<Vec<PortIndex>>) {
+    let s = comp.switches[li];
+    let (w0, w1) = (
+        comp.word_offsets[li] as usize,
+        comp.word_offsets[li + 1] as usize,
+    );
+    let mut index: HashMap<&[u64], u32> = HashMap::new();
+    let mut sets = Vec::new();
+    let mut row = Vec::with_capacity(out.len());
+    for (k, o) in out.iter().enumerate() {
+        let g = comp.classes[k] as usize;
+        if class_keys[g].binary_search_by_key(&s, |x| x.0).is_ok() {
+            row.push(DIRECT_SET);
+            continue;
+        }
+        let words = &o.bits[w0..w1];
+        if words.iter().all(|&w| w == 0) {
+            row.push(NONE_SET);
+            continue;
+        }
+        let next = sets.len() as u32;
+        let id = *index.entry(words).or_insert_with(|| {
+            let mut ports = Vec::new();
+            for (wi, &w) in words.iter().enumerate() {
+                let mut w = w;
+                while w != 0 {
+                    ports.push((wi * 64 + w.trailing_zeros() as usize) as PortIndex);
+                    w &= w - 1;
+                }
+            }
+            sets.push(ports);
+            next
+        });
+        row.push(id);
+    }
+    (row, sets)
+}

@@ -34,8 +34,14 @@ impl<P> Event<P> {
     /// events) or `src` is not below [`MAX_NODES`].
     #[inline]
     pub fn new(time: SimTime, src: NodeId, seq: u64, target: NodeId, payload: P) -> Event<P> {
-        assert!(seq < 1 << SEQ_BITS, "node {src} exhausted its event sequence numbers");
-        assert!(u64::from(src.0) < MAX_NODES, "node id {src} beyond {MAX_NODES}");
+        assert!(
+            seq < 1 << SEQ_BITS,
+            "node {src} exhausted its event sequence numbers"
+        );
+        assert!(
+            u64::from(src.0) < MAX_NODES,
+            "node id {src} beyond {MAX_NODES}"
+        );
         Event {
             time,
             order: (u64::from(src.0) << SEQ_BITS) | seq,
@@ -204,7 +210,13 @@ mod tests {
     use std::collections::BTreeMap;
 
     fn event(time: u64, src: u32, seq: u64) -> Event<u32> {
-        Event::new(SimTime(time), NodeId(src), seq, NodeId(0), (time as u32) ^ src)
+        Event::new(
+            SimTime(time),
+            NodeId(src),
+            seq,
+            NodeId(0),
+            (time as u32) ^ src,
+        )
     }
 
     /// Seeded random pushes, pops and top replacements against a BTreeMap, with
@@ -234,7 +246,10 @@ mod tests {
                     assert_eq!(queue.replace_top(fresh), expected);
                 }
                 assert_eq!(queue.len(), reference.len());
-                let expected_next = reference.keys().next().map_or(SimTime::MAX, |k| SimTime((k >> 64) as u64));
+                let expected_next = reference
+                    .keys()
+                    .next()
+                    .map_or(SimTime::MAX, |k| SimTime((k >> 64) as u64));
                 assert_eq!(queue.next_time(), expected_next);
             }
             while let Some((_, expected)) = reference.pop_first() {

@@ -154,7 +154,9 @@ mod tests {
 
     #[test]
     fn streams_depend_on_seed_and_node_only() {
-        let a: Vec<u64> = (0..4).map(|_| NodeRng::new(1, NodeId(5)).next_u64()).collect();
+        let a: Vec<u64> = (0..4)
+            .map(|_| NodeRng::new(1, NodeId(5)).next_u64())
+            .collect();
         assert!(a.windows(2).all(|w| w[0] == w[1]));
         let mut x = NodeRng::new(1, NodeId(5));
         let mut y = NodeRng::new(1, NodeId(6));

@@ -127,6 +127,8 @@ pub struct ShardReport<M> {
     pub handled_events: u64,
     /// Synchronisation windows (the same on every shard).
     pub windows: u64,
+    /// Time of the last event this shard handled (zero if none).
+    pub last_event_time: SimTime,
 }
 
 /// Runs one shard from time zero until no event earlier than `end` remains
@@ -168,6 +170,7 @@ pub fn run_shard<M: Model, C: Comm<M::Payload>>(
     let mut inbox = Vec::new();
     let mut handled_events = 0u64;
     let mut windows = 0u64;
+    let mut last_event_time = SimTime::ZERO;
     loop {
         let local_next = state.queue.next_time().min(state.outbox_next);
         state.outbox_next = SimTime::MAX;
@@ -196,6 +199,7 @@ pub fn run_shard<M: Model, C: Comm<M::Payload>>(
                 state.queue.pop();
             }
             handled_events += 1;
+            last_event_time = event.time;
         }
     }
     Ok(ShardReport {
@@ -203,5 +207,6 @@ pub fn run_shard<M: Model, C: Comm<M::Payload>>(
         model,
         handled_events,
         windows,
+        last_event_time,
     })
 }

@@ -99,7 +99,11 @@ pub struct ThreadExchange<P> {
 impl<P> ThreadExchange<P> {
     pub fn new(shards: usize) -> ThreadExchange<P> {
         assert!(shards > 0, "a run needs at least one shard");
-        let mailboxes = || (0..shards * shards).map(|_| Mutex::new(Vec::new())).collect();
+        let mailboxes = || {
+            (0..shards * shards)
+                .map(|_| Mutex::new(Vec::new()))
+                .collect()
+        };
         let next_times = || (0..shards).map(|_| AtomicU64::new(u64::MAX)).collect();
         ThreadExchange {
             shards,
@@ -140,7 +144,9 @@ impl<P: Send> Comm<P> for ThreadComm<'_, P> {
         let mailboxes = &shared.mailboxes[self.parity];
         for (to, outbox) in outboxes.iter_mut().enumerate() {
             if !outbox.is_empty() {
-                let mut mailbox = mailboxes[self.shard * n + to].lock().expect("mailbox poisoned");
+                let mut mailbox = mailboxes[self.shard * n + to]
+                    .lock()
+                    .expect("mailbox poisoned");
                 mailbox.append(outbox);
             }
         }
@@ -153,7 +159,9 @@ impl<P: Send> Comm<P> for ThreadComm<'_, P> {
             .min()
             .unwrap_or(u64::MAX);
         for from in 0..n {
-            let mut mailbox = mailboxes[from * n + self.shard].lock().expect("mailbox poisoned");
+            let mut mailbox = mailboxes[from * n + self.shard]
+                .lock()
+                .expect("mailbox poisoned");
             inbox.append(&mut mailbox);
         }
         self.parity ^= 1;

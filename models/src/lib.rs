@@ -1,3 +1,5 @@
 //! netsim-models: the network (ports, switches, NICs, congestion control) and workload models.
 
+pub mod network;
 pub mod telemetry;
+pub mod traffic;

@@ -70,3 +70,31 @@ pub struct PfcRecord {
     /// For a resume, how long the priority was paused.
     pub duration_ns: Option<u64>,
 }
+
+/// Where a shard's model writes its telemetry rows, in the order it makes
+/// them (which is deterministic: the same on any number of shards).
+pub trait TelemetrySink: Send {
+    fn flow(&mut self, record: FlowRecord);
+    fn queue(&mut self, sample: QueueSample);
+    fn pfc(&mut self, record: PfcRecord);
+}
+
+/// Keeps every row in memory; for tests and small runs.
+#[derive(Debug, Default, Clone)]
+pub struct MemorySink {
+    pub flows: Vec<FlowRecord>,
+    pub queues: Vec<QueueSample>,
+    pub pfc: Vec<PfcRecord>,
+}
+
+impl TelemetrySink for MemorySink {
+    fn flow(&mut self, record: FlowRecord) {
+        self.flows.push(record);
+    }
+    fn queue(&mut self, sample: QueueSample) {
+        self.queues.push(sample);
+    }
+    fn pfc(&mut self, record: PfcRecord) {
+        self.pfc.push(record);
+    }
+}

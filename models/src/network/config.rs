@@ -1,0 +1,233 @@
+//! Parameters of the network model, with defaults taken from the configurations
+//! that RoCE simulation studies use: SimAI's `SimAI.conf` for ECN (KMIN/KMAX/PMAX
+//! maps), the shared buffer (32 MB) and DCQCN's gain, alpha update, rate-decrease
+//! interval, additive and hyper-additive steps and minimum rate; the DCQCN paper
+//! (Zhu et al., SIGCOMM'15) for the CNP interval (50 us), the rate-increase timer
+//! (55 us) and five fast-recovery stages, which keep two flows on a 100 Gb/s
+//! bottleneck from collapsing to the minimum rate under SimAI's deep thresholds.
+
+use netsim_engine::SimTime;
+
+/// Congestion control run by the NICs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CcKind {
+    /// DCQCN (Zhu et al., SIGCOMM'15), the RoCEv2 default: rate-based, CNP driven.
+    Dcqcn,
+    /// DCTCP (Alizadeh et al., SIGCOMM'10): ECN-echo window control.
+    Dctcp,
+    /// Line rate, relying on PFC alone.
+    None,
+}
+
+/// How switches choose among equal-cost next hops.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EcmpMode {
+    /// Hash of the flow's 5-tuple with a per-switch seed: one path per flow.
+    Hash,
+    /// A fresh random choice per packet.
+    Spray,
+}
+
+/// ECN marking (RED on the egress queue) for links of one rate.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct EcnProfile {
+    pub rate_bps: u64,
+    pub kmin_bytes: u64,
+    pub kmax_bytes: u64,
+    pub pmax: f64,
+}
+
+/// DCQCN reaction-point and notification-point parameters.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct DcqcnConfig {
+    /// EWMA gain of alpha.
+    pub g: f64,
+    pub alpha_update: SimTime,
+    pub rate_decrease_interval: SimTime,
+    /// Rate-increase timer.
+    pub rate_increase_timer: SimTime,
+    /// Increase stages spent in fast recovery before additive increase.
+    pub fast_recovery_times: u32,
+    pub additive_increase_bps: u64,
+    pub hyper_increase_bps: u64,
+    pub min_rate_bps: u64,
+    /// A receiver sends at most one CNP per flow per interval.
+    pub cnp_interval: SimTime,
+}
+
+/// Everything the network model needs besides topology and traffic.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NetConfig {
+    /// Payload bytes per data packet.
+    pub mtu_bytes: u32,
+    /// Ethernet + IPv4 + UDP + BTH + ICRC + FCS bytes added to every data packet.
+    pub header_bytes: u32,
+    /// Wire size of ACK, NACK and CNP packets.
+    pub control_bytes: u32,
+    pub cc: CcKind,
+    pub dcqcn: DcqcnConfig,
+    /// DCTCP's EWMA gain.
+    pub dctcp_g: f64,
+    /// PFC on: lossless data class. Off: lossy, tail drop, go-back-N.
+    pub pfc: bool,
+    pub ecmp: EcmpMode,
+    /// Shared buffer of each switch.
+    pub buffer_bytes: u64,
+    /// Dynamic threshold of the lossy egress admission: a queue may hold
+    /// `alpha * free buffer`.
+    pub dt_alpha: f64,
+    /// Dynamic PFC threshold: an ingress queue pauses its upstream above
+    /// `alpha * (buffer - headroom - used)`.
+    pub pfc_alpha: f64,
+    /// Hysteresis: resume when the ingress queue is this far below the threshold.
+    pub pfc_xon_offset_bytes: u64,
+    /// Buffer reserved per port for packets in flight after a pause.
+    pub pfc_headroom_bytes: u64,
+    /// ECN profiles by link rate; a link uses the profile of the highest rate not above its own.
+    pub ecn: Vec<EcnProfile>,
+    /// A receiver acknowledges every this many data packets (and the last).
+    pub ack_interval: u32,
+    /// Go-back-N retransmission timeout (lossy mode).
+    pub rto: SimTime,
+    /// Queue sampling period of the `queues` table; zero disables sampling.
+    pub sample_period: SimTime,
+}
+
+impl Default for NetConfig {
+    fn default() -> Self {
+        NetConfig {
+            mtu_bytes: 4096,
+            header_bytes: 62,
+            control_bytes: 66,
+            cc: CcKind::Dcqcn,
+            dcqcn: DcqcnConfig {
+                g: 1.0 / 256.0,
+                alpha_update: SimTime::from_us(1),
+                rate_decrease_interval: SimTime::from_us(4),
+                rate_increase_timer: SimTime::from_us(55),
+                fast_recovery_times: 5,
+                additive_increase_bps: 50_000_000,
+                hyper_increase_bps: 100_000_000,
+                min_rate_bps: 100_000_000,
+                cnp_interval: SimTime::from_us(50),
+            },
+            dctcp_g: 1.0 / 16.0,
+            pfc: true,
+            ecmp: EcmpMode::Hash,
+            buffer_bytes: 32 << 20,
+            dt_alpha: 1.0,
+            pfc_alpha: 1.0 / 8.0,
+            pfc_xon_offset_bytes: 2 * 4158,
+            pfc_headroom_bytes: 0,
+            ecn: default_ecn_profiles(),
+            ack_interval: 1,
+            rto: SimTime::from_us(500),
+            sample_period: SimTime::from_us(100),
+        }
+    }
+}
+
+/// SimAI's KMIN/KMAX/PMAX maps (kilobytes), by link rate.
+pub fn default_ecn_profiles() -> Vec<EcnProfile> {
+    const GBPS: u64 = 1_000_000_000;
+    [
+        (25, 100, 400, 0.2),
+        (50, 200, 800, 0.2),
+        (100, 400, 1600, 0.2),
+        (200, 300, 1200, 0.8),
+        (400, 800, 3200, 0.2),
+        (1600, 600, 2400, 0.2),
+    ]
+    .into_iter()
+    .map(|(gbps, kmin_kb, kmax_kb, pmax)| EcnProfile {
+        rate_bps: gbps * GBPS,
+        kmin_bytes: kmin_kb * 1000,
+        kmax_bytes: kmax_kb * 1000,
+        pmax,
+    })
+    .collect()
+}
+
+/// A parameter outside the range where the model means anything.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{field}: {problem}")]
+pub struct ConfigError {
+    pub field: &'static str,
+    pub problem: String,
+}
+
+impl NetConfig {
+    /// The ECN profile of a link of `rate_bps`.
+    pub fn ecn_for(&self, rate_bps: u64) -> EcnProfile {
+        let mut best = self.ecn[0];
+        for p in &self.ecn {
+            if p.rate_bps <= rate_bps && p.rate_bps >= best.rate_bps {
+                best = *p;
+            }
+        }
+        best
+    }
+
+    /// Checks every parameter; the error names the flag-style field.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |field: &'static str, problem: String| Err(ConfigError { field, problem });
+        if !(64..=65_000).contains(&self.mtu_bytes) {
+            return bad(
+                "mtu",
+                format!("{} bytes is outside 64..=65000", self.mtu_bytes),
+            );
+        }
+        if self.mtu_bytes + self.header_bytes > u32::from(u16::MAX) {
+            return bad("mtu", "packet larger than 65535 bytes on the wire".into());
+        }
+        let d = &self.dcqcn;
+        if !(d.g > 0.0 && d.g <= 1.0) {
+            return bad("dcqcn-g", format!("{} is outside (0, 1]", d.g));
+        }
+        for (field, t) in [
+            ("dcqcn-alpha-update-us", d.alpha_update),
+            ("dcqcn-rate-decrease-us", d.rate_decrease_interval),
+            ("dcqcn-rate-increase-us", d.rate_increase_timer),
+        ] {
+            if t == SimTime::ZERO {
+                return bad(field, "must be positive".into());
+            }
+        }
+        if d.min_rate_bps == 0 {
+            return bad("dcqcn-min-rate-mbps", "must be positive".into());
+        }
+        if !(self.dctcp_g > 0.0 && self.dctcp_g <= 1.0) {
+            return bad("dctcp-g", format!("{} is outside (0, 1]", self.dctcp_g));
+        }
+        if self.buffer_bytes < 4 * u64::from(self.mtu_bytes + self.header_bytes) {
+            return bad("buffer-kb", "smaller than four packets".into());
+        }
+        if !(self.dt_alpha > 0.0) || !(self.pfc_alpha > 0.0) {
+            return bad("dt-alpha", "thresholds must be positive".into());
+        }
+        for p in &self.ecn {
+            if p.kmin_bytes > p.kmax_bytes || !(0.0..=1.0).contains(&p.pmax) {
+                return bad(
+                    "ecn",
+                    format!(
+                        "kmin {} > kmax {} or pmax {} outside [0, 1]",
+                        p.kmin_bytes, p.kmax_bytes, p.pmax
+                    ),
+                );
+            }
+        }
+        if self.ecn.is_empty() {
+            return bad("ecn", "no ECN profile".into());
+        }
+        if self.ack_interval == 0 || self.ack_interval > 255 {
+            return bad(
+                "ack-interval",
+                format!("{} is outside 1..=255", self.ack_interval),
+            );
+        }
+        if self.rto == SimTime::ZERO {
+            return bad("rto-us", "must be positive".into());
+        }
+        Ok(())
+    }
+}

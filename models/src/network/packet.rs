@@ -1,0 +1,50 @@
+//! Packets: small plain values, copied into events and queues.
+
+/// What a packet is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PacketKind {
+    /// RoCEv2 payload of one flow.
+    Data,
+    /// Cumulative acknowledgement: every packet before `psn` arrived.
+    Ack,
+    /// Go-back-N request: resend from `psn`.
+    Nack,
+    /// DCQCN congestion notification from the receiver.
+    Cnp,
+}
+
+/// Egress priority classes. Control packets (ACK, NACK, CNP) have strict
+/// priority over data, and only data is paused by PFC.
+pub const PRIO_CONTROL: usize = 0;
+pub const PRIO_DATA: usize = 1;
+pub const PRIORITIES: usize = 2;
+
+/// One packet on the wire. 24 bytes, so an event carrying it stays small.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Packet {
+    pub flow: u32,
+    /// Source and destination hosts (data direction for data, reversed for control).
+    pub src: u32,
+    pub dst: u32,
+    /// Data: packet sequence number. ACK/NACK: next expected sequence number.
+    pub psn: u32,
+    /// Size on the wire, headers included.
+    pub wire_bytes: u16,
+    /// The port this packet entered the current switch on (PFC accounting).
+    pub in_port: u16,
+    pub kind: PacketKind,
+    /// Data: Congestion Experienced. ACK: number of acknowledged packets that were CE.
+    pub ce: u8,
+    /// Data: last packet of the flow.
+    pub last: bool,
+}
+
+impl Packet {
+    #[inline]
+    pub fn priority(&self) -> usize {
+        match self.kind {
+            PacketKind::Data => PRIO_DATA,
+            _ => PRIO_CONTROL,
+        }
+    }
+}

@@ -1,0 +1,111 @@
+//! The tables netsim writes: each record type's columns, Arrow types and nullability.
+//!
+//! The README documents these schemas; a test compares the two.
+
+use std::sync::Arc;
+
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use netsim_models::telemetry::{FlowRecord, PfcRecord, QueueSample};
+
+use super::row::{RowBuilder, TableRow};
+
+/// Every table a run writes; pass it to [`super::prepare_output_dir`].
+pub const TABLES: &[&str] = &[FlowRecord::TABLE, QueueSample::TABLE, PfcRecord::TABLE];
+
+impl TableRow for FlowRecord {
+    const TABLE: &'static str = "flows";
+
+    fn schema() -> SchemaRef {
+        Arc::new(Schema::new(vec![
+            Field::new("flow_id", DataType::UInt32, false),
+            Field::new("src", DataType::UInt32, false),
+            Field::new("dst", DataType::UInt32, false),
+            Field::new("size_bytes", DataType::UInt64, false),
+            Field::new("start_ns", DataType::UInt64, false),
+            // Null while the flow is unfinished at the end of the run.
+            Field::new("end_ns", DataType::UInt64, true),
+            Field::new("fct_ns", DataType::UInt64, true),
+            Field::new("ideal_fct_ns", DataType::UInt64, false),
+            Field::new("slowdown", DataType::Float64, true),
+            Field::new("ecmp_path", DataType::UInt64, false),
+            Field::new("ecn_marked_pkts", DataType::UInt64, false),
+            Field::new("cnps", DataType::UInt64, false),
+            Field::new("retransmitted_pkts", DataType::UInt64, false),
+            Field::new("finished", DataType::Boolean, false),
+        ]))
+    }
+
+    fn append(&self, row: &mut RowBuilder<'_>) {
+        row.u32(self.flow_id);
+        row.u32(self.src);
+        row.u32(self.dst);
+        row.u64(self.size_bytes);
+        row.u64(self.start_ns);
+        row.opt_u64(self.end_ns);
+        row.opt_u64(self.fct_ns);
+        row.u64(self.ideal_fct_ns);
+        row.opt_f64(self.slowdown);
+        row.u64(self.ecmp_path);
+        row.u64(self.ecn_marked_pkts);
+        row.u64(self.cnps);
+        row.u64(self.retransmitted_pkts);
+        row.bool(self.finished);
+    }
+}
+
+impl TableRow for QueueSample {
+    const TABLE: &'static str = "queues";
+
+    fn schema() -> SchemaRef {
+        Arc::new(Schema::new(vec![
+            Field::new("time_ns", DataType::UInt64, false),
+            Field::new("node", DataType::UInt32, false),
+            Field::new("port", DataType::UInt32, false),
+            Field::new("priority", DataType::UInt8, false),
+            Field::new("qlen_bytes", DataType::UInt64, false),
+            Field::new("tx_bytes", DataType::UInt64, false),
+            Field::new("ecn_marked_pkts", DataType::UInt64, false),
+            Field::new("dropped_pkts", DataType::UInt64, false),
+            Field::new("paused", DataType::Boolean, false),
+        ]))
+    }
+
+    fn append(&self, row: &mut RowBuilder<'_>) {
+        row.u64(self.time_ns);
+        row.u32(self.node);
+        row.u32(self.port);
+        row.u8(self.priority);
+        row.u64(self.qlen_bytes);
+        row.u64(self.tx_bytes);
+        row.u64(self.ecn_marked_pkts);
+        row.u64(self.dropped_pkts);
+        row.bool(self.paused);
+    }
+}
+
+impl TableRow for PfcRecord {
+    const TABLE: &'static str = "pfc";
+
+    fn schema() -> SchemaRef {
+        Arc::new(Schema::new(vec![
+            Field::new("time_ns", DataType::UInt64, false),
+            Field::new("node", DataType::UInt32, false),
+            Field::new("port", DataType::UInt32, false),
+            Field::new("priority", DataType::UInt8, false),
+            // "pause" or "resume"; Parquet dictionary-encodes it on disk, so a
+            // plain string costs next to nothing and reads as a string everywhere.
+            Field::new("event", DataType::Utf8, false),
+            // Set on resumes only: how long the priority was paused.
+            Field::new("duration_ns", DataType::UInt64, true),
+        ]))
+    }
+
+    fn append(&self, row: &mut RowBuilder<'_>) {
+        row.u64(self.time_ns);
+        row.u32(self.node);
+        row.u32(self.port);
+        row.u8(self.priority);
+        row.str(self.event.as_str());
+        row.opt_u64(self.duration_ns);
+    }
+}

@@ -1,0 +1,184 @@
+//! Streams one table's rows from one shard into a Parquet part file with bounded memory.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::marker::PhantomData;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use parquet::arrow::ArrowWriter;
+use parquet::basic::Compression;
+use parquet::file::metadata::KeyValue;
+use parquet::file::properties::WriterProperties;
+
+use super::row::{Columns, TableRow};
+use super::{create_dir, TelemetryError, TempFile};
+
+/// Rows per row group unless [`PartConfig::row_group_rows`] says otherwise:
+/// large enough for good compression and fast scans, small enough that the
+/// buffered rows of every table of every shard stay a few MB each.
+pub const DEFAULT_ROW_GROUP_ROWS: usize = 65_536;
+
+/// Where one shard's part files go and what they record about the run.
+#[derive(Clone, Debug)]
+pub struct PartConfig {
+    /// The run's output directory; each table is a subdirectory of it.
+    pub out_dir: PathBuf,
+    /// Scenario name, recorded as `netsim.scenario`.
+    pub scenario: String,
+    /// Root seed, recorded as `netsim.seed`.
+    pub seed: u64,
+    /// MPI rank writing the part (0 without MPI).
+    pub rank: u32,
+    /// Shard writing the part.
+    pub shard: u32,
+    /// Rows buffered before they are written out as one row group; bounds memory.
+    pub row_group_rows: usize,
+}
+
+/// Writes the rows of table `R` produced by one shard to
+/// `<out>/<R::TABLE>/part-<rank>-<shard>.parquet`.
+///
+/// Rows are buffered in Arrow builders and written as a row group every
+/// [`PartConfig::row_group_rows`] rows. The file only gets its final name in
+/// [`TableWriter::finish`]; dropped before that (an error or a panic), the
+/// writer removes its temporary file.
+pub struct TableWriter<R: TableRow> {
+    // Declared before `temp` so the file is closed before the guard removes it.
+    writer: ArrowWriter<File>,
+    temp: TempFile,
+    path: PathBuf,
+    columns: Columns,
+    row_group_rows: usize,
+    rows_written: u64,
+    // `fn(&R)`: the writer consumes `R`s but holds none, so it is `Send` for any `R`.
+    _rows: PhantomData<fn(&R)>,
+}
+
+impl<R: TableRow> TableWriter<R> {
+    /// Creates the table directory if needed and opens the part file under its
+    /// temporary name. Every file records `netsim.version`, `netsim.scenario`,
+    /// `netsim.seed`, `netsim.table`, `netsim.rank` and `netsim.shard` as
+    /// Parquet key-value metadata.
+    ///
+    /// # Panics
+    /// If `config.row_group_rows` is 0.
+    pub fn create(config: &PartConfig) -> Result<Self, TelemetryError> {
+        assert!(config.row_group_rows > 0, "row_group_rows must be positive");
+        let dir = config.out_dir.join(R::TABLE);
+        create_dir(&dir)?;
+        let name = format!("part-{:05}-{:05}.parquet", config.rank, config.shard);
+        let path = dir.join(&name);
+        // The leading dot and the `.tmp` suffix hide the file from dataset
+        // readers (pyarrow skips dot files, `*.parquet` globs do not match).
+        let (temp, file) = TempFile::create(dir.join(format!(".{name}.tmp")))?;
+
+        let metadata = [
+            ("netsim.version", env!("CARGO_PKG_VERSION").to_owned()),
+            ("netsim.scenario", config.scenario.clone()),
+            ("netsim.seed", config.seed.to_string()),
+            ("netsim.table", R::TABLE.to_owned()),
+            ("netsim.rank", config.rank.to_string()),
+            ("netsim.shard", config.shard.to_string()),
+        ];
+        let props = WriterProperties::builder()
+            // Snappy: fast, pure Rust, read by every Parquet reader.
+            .set_compression(Compression::SNAPPY)
+            .set_max_row_group_row_count(Some(config.row_group_rows))
+            // File-level key-value metadata is what DuckDB, polars and
+            // `pyarrow.parquet.read_metadata` show. Built from the array, not
+            // the map below, so its order and the file's bytes are reproducible.
+            .set_key_value_metadata(Some(
+                metadata
+                    .iter()
+                    .map(|(key, value)| KeyValue::new((*key).to_owned(), value.clone()))
+                    .collect(),
+            ))
+            .build();
+        // The Arrow schema's metadata is what `pyarrow.parquet.read_schema`
+        // shows; arrow-ipc sorts its keys when embedding it.
+        let schema_metadata: HashMap<String, String> = metadata
+            .into_iter()
+            .map(|(key, value)| (key.to_owned(), value))
+            .collect();
+        let schema = Arc::new(R::schema().as_ref().clone().with_metadata(schema_metadata));
+        let columns = Columns::new::<R>(schema, config.row_group_rows);
+        let writer = ArrowWriter::try_new(file, columns.schema().clone(), Some(props)).map_err(
+            |source| TelemetryError::Parquet {
+                path: temp.path.clone(),
+                source,
+            },
+        )?;
+        Ok(TableWriter {
+            writer,
+            temp,
+            path,
+            columns,
+            row_group_rows: config.row_group_rows,
+            rows_written: 0,
+            _rows: PhantomData,
+        })
+    }
+
+    /// Buffers one row, writing a row group when the buffer is full.
+    pub fn push(&mut self, record: &R) -> Result<(), TelemetryError> {
+        self.columns.push(record);
+        if self.columns.rows() == self.row_group_rows {
+            self.write_row_group()?;
+        }
+        Ok(())
+    }
+
+    /// Rows pushed so far, written or buffered.
+    pub fn rows(&self) -> u64 {
+        self.rows_written + self.columns.rows() as u64
+    }
+
+    /// Writes the buffered rows and the footer, syncs the file and renames it
+    /// to its final name. Returns the table's row count for `run.json`.
+    ///
+    /// A table without rows still becomes a valid file carrying the schema,
+    /// so readers of an empty table work.
+    pub fn finish(mut self) -> Result<u64, TelemetryError> {
+        if self.columns.rows() > 0 {
+            self.write_row_group()?;
+        }
+        let TableWriter {
+            writer,
+            temp,
+            path,
+            rows_written,
+            ..
+        } = self;
+        let file = writer
+            .into_inner()
+            .map_err(|source| TelemetryError::Parquet {
+                path: temp.path.clone(),
+                source,
+            })?;
+        // Durable before visible: after a crash the final name must not point
+        // at a file whose tail never reached the disk.
+        file.sync_all().map_err(|source| TelemetryError::Write {
+            path: temp.path.clone(),
+            source,
+        })?;
+        drop(file);
+        temp.commit(&path)?;
+        Ok(rows_written)
+    }
+
+    /// Writes the buffered rows as one row group.
+    fn write_row_group(&mut self) -> Result<(), TelemetryError> {
+        let batch = self.columns.take_batch();
+        self.rows_written += batch.num_rows() as u64;
+        self.writer
+            .write(&batch)
+            // One batch is one row group: close it now, including the final
+            // short batch, so no encoded pages linger in memory.
+            .and_then(|()| self.writer.flush())
+            .map_err(|source| TelemetryError::Parquet {
+                path: self.temp.path.clone(),
+                source,
+            })
+    }
+}

@@ -23,7 +23,7 @@ fn run() -> anyhow::Result<()> {
     let cli = Cli::try_parse_from(args).unwrap_or_else(|e| e.exit());
     match cli.command {
         Command::Run(run) if is_validate => {
-            run.check()?;
+            run.plan()?;
             println!("scenario is valid");
             Ok(())
         }

@@ -1,8 +1,19 @@
 //! `netsim run`: the flags of a simulation and wiring them into a run.
 
+use crate::network_args::{NetworkArgs, TrafficArgs};
+use crate::telemetry::{
+    prepare_output_dir, write_run_json, PartConfig, TableWriter, TelemetryError, TABLES,
+};
 use crate::topology_args::TopologyArgs;
-use anyhow::bail;
+use anyhow::{bail, Context as _};
+use netsim_engine::{process::peak_rss_bytes, Layout, SimTime};
+use netsim_models::network::{simulate, Fabric};
+use netsim_models::telemetry::{FlowRecord, PfcRecord, QueueSample, TelemetrySink};
+use netsim_partition::{partition, Partition, PartitionConfig, Strategy};
+use netsim_topo::{build, Routing};
 use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::Instant;
 
 /// Flags of a run. Every flag may also be given in the scenario file under
 /// its long name.
@@ -19,13 +30,24 @@ pub struct RunArgs {
     #[command(flatten)]
     pub topology: TopologyArgs,
 
-    /// Collective workload (issue 5: not available yet).
+    #[command(flatten)]
+    pub traffic: TrafficArgs,
+    #[command(flatten)]
+    pub network: NetworkArgs,
+
+    /// Collective workload (not available yet: flows come from --traffic).
     #[arg(long, help_heading = "Workload")]
     pub workload: Option<String>,
 
-    /// Worker threads (one shard each); default: all cores.
+    /// Worker threads; default: all cores.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..), help_heading = "Engine")]
     pub threads: Option<u32>,
+    /// Shards, each run by its own worker thread; default: --threads.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..), help_heading = "Engine")]
+    pub shards: Option<u32>,
+    /// Partitioning: structural (by pod, group, segment) or metis.
+    #[arg(long, default_value = "structural", help_heading = "Engine")]
+    pub partition: String,
     /// Root seed; every node derives its random stream from it.
     #[arg(long, default_value_t = 1, help_heading = "Engine")]
     pub seed: u64,
@@ -41,27 +63,217 @@ pub struct RunArgs {
     pub quiet: bool,
 }
 
+/// Everything a run needs, built and checked from the flags.
+pub struct Plan {
+    pub fabric: Fabric,
+    pub partition: Partition,
+    pub scenario: String,
+}
+
+/// The telemetry of one shard, streamed to its Parquet part files. The first
+/// write error is kept and reported after the run; the rows after it are
+/// dropped rather than stopping the simulation midway.
+struct ParquetSink {
+    flows: TableWriter<FlowRecord>,
+    queues: TableWriter<QueueSample>,
+    pfc: TableWriter<PfcRecord>,
+    error: Option<TelemetryError>,
+    /// Completion times of finished flows, for the run's percentiles.
+    fcts_ns: Vec<u64>,
+}
+
+impl ParquetSink {
+    fn keep(&mut self, result: Result<(), TelemetryError>) {
+        if let (Err(e), None) = (result, &self.error) {
+            self.error = Some(e);
+        }
+    }
+
+    /// Renames the part files into place; returns rows of (flows, queues, pfc).
+    fn finish(self) -> Result<[u64; 3], TelemetryError> {
+        if let Some(e) = self.error {
+            return Err(e);
+        }
+        Ok([
+            self.flows.finish()?,
+            self.queues.finish()?,
+            self.pfc.finish()?,
+        ])
+    }
+}
+
+impl TelemetrySink for ParquetSink {
+    fn flow(&mut self, record: FlowRecord) {
+        self.fcts_ns.extend(record.fct_ns);
+        let r = self.flows.push(&record);
+        self.keep(r);
+    }
+    fn queue(&mut self, sample: QueueSample) {
+        let r = self.queues.push(&sample);
+        self.keep(r);
+    }
+    fn pfc(&mut self, record: PfcRecord) {
+        let r = self.pfc.push(&record);
+        self.keep(r);
+    }
+}
+
 impl RunArgs {
     /// Worker threads: the flag, or every core.
     pub fn threads(&self) -> u32 {
-        self.threads.unwrap_or_else(|| {
-            std::thread::available_parallelism().map_or(1, |n| n.get() as u32)
+        self.threads
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get() as u32))
+    }
+
+    pub fn shards(&self) -> u32 {
+        self.shards.unwrap_or_else(|| self.threads())
+    }
+
+    /// Builds and checks everything a run needs, without running it.
+    pub fn plan(&self) -> anyhow::Result<Plan> {
+        if self.workload.is_some() {
+            bail!("--workload: collective workloads are not available yet; use --traffic");
+        }
+        let spec = self.topology.spec(&self.topo)?;
+        let topo = build(&spec).with_context(|| format!("--topo {}", self.topo))?;
+        let routing = Routing::build(&topo).with_context(|| format!("--topo {}", self.topo))?;
+        let config = self.network.config()?;
+        let flows = self.traffic.flows(topo.host_count(), self.seed)?;
+        let strategy: Strategy = self
+            .partition
+            .parse()
+            .map_err(|e| anyhow::anyhow!("--partition: {e}"))?;
+        let partition = partition(
+            &topo,
+            &PartitionConfig {
+                shards: self.shards(),
+                strategy,
+                latency_floor_ps: 0,
+            },
+        )
+        .context("--shards")?;
+        let scenario = match &self.config {
+            Some(path) => path.display().to_string(),
+            None => format!("{} {}", self.topo, self.traffic.traffic),
+        };
+        Ok(Plan {
+            fabric: Fabric {
+                topo,
+                routing,
+                flows,
+                config,
+                seed: self.seed,
+            },
+            partition,
+            scenario,
         })
     }
 
-    /// Checks everything a run would check, without running.
-    pub fn check(&self) -> anyhow::Result<()> {
-        if self.workload.is_some() {
-            bail!("--workload: collective workloads are not available yet (issue 5)");
+    pub fn run(&self) -> anyhow::Result<()> {
+        let started = Instant::now();
+        let plan = self.plan()?;
+        let shards = plan.partition.shards;
+        let layout = Layout::new(
+            plan.partition.shard_of.clone(),
+            shards,
+            plan.partition.lookahead,
+        )?;
+        prepare_output_dir(&self.out, TABLES)?;
+        let sinks = (0..shards)
+            .map(|shard| {
+                let part = PartConfig {
+                    out_dir: self.out.clone(),
+                    scenario: plan.scenario.clone(),
+                    seed: self.seed,
+                    rank: 0,
+                    shard,
+                    row_group_rows: crate::telemetry::DEFAULT_ROW_GROUP_ROWS,
+                };
+                Ok(Mutex::new(Some(ParquetSink {
+                    flows: TableWriter::create(&part)?,
+                    queues: TableWriter::create(&part)?,
+                    pfc: TableWriter::create(&part)?,
+                    error: None,
+                    fcts_ns: Vec::new(),
+                })))
+            })
+            .collect::<Result<Vec<_>, TelemetryError>>()?;
+        let setup_s = started.elapsed().as_secs_f64();
+        let end = self.end_us.map_or(SimTime::MAX, SimTime::from_us);
+
+        let sim_started = Instant::now();
+        let run = simulate(&plan.fabric, &layout, end, |shard| {
+            sinks[shard.index()]
+                .lock()
+                .expect("sink lock")
+                .take()
+                .expect("each shard takes its sink once")
+        });
+        let sim_s = sim_started.elapsed().as_secs_f64();
+
+        let mut rows = [0u64; 3];
+        let mut fcts = Vec::new();
+        let stats = run.stats();
+        let events = run.events();
+        for mut shard in run.shards {
+            fcts.append(&mut shard.sink.fcts_ns);
+            let counts = shard.sink.finish()?;
+            for (total, n) in rows.iter_mut().zip(counts) {
+                *total += n;
+            }
+        }
+        fcts.sort_unstable();
+        let percentile = |p: f64| -> Option<u64> {
+            (!fcts.is_empty()).then(|| fcts[((fcts.len() - 1) as f64 * p).round() as usize])
+        };
+        let wall_s = started.elapsed().as_secs_f64();
+        let summary = serde_json::json!({
+            "scenario": plan.scenario,
+            "topology": plan.fabric.topo.kind(),
+            "hosts": plan.fabric.topo.host_count(),
+            "nodes": plan.fabric.topo.node_count(),
+            "links": plan.fabric.topo.link_count(),
+            "seed": self.seed,
+            "version": env!("CARGO_PKG_VERSION"),
+            "shards": shards,
+            "threads": shards,
+            "ranks": 1,
+            "partition": plan.partition.report.strategy.to_string(),
+            "edge_cut": plan.partition.report.edge_cut,
+            "load_imbalance": plan.partition.report.load_imbalance,
+            "lookahead_ps": plan.partition.lookahead.as_ps(),
+            "windows": run.windows,
+            "events": events,
+            "wall_s": wall_s,
+            "setup_s": setup_s,
+            "simulate_s": sim_s,
+            "events_per_s": events as f64 / sim_s,
+            "peak_rss_bytes": peak_rss_bytes(),
+            "sim_end_ns": run.sim_end.as_ns(),
+            "flows": plan.fabric.flows.len(),
+            "flows_finished": stats.flows_finished,
+            "fct_p50_ns": percentile(0.5),
+            "fct_p99_ns": percentile(0.99),
+            "sent_payload_bytes": stats.sent_payload_bytes,
+            "delivered_payload_bytes": stats.delivered_payload_bytes,
+            "dropped_pkts": stats.dropped_pkts,
+            "pfc_pauses": stats.pfc_pauses,
+            "rows": { "flows": rows[0], "queues": rows[1], "pfc": rows[2] },
+        });
+        write_run_json(&self.out, &summary)?;
+        if !self.quiet {
+            eprintln!(
+                "netsim: {events} events in {sim_s:.3} s ({:.2} M events/s), {}/{} flows finished, \
+                 FCT p50 {} us p99 {} us, simulated {:.1} us, output {}",
+                events as f64 / sim_s / 1e6,
+                stats.flows_finished,
+                plan.fabric.flows.len(),
+                percentile(0.5).map_or("-".into(), |f| format!("{:.1}", f as f64 / 1e3)),
+                percentile(0.99).map_or("-".into(), |f| format!("{:.1}", f as f64 / 1e3)),
+                run.sim_end.as_ps() as f64 / 1e6,
+                self.out.display()
+            );
         }
         Ok(())
-    }
-
-    pub fn run(&self) -> anyhow::Result<()> {
-        self.check()?;
-        bail!(
-            "--topo {}: the packet-level network model is not available yet (issue 4)",
-            self.topo
-        )
     }
 }

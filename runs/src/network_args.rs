@@ -1,0 +1,196 @@
+//! Flags of the network model and of the traffic, and their translation
+//! into `NetConfig` and flows.
+
+use anyhow::{bail, Context as _};
+use netsim_engine::SimTime;
+use netsim_models::network::config::{CcKind, EcmpMode, EcnProfile, NetConfig};
+use netsim_models::traffic::{self, FlowSpec, TrafficPattern};
+use std::path::Path;
+
+/// Network model flags.
+#[derive(clap::Args, Debug, Clone)]
+#[command(next_help_heading = "Network")]
+pub struct NetworkArgs {
+    /// Congestion control: dcqcn, dctcp, hpcc or none (line rate, PFC only).
+    #[arg(long, default_value = "dcqcn")]
+    pub cc: String,
+    /// PFC: on (lossless data class) or off (lossy, tail drop, go-back-N).
+    #[arg(long, default_value = "on")]
+    pub pfc: String,
+    /// Payload bytes per data packet.
+    #[arg(long, default_value_t = 4096)]
+    pub mtu: u32,
+    /// ECMP: hash (per flow, 5-tuple) or spray (per packet).
+    #[arg(long, default_value = "hash")]
+    pub ecmp: String,
+    /// Shared buffer per switch, in KB.
+    #[arg(long, default_value_t = 32 * 1024)]
+    pub buffer_kb: u64,
+    /// ECN: RED minimum threshold in KB for every link (default: SimAI's map by link rate).
+    #[arg(long)]
+    pub ecn_kmin_kb: Option<u64>,
+    /// ECN: RED maximum threshold in KB for every link.
+    #[arg(long)]
+    pub ecn_kmax_kb: Option<u64>,
+    /// ECN: marking probability at the maximum threshold.
+    #[arg(long)]
+    pub ecn_pmax: Option<f64>,
+    /// Receivers acknowledge every this many packets.
+    #[arg(long, default_value_t = 1)]
+    pub ack_interval: u32,
+    /// DCQCN: EWMA gain of alpha.
+    #[arg(long, default_value_t = 1.0 / 256.0)]
+    pub dcqcn_g: f64,
+    /// DCQCN: alpha update period in microseconds.
+    #[arg(long, default_value_t = 1.0)]
+    pub dcqcn_alpha_update_us: f64,
+    /// DCQCN: rate-decrease check period in microseconds.
+    #[arg(long, default_value_t = 4.0)]
+    pub dcqcn_rate_decrease_us: f64,
+    /// DCQCN: rate-increase timer in microseconds.
+    #[arg(long, default_value_t = 55.0)]
+    pub dcqcn_rate_increase_us: f64,
+    /// DCQCN: fast-recovery stages before additive increase.
+    #[arg(long, default_value_t = 5)]
+    pub dcqcn_fast_recovery: u32,
+    /// DCQCN: additive increase step in Mb/s.
+    #[arg(long, default_value_t = 50)]
+    pub dcqcn_ai_mbps: u64,
+    /// DCQCN: hyper-additive increase step in Mb/s.
+    #[arg(long, default_value_t = 100)]
+    pub dcqcn_hai_mbps: u64,
+    /// DCQCN: minimum rate in Mb/s.
+    #[arg(long, default_value_t = 100)]
+    pub dcqcn_min_rate_mbps: u64,
+    /// DCQCN: a receiver sends at most one CNP per flow per this many microseconds.
+    #[arg(long, default_value_t = 50.0)]
+    pub dcqcn_cnp_interval_us: f64,
+    /// DCTCP: EWMA gain of alpha.
+    #[arg(long, default_value_t = 1.0 / 16.0)]
+    pub dctcp_g: f64,
+    /// Go-back-N retransmission timeout in microseconds (lossy mode).
+    #[arg(long, default_value_t = 500.0)]
+    pub rto_us: f64,
+    /// Sampling period of the `queues` table in nanoseconds (0: off).
+    #[arg(long, default_value_t = 100_000)]
+    pub sample_ns: u64,
+}
+
+/// Traffic flags.
+#[derive(clap::Args, Debug, Clone)]
+#[command(next_help_heading = "Traffic")]
+pub struct TrafficArgs {
+    /// permutation, uniform, incast, alltoall, or tm:FILE (htsim connection matrix).
+    #[arg(long, default_value = "permutation")]
+    pub traffic: String,
+    /// Bytes per flow for the generated patterns.
+    #[arg(long, default_value_t = 1 << 20)]
+    pub flow_size: u64,
+    /// Flows per host for `uniform`.
+    #[arg(long, default_value_t = 1)]
+    pub flows_per_host: u32,
+    /// Senders for `incast` (hosts 1..=N send to host 0).
+    #[arg(long, default_value_t = 16)]
+    pub incast_degree: u32,
+}
+
+fn micros(field: &str, us: f64) -> anyhow::Result<SimTime> {
+    if !(us.is_finite() && us > 0.0) {
+        bail!("--{field}: {us} is not a positive number of microseconds");
+    }
+    Ok(SimTime((us * 1e6).round() as u64))
+}
+
+impl NetworkArgs {
+    /// The model's configuration; errors name the flag.
+    pub fn config(&self) -> anyhow::Result<NetConfig> {
+        let defaults = NetConfig::default();
+        let cc = match self.cc.as_str() {
+            "dcqcn" => CcKind::Dcqcn,
+            "dctcp" => CcKind::Dctcp,
+            "none" => CcKind::None,
+            "hpcc" => bail!("--cc hpcc: HPCC is not available yet"),
+            other => bail!("--cc: unknown congestion control `{other}` (dcqcn, dctcp, hpcc, none)"),
+        };
+        let pfc = match self.pfc.as_str() {
+            "on" => true,
+            "off" => false,
+            other => bail!("--pfc: expected on or off, found `{other}`"),
+        };
+        let ecmp = match self.ecmp.as_str() {
+            "hash" => EcmpMode::Hash,
+            "spray" => EcmpMode::Spray,
+            other => bail!("--ecmp: expected hash or spray, found `{other}`"),
+        };
+        let ecn = match (self.ecn_kmin_kb, self.ecn_kmax_kb, self.ecn_pmax) {
+            (None, None, None) => defaults.ecn.clone(),
+            (kmin, kmax, pmax) => {
+                let (Some(kmin), Some(kmax)) = (kmin, kmax) else {
+                    bail!("--ecn-kmin-kb and --ecn-kmax-kb go together");
+                };
+                vec![EcnProfile {
+                    rate_bps: 0,
+                    kmin_bytes: kmin * 1000,
+                    kmax_bytes: kmax * 1000,
+                    pmax: pmax.unwrap_or(0.2),
+                }]
+            }
+        };
+        let config = NetConfig {
+            mtu_bytes: self.mtu,
+            cc,
+            dcqcn: netsim_models::network::config::DcqcnConfig {
+                g: self.dcqcn_g,
+                alpha_update: micros("dcqcn-alpha-update-us", self.dcqcn_alpha_update_us)?,
+                rate_decrease_interval: micros(
+                    "dcqcn-rate-decrease-us",
+                    self.dcqcn_rate_decrease_us,
+                )?,
+                rate_increase_timer: micros("dcqcn-rate-increase-us", self.dcqcn_rate_increase_us)?,
+                fast_recovery_times: self.dcqcn_fast_recovery,
+                additive_increase_bps: self.dcqcn_ai_mbps * 1_000_000,
+                hyper_increase_bps: self.dcqcn_hai_mbps * 1_000_000,
+                min_rate_bps: self.dcqcn_min_rate_mbps * 1_000_000,
+                cnp_interval: micros("dcqcn-cnp-interval-us", self.dcqcn_cnp_interval_us)?,
+            },
+            dctcp_g: self.dctcp_g,
+            pfc,
+            ecmp,
+            buffer_bytes: self.buffer_kb * 1000,
+            pfc_xon_offset_bytes: 2 * u64::from(self.mtu + defaults.header_bytes),
+            ecn,
+            ack_interval: self.ack_interval,
+            rto: micros("rto-us", self.rto_us)?,
+            sample_period: SimTime::from_ns(self.sample_ns),
+            ..defaults
+        };
+        config
+            .validate()
+            .map_err(|e| anyhow::anyhow!("--{}: {}", e.field, e.problem))?;
+        Ok(config)
+    }
+}
+
+impl TrafficArgs {
+    /// The flows to simulate over `hosts` hosts.
+    pub fn flows(&self, hosts: u32, seed: u64) -> anyhow::Result<Vec<FlowSpec>> {
+        if let Some(path) = self.traffic.strip_prefix("tm:") {
+            return traffic::read_connection_matrix(Path::new(path), hosts)
+                .with_context(|| "--traffic".to_string());
+        }
+        let pattern = match self.traffic.as_str() {
+            "permutation" => TrafficPattern::Permutation,
+            "uniform" => TrafficPattern::Uniform {
+                flows_per_host: self.flows_per_host,
+            },
+            "incast" => TrafficPattern::Incast {
+                degree: self.incast_degree.min(hosts.saturating_sub(1)),
+            },
+            "alltoall" => TrafficPattern::AllToAll,
+            other => bail!(
+                "--traffic: unknown pattern `{other}` (permutation, uniform, incast, alltoall, tm:FILE)"
+            ),
+        };
+        Ok(traffic::generate(&pattern, hosts, self.flow_size, seed)?)
+    }
+}

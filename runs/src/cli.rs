@@ -38,8 +38,8 @@ const SUBCOMMANDS: &[&str] = &["run", "topo", "partition", "validate", "help"];
 /// precede the typed ones (typed flags win).
 pub fn expand_args(mut args: Vec<OsString>) -> anyhow::Result<Vec<OsString>> {
     let first = args.get(1).and_then(|a| a.to_str()).unwrap_or("");
-    let names_subcommand = SUBCOMMANDS.contains(&first)
-        || matches!(first, "-h" | "--help" | "-V" | "--version");
+    let names_subcommand =
+        SUBCOMMANDS.contains(&first) || matches!(first, "-h" | "--help" | "-V" | "--version");
     if !names_subcommand {
         args.insert(1, "run".into());
     }

@@ -60,7 +60,10 @@ pub fn expand<C: CommandFactory>(path: &Path, subcommand: &str) -> anyhow::Resul
             (toml::Value::Integer(i), true) => one.extend([flag, i.to_string().into()]),
             (toml::Value::Float(f), true) => one.extend([flag, f.to_string().into()]),
             (toml::Value::Boolean(b), true) => one.extend([flag, b.to_string().into()]),
-            (_, true) => bail!("{where_}: field `{}` must be a string or a number", field.key),
+            (_, true) => bail!(
+                "{where_}: field `{}` must be a string or a number",
+                field.key
+            ),
         }
         // Parse the flag alone so that a bad value is reported at its line.
         let mut probe = vec![OsString::from("netsim"), subcommand.into()];
@@ -68,7 +71,11 @@ pub fn expand<C: CommandFactory>(path: &Path, subcommand: &str) -> anyhow::Resul
         if let Err(e) = C::command().try_get_matches_from(probe) {
             let message = e.to_string();
             let first = message.lines().next().unwrap_or("invalid value");
-            bail!("{where_}: field `{}`: {}", field.key, first.trim_start_matches("error: "));
+            bail!(
+                "{where_}: field `{}`: {}",
+                field.key,
+                first.trim_start_matches("error: ")
+            );
         }
         flags.extend(one);
     }

@@ -20,7 +20,11 @@ fn phold_is_identical_on_1_2_3_4_and_8_shards() {
     let config = config(7);
     let reference = run_phold(&config, 1).unwrap();
     // Sanity: the run did real work and every node took part.
-    assert!(reference.events() > 50_000, "only {} events", reference.events());
+    assert!(
+        reference.events() > 50_000,
+        "only {} events",
+        reference.events()
+    );
     assert!(reference.handled_per_node.iter().all(|&c| c > 0));
     for shards in [2, 3, 4, 8] {
         let outcome = run_phold(&config, shards).unwrap();

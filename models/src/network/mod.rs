@@ -789,6 +789,8 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
         if pkt.psn > s.una {
             let acked = pkt.psn - s.una;
             s.una = pkt.psn;
+            // After a go-back, ACKs for packets sent before it can overtake.
+            s.next_psn = s.next_psn.max(s.una);
             s.ecn_marked_pkts += u64::from(pkt.ce);
             if let CcState::Dctcp(d) = &mut s.cc {
                 d.on_ack(g, mss, acked, u32::from(pkt.ce), s.una, s.next_psn);

@@ -268,7 +268,7 @@ mod tests {
     #[test]
     fn permutation_is_a_derangement() {
         let flows = generate(&TrafficPattern::Permutation, 64, 1000, 3).unwrap();
-        let mut seen = vec![false; 64];
+        let mut seen = [false; 64];
         for f in &flows {
             assert_ne!(f.src, f.dst);
             assert!(!seen[f.dst as usize]);

@@ -202,7 +202,11 @@ impl NetConfig {
         if self.buffer_bytes < 4 * u64::from(self.mtu_bytes + self.header_bytes) {
             return bad("buffer-kb", "smaller than four packets".into());
         }
-        if !(self.dt_alpha > 0.0) || !(self.pfc_alpha > 0.0) {
+        if self.dt_alpha.is_nan()
+            || self.dt_alpha <= 0.0
+            || self.pfc_alpha.is_nan()
+            || self.pfc_alpha <= 0.0
+        {
             return bad("dt-alpha", "thresholds must be positive".into());
         }
         for p in &self.ecn {

@@ -582,7 +582,7 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
         let local = ctx.local_index();
         let gport = self.port_index(local, port);
         let line_rate_bps = self.ports[gport].rate_bps;
-        let (ideal_fct, base_rtt) = ideal_fct(&fabric, &self.senders[i].spec, port);
+        let (ideal_fct, base_rtt) = ideal_fct(fabric, &self.senders[i].spec, port);
         let s = &mut self.senders[i];
         s.port = port;
         s.line_rate_bps = line_rate_bps;

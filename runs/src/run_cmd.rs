@@ -9,7 +9,7 @@ use anyhow::{bail, Context as _};
 use netsim_engine::{process::peak_rss_bytes, Layout, SimTime};
 use netsim_models::network::{simulate, Fabric};
 use netsim_models::telemetry::{FlowRecord, PfcRecord, QueueSample, TelemetrySink};
-use netsim_partition::{partition, Partition, PartitionConfig, Strategy};
+use netsim_partition::{partition, Partition, PartitionConfig, PartitionError, Strategy};
 use netsim_topo::{build, Routing};
 use std::path::PathBuf;
 use std::sync::Mutex;
@@ -143,15 +143,22 @@ impl RunArgs {
             .partition
             .parse()
             .map_err(|e| anyhow::anyhow!("--partition: {e}"))?;
-        let partition = partition(
-            &topo,
-            &PartitionConfig {
-                shards: self.shards(),
-                strategy,
-                latency_floor_ps: 0,
-            },
-        )
-        .context("--shards")?;
+        let mut partition_config = PartitionConfig {
+            shards: self.shards(),
+            strategy,
+            latency_floor_ps: 0,
+        };
+        let partition = match partition(&topo, &partition_config) {
+            // With neither --threads nor --shards given, use as many shards
+            // as the topology can be cut into (a star is one shard).
+            Err(PartitionError::TooManyShards { atoms, .. })
+                if self.shards.is_none() && self.threads.is_none() =>
+            {
+                partition_config.shards = atoms;
+                partition(&topo, &partition_config)
+            }
+            other => other,
+        }?;
         let scenario = match &self.config {
             Some(path) => path.display().to_string(),
             None => format!("{} {}", self.topo, self.traffic.traffic),

@@ -1,13 +1,66 @@
-//! `netsim partition`: cut a topology into shards and report quality (placeholder until issue 3 lands).
+//! `netsim partition`: generate a topology and its routing tables, cut it into shards, and
+//! report edge cut, load imbalance and lookahead.
 
+use std::time::Instant;
+
+use netsim_partition::{partition, PartitionConfig, Strategy};
+use netsim_topo::units::parse_ns;
+use netsim_topo::{build, Routing};
+
+use crate::topology_args::TopologyArgs;
+
+/// `netsim partition KIND [topology flags] --shards N [--partition structural|metis]`.
 #[derive(clap::Args, Debug)]
 pub struct PartitionCmd {
-    /// Topology kind.
+    /// fat-tree, dragonfly, spectrum-x, hpn, hpn-dual-plane, dcn, dcn-dual-tor, star or
+    /// simai:FILE.
     pub kind: String,
+    #[command(flatten)]
+    pub topology: TopologyArgs,
+    /// Number of shards.
+    #[arg(long)]
+    pub shards: u32,
+    /// Strategy: structural (pods, groups, segments) or metis.
+    #[arg(long, default_value = "structural")]
+    pub partition: Strategy,
+    /// Never cut links with latency below this (ns); links touching hosts or NVSwitches
+    /// are never cut regardless.
+    #[arg(long, value_parser = parse_ns, value_name = "NS")]
+    pub latency_floor_ns: Option<u64>,
 }
 
 impl PartitionCmd {
+    /// Builds, routes and partitions the topology, then prints the report.
     pub fn run(&self) -> anyhow::Result<()> {
-        anyhow::bail!("`netsim partition` is not available yet (issue 3)")
+        let spec = self.topology.spec(&self.kind)?;
+        let t0 = Instant::now();
+        let topo = build(&spec)?;
+        let t1 = Instant::now();
+        let routing = Routing::build(&topo)?;
+        let t2 = Instant::now();
+        let part = partition(
+            &topo,
+            &PartitionConfig {
+                shards: self.shards,
+                strategy: self.partition,
+                latency_floor_ps: self.latency_floor_ns.unwrap_or(0),
+            },
+        )?;
+        let t3 = Instant::now();
+        println!(
+            "topology:       {} ({} nodes, {} links)",
+            topo.kind(),
+            topo.node_count(),
+            topo.link_count()
+        );
+        println!("{}", part.report);
+        println!(
+            "time:           generate {:.3} s, route {:.3} s ({} classes), partition {:.3} s",
+            (t1 - t0).as_secs_f64(),
+            (t2 - t1).as_secs_f64(),
+            routing.class_count(),
+            (t3 - t2).as_secs_f64()
+        );
+        Ok(())
     }
 }

@@ -1,13 +1,59 @@
-//! `netsim topo`: generate a topology, print a summary, export it (placeholder until issue 3 lands).
+//! `netsim topo`: generate a topology, build its routing tables, print a summary, and
+//! optionally export it (SimAI text or JSON).
 
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::bail;
+use netsim_topo::{build, export, summarize, Format, Routing};
+
+use crate::topology_args::TopologyArgs;
+
+/// `netsim topo KIND [topology flags] [--format simai|json] [-o FILE]`.
 #[derive(clap::Args, Debug)]
 pub struct TopoCmd {
-    /// Topology kind.
+    /// fat-tree, dragonfly, spectrum-x, hpn, hpn-dual-plane, dcn, dcn-dual-tor, star or
+    /// simai:FILE.
     pub kind: String,
+    #[command(flatten)]
+    pub topology: TopologyArgs,
+    /// Export format (with -o): simai or json.
+    #[arg(long)]
+    pub format: Option<Format>,
+    /// Write the topology to FILE (written to a temporary name, then renamed).
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
 }
 
 impl TopoCmd {
+    /// Builds the topology and its routing tables, prints the summary, writes the file.
     pub fn run(&self) -> anyhow::Result<()> {
-        anyhow::bail!("`netsim topo` is not available yet (issue 3)")
+        if self.format.is_some() && self.output.is_none() {
+            bail!("--format needs -o FILE");
+        }
+        let spec = self.topology.spec(&self.kind)?;
+        let t0 = Instant::now();
+        let topo = build(&spec)?;
+        let t1 = Instant::now();
+        let routing = Routing::build(&topo)?;
+        let t2 = Instant::now();
+        println!("{}", summarize(&topo, &routing));
+        println!(
+            "routing:    {} destination classes, {} entries, {} next-hop sets, {:.1} MiB",
+            routing.class_count(),
+            routing.entry_count(),
+            routing.set_count(),
+            routing.memory_bytes() as f64 / (1 << 20) as f64
+        );
+        println!(
+            "time:       generate {:.3} s, route {:.3} s",
+            (t1 - t0).as_secs_f64(),
+            (t2 - t1).as_secs_f64()
+        );
+        if let Some(path) = &self.output {
+            export(&topo, self.format.unwrap_or(Format::Simai), path)?;
+            println!("wrote:      {}", path.display());
+        }
+        Ok(())
     }
 }

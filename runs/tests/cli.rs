@@ -1,0 +1,168 @@
+//! The `netsim` binary end to end: a small run writes its dataset, and bad
+//! input exits with code 2, a message naming the flag, file or line, and no
+//! output that looks complete.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn netsim(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_netsim"))
+        .args(args)
+        .output()
+        .expect("netsim runs")
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("netsim-cli-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn parquet_files(dir: &Path) -> usize {
+    walk(dir)
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "parquet"))
+        .count()
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .flat_map(|e| {
+            let p = e.path();
+            if p.is_dir() {
+                walk(&p)
+            } else {
+                vec![p]
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn a_small_run_writes_every_table_and_run_json() {
+    let dir = scratch("run");
+    let out = dir.join("out");
+    let o = netsim(&[
+        "--topo",
+        "fat-tree",
+        "--k",
+        "4",
+        "--threads",
+        "2",
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let run: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("run.json")).unwrap()).unwrap();
+    for key in [
+        "scenario",
+        "seed",
+        "version",
+        "shards",
+        "threads",
+        "ranks",
+        "lookahead_ps",
+        "events",
+        "wall_s",
+        "events_per_s",
+        "peak_rss_bytes",
+        "sim_end_ns",
+        "rows",
+    ] {
+        assert!(run.get(key).is_some(), "run.json lacks {key}");
+    }
+    assert_eq!(run["shards"], 2);
+    assert_eq!(run["rows"]["flows"], 16);
+    assert_eq!(run["flows_finished"], 16);
+    assert_eq!(run["sent_payload_bytes"], run["delivered_payload_bytes"]);
+    // One part per shard and table.
+    for table in ["flows", "queues", "pfc"] {
+        assert_eq!(parquet_files(&out.join(table)), 2, "{table}");
+    }
+}
+
+#[test]
+fn bad_flags_exit_with_code_2() {
+    for (args, needle) in [
+        (vec!["--bogus"], "--bogus"),
+        (vec!["--threads", "0"], "--threads"),
+        (vec!["--topo", "fat-tree", "--k", "5"], "k"),
+        (vec!["--cc", "reno"], "--cc"),
+        (vec!["--mtu", "10"], "mtu"),
+        (
+            vec!["--config", "/nonexistent/scenario.toml"],
+            "/nonexistent/scenario.toml",
+        ),
+    ] {
+        let o = netsim(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(needle), "{args:?}: {}", stderr(&o));
+        assert!(!stderr(&o).contains("panicked"));
+    }
+}
+
+#[test]
+fn scenario_errors_name_file_line_and_field() {
+    let dir = scratch("scenario");
+    let cases = [
+        ("bad-toml.toml", "topo = \"fat-tree\nk = 4\n", ":1:"),
+        (
+            "unknown.toml",
+            "topo = \"fat-tree\"\n[engine]\nthreadz = 2\n",
+            ":3: unknown field `threadz`",
+        ),
+        (
+            "value.toml",
+            "[engine]\nseed = 1\nthreads = 0\n",
+            ":3: field `threads`",
+        ),
+    ];
+    for (name, text, needle) in cases {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        let o = netsim(&["validate", "--config", path.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(2), "{name}: {}", stderr(&o));
+        let message = stderr(&o);
+        assert!(
+            message.contains(name) && message.contains(needle),
+            "{name}: {message}"
+        );
+    }
+}
+
+#[test]
+fn a_bad_traffic_file_leaves_no_dataset() {
+    let dir = scratch("traffic");
+    let tm = dir.join("cm.txt");
+    std::fs::write(
+        &tm,
+        "Nodes 16\nConnections 2\n0->3 size 1000\n2->99 size 10\n",
+    )
+    .unwrap();
+    let out = dir.join("out");
+    let traffic = format!("tm:{}", tm.display());
+    let o = netsim(&[
+        "--topo",
+        "fat-tree",
+        "--k",
+        "4",
+        "--traffic",
+        &traffic,
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("cm.txt:4: dst 99"), "{}", stderr(&o));
+    assert_eq!(parquet_files(&out), 0);
+}

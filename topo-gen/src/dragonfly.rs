@@ -128,7 +128,7 @@ pub(crate) fn global_peer(
         Arrangement::Relative => ((grp + i + 1) % g, g - i - 2),
         Arrangement::Circulant => {
             let off = i / 2 + 1;
-            if i % 2 == 0 {
+            if i.is_multiple_of(2) {
                 let ti = if 2 * off == g { i } else { i + 1 };
                 ((grp + off) % g, ti)
             } else {

@@ -14,7 +14,7 @@ pub(crate) const MAX_NODES: u64 = 1 << 26;
 
 /// Builds the fat-tree or leaf-spine `p` describes.
 pub fn build(p: &FatTreeParams) -> Result<Topology, TopoError> {
-    if p.k < 2 || p.k % 2 != 0 {
+    if p.k < 2 || !p.k.is_multiple_of(2) {
         return Err(TopoError::param(
             "--k",
             format!("k must be even and >= 2, got {}", p.k),

@@ -550,8 +550,9 @@ impl Routing {
                 .and_modify(|e| e.1 += 1)
                 .or_insert((h as u32, 1));
         }
-        let mut keys: Vec<(&[(u32, u32)], u32, u32)> =
-            keys.into_iter().map(|(k, (h, cnt))| (k, h, cnt)).collect();
+        // (classes, first host, number of hosts)
+        type Key<'a> = (&'a [(u32, u32)], u32, u32);
+        let mut keys: Vec<Key> = keys.into_iter().map(|(k, (h, cnt))| (k, h, cnt)).collect();
         keys.sort_unstable_by_key(|k| k.1);
         let hops = |a: &[(u32, u32)], b: &[(u32, u32)]| -> u32 {
             let (mut i, mut j, mut best) = (0, 0, u32::MAX);

@@ -176,7 +176,7 @@ fn check_template_params(p: &SimaiParams) -> Result<(), TopoError> {
             return Err(TopoError::param(flag, "must be > 0"));
         }
     }
-    if p.gpus % p.gpus_per_server != 0 {
+    if !p.gpus.is_multiple_of(p.gpus_per_server) {
         return Err(TopoError::param(
             "--gpus",
             format!(
@@ -405,7 +405,7 @@ pub fn parse_simai(text: &str, origin: &str) -> Result<Topology, TopoError> {
         let bw = parse_bandwidth_bps(f[2]).map_err(|m| err(ln, "bandwidth", m))?;
         let lat = parse_latency_ps(f[3]).map_err(|m| err(ln, "latency", m))?;
         match f[4].parse::<f64>() {
-            Ok(e) if e == 0.0 => {}
+            Ok(0.0) => {}
             Ok(_) => {
                 return Err(err(
                     ln,

@@ -1,8 +1,8 @@
 //! Closed-form counts, SimAI reference headers, format round trips and bad-input errors.
 
 use netsim_topo::{
-    build, parse_simai, simai_header, to_simai_string, Arrangement, DragonflyParams, FatTreeParams,
-    Role, Routing, SimaiParams, SimaiTemplate, TopoError, TopoSpec,
+    bisection_bps, build, parse_simai, simai_header, to_simai_string, Arrangement, DragonflyParams,
+    FatTreeParams, Role, Routing, SimaiParams, SimaiTemplate, TopoError, TopoSpec,
 };
 
 fn simai(template: SimaiTemplate, gpus: Option<u32>) -> netsim_topo::Topology {
@@ -111,16 +111,39 @@ fn simai_export_import_export_is_identical() {
 }
 
 #[test]
-fn routing_small_fabrics() {
-    for kind in ["fat-tree", "dragonfly", "star", "dcn", "spectrum-x"] {
-        let mut spec = TopoSpec::default_for(kind).unwrap();
-        if let TopoSpec::Simai(p) = &mut spec {
-            p.gpus = 128;
-        }
-        let t = build(&spec).unwrap();
-        let r = Routing::build(&t).unwrap();
-        eprintln!("{kind}: diameter {}", r.diameter_hops());
+fn bisection_closed_forms() {
+    // Full-bisection fat-tree: N/2 host links' worth; a 2-tier leaf-spine oversubscribed
+    // 3:1 has a third of that; a fat-tree with thin core links is cut at the core.
+    for k in [4u32, 8, 16] {
+        let t = build(&TopoSpec::FatTree(FatTreeParams {
+            k,
+            ..FatTreeParams::default()
+        }))
+        .unwrap();
+        assert_eq!(
+            bisection_bps(&t),
+            t.host_count() as u64 / 2 * 100_000_000_000
+        );
+        let t = build(&TopoSpec::FatTree(FatTreeParams {
+            k,
+            tiers: 2,
+            oversub: 3,
+            ..FatTreeParams::default()
+        }))
+        .unwrap();
+        assert_eq!(t.host_count(), 3 * k * k / 2);
+        assert_eq!(bisection_bps(&t), (k * k / 4) as u64 * 100_000_000_000);
+        let mut p = FatTreeParams {
+            k,
+            ..FatTreeParams::default()
+        };
+        p.core_link.bandwidth_bps = 10_000_000_000;
+        let t = build(&TopoSpec::FatTree(p)).unwrap();
+        assert_eq!(bisection_bps(&t), (k * k * k / 8) as u64 * 10_000_000_000);
     }
+    // Balanced dragonfly with g = a*h+1: one global link per pair of groups.
+    let t = build(&TopoSpec::default_for("dragonfly").unwrap()).unwrap();
+    assert!(bisection_bps(&t) >= 16 * 16 * 100_000_000_000);
 }
 
 #[test]

@@ -2,7 +2,7 @@
 
 use netsim_topo::{
     bisection_bps, build, parse_simai, simai_header, to_simai_string, Arrangement, DragonflyParams,
-    FatTreeParams, Role, Routing, SimaiParams, SimaiTemplate, TopoError, TopoSpec,
+    FatTreeParams, Role, SimaiParams, SimaiTemplate, TopoError, TopoSpec,
 };
 
 fn simai(template: SimaiTemplate, gpus: Option<u32>) -> netsim_topo::Topology {

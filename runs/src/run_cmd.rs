@@ -222,6 +222,7 @@ impl RunArgs {
         let mut fcts = Vec::new();
         let stats = run.stats();
         let events = run.events();
+        let events_per_shard: Vec<u64> = run.shards.iter().map(|s| s.handled_events).collect();
         for mut shard in run.shards {
             fcts.append(&mut shard.sink.fcts_ns);
             let counts = shard.sink.finish()?;
@@ -251,6 +252,7 @@ impl RunArgs {
             "lookahead_ps": plan.partition.lookahead.as_ps(),
             "windows": run.windows,
             "events": events,
+            "events_per_shard": events_per_shard,
             "wall_s": wall_s,
             "setup_s": setup_s,
             "simulate_s": sim_s,

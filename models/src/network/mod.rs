@@ -7,11 +7,12 @@
 //!   is free)
 //! ```
 //!
-//! Every egress port has at most one pending event, `TxDone`, for the packet
-//! it is serialising; queued packets wait in the port's FIFOs and are not
-//! events. When serialisation ends the packet travels to the peer as an
-//! `Arrive` event after the link latency, the only way nodes affect each
-//! other (PFC frames travel the same way). A host port does not queue data:
+//! A packet put on the wire becomes one event, its `Arrive` at the peer
+//! after serialisation plus link latency: the only way nodes affect each
+//! other (PFC frames travel the same way). Queued packets wait in the port's
+//! FIFOs and are not events; a busy port with a queue keeps exactly one
+//! pending `TxDone` for when it frees up, so an uncongested hop costs one
+//! event per packet. A host port does not queue data:
 //! when it is free it pulls the next packet from its flows, round robin,
 //! honouring each flow's rate (DCQCN) or window (DCTCP).
 //!
@@ -83,8 +84,10 @@ struct Port {
     ecn_pmax: f64,
     queues: [VecDeque<Packet>; PRIORITIES],
     queued_bytes: [u64; PRIORITIES],
-    /// The packet being serialised, if any.
-    in_flight: Option<Packet>,
+    /// The port is serialising until then.
+    busy_until: SimTime,
+    /// A `TxDone` is scheduled for `busy_until`.
+    tx_pending: bool,
     /// The data class is paused by the peer's PFC.
     paused: bool,
     paused_since: SimTime,
@@ -217,7 +220,8 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
                     ecn_pmax: ecn.pmax,
                     queues: Default::default(),
                     queued_bytes: [0; PRIORITIES],
-                    in_flight: None,
+                    busy_until: SimTime::ZERO,
+                    tx_pending: false,
                     paused: false,
                     paused_since: SimTime::ZERO,
                     tx_bytes: [0; PRIORITIES],
@@ -368,33 +372,44 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
 
     // ---- ports ------------------------------------------------------------
 
-    /// Starts serialising `pkt` on port `port` of the current node.
+    /// Whether port `port` can start a packet now. When it is still
+    /// serialising, makes sure one `TxDone` will call again when it is free.
     #[inline]
-    fn transmit(&mut self, ctx: &mut Context<'_, NetEvent>, gport: usize, port: u16, pkt: Packet) {
+    fn port_ready(&mut self, ctx: &mut Context<'_, NetEvent>, gport: usize, port: u16) -> bool {
         let p = &mut self.ports[gport];
-        debug_assert!(p.in_flight.is_none());
-        p.tx_bytes[pkt.priority()] += u64::from(pkt.wire_bytes);
-        p.in_flight = Some(pkt);
-        let delay = Port::serialization(u64::from(pkt.wire_bytes), p.rate_bps);
-        ctx.schedule_self(delay, NetEvent::TxDone { port });
+        if p.tx_pending {
+            return false;
+        }
+        if ctx.now() >= p.busy_until {
+            return true;
+        }
+        p.tx_pending = true;
+        ctx.schedule_self(p.busy_until - ctx.now(), NetEvent::TxDone { port });
+        false
     }
 
-    fn tx_done(&mut self, ctx: &mut Context<'_, NetEvent>, port: u16) {
-        let local = ctx.local_index();
-        let gport = self.port_index(local, port);
+    /// Serialises `pkt` on port `gport` from now on. The packet's arrival at
+    /// the peer is the only event it needs: serialisation plus latency.
+    #[inline]
+    fn transmit(&mut self, ctx: &mut Context<'_, NetEvent>, gport: usize, pkt: Packet) {
         let p = &mut self.ports[gport];
-        let pkt = p
-            .in_flight
-            .take()
-            .expect("TxDone without a packet in flight");
+        debug_assert!(ctx.now() >= p.busy_until && !p.tx_pending);
+        p.tx_bytes[pkt.priority()] += u64::from(pkt.wire_bytes);
+        let serialization = Port::serialization(u64::from(pkt.wire_bytes), p.rate_bps);
+        p.busy_until = ctx.now() + serialization;
         ctx.send(
             p.peer,
-            p.latency,
+            serialization + p.latency,
             NetEvent::Arrive {
                 port: p.peer_port,
                 pkt,
             },
         );
+    }
+
+    fn tx_done(&mut self, ctx: &mut Context<'_, NetEvent>, port: u16) {
+        let gport = self.port_index(ctx.local_index(), port);
+        self.ports[gport].tx_pending = false;
         if self.is_host(ctx.node()) {
             self.host_try_send(ctx, port);
         } else {
@@ -521,10 +536,10 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
     fn switch_try_send(&mut self, ctx: &mut Context<'_, NetEvent>, port: u16) {
         let local = ctx.local_index();
         let gport = self.port_index(local, port);
-        let p = &mut self.ports[gport];
-        if p.in_flight.is_some() {
+        if !self.port_ready(ctx, gport, port) {
             return;
         }
+        let p = &mut self.ports[gport];
         let prio = if !p.queues[PRIO_CONTROL].is_empty() {
             PRIO_CONTROL
         } else if !p.paused && !p.queues[PRIO_DATA].is_empty() {
@@ -556,7 +571,11 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
                 }
             }
         }
-        self.transmit(ctx, gport, port, pkt);
+        self.transmit(ctx, gport, pkt);
+        let p = &self.ports[gport];
+        if !(p.queues[PRIO_CONTROL].is_empty() && p.queues[PRIO_DATA].is_empty()) {
+            self.port_ready(ctx, gport, port);
+        }
     }
 
     // ---- hosts: sending ---------------------------------------------------
@@ -614,13 +633,14 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
         let local = ctx.local_index();
         let gport = self.port_index(local, port);
         let now = ctx.now();
-        let p = &mut self.ports[gport];
-        if p.in_flight.is_some() {
+        if !self.port_ready(ctx, gport, port) {
             return;
         }
+        let p = &mut self.ports[gport];
         if let Some(pkt) = p.queues[PRIO_CONTROL].pop_front() {
             p.queued_bytes[PRIO_CONTROL] -= u64::from(pkt.wire_bytes);
-            self.transmit(ctx, gport, port, pkt);
+            self.transmit(ctx, gport, pkt);
+            self.host_continue(ctx, gport, port);
             return;
         }
         if p.paused || p.flows.is_empty() {
@@ -675,7 +695,8 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
             s.max_sent = s.max_sent.max(s.next_psn);
             s.next_send = now + Port::serialization(u64::from(wire_bytes), rate_bps.max(1));
             p.round_robin = (slot + 1) % n;
-            self.transmit(ctx, gport, port, pkt);
+            self.transmit(ctx, gport, pkt);
+            self.host_continue(ctx, gport, port);
             return;
         }
         if earliest != NO_WAKE && earliest < p.wake_at {
@@ -683,6 +704,16 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
             p.wake_at = earliest;
             let generation = p.wake_generation;
             ctx.schedule_self(earliest - now, NetEvent::Wake { port, generation });
+        }
+    }
+
+    /// After a host port started a packet: if it has more to send, come back
+    /// when the port is free.
+    #[inline]
+    fn host_continue(&mut self, ctx: &mut Context<'_, NetEvent>, gport: usize, port: u16) {
+        let p = &self.ports[gport];
+        if !(p.queues[PRIO_CONTROL].is_empty() && p.flows.is_empty()) {
+            self.port_ready(ctx, gport, port);
         }
     }
 

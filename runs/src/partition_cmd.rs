@@ -18,14 +18,14 @@ pub struct PartitionCmd {
     #[command(flatten)]
     pub topology: TopologyArgs,
     /// Number of shards.
-    #[arg(long)]
+    #[arg(long, help_heading = "Partition")]
     pub shards: u32,
     /// Strategy: structural (pods, groups, segments) or metis.
-    #[arg(long, default_value = "structural")]
+    #[arg(long, default_value = "structural", help_heading = "Partition")]
     pub partition: Strategy,
     /// Never cut links with latency below this (ns); links touching hosts or NVSwitches
     /// are never cut regardless.
-    #[arg(long, value_parser = parse_ns, value_name = "NS")]
+    #[arg(long, value_parser = parse_ns, value_name = "NS", help_heading = "Partition")]
     pub latency_floor_ns: Option<u64>,
 }
 

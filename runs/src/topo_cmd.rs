@@ -18,10 +18,15 @@ pub struct TopoCmd {
     #[command(flatten)]
     pub topology: TopologyArgs,
     /// Export format (with -o): simai or json.
-    #[arg(long)]
+    #[arg(long, help_heading = "Output")]
     pub format: Option<Format>,
     /// Write the topology to FILE (written to a temporary name, then renamed).
-    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    #[arg(
+        short = 'o',
+        long = "output",
+        value_name = "FILE",
+        help_heading = "Output"
+    )]
     pub output: Option<PathBuf>,
 }
 

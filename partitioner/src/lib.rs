@@ -67,6 +67,17 @@ pub struct PartitionConfig {
     pub latency_floor_ps: u64,
 }
 
+impl Default for PartitionConfig {
+    /// One shard, structural, no extra latency floor.
+    fn default() -> Self {
+        PartitionConfig {
+            shards: 1,
+            strategy: Strategy::Structural,
+            latency_floor_ps: 0,
+        }
+    }
+}
+
 /// A node -> shard assignment with its lookahead and quality report.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Partition {

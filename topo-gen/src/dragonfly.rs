@@ -7,7 +7,7 @@
 //! (group, global port).
 
 use crate::error::TopoError;
-use crate::fat_tree::MAX_NODES;
+use crate::fat_tree::{MAX_LINKS, MAX_NODES};
 use crate::graph::{Coords, NodeIndex, Role, Topology, TopologyBuilder};
 use crate::routing::Routing;
 use crate::spec::{check_link, Arrangement, DragonflyParams};
@@ -18,6 +18,17 @@ pub fn build(p: &DragonflyParams) -> Result<Topology, TopoError> {
         if v == 0 {
             return Err(TopoError::param(flag, "must be >= 1"));
         }
+    }
+    // Checked first so that the products below cannot overflow.
+    if p.p as u64 + p.a as u64 + p.h as u64 > u16::MAX as u64 {
+        return Err(TopoError::param(
+            "--a",
+            format!(
+                "a router would have p + a-1 + h = {} ports; at most {} are supported",
+                p.p as u64 + p.a as u64 - 1 + p.h as u64,
+                u16::MAX
+            ),
+        ));
     }
     let max_groups = p.a as u64 * p.h as u64 + 1;
     let g = p.groups.map_or(max_groups, |g| g as u64);
@@ -44,20 +55,23 @@ pub fn build(p: &DragonflyParams) -> Result<Topology, TopoError> {
     let (pp, a, h) = (p.p as u64, p.a as u64, p.h as u64);
     let routers = g * a;
     let hosts = routers * pp;
-    if hosts + routers > MAX_NODES || pp + a + h > u16::MAX as u64 {
+    if hosts + routers > MAX_NODES {
         return Err(TopoError::param(
             "--a",
             format!(
-                "{} hosts and {routers} routers exceed the supported size ({MAX_NODES} nodes, 65535 ports per router)",
-                hosts
+                "{hosts} hosts and {routers} routers exceed the supported size ({MAX_NODES} nodes)"
             ),
         ));
     }
+    let links = hosts + g * a * (a - 1) / 2 + g * a * h / 2;
+    if links > MAX_LINKS {
+        return Err(TopoError::param(
+            "--a",
+            format!("{links} links exceed the supported {MAX_LINKS}"),
+        ));
+    }
     let mut b = TopologyBuilder::new("dragonfly");
-    b.reserve(
-        (hosts + routers) as usize,
-        (hosts + g * a * (a - 1) / 2 + g * a * h / 2) as usize,
-    );
+    b.reserve((hosts + routers) as usize, links as usize);
     for x in 0..hosts {
         b.add_node(Role::Host, group_coords((x / pp / a) as u32));
     }

@@ -11,6 +11,8 @@ use crate::spec::{check_link, FatTreeParams};
 
 /// Largest node count any generator accepts, to keep ids and memory sane.
 pub(crate) const MAX_NODES: u64 = 1 << 26;
+/// Largest link count any generator accepts.
+pub(crate) const MAX_LINKS: u64 = 1 << 28;
 
 /// Builds the fat-tree or leaf-spine `p` describes.
 pub fn build(p: &FatTreeParams) -> Result<Topology, TopoError> {
@@ -31,6 +33,19 @@ pub fn build(p: &FatTreeParams) -> Result<Topology, TopoError> {
     let k = p.k as u64;
     let half = k / 2;
     let hosts_per_edge = half * p.oversub as u64;
+    // Checked first so that the products below cannot overflow.
+    if hosts_per_edge + half > u16::MAX as u64 {
+        return Err(TopoError::param(
+            "--k",
+            format!(
+                "an edge switch would have {} ports (k = {}, oversubscription {}); at most {} are supported",
+                hosts_per_edge + half,
+                p.k,
+                p.oversub,
+                u16::MAX
+            ),
+        ));
+    }
     let (edges, aggs, cores) = match p.tiers {
         3 => {
             check_link("--core-link-gbps", "--core-link-latency-ns", &p.core_link)?;
@@ -46,7 +61,7 @@ pub fn build(p: &FatTreeParams) -> Result<Topology, TopoError> {
     };
     let hosts = edges * hosts_per_edge;
     let nodes = hosts + edges + aggs + cores;
-    if nodes > MAX_NODES || hosts_per_edge + half > u16::MAX as u64 {
+    if nodes > MAX_NODES {
         return Err(TopoError::param(
             "--k",
             format!(

@@ -54,8 +54,8 @@ pub fn build_template(p: &SimaiParams) -> Result<Topology, TopoError> {
     let side_asws = segments * asw_per_side as u64;
     let asws = side_asws * tors_per_nic as u64;
     let servers = (p.gpus / gps) as u64;
-    let nvs = servers * nsps as u64;
-    let nodes = p.gpus as u64 + nvs + asws + p.psw as u64;
+    let nvs = servers.saturating_mul(nsps as u64);
+    let nodes = (p.gpus as u64 + asws + p.psw as u64).saturating_add(nvs);
     if nodes > crate::fat_tree::MAX_NODES {
         return Err(TopoError::param(
             "--gpus",
@@ -73,6 +73,15 @@ pub fn build_template(p: &SimaiParams) -> Result<Topology, TopoError> {
         } else {
             asws * p.psw as u64
         };
+    if links > crate::fat_tree::MAX_LINKS {
+        return Err(TopoError::param(
+            "--psw",
+            format!(
+                "{links} links exceed the supported {}",
+                crate::fat_tree::MAX_LINKS
+            ),
+        ));
+    }
     b.reserve(nodes as usize, links as usize);
     for i in 0..p.gpus {
         b.add_node(
@@ -175,6 +184,13 @@ fn check_template_params(p: &SimaiParams) -> Result<(), TopoError> {
         if v == 0 {
             return Err(TopoError::param(flag, "must be > 0"));
         }
+    }
+    // Every ASW has a port per PSW.
+    if p.psw > u16::MAX as u32 {
+        return Err(TopoError::param(
+            "--psw",
+            format!("at most {} PSWs are supported", u16::MAX),
+        ));
     }
     if !p.gpus.is_multiple_of(p.gpus_per_server) {
         return Err(TopoError::param(
@@ -354,7 +370,8 @@ pub fn parse_simai(text: &str, origin: &str) -> Result<Topology, TopoError> {
         });
     }
 
-    let mut links = Vec::with_capacity(link_num as usize);
+    // The header is untrusted: reserve at most a modest amount up front.
+    let mut links = Vec::with_capacity((link_num as usize).min(1 << 20));
     for (ln, line) in lines {
         let f: Vec<&str> = line.split_whitespace().collect();
         if f.is_empty() {

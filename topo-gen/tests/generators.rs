@@ -186,3 +186,78 @@ fn bad_input_is_a_typed_error() {
         Err(TopoError::UnknownKind(_))
     ));
 }
+
+#[test]
+fn huge_parameters_are_errors_not_panics() {
+    let e = build(&TopoSpec::FatTree(FatTreeParams {
+        k: u32::MAX - 1,
+        oversub: u32::MAX,
+        ..FatTreeParams::default()
+    }));
+    assert!(
+        matches!(e, Err(TopoError::BadParam { flag: "--k", .. })),
+        "{e:?}"
+    );
+    let e = build(&TopoSpec::FatTree(FatTreeParams {
+        k: 1024,
+        ..FatTreeParams::default()
+    }));
+    assert!(
+        matches!(e, Err(TopoError::BadParam { flag: "--k", .. })),
+        "{e:?}"
+    );
+    let e = build(&TopoSpec::Dragonfly(DragonflyParams {
+        p: u32::MAX,
+        a: u32::MAX,
+        h: u32::MAX,
+        ..DragonflyParams::default()
+    }));
+    assert!(matches!(e, Err(TopoError::BadParam { .. })), "{e:?}");
+    let e = build(&TopoSpec::Dragonfly(DragonflyParams {
+        p: 1000,
+        a: 1000,
+        h: 1000,
+        ..DragonflyParams::default()
+    }));
+    assert!(matches!(e, Err(TopoError::BadParam { .. })), "{e:?}");
+    let mut p = SimaiParams::defaults(SimaiTemplate::Dcn);
+    p.nv_switch_per_server = u32::MAX;
+    p.psw = u32::MAX;
+    assert!(matches!(
+        build(&TopoSpec::Simai(p)),
+        Err(TopoError::BadParam { .. })
+    ));
+    let e = parse_simai("5 1 0 1 4294967295 H100\n4 \n", "f");
+    assert!(
+        matches!(
+            e,
+            Err(TopoError::Parse {
+                field: "link_num",
+                ..
+            })
+        ),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn link_explosions_are_errors() {
+    let e = build(&TopoSpec::Dragonfly(DragonflyParams {
+        p: 1,
+        a: 4000,
+        h: 1,
+        ..DragonflyParams::default()
+    }));
+    assert!(
+        matches!(e, Err(TopoError::BadParam { flag: "--a", .. })),
+        "{e:?}"
+    );
+    let mut p = SimaiParams::defaults(SimaiTemplate::Dcn);
+    p.gpus = 8;
+    p.psw = 60_000_000;
+    let e = build(&TopoSpec::Simai(p));
+    assert!(
+        matches!(e, Err(TopoError::BadParam { flag: "--psw", .. })),
+        "{e:?}"
+    );
+}

@@ -17,7 +17,7 @@ pub struct TopoCmd {
     pub kind: String,
     #[command(flatten)]
     pub topology: TopologyArgs,
-    /// Export format (with -o): simai or json.
+    /// Export format (with -o): simai or json; default json for a `.json` file, else simai.
     #[arg(long, help_heading = "Output")]
     pub format: Option<Format>,
     /// Write the topology to FILE (written to a temporary name, then renamed).
@@ -56,7 +56,12 @@ impl TopoCmd {
             (t2 - t1).as_secs_f64()
         );
         if let Some(path) = &self.output {
-            export(&topo, self.format.unwrap_or(Format::Simai), path)?;
+            let by_extension = if path.extension().is_some_and(|e| e == "json") {
+                Format::Json
+            } else {
+                Format::Simai
+            };
+            export(&topo, self.format.unwrap_or(by_extension), path)?;
             println!("wrote:      {}", path.display());
         }
         Ok(())

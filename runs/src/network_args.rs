@@ -68,7 +68,7 @@ pub struct NetworkArgs {
     /// DCTCP: EWMA gain of alpha.
     #[arg(long, default_value_t = 1.0 / 16.0)]
     pub dctcp_g: f64,
-    /// Go-back-N retransmission timeout in microseconds (lossy mode).
+    /// Go-back-N retransmission timeout in microseconds (drops, or reordering under spray).
     #[arg(long, default_value_t = 500.0)]
     pub rto_us: f64,
     /// Sampling period of the `queues` table in nanoseconds (0: off).

@@ -87,7 +87,7 @@ pub struct NetConfig {
     pub ecn: Vec<EcnProfile>,
     /// A receiver acknowledges every this many data packets (and the last).
     pub ack_interval: u32,
-    /// Go-back-N retransmission timeout (lossy mode).
+    /// Go-back-N retransmission timeout: drops (lossy mode) and reordering (spraying).
     pub rto: SimTime,
     /// Queue sampling period of the `queues` table; zero disables sampling.
     pub sample_period: SimTime,

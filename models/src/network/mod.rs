@@ -615,15 +615,15 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
             bdp_bytes.max(f64::from(fabric.config.mtu_bytes)),
         );
         self.ports[gport].flows.push(i as u32);
-        if !fabric.config.pfc {
-            ctx.schedule_self(
-                fabric.config.rto,
-                NetEvent::Timer {
-                    flow,
-                    timer: FlowTimer::Retransmit,
-                },
-            );
-        }
+        // Even lossless fabrics reorder under spraying: every queue pair
+        // keeps the NIC's retransmission timer.
+        ctx.schedule_self(
+            fabric.config.rto,
+            NetEvent::Timer {
+                flow,
+                timer: FlowTimer::Retransmit,
+            },
+        );
         self.host_try_send(ctx, port);
     }
 
@@ -748,12 +748,11 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
 
     fn receive_data(&mut self, ctx: &mut Context<'_, NetEvent>, pkt: Packet) {
         let config = &self.fabric.config;
-        let (header_bytes, ack_interval, cnp_interval, control_bytes, lossy, dcqcn) = (
+        let (header_bytes, ack_interval, cnp_interval, control_bytes, dcqcn) = (
             config.header_bytes,
             config.ack_interval,
             config.dcqcn.cnp_interval,
             config.control_bytes as u16,
-            !config.pfc,
             config.cc == CcKind::Dcqcn,
         );
         let now = ctx.now();
@@ -787,8 +786,8 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
                 rx.ce_since_ack = 0;
             }
         } else if pkt.psn > rx.expected_psn {
-            // A gap: only possible when packets were dropped.
-            if lossy && rx.nacked_psn != Some(rx.expected_psn) {
+            // A gap: packets were dropped or overtaken (spraying).
+            if rx.nacked_psn != Some(rx.expected_psn) {
                 rx.nacked_psn = Some(rx.expected_psn);
                 out[0] = Some(reply(PacketKind::Nack, rx.expected_psn, 0));
             }

@@ -166,3 +166,85 @@ fn a_bad_traffic_file_leaves_no_dataset() {
     assert!(stderr(&o).contains("cm.txt:4: dst 99"), "{}", stderr(&o));
     assert_eq!(parquet_files(&out), 0);
 }
+
+#[test]
+fn topo_exports_a_simai_file_that_imports_back() {
+    let dir = scratch("topo");
+    let file = dir.join("spx.txt");
+    let o = netsim(&[
+        "topo",
+        "spectrum-x",
+        "--gpus",
+        "128",
+        "--format",
+        "simai",
+        "-o",
+        file.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert_eq!(text.lines().next(), Some("216 8 16 72 768 H100"));
+    let again = dir.join("again.txt");
+    let simai = format!("simai:{}", file.display());
+    let o = netsim(&[
+        "topo",
+        &simai,
+        "--format",
+        "simai",
+        "-o",
+        again.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(std::fs::read_to_string(&again).unwrap(), text);
+}
+
+#[test]
+fn topo_and_partition_reject_bad_input_without_output() {
+    let dir = scratch("topo-bad");
+    let file = dir.join("out.txt");
+    for args in [
+        vec!["topo", "fat-tree", "--k", "7"],
+        vec![
+            "topo",
+            "dragonfly",
+            "--a",
+            "4",
+            "--h",
+            "2",
+            "--groups",
+            "10",
+        ],
+        vec!["topo", "spectrum-x", "--gpus", "100"],
+        vec!["topo", "torus"],
+        vec!["partition", "star", "--shards", "2"],
+    ] {
+        let mut args: Vec<&str> = args;
+        args.extend(["-o", file.to_str().unwrap()]);
+        if args[0] == "partition" {
+            args.truncate(args.len() - 2);
+        }
+        let o = netsim(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(!stderr(&o).contains("panicked"), "{args:?}");
+        assert!(!file.exists(), "{args:?} left {}", file.display());
+    }
+}
+
+#[test]
+fn partition_reports_cut_balance_and_lookahead() {
+    let o = netsim(&[
+        "partition",
+        "fat-tree",
+        "--k",
+        "16",
+        "--shards",
+        "4",
+        "--partition",
+        "metis",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout).to_lowercase();
+    for word in ["cut", "imbalance", "lookahead"] {
+        assert!(text.contains(word), "{word} missing from: {text}");
+    }
+}

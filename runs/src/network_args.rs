@@ -3,7 +3,7 @@
 
 use anyhow::{bail, Context as _};
 use netsim_engine::SimTime;
-use netsim_models::network::config::{CcKind, EcmpMode, EcnProfile, NetConfig};
+use netsim_models::network::config::{CcKind, DragonflyRouting, EcmpMode, EcnProfile, NetConfig};
 use netsim_models::traffic::{self, FlowSpec, TrafficPattern};
 use std::path::Path;
 
@@ -23,6 +23,9 @@ pub struct NetworkArgs {
     /// ECMP: hash (per flow, 5-tuple) or spray (per packet).
     #[arg(long, default_value = "hash")]
     pub ecmp: String,
+    /// Dragonfly routing between groups: minimal, valiant or ugal.
+    #[arg(long, default_value = "minimal")]
+    pub routing: String,
     /// Shared buffer per switch, in KB.
     #[arg(long, default_value_t = 32 * 1024)]
     pub buffer_kb: u64,
@@ -122,6 +125,12 @@ impl NetworkArgs {
             "spray" => EcmpMode::Spray,
             other => bail!("--ecmp: expected hash or spray, found `{other}`"),
         };
+        let dragonfly_routing = match self.routing.as_str() {
+            "minimal" => DragonflyRouting::Minimal,
+            "valiant" => DragonflyRouting::Valiant,
+            "ugal" => DragonflyRouting::Ugal,
+            other => bail!("--routing: expected minimal, valiant or ugal, found `{other}`"),
+        };
         let ecn = match (self.ecn_kmin_kb, self.ecn_kmax_kb, self.ecn_pmax) {
             (None, None, None) => defaults.ecn.clone(),
             (kmin, kmax, pmax) => {
@@ -156,6 +165,7 @@ impl NetworkArgs {
             dctcp_g: self.dctcp_g,
             pfc,
             ecmp,
+            dragonfly_routing,
             buffer_bytes: self.buffer_kb * 1000,
             pfc_xon_offset_bytes: 2 * u64::from(self.mtu + defaults.header_bytes),
             ecn,

@@ -164,13 +164,7 @@ impl RunArgs {
             None => format!("{} {}", self.topo, self.traffic.traffic),
         };
         Ok(Plan {
-            fabric: Fabric {
-                topo,
-                routing,
-                flows,
-                config,
-                seed: self.seed,
-            },
+            fabric: Fabric::new(topo, routing, flows, config, self.seed),
             partition,
             scenario,
         })

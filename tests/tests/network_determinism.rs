@@ -53,13 +53,7 @@ fn fabric(spec: TopoSpec, config: NetConfig, flow_size: u64) -> Fabric {
         5,
     )
     .unwrap();
-    Fabric {
-        topo,
-        routing,
-        flows,
-        config,
-        seed: 11,
-    }
+    Fabric::new(topo, routing, flows, config, 11)
 }
 
 fn assert_same_on_1_2_4_shards(fabric: &Fabric) {

@@ -28,6 +28,17 @@ pub enum EcmpMode {
     Spray,
 }
 
+/// How dragonfly routers route between groups.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DragonflyRouting {
+    /// Shortest paths (ECMP among them).
+    Minimal,
+    /// Through a random intermediate router of a third group, per flow.
+    Valiant,
+    /// Per packet, minimal or the flow's Valiant path, by local queue occupancy.
+    Ugal,
+}
+
 /// ECN marking (RED on the egress queue) for links of one rate.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct EcnProfile {
@@ -71,6 +82,8 @@ pub struct NetConfig {
     /// PFC on: lossless data class. Off: lossy, tail drop, go-back-N.
     pub pfc: bool,
     pub ecmp: EcmpMode,
+    /// Dragonfly inter-group routing (ignored on other topologies).
+    pub dragonfly_routing: DragonflyRouting,
     /// Shared buffer of each switch.
     pub buffer_bytes: u64,
     /// Dynamic threshold of the lossy egress admission: a queue may hold
@@ -114,6 +127,7 @@ impl Default for NetConfig {
             dctcp_g: 1.0 / 16.0,
             pfc: true,
             ecmp: EcmpMode::Hash,
+            dragonfly_routing: DragonflyRouting::Minimal,
             buffer_bytes: 32 << 20,
             dt_alpha: 1.0,
             pfc_alpha: 1.0 / 8.0,

@@ -28,10 +28,14 @@ pub mod packet;
 use crate::telemetry::{FlowRecord, PfcEvent, PfcRecord, QueueSample, TelemetrySink};
 use crate::traffic::FlowSpec;
 use cc::CcState;
-use config::{CcKind, EcmpMode, NetConfig};
+use config::{CcKind, DragonflyRouting, EcmpMode, NetConfig};
+
+fn config_routes_non_minimally(config: &NetConfig) -> bool {
+    config.dragonfly_routing != DragonflyRouting::Minimal
+}
 use hashbrown::HashMap;
 use netsim_engine::{run_on_threads, splitmix64, Context, Layout, Model, NodeId, ShardId, SimTime};
-use netsim_topo::{Routing, Topology};
+use netsim_topo::{DragonflyIndex, Routing, Topology};
 use packet::{Packet, PacketKind, PRIORITIES, PRIO_CONTROL, PRIO_DATA};
 use std::collections::VecDeque;
 
@@ -43,6 +47,48 @@ pub struct Fabric {
     pub flows: Vec<FlowSpec>,
     pub config: NetConfig,
     pub seed: u64,
+    /// Dragonflies: routers by group, for Valiant and UGAL.
+    dragonfly: Option<DragonflyIndex>,
+    /// Per node: a host attached to it (routing toward that host reaches
+    /// the node minimally), `NO_NODE` for nodes without hosts.
+    proxy_host: Vec<u32>,
+}
+
+const NO_NODE: u32 = u32::MAX;
+
+impl Fabric {
+    pub fn new(
+        topo: Topology,
+        routing: Routing,
+        flows: Vec<FlowSpec>,
+        config: NetConfig,
+        seed: u64,
+    ) -> Fabric {
+        let proxy_host = (0..topo.node_count())
+            .map(|n| {
+                topo.ports(n)
+                    .iter()
+                    .map(|p| p.peer)
+                    .find(|&peer| topo.is_host(peer))
+                    .unwrap_or(NO_NODE)
+            })
+            .collect();
+        Fabric {
+            dragonfly: DragonflyIndex::new(&topo),
+            topo,
+            routing,
+            flows,
+            config,
+            seed,
+            proxy_host,
+        }
+    }
+
+    /// Dragonfly group of `node`, if it has one.
+    #[inline]
+    fn group(&self, node: u32) -> Option<u32> {
+        self.topo.node(node).coords.group
+    }
 }
 
 /// Events of the network model.
@@ -168,6 +214,9 @@ pub struct Network<'f, S> {
     /// Global flow id -> local sender index, for flows whose source is local.
     sender_of: HashMap<u32, u32>,
     receivers: HashMap<u32, Receiver>,
+    /// UGAL: the path (intermediate router or `NO_NODE`) each flow took at
+    /// its source router `(router, flow)`.
+    ugal_choice: HashMap<(u32, u32), u32>,
     stats: NetStats,
 }
 
@@ -289,6 +338,7 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
             senders,
             sender_of,
             receivers: HashMap::new(),
+            ugal_choice: HashMap::new(),
             stats: NetStats::default(),
             fabric,
             sink,
@@ -471,14 +521,7 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
         let local = ctx.local_index();
         let fabric = self.fabric;
         let config = &fabric.config;
-        let hops = fabric.routing.switch_next_hops(ctx.node().0, pkt.dst);
-        assert!(
-            !hops.is_empty(),
-            "switch {} has no route to host {}",
-            ctx.node(),
-            pkt.dst
-        );
-        let out = hops[self.ecmp_choice(ctx, &pkt, hops.len())];
+        let out = self.route(ctx, in_port, &mut pkt);
         let gout = self.port_index(local, out);
         let prio = pkt.priority();
         let wire = u64::from(pkt.wire_bytes);
@@ -531,6 +574,95 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
             }
         }
         self.switch_try_send(ctx, out);
+    }
+
+    /// The output port of the current switch for `pkt`, which arrived on
+    /// `in_port`. Dragonfly Valiant and UGAL decide at the source router and
+    /// steer the packet through an intermediate router (`pkt.via`).
+    fn route(&mut self, ctx: &mut Context<'_, NetEvent>, in_port: u16, pkt: &mut Packet) -> u16 {
+        let fabric = self.fabric;
+        let node = ctx.node().0;
+        if pkt.via == node {
+            pkt.via = NO_NODE;
+        }
+        let from_host = fabric.topo.is_host(fabric.topo.port(node, in_port).peer);
+        if from_host && pkt.kind == PacketKind::Data && config_routes_non_minimally(&fabric.config)
+        {
+            if let Some(index) = &fabric.dragonfly {
+                self.choose_intermediate(ctx, index, pkt);
+            }
+        }
+        let toward = if pkt.via == NO_NODE {
+            pkt.dst
+        } else {
+            fabric.proxy_host[pkt.via as usize]
+        };
+        let hops = fabric.routing.switch_next_hops(node, toward);
+        assert!(
+            !hops.is_empty(),
+            "switch {node} has no route to host {toward}"
+        );
+        hops[self.ecmp_choice(ctx, pkt, hops.len())]
+    }
+
+    /// Valiant: every packet of a flow crosses the same random intermediate
+    /// router of a third group (per flow, so a queue pair is not reordered).
+    /// UGAL (local): when a flow's first packet reaches its source router,
+    /// take that Valiant path if the minimal output queue is more than twice
+    /// as long as the Valiant one (the usual estimate of the Valiant path's
+    /// extra hops), and keep the choice for the whole flow: deciding per
+    /// packet reorders a RoCE queue pair into go-back-N storms.
+    fn choose_intermediate(
+        &mut self,
+        ctx: &mut Context<'_, NetEvent>,
+        index: &DragonflyIndex,
+        pkt: &mut Packet,
+    ) {
+        let fabric = self.fabric;
+        let node = ctx.node().0;
+        let (Some(here), Some(there)) = (
+            fabric.group(node),
+            fabric.group(fabric.topo.port(pkt.dst, 0).peer),
+        ) else {
+            return;
+        };
+        if here == there {
+            return;
+        }
+        let Some(intermediate) =
+            index.intermediate_router(here, there, five_tuple_hash(pkt.flow, pkt.src, pkt.dst))
+        else {
+            return;
+        };
+        if fabric.config.dragonfly_routing == DragonflyRouting::Ugal {
+            let key = (node, pkt.flow);
+            if let Some(&via) = self.ugal_choice.get(&key) {
+                pkt.via = via;
+                return;
+            }
+            let local = ctx.local_index();
+            let minimal = fabric.routing.switch_next_hops(node, pkt.dst);
+            let valiant = fabric
+                .routing
+                .switch_next_hops(node, fabric.proxy_host[intermediate as usize]);
+            let queue = |ports: &[u16], this: &Self| {
+                ports
+                    .iter()
+                    .map(|&p| this.ports[this.port_index(local, p)].queued_bytes[PRIO_DATA])
+                    .min()
+                    .unwrap_or(0)
+            };
+            let (q_minimal, q_valiant) = (queue(minimal, self), queue(valiant, self));
+            let via = if q_minimal > 2 * q_valiant + u64::from(fabric.config.mtu_bytes) {
+                intermediate
+            } else {
+                NO_NODE
+            };
+            self.ugal_choice.insert(key, via);
+            pkt.via = via;
+            return;
+        }
+        pkt.via = intermediate;
     }
 
     fn switch_try_send(&mut self, ctx: &mut Context<'_, NetEvent>, port: u16) {
@@ -594,6 +726,7 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
             kind: PacketKind::Data,
             ce: 0,
             last: false,
+            via: NO_NODE,
         };
         let hops = fabric.routing.next_hops(src, dst);
         assert!(!hops.is_empty(), "host {src} has no route to host {dst}");
@@ -685,6 +818,7 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
                 kind: PacketKind::Data,
                 ce: 0,
                 last: psn + 1 == s.packets,
+                via: NO_NODE,
             };
             if psn < s.max_sent {
                 s.retransmitted_pkts += 1;
@@ -767,6 +901,7 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
             kind,
             ce,
             last: false,
+            via: NO_NODE,
         };
         let mut out: [Option<Packet>; 2] = [None, None];
         if pkt.psn == rx.expected_psn {

@@ -19,7 +19,7 @@ pub const PRIO_CONTROL: usize = 0;
 pub const PRIO_DATA: usize = 1;
 pub const PRIORITIES: usize = 2;
 
-/// One packet on the wire. 24 bytes, so an event carrying it stays small.
+/// One packet on the wire. 28 bytes, so an event carrying it stays small.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Packet {
     pub flow: u32,
@@ -37,6 +37,8 @@ pub struct Packet {
     pub ce: u8,
     /// Data: last packet of the flow.
     pub last: bool,
+    /// Dragonfly Valiant/UGAL: the intermediate router still to visit, or `u32::MAX`.
+    pub via: u32,
 }
 
 impl Packet {

@@ -112,7 +112,7 @@ impl NetworkArgs {
             "dcqcn" => CcKind::Dcqcn,
             "dctcp" => CcKind::Dctcp,
             "none" => CcKind::None,
-            "hpcc" => bail!("--cc hpcc: HPCC is not available yet"),
+            "hpcc" => CcKind::Hpcc,
             other => bail!("--cc: unknown congestion control `{other}` (dcqcn, dctcp, hpcc, none)"),
         };
         let pfc = match self.pfc.as_str() {

@@ -112,3 +112,16 @@ fn dragonfly_dctcp_lossy_spray_is_identical_on_1_2_4_shards() {
     let fabric = fabric(small_dragonfly(), config, 300_000);
     assert_same_on_1_2_4_shards(&fabric);
 }
+
+#[test]
+fn dragonfly_hpcc_ugal_is_identical_on_1_2_4_shards() {
+    use netsim_models::network::config::DragonflyRouting;
+    let config = NetConfig {
+        cc: CcKind::Hpcc,
+        dragonfly_routing: DragonflyRouting::Ugal,
+        sample_period: SimTime::from_us(5),
+        ..NetConfig::default()
+    };
+    let fabric = fabric(small_dragonfly(), config, 300_000);
+    assert_same_on_1_2_4_shards(&fabric);
+}

@@ -1,13 +1,69 @@
 //! Congestion control at the sending NIC: DCQCN's reaction point and DCTCP.
 
-use super::config::{CcKind, DcqcnConfig};
+use super::config::{CcKind, DcqcnConfig, HpccConfig};
 
 /// Per-flow congestion-control state.
 #[derive(Clone, Debug)]
 pub enum CcState {
     Dcqcn(Dcqcn),
     Dctcp(Dctcp),
+    Hpcc(Hpcc),
     LineRate,
+}
+
+/// HPCC's sender: a reference rate `rate_c` updated once per RTT, and per
+/// ACK either a multiplicative step towards the target utilisation or an
+/// additive one (Algorithm 1 of the HPCC paper, in the rate domain).
+#[derive(Clone, Debug)]
+pub struct Hpcc {
+    pub rate_bps: f64,
+    pub rate_c_bps: f64,
+    pub stage: u32,
+    /// The reference rate is next updated by an ACK beyond this psn.
+    pub update_psn: u32,
+}
+
+impl Hpcc {
+    pub fn new(line_rate_bps: u64) -> Hpcc {
+        Hpcc {
+            rate_bps: line_rate_bps as f64,
+            rate_c_bps: line_rate_bps as f64,
+            stage: 0,
+            update_psn: 0,
+        }
+    }
+
+    /// Reacts to an ACK acknowledging up to `una` that reports path
+    /// utilisation `u` (1.0 = a full link).
+    pub fn on_ack(
+        &mut self,
+        c: &HpccConfig,
+        u: f64,
+        una: u32,
+        next_psn: u32,
+        line_rate_bps: u64,
+        min_rate_bps: u64,
+    ) {
+        let update = una > self.update_psn;
+        let ai = c.additive_increase_bps as f64;
+        let rate = if u >= c.eta || self.stage >= c.max_stage {
+            let rate = self.rate_c_bps * c.eta / u.max(1e-3) + ai;
+            if update {
+                self.stage = 0;
+            }
+            rate
+        } else {
+            if update {
+                self.stage += 1;
+            }
+            self.rate_c_bps + ai
+        };
+        self.rate_bps = rate.clamp(min_rate_bps as f64, line_rate_bps as f64);
+        if update {
+            self.rate_c_bps = self.rate_bps;
+            self.update_psn = next_psn;
+        }
+    }
 }
 
 /// DCQCN reaction point, as in the Mellanox-style model SimAI inherits from
@@ -134,6 +190,7 @@ impl CcState {
         match kind {
             CcKind::Dcqcn => CcState::Dcqcn(Dcqcn::new(line_rate_bps)),
             CcKind::Dctcp => CcState::Dctcp(Dctcp::new(bdp_bytes)),
+            CcKind::Hpcc => CcState::Hpcc(Hpcc::new(line_rate_bps)),
             CcKind::None => CcState::LineRate,
         }
     }

@@ -15,8 +15,24 @@ pub enum CcKind {
     Dcqcn,
     /// DCTCP (Alizadeh et al., SIGCOMM'10): ECN-echo window control.
     Dctcp,
+    /// HPCC (Li et al., SIGCOMM'19) with PINT-style telemetry: every switch
+    /// stamps its egress link's normalised utilisation and a packet carries
+    /// the path maximum, which the sender reacts to per ACK.
+    Hpcc,
     /// Line rate, relying on PFC alone.
     None,
+}
+
+/// HPCC parameters.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct HpccConfig {
+    /// Target utilisation.
+    pub eta: f64,
+    /// Additive-increase stages before a multiplicative adjustment.
+    pub max_stage: u32,
+    pub additive_increase_bps: u64,
+    /// The base RTT `T` of the utilisation estimate (queue / (B T) + rate / B).
+    pub base_rtt: SimTime,
 }
 
 /// How switches choose among equal-cost next hops.
@@ -77,6 +93,7 @@ pub struct NetConfig {
     pub control_bytes: u32,
     pub cc: CcKind,
     pub dcqcn: DcqcnConfig,
+    pub hpcc: HpccConfig,
     /// DCTCP's EWMA gain.
     pub dctcp_g: f64,
     /// PFC on: lossless data class. Off: lossy, tail drop, go-back-N.
@@ -123,6 +140,12 @@ impl Default for NetConfig {
                 hyper_increase_bps: 100_000_000,
                 min_rate_bps: 100_000_000,
                 cnp_interval: SimTime::from_us(50),
+            },
+            hpcc: HpccConfig {
+                eta: 0.95,
+                max_stage: 5,
+                additive_increase_bps: 50_000_000,
+                base_rtt: SimTime::from_us(10),
             },
             dctcp_g: 1.0 / 16.0,
             pfc: true,
@@ -209,6 +232,13 @@ impl NetConfig {
         }
         if d.min_rate_bps == 0 {
             return bad("dcqcn-min-rate-mbps", "must be positive".into());
+        }
+        let h = &self.hpcc;
+        if !(h.eta > 0.0 && h.eta <= 1.0) {
+            return bad("hpcc-eta", format!("{} is outside (0, 1]", h.eta));
+        }
+        if h.base_rtt == SimTime::ZERO {
+            return bad("hpcc-base-rtt-us", "must be positive".into());
         }
         if !(self.dctcp_g > 0.0 && self.dctcp_g <= 1.0) {
             return bad("dctcp-g", format!("{} is outside (0, 1]", self.dctcp_g));

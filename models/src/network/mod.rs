@@ -134,6 +134,11 @@ struct Port {
     busy_until: SimTime,
     /// A `TxDone` is scheduled for `busy_until`.
     tx_pending: bool,
+    /// HPCC: bytes sent since `rate_window_start`, and the rate measured
+    /// over the last full window of one base RTT.
+    rate_window_start: SimTime,
+    rate_window_bytes: u64,
+    measured_rate_bps: f64,
     /// The data class is paused by the peer's PFC.
     paused: bool,
     paused_since: SimTime,
@@ -271,6 +276,9 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
                     queued_bytes: [0; PRIORITIES],
                     busy_until: SimTime::ZERO,
                     tx_pending: false,
+                    rate_window_start: SimTime::ZERO,
+                    rate_window_bytes: 0,
+                    measured_rate_bps: 0.0,
                     paused: false,
                     paused_since: SimTime::ZERO,
                     tx_bytes: [0; PRIORITIES],
@@ -441,9 +449,29 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
     /// Serialises `pkt` on port `gport` from now on. The packet's arrival at
     /// the peer is the only event it needs: serialisation plus latency.
     #[inline]
-    fn transmit(&mut self, ctx: &mut Context<'_, NetEvent>, gport: usize, pkt: Packet) {
+    fn transmit(&mut self, ctx: &mut Context<'_, NetEvent>, gport: usize, mut pkt: Packet) {
+        let config = &self.fabric.config;
+        let stamp = config.cc == CcKind::Hpcc && !self.is_host(ctx.node());
         let p = &mut self.ports[gport];
         debug_assert!(ctx.now() >= p.busy_until && !p.tx_pending);
+        if stamp {
+            let now = ctx.now();
+            let t = config.hpcc.base_rtt;
+            let elapsed = now - p.rate_window_start;
+            if elapsed >= t {
+                p.measured_rate_bps = p.rate_window_bytes as f64 * 8e12 / elapsed.as_ps() as f64;
+                p.rate_window_start = now;
+                p.rate_window_bytes = 0;
+            }
+            p.rate_window_bytes += u64::from(pkt.wire_bytes);
+            if pkt.kind == PacketKind::Data {
+                let rate = p.rate_bps as f64;
+                let queue_bits = (p.queued_bytes[PRIO_DATA] * 8) as f64;
+                let u = queue_bits * 1e12 / (rate * t.as_ps() as f64) + p.measured_rate_bps / rate;
+                let util = (u * packet::UTIL_ONE).min(f64::from(u16::MAX)) as u16;
+                pkt.util = pkt.util.max(util);
+            }
+        }
         p.tx_bytes[pkt.priority()] += u64::from(pkt.wire_bytes);
         let serialization = Port::serialization(u64::from(pkt.wire_bytes), p.rate_bps);
         p.busy_until = ctx.now() + serialization;
@@ -727,6 +755,7 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
             ce: 0,
             last: false,
             via: NO_NODE,
+            util: 0,
         };
         let hops = fabric.routing.next_hops(src, dst);
         assert!(!hops.is_empty(), "host {src} has no route to host {dst}");
@@ -791,6 +820,7 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
             }
             let rate_bps = match &s.cc {
                 CcState::Dcqcn(d) => d.rate_bps as u64,
+                CcState::Hpcc(h) => h.rate_bps as u64,
                 CcState::Dctcp(d) => {
                     let in_flight_bytes = f64::from(s.next_psn - s.una) * mss;
                     if in_flight_bytes >= d.cwnd_bytes {
@@ -819,6 +849,7 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
                 ce: 0,
                 last: psn + 1 == s.packets,
                 via: NO_NODE,
+                util: 0,
             };
             if psn < s.max_sent {
                 s.retransmitted_pkts += 1;
@@ -902,6 +933,7 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
             ce,
             last: false,
             via: NO_NODE,
+            util: pkt.util,
         };
         let mut out: [Option<Packet>; 2] = [None, None];
         if pkt.psn == rx.expected_psn {
@@ -957,8 +989,17 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
             // After a go-back, ACKs for packets sent before it can overtake.
             s.next_psn = s.next_psn.max(s.una);
             s.ecn_marked_pkts += u64::from(pkt.ce);
-            if let CcState::Dctcp(d) = &mut s.cc {
-                d.on_ack(g, mss, acked, u32::from(pkt.ce), s.una, s.next_psn);
+            match &mut s.cc {
+                CcState::Dctcp(d) => d.on_ack(g, mss, acked, u32::from(pkt.ce), s.una, s.next_psn),
+                CcState::Hpcc(h) => h.on_ack(
+                    &config.hpcc,
+                    f64::from(pkt.util) / packet::UTIL_ONE,
+                    s.una,
+                    s.next_psn,
+                    s.line_rate_bps,
+                    config.dcqcn.min_rate_bps,
+                ),
+                _ => {}
             }
         }
         if pkt.kind == PacketKind::Nack && pkt.psn >= s.una && pkt.psn < s.next_psn {

@@ -19,7 +19,7 @@ pub const PRIO_CONTROL: usize = 0;
 pub const PRIO_DATA: usize = 1;
 pub const PRIORITIES: usize = 2;
 
-/// One packet on the wire. 28 bytes, so an event carrying it stays small.
+/// One packet on the wire. 32 bytes, so an event carrying it stays small.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Packet {
     pub flow: u32,
@@ -39,7 +39,13 @@ pub struct Packet {
     pub last: bool,
     /// Dragonfly Valiant/UGAL: the intermediate router still to visit, or `u32::MAX`.
     pub via: u32,
+    /// HPCC: the highest normalised link utilisation on the path so far, in
+    /// 1/1024 units (data), echoed back (ACK).
+    pub util: u16,
 }
+
+/// Fixed-point scale of [`Packet::util`].
+pub const UTIL_ONE: f64 = 1024.0;
 
 impl Packet {
     #[inline]

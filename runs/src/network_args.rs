@@ -3,7 +3,9 @@
 
 use anyhow::{bail, Context as _};
 use netsim_engine::SimTime;
-use netsim_models::network::config::{CcKind, DragonflyRouting, EcmpMode, EcnProfile, NetConfig};
+use netsim_models::network::config::{
+    CcKind, DragonflyRouting, EcmpMode, EcnProfile, HpccConfig, NetConfig,
+};
 use netsim_models::traffic::{self, FlowSpec, TrafficPattern};
 use std::path::Path;
 
@@ -68,6 +70,27 @@ pub struct NetworkArgs {
     /// DCQCN: a receiver sends at most one CNP per flow per this many microseconds.
     #[arg(long, default_value_t = 50.0)]
     pub dcqcn_cnp_interval_us: f64,
+    /// HPCC: target utilisation.
+    #[arg(long, default_value_t = 0.95)]
+    pub hpcc_eta: f64,
+    /// HPCC: additive-increase stages before a multiplicative adjustment.
+    #[arg(long, default_value_t = 5)]
+    pub hpcc_max_stage: u32,
+    /// HPCC: additive increase step in Mb/s.
+    #[arg(long, default_value_t = 50)]
+    pub hpcc_ai_mbps: u64,
+    /// HPCC: base RTT of the utilisation estimate, in microseconds.
+    #[arg(long, default_value_t = 10.0)]
+    pub hpcc_base_rtt_us: f64,
+    /// Lossy mode: a queue may hold this fraction of the free buffer (dynamic threshold).
+    #[arg(long, default_value_t = 1.0)]
+    pub dt_alpha: f64,
+    /// PFC: an ingress queue pauses upstream above this fraction of the free buffer.
+    #[arg(long, default_value_t = 0.125)]
+    pub pfc_alpha: f64,
+    /// PFC: buffer reserved per port for bytes in flight after a pause, in KB.
+    #[arg(long, default_value_t = 0)]
+    pub pfc_headroom_kb: u64,
     /// DCTCP: EWMA gain of alpha.
     #[arg(long, default_value_t = 1.0 / 16.0)]
     pub dctcp_g: f64,
@@ -162,7 +185,16 @@ impl NetworkArgs {
                 min_rate_bps: self.dcqcn_min_rate_mbps * 1_000_000,
                 cnp_interval: micros("dcqcn-cnp-interval-us", self.dcqcn_cnp_interval_us)?,
             },
+            hpcc: HpccConfig {
+                eta: self.hpcc_eta,
+                max_stage: self.hpcc_max_stage,
+                additive_increase_bps: self.hpcc_ai_mbps * 1_000_000,
+                base_rtt: micros("hpcc-base-rtt-us", self.hpcc_base_rtt_us)?,
+            },
             dctcp_g: self.dctcp_g,
+            dt_alpha: self.dt_alpha,
+            pfc_alpha: self.pfc_alpha,
+            pfc_headroom_bytes: self.pfc_headroom_kb * 1000,
             pfc,
             ecmp,
             dragonfly_routing,

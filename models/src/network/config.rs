@@ -251,7 +251,7 @@ impl NetConfig {
             || self.pfc_alpha.is_nan()
             || self.pfc_alpha <= 0.0
         {
-            return bad("dt-alpha", "thresholds must be positive".into());
+            return bad("dt-alpha", "dt-alpha and pfc-alpha must be positive".into());
         }
         for p in &self.ecn {
             if p.kmin_bytes > p.kmax_bytes || !(0.0..=1.0).contains(&p.pmax) {

@@ -29,10 +29,6 @@ use crate::telemetry::{FlowRecord, PfcEvent, PfcRecord, QueueSample, TelemetrySi
 use crate::traffic::FlowSpec;
 use cc::CcState;
 use config::{CcKind, DragonflyRouting, EcmpMode, NetConfig};
-
-fn config_routes_non_minimally(config: &NetConfig) -> bool {
-    config.dragonfly_routing != DragonflyRouting::Minimal
-}
 use hashbrown::HashMap;
 use netsim_engine::{run_on_threads, splitmix64, Context, Layout, Model, NodeId, ShardId, SimTime};
 use netsim_topo::{DragonflyIndex, Routing, Topology};
@@ -613,10 +609,12 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
         if pkt.via == node {
             pkt.via = NO_NODE;
         }
-        let from_host = fabric.topo.is_host(fabric.topo.port(node, in_port).peer);
-        if from_host && pkt.kind == PacketKind::Data && config_routes_non_minimally(&fabric.config)
-        {
-            if let Some(index) = &fabric.dragonfly {
+        if let Some(index) = &fabric.dragonfly {
+            let adaptive = fabric.config.dragonfly_routing != DragonflyRouting::Minimal;
+            if adaptive
+                && pkt.kind == PacketKind::Data
+                && fabric.topo.is_host(fabric.topo.port(node, in_port).peer)
+            {
                 self.choose_intermediate(ctx, index, pkt);
             }
         }

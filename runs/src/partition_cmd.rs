@@ -5,9 +5,8 @@ use std::time::Instant;
 
 use netsim_partition::{partition, PartitionConfig, Strategy};
 use netsim_topo::units::parse_ns;
-use netsim_topo::{build, Routing};
 
-use crate::topology_args::TopologyArgs;
+use crate::topology_args::{BuiltTopology, TopologyArgs};
 
 /// `netsim partition KIND [topology flags] --shards N [--partition structural|metis]`.
 #[derive(clap::Args, Debug)]
@@ -32,12 +31,13 @@ pub struct PartitionCmd {
 impl PartitionCmd {
     /// Builds, routes and partitions the topology, then prints the report.
     pub fn run(&self) -> anyhow::Result<()> {
-        let spec = self.topology.spec(&self.kind)?;
-        let t0 = Instant::now();
-        let topo = build(&spec)?;
-        let t1 = Instant::now();
-        let routing = Routing::build(&topo)?;
-        let t2 = Instant::now();
+        let BuiltTopology {
+            topo,
+            routing,
+            generate_s,
+            route_s,
+        } = self.topology.build(&self.kind)?;
+        let started = Instant::now();
         let part = partition(
             &topo,
             &PartitionConfig {
@@ -46,7 +46,6 @@ impl PartitionCmd {
                 latency_floor_ps: self.latency_floor_ns.unwrap_or(0),
             },
         )?;
-        let t3 = Instant::now();
         println!(
             "topology:       {} ({} nodes, {} links)",
             topo.kind(),
@@ -56,10 +55,10 @@ impl PartitionCmd {
         println!("{}", part.report);
         println!(
             "time:           generate {:.3} s, route {:.3} s ({} classes), partition {:.3} s",
-            (t1 - t0).as_secs_f64(),
-            (t2 - t1).as_secs_f64(),
+            generate_s,
+            route_s,
             routing.class_count(),
-            (t3 - t2).as_secs_f64()
+            started.elapsed().as_secs_f64()
         );
         Ok(())
     }

@@ -4,13 +4,12 @@ use crate::network_args::{NetworkArgs, TrafficArgs};
 use crate::telemetry::{
     prepare_output_dir, write_run_json, PartConfig, TableWriter, TelemetryError, TABLES,
 };
-use crate::topology_args::TopologyArgs;
+use crate::topology_args::{BuiltTopology, TopologyArgs};
 use anyhow::{bail, Context as _};
 use netsim_engine::{process::peak_rss_bytes, Layout, SimTime};
 use netsim_models::network::{simulate, Fabric};
 use netsim_models::telemetry::{FlowRecord, PfcRecord, QueueSample, TelemetrySink};
 use netsim_partition::{partition, Partition, PartitionConfig, PartitionError, Strategy};
-use netsim_topo::{build, Routing};
 use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::Instant;
@@ -134,9 +133,10 @@ impl RunArgs {
         if self.workload.is_some() {
             bail!("--workload: collective workloads are not available yet; use --traffic");
         }
-        let spec = self.topology.spec(&self.topo)?;
-        let topo = build(&spec).with_context(|| format!("--topo {}", self.topo))?;
-        let routing = Routing::build(&topo).with_context(|| format!("--topo {}", self.topo))?;
+        let BuiltTopology { topo, routing, .. } = self
+            .topology
+            .build(&self.topo)
+            .with_context(|| format!("--topo {}", self.topo))?;
         let config = self.network.config()?;
         let flows = self.traffic.flows(topo.host_count(), self.seed)?;
         let strategy: Strategy = self

@@ -8,7 +8,8 @@
 
 use anyhow::bail;
 use netsim_topo::units::{parse_gbps, parse_ns};
-use netsim_topo::{Arrangement, LinkParams, TopoSpec};
+use netsim_topo::{build, Arrangement, LinkParams, Routing, TopoSpec, Topology};
+use std::time::Instant;
 
 /// Flags that choose and shape a topology. Bandwidths are in Gb/s and latencies in ns
 /// (decimals allowed down to whole bits per second and picoseconds).
@@ -113,7 +114,30 @@ pub struct TopologyArgs {
     pub asw_psw_gbps: Option<u64>,
 }
 
+/// A generated topology with its routing tables, and what each step cost.
+pub struct BuiltTopology {
+    pub topo: Topology,
+    pub routing: Routing,
+    pub generate_s: f64,
+    pub route_s: f64,
+}
+
 impl TopologyArgs {
+    /// Generates the topology of `kind` with these flags and routes it.
+    pub fn build(&self, kind: &str) -> anyhow::Result<BuiltTopology> {
+        let spec = self.spec(kind)?;
+        let started = Instant::now();
+        let topo = build(&spec)?;
+        let generated = Instant::now();
+        let routing = Routing::build(&topo)?;
+        Ok(BuiltTopology {
+            topo,
+            routing,
+            generate_s: (generated - started).as_secs_f64(),
+            route_s: generated.elapsed().as_secs_f64(),
+        })
+    }
+
     /// The topology spec for `kind` (the `--topo` value or the positional KIND) with these
     /// flags applied. Errors name the flag that does not apply to `kind`.
     pub fn spec(&self, kind: &str) -> anyhow::Result<TopoSpec> {

@@ -3,3 +3,4 @@
 pub mod network;
 pub mod telemetry;
 pub mod traffic;
+pub mod workload;

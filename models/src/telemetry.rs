@@ -23,6 +23,8 @@ pub struct FlowRecord {
     pub cnps: u64,
     pub retransmitted_pkts: u64,
     pub finished: bool,
+    /// The collective the flow belongs to, if any.
+    pub collective_id: Option<u32>,
 }
 
 /// One egress queue (switch port and priority) at one sampling instant.
@@ -71,12 +73,50 @@ pub struct PfcRecord {
     pub duration_ns: Option<u64>,
 }
 
+/// One switch's in-network computing counters at the end of a run (the
+/// counters deployments read to verify that the offloaded path was used).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SwitchOffloadRecord {
+    pub node: u32,
+    /// Offloaded reductions whose last chunk this switch passed down.
+    pub reductions_offloaded: u64,
+    /// Reductions that would have used this switch but fell back to hosts.
+    pub reductions_fallback: u64,
+    /// Offloaded barriers this switch released.
+    pub barriers_offloaded: u64,
+    pub barriers_fallback: u64,
+    /// Chunks (or barrier arrivals) this switch aggregated from all its children.
+    pub chunks_aggregated: u64,
+}
+
+/// One collective of a workload at the end of a run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CollectiveRecord {
+    pub collective_id: u32,
+    /// The phase it belongs to (`#k` marks iteration k).
+    pub name: String,
+    pub op: &'static str,
+    /// What ran: `ring`, `tree`, `hd`, `ina`, `direct`, `dissemination`,
+    /// `ring+nvswitch`; after a fallback, the host algorithm.
+    pub algorithm: String,
+    pub group_size: u32,
+    pub size_bytes: u64,
+    /// First task started, last task completed; `None` if it never started
+    /// or did not complete within the run.
+    pub start_ns: Option<u64>,
+    pub end_ns: Option<u64>,
+    pub duration_ns: Option<u64>,
+    pub offloaded: bool,
+    pub fallback_reason: Option<String>,
+}
+
 /// Where a shard's model writes its telemetry rows, in the order it makes
 /// them (which is deterministic: the same on any number of shards).
 pub trait TelemetrySink: Send {
     fn flow(&mut self, record: FlowRecord);
     fn queue(&mut self, sample: QueueSample);
     fn pfc(&mut self, record: PfcRecord);
+    fn switch_offload(&mut self, record: SwitchOffloadRecord);
 }
 
 /// Keeps every row in memory; for tests and small runs.
@@ -85,6 +125,7 @@ pub struct MemorySink {
     pub flows: Vec<FlowRecord>,
     pub queues: Vec<QueueSample>,
     pub pfc: Vec<PfcRecord>,
+    pub switch_offload: Vec<SwitchOffloadRecord>,
 }
 
 impl TelemetrySink for MemorySink {
@@ -96,5 +137,8 @@ impl TelemetrySink for MemorySink {
     }
     fn pfc(&mut self, record: PfcRecord) {
         self.pfc.push(record);
+    }
+    fn switch_offload(&mut self, record: SwitchOffloadRecord) {
+        self.switch_offload.push(record);
     }
 }

@@ -8,3 +8,4 @@ pub mod scenario;
 pub mod telemetry;
 pub mod topo_cmd;
 pub mod topology_args;
+pub mod workload_args;

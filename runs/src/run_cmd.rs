@@ -5,10 +5,14 @@ use crate::telemetry::{
     prepare_output_dir, write_run_json, PartConfig, TableWriter, TelemetryError, TABLES,
 };
 use crate::topology_args::{BuiltTopology, TopologyArgs};
-use anyhow::{bail, Context as _};
+use crate::workload_args::WorkloadArgs;
+use anyhow::Context as _;
 use netsim_engine::{process::peak_rss_bytes, Layout, SimTime};
-use netsim_models::network::{simulate, Fabric};
-use netsim_models::telemetry::{FlowRecord, PfcRecord, QueueSample, TelemetrySink};
+use netsim_models::network::{collective_records, simulate, Fabric};
+use netsim_models::telemetry::{
+    CollectiveRecord, FlowRecord, PfcRecord, QueueSample, SwitchOffloadRecord, TelemetrySink,
+};
+use netsim_models::workload::Workload;
 use netsim_partition::{partition, Partition, PartitionConfig, PartitionError, Strategy};
 use std::path::PathBuf;
 use std::sync::Mutex;
@@ -34,9 +38,8 @@ pub struct RunArgs {
     #[command(flatten)]
     pub network: NetworkArgs,
 
-    /// Collective workload (not available yet: flows come from --traffic).
-    #[arg(long, help_heading = "Workload")]
-    pub workload: Option<String>,
+    #[command(flatten)]
+    pub workload: WorkloadArgs,
 
     /// Worker threads; default: all cores.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..), help_heading = "Engine")]
@@ -76,6 +79,7 @@ struct ParquetSink {
     flows: TableWriter<FlowRecord>,
     queues: TableWriter<QueueSample>,
     pfc: TableWriter<PfcRecord>,
+    switch_offload: TableWriter<SwitchOffloadRecord>,
     error: Option<TelemetryError>,
     /// Completion times of finished flows, for the run's percentiles.
     fcts_ns: Vec<u64>,
@@ -88,8 +92,9 @@ impl ParquetSink {
         }
     }
 
-    /// Renames the part files into place; returns rows of (flows, queues, pfc).
-    fn finish(self) -> Result<[u64; 3], TelemetryError> {
+    /// Renames the part files into place; returns rows of (flows, queues,
+    /// pfc, switch_offload).
+    fn finish(self) -> Result<[u64; 4], TelemetryError> {
         if let Some(e) = self.error {
             return Err(e);
         }
@@ -97,6 +102,7 @@ impl ParquetSink {
             self.flows.finish()?,
             self.queues.finish()?,
             self.pfc.finish()?,
+            self.switch_offload.finish()?,
         ])
     }
 }
@@ -115,6 +121,10 @@ impl TelemetrySink for ParquetSink {
         let r = self.pfc.push(&record);
         self.keep(r);
     }
+    fn switch_offload(&mut self, record: SwitchOffloadRecord) {
+        let r = self.switch_offload.push(&record);
+        self.keep(r);
+    }
 }
 
 impl RunArgs {
@@ -130,15 +140,15 @@ impl RunArgs {
 
     /// Builds and checks everything a run needs, without running it.
     pub fn plan(&self) -> anyhow::Result<Plan> {
-        if self.workload.is_some() {
-            bail!("--workload: collective workloads are not available yet; use --traffic");
-        }
         let BuiltTopology { topo, routing, .. } = self
             .topology
             .build(&self.topo)
             .with_context(|| format!("--topo {}", self.topo))?;
         let config = self.network.config()?;
-        let flows = self.traffic.flows(topo.host_count(), self.seed)?;
+        let workload = match self.workload.workload(&topo, &config)? {
+            Some(w) => w,
+            None => Workload::from_flows(self.traffic.flows(topo.host_count(), self.seed)?),
+        };
         let strategy: Strategy = self
             .partition
             .parse()
@@ -159,12 +169,13 @@ impl RunArgs {
             }
             other => other,
         }?;
-        let scenario = match &self.config {
-            Some(path) => path.display().to_string(),
-            None => format!("{} {}", self.topo, self.traffic.traffic),
+        let scenario = match (&self.config, &self.workload.workload) {
+            (Some(path), _) => path.display().to_string(),
+            (None, Some(w)) => format!("{} {w}", self.topo),
+            (None, None) => format!("{} {}", self.topo, self.traffic.traffic),
         };
         Ok(Plan {
-            fabric: Fabric::new(topo, routing, flows, config, self.seed),
+            fabric: Fabric::with_workload(topo, routing, workload, config, self.seed),
             partition,
             scenario,
         })
@@ -194,6 +205,7 @@ impl RunArgs {
                     flows: TableWriter::create(&part)?,
                     queues: TableWriter::create(&part)?,
                     pfc: TableWriter::create(&part)?,
+                    switch_offload: TableWriter::create(&part)?,
                     error: None,
                     fcts_ns: Vec::new(),
                 })))
@@ -212,7 +224,22 @@ impl RunArgs {
         });
         let sim_s = sim_started.elapsed().as_secs_f64();
 
-        let mut rows = [0u64; 3];
+        // One row per collective, from what every shard saw of it.
+        let collectives = collective_records(&plan.fabric.workload, &run.spans());
+        let collectives_done = collectives.iter().filter(|c| c.end_ns.is_some()).count();
+        let mut writer = TableWriter::<CollectiveRecord>::create(&PartConfig {
+            out_dir: self.out.clone(),
+            scenario: plan.scenario.clone(),
+            seed: self.seed,
+            rank: 0,
+            shard: 0,
+            row_group_rows: crate::telemetry::DEFAULT_ROW_GROUP_ROWS,
+        })?;
+        for c in &collectives {
+            writer.push(c)?;
+        }
+        let collective_rows = writer.finish()?;
+        let mut rows = [0u64; 4];
         let mut fcts = Vec::new();
         let stats = run.stats();
         let events = run.events();
@@ -253,7 +280,9 @@ impl RunArgs {
             "events_per_s": events as f64 / sim_s,
             "peak_rss_bytes": peak_rss_bytes(),
             "sim_end_ns": run.sim_end.as_ns(),
-            "flows": plan.fabric.flows.len(),
+            "flows": plan.fabric.workload.flows.len(),
+            "collectives": collectives.len(),
+            "collectives_finished": collectives_done,
             "flows_finished": stats.flows_finished,
             "fct_p50_ns": percentile(0.5),
             "fct_p99_ns": percentile(0.99),
@@ -261,16 +290,30 @@ impl RunArgs {
             "delivered_payload_bytes": stats.delivered_payload_bytes,
             "dropped_pkts": stats.dropped_pkts,
             "pfc_pauses": stats.pfc_pauses,
-            "rows": { "flows": rows[0], "queues": rows[1], "pfc": rows[2] },
+            "rows": {
+                "flows": rows[0],
+                "queues": rows[1],
+                "pfc": rows[2],
+                "switch_offload": rows[3],
+                "collectives": collective_rows,
+            },
         });
         write_run_json(&self.out, &summary)?;
         if !self.quiet {
+            let collectives_note = if collectives.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "{collectives_done}/{} collectives finished, ",
+                    collectives.len()
+                )
+            };
             eprintln!(
                 "netsim: {events} events in {sim_s:.3} s ({:.2} M events/s), {}/{} flows finished, \
-                 FCT p50 {} us p99 {} us, simulated {:.1} us, output {}",
+                 {collectives_note}FCT p50 {} us p99 {} us, simulated {:.1} us, output {}",
                 events as f64 / sim_s / 1e6,
                 stats.flows_finished,
-                plan.fabric.flows.len(),
+                plan.fabric.workload.flows.len(),
                 percentile(0.5).map_or("-".into(), |f| format!("{:.1}", f as f64 / 1e3)),
                 percentile(0.99).map_or("-".into(), |f| format!("{:.1}", f as f64 / 1e3)),
                 run.sim_end.as_ps() as f64 / 1e6,

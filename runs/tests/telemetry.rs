@@ -52,6 +52,7 @@ fn flows(count: u32) -> Vec<FlowRecord> {
                 cnps: u64::from(i % 3),
                 retransmitted_pkts: u64::from(i % 2),
                 finished,
+                collective_id: (i % 4 == 0).then_some(i / 4),
             }
         })
         .collect()
@@ -140,6 +141,10 @@ fn flows_from(batches: &[RecordBatch]) -> Vec<FlowRecord> {
                 cnps: u64s("cnps").value(i),
                 retransmitted_pkts: u64s("retransmitted_pkts").value(i),
                 finished: finished.value(i),
+                collective_id: {
+                    let c = u32s("collective_id");
+                    c.is_valid(i).then(|| c.value(i))
+                },
             });
         }
     }
@@ -386,7 +391,15 @@ fn prepare_removes_stale_parts_and_nothing_else() {
     );
     assert_eq!(
         listing(&root),
-        ["figures", "flows", "pfc", "queues", "run.json"]
+        [
+            "collectives",
+            "figures",
+            "flows",
+            "pfc",
+            "queues",
+            "run.json",
+            "switch_offload"
+        ]
     );
     assert_eq!(listing(&root.join("figures")), ["fct.png"]);
     assert!(listing(&root.join("queues")).is_empty());

@@ -58,7 +58,7 @@ fn fabric(spec: TopoSpec, config: NetConfig, flow_size: u64) -> Fabric {
 
 fn assert_same_on_1_2_4_shards(fabric: &Fabric) {
     let reference = telemetry(fabric, 1);
-    assert!(reference.0.len() == fabric.flows.len());
+    assert!(reference.0.len() == fabric.workload.flows.len());
     assert!(!reference.1.is_empty());
     for shards in [2, 4] {
         let other = telemetry(fabric, shards);

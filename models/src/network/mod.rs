@@ -21,12 +21,18 @@
 //! time `t` the node writes the samples due up to `t`, and `finish` writes
 //! the rest.
 
+mod aggregation;
 pub mod cc;
 pub mod config;
 pub mod packet;
 
-use crate::telemetry::{FlowRecord, PfcEvent, PfcRecord, QueueSample, TelemetrySink};
+use crate::telemetry::{
+    CollectiveRecord, FlowRecord, PfcEvent, PfcRecord, QueueSample, SwitchOffloadRecord,
+    TelemetrySink,
+};
 use crate::traffic::FlowSpec;
+use crate::workload::{TaskKind, Workload, NONE as NO_TASK};
+use aggregation::Aggregator;
 use cc::CcState;
 use config::{CcKind, DragonflyRouting, EcmpMode, NetConfig};
 use hashbrown::HashMap;
@@ -40,7 +46,9 @@ use std::collections::VecDeque;
 pub struct Fabric {
     pub topo: Topology,
     pub routing: Routing,
-    pub flows: Vec<FlowSpec>,
+    /// Flows, and for a workload the task DAG over them and the
+    /// aggregation trees of offloaded operations.
+    pub workload: Workload,
     pub config: NetConfig,
     pub seed: u64,
     /// Dragonflies: routers by group, for Valiant and UGAL.
@@ -53,10 +61,22 @@ pub struct Fabric {
 const NO_NODE: u32 = u32::MAX;
 
 impl Fabric {
+    /// A fabric running independent flows (traffic).
     pub fn new(
         topo: Topology,
         routing: Routing,
         flows: Vec<FlowSpec>,
+        config: NetConfig,
+        seed: u64,
+    ) -> Fabric {
+        Fabric::with_workload(topo, routing, Workload::from_flows(flows), config, seed)
+    }
+
+    /// A fabric running a workload (collectives and compute as a task DAG).
+    pub fn with_workload(
+        topo: Topology,
+        routing: Routing,
+        workload: Workload,
         config: NetConfig,
         seed: u64,
     ) -> Fabric {
@@ -73,7 +93,7 @@ impl Fabric {
             dragonfly: DragonflyIndex::new(&topo),
             topo,
             routing,
-            flows,
+            workload,
             config,
             seed,
             proxy_host,
@@ -103,6 +123,11 @@ pub enum NetEvent {
     Wake { port: u16, generation: u32 },
     /// A per-flow timer at the sender.
     Timer { flow: u32, timer: FlowTimer },
+    /// A workload compute task finished on the handling host.
+    TaskDone { task: u32 },
+    /// A switch finished aggregating chunk `chunk` of in-network operation
+    /// `op` (the last copy arrived on `in_port`) and sends the result on.
+    InaEmit { op: u32, chunk: u32, in_port: u16 },
 }
 
 /// Per-flow timers of the sender.
@@ -165,7 +190,13 @@ impl Port {
 struct Sender {
     flow: u32,
     spec: FlowSpec,
+    /// When the flow actually started (its dependencies may delay it).
+    start: SimTime,
     packets: u32,
+    /// In-network aggregation stream: the operation, and the chunks it may
+    /// have outstanding; `NO_TASK` for a host-to-host flow.
+    ina_op: u32,
+    ina_window: u32,
     /// Local port index at the source host.
     port: u16,
     line_rate_bps: u64,
@@ -219,6 +250,43 @@ pub struct Network<'f, S> {
     /// its source router `(router, flow)`.
     ugal_choice: HashMap<(u32, u32), u32>,
     stats: NetStats,
+    /// Workload: per task, dependencies not yet seen complete (only the
+    /// entries of this shard's hosts are used).
+    remaining: Vec<u32>,
+    /// Workload tasks without dependencies, per local node: `(local, task)`, sorted.
+    root_tasks: Vec<(u32, u32)>,
+    /// Per collective: what this shard's hosts saw of it.
+    spans: Vec<CollectiveSpan>,
+    /// In-network aggregation: local sender of `(op, host)`.
+    ina_sender_of: HashMap<(u32, u32), u32>,
+    /// In-network aggregation: the state of `(op, switch)` for local switches.
+    aggregators: HashMap<(u32, u32), Aggregator>,
+    /// Per local node: in-network computing counters (switches).
+    offload: Vec<SwitchOffloadRecord>,
+}
+
+/// What one shard saw of one collective: when its hosts started the first
+/// task and completed the last, and how many tasks completed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CollectiveSpan {
+    pub start: SimTime,
+    pub end: SimTime,
+    pub tasks_done: u32,
+}
+
+impl CollectiveSpan {
+    const UNSEEN: CollectiveSpan = CollectiveSpan {
+        start: SimTime::MAX,
+        end: SimTime::ZERO,
+        tasks_done: 0,
+    };
+
+    /// Combines what two shards saw.
+    pub fn merge(&mut self, o: &CollectiveSpan) {
+        self.start = self.start.min(o.start);
+        self.end = self.end.max(o.end);
+        self.tasks_done += o.tasks_done;
+    }
 }
 
 /// Byte and packet counts of one shard, for conservation checks.
@@ -292,7 +360,8 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
         }
         port_base.push(ports.len() as u32);
         // Senders grouped by source node, in flow order within a node.
-        let mut local_flows: Vec<(usize, u32)> = fabric
+        let workload = &fabric.workload;
+        let mut local_flows: Vec<(usize, u32)> = workload
             .flows
             .iter()
             .enumerate()
@@ -303,12 +372,54 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
             .collect();
         local_flows.sort_unstable();
         let mut sender_of = HashMap::with_capacity(local_flows.len());
+        let mut ina_sender_of = HashMap::new();
         let mut senders = Vec::with_capacity(local_flows.len());
         let mut sender_base = vec![0u32; nodes.len() + 1];
         for &(local, id) in &local_flows {
+            let spec = workload.flows[id as usize];
+            let mut sender = Sender::new(id, spec, config);
+            if let Some(info) = workload.flow_info.get(id as usize) {
+                // Starts when its task does.
+                sender.start = SimTime::MAX;
+                if info.ina_op != NO_TASK {
+                    let op = &workload.ina_ops[info.ina_op as usize];
+                    sender.ina_op = info.ina_op;
+                    sender.ina_window = op.slots;
+                    ina_sender_of.insert((info.ina_op, spec.src), senders.len() as u32);
+                }
+            }
             sender_of.insert(id, senders.len() as u32);
-            senders.push(Sender::new(id, fabric.flows[id as usize], config));
+            senders.push(sender);
             sender_base[local + 1] += 1;
+        }
+        let mut root_tasks = Vec::new();
+        for (t, task) in workload.tasks.iter().enumerate() {
+            if task.deps == 0 {
+                if let Ok(local) = nodes.binary_search(&NodeId(task.host)) {
+                    root_tasks.push((local as u32, t as u32));
+                }
+            }
+        }
+        let mut aggregators = HashMap::new();
+        for (op_id, op) in workload.ina_ops.iter().enumerate() {
+            for (i, t) in op.tree.iter().enumerate() {
+                if nodes.binary_search(&NodeId(t.node)).is_ok() {
+                    aggregators.insert((op_id as u32, t.node), Aggregator::new(i as u32, op.slots));
+                }
+            }
+        }
+        let mut offload: Vec<SwitchOffloadRecord> = nodes
+            .iter()
+            .map(|n| SwitchOffloadRecord {
+                node: n.0,
+                ..SwitchOffloadRecord::default()
+            })
+            .collect();
+        for (node, count) in &workload.fallbacks {
+            if let Ok(local) = nodes.binary_search(&NodeId(*node)) {
+                offload[local].reductions_fallback = count.reductions;
+                offload[local].barriers_fallback = count.barriers;
+            }
         }
         for i in 0..nodes.len() {
             sender_base[i + 1] += sender_base[i];
@@ -344,19 +455,27 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
             receivers: HashMap::new(),
             ugal_choice: HashMap::new(),
             stats: NetStats::default(),
+            remaining: workload.tasks.iter().map(|t| t.deps).collect(),
+            root_tasks,
+            spans: vec![CollectiveSpan::UNSEEN; workload.collectives.len()],
+            ina_sender_of,
+            aggregators,
+            offload,
             fabric,
             sink,
         }
     }
 
-    /// Writes the queue samples due up to `end`, and every flow of this
-    /// shard that did not finish, then hands back the sink and the counts.
-    pub fn finish(mut self, end: SimTime) -> (S, NetStats) {
+    /// Writes the queue samples due up to `end`, every flow of this shard
+    /// that did not finish and the in-network computing counters, then hands
+    /// back the sink, the counts and what this shard saw of each collective.
+    pub fn finish(mut self, end: SimTime) -> (S, NetStats, Vec<CollectiveSpan>) {
         for local in 0..self.nodes.len() {
             self.sample_until(local, end);
         }
+        // Workload flows whose dependencies never completed did not exist yet.
         let unfinished: Vec<usize> = (0..self.senders.len())
-            .filter(|&i| self.senders[i].end.is_none())
+            .filter(|&i| self.senders[i].end.is_none() && self.senders[i].start != SimTime::MAX)
             .collect();
         for i in unfinished {
             self.record_flow(i);
@@ -366,7 +485,17 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
             .iter()
             .map(|p| p.dropped_pkts.iter().sum::<u64>())
             .sum();
-        (self.sink, self.stats)
+        for record in std::mem::take(&mut self.offload) {
+            let used = record.reductions_offloaded
+                + record.reductions_fallback
+                + record.barriers_offloaded
+                + record.barriers_fallback
+                + record.chunks_aggregated;
+            if used > 0 {
+                self.sink.switch_offload(record);
+            }
+        }
+        (self.sink, self.stats, self.spans)
     }
 
     #[inline]
@@ -542,10 +671,27 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
     }
 
     fn switch_receive(&mut self, ctx: &mut Context<'_, NetEvent>, in_port: u16, mut pkt: Packet) {
+        match pkt.kind {
+            PacketKind::InaUp => return self.ina_aggregate(ctx, in_port, pkt),
+            PacketKind::InaDown => return self.ina_down(ctx, in_port, pkt),
+            _ => {}
+        }
+        let out = self.route(ctx, in_port, &mut pkt);
+        self.switch_enqueue(ctx, in_port, out, pkt);
+    }
+
+    /// Queues `pkt`, which entered on `in_port`, on egress port `out`: tail
+    /// drop (lossy), ECN marking, buffer and PFC ingress accounting.
+    fn switch_enqueue(
+        &mut self,
+        ctx: &mut Context<'_, NetEvent>,
+        in_port: u16,
+        out: u16,
+        mut pkt: Packet,
+    ) {
         let local = ctx.local_index();
         let fabric = self.fabric;
         let config = &fabric.config;
-        let out = self.route(ctx, in_port, &mut pkt);
         let gout = self.port_index(local, out);
         let prio = pkt.priority();
         let wire = u64::from(pkt.wire_bytes);
@@ -741,6 +887,13 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
     fn flow_start(&mut self, ctx: &mut Context<'_, NetEvent>, flow: u32) {
         let i = self.sender_of[&flow] as usize;
         let fabric = self.fabric;
+        self.senders[i].start = ctx.now();
+        if let Some(info) = fabric.workload.flow_info.get(flow as usize) {
+            self.span_started(info.collective, ctx.now());
+        }
+        if self.senders[i].ina_op != NO_TASK {
+            return self.ina_stream_start(ctx, i);
+        }
         let (src, dst) = (self.senders[i].spec.src, self.senders[i].spec.dst);
         let probe = Packet {
             flow,
@@ -816,6 +969,11 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
             if s.next_psn >= s.packets {
                 continue;
             }
+            let ina = s.ina_op != NO_TASK;
+            if ina && s.next_psn >= s.una + s.ina_window {
+                // Every aggregation slot of the operation is in use.
+                continue;
+            }
             let rate_bps = match &s.cc {
                 CcState::Dcqcn(d) => d.rate_bps as u64,
                 CcState::Hpcc(h) => h.rate_bps as u64,
@@ -837,13 +995,17 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
                 .min(u64::from(config.mtu_bytes));
             let wire_bytes = (payload + u64::from(config.header_bytes)) as u16;
             let pkt = Packet {
-                flow: s.flow,
+                flow: if ina { s.ina_op } else { s.flow },
                 src: s.spec.src,
                 dst: s.spec.dst,
                 psn,
                 wire_bytes,
                 in_port: 0,
-                kind: PacketKind::Data,
+                kind: if ina {
+                    PacketKind::InaUp
+                } else {
+                    PacketKind::Data
+                },
                 ce: 0,
                 last: psn + 1 == s.packets,
                 via: NO_NODE,
@@ -906,6 +1068,8 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
             PacketKind::Data => self.receive_data(ctx, pkt),
             PacketKind::Ack | PacketKind::Nack => self.receive_ack(ctx, pkt),
             PacketKind::Cnp => self.receive_cnp(ctx, pkt),
+            PacketKind::InaDown => self.ina_result(ctx, pkt),
+            PacketKind::InaUp => unreachable!("aggregation packets go up to switches"),
         }
     }
 
@@ -934,10 +1098,12 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
             util: pkt.util,
         };
         let mut out: [Option<Packet>; 2] = [None, None];
+        let mut delivered = false;
         if pkt.psn == rx.expected_psn {
             self.stats.delivered_payload_bytes +=
                 u64::from(pkt.wire_bytes) - u64::from(header_bytes);
             rx.expected_psn += 1;
+            delivered = pkt.last;
             rx.since_ack += 1;
             rx.ce_since_ack += u32::from(pkt.ce);
             rx.nacked_psn = None;
@@ -966,6 +1132,12 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
         }
         for reply in out.into_iter().flatten() {
             self.host_send_control(ctx, reply);
+        }
+        if delivered {
+            // The destination has the whole message: its dependents may start.
+            if let Some(info) = self.fabric.workload.flow_info.get(pkt.flow as usize) {
+                self.task_seen_complete(ctx, info.task, false);
+            }
         }
     }
 
@@ -1005,13 +1177,24 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
             s.next_psn = pkt.psn;
         }
         if s.una >= s.packets {
-            s.end = Some(ctx.now());
-            self.stats.flows_finished += 1;
-            let gport = self.port_index(ctx.local_index(), port);
-            self.ports[gport].flows.retain(|&f| f as usize != i);
-            self.record_flow(i);
+            self.sender_finished(ctx, i);
         }
         self.host_try_send(ctx, port);
+    }
+
+    /// Sender `i` has every packet acknowledged (or every aggregation
+    /// result back): record it and let the tasks waiting for it go.
+    fn sender_finished(&mut self, ctx: &mut Context<'_, NetEvent>, i: usize) {
+        let s = &mut self.senders[i];
+        s.end = Some(ctx.now());
+        let (flow, port) = (s.flow, s.port);
+        self.stats.flows_finished += 1;
+        let gport = self.port_index(ctx.local_index(), port);
+        self.ports[gport].flows.retain(|&f| f as usize != i);
+        self.record_flow(i);
+        if let Some(info) = self.fabric.workload.flow_info.get(flow as usize) {
+            self.task_seen_complete(ctx, info.task, true);
+        }
     }
 
     fn receive_cnp(&mut self, ctx: &mut Context<'_, NetEvent>, pkt: Packet) {
@@ -1106,11 +1289,63 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
         }
     }
 
+    // ---- workload tasks ---------------------------------------------------
+
+    /// Task `task` starts on the current host: a flow after the per-message
+    /// host overhead, a compute task for its duration.
+    fn start_task(&mut self, ctx: &mut Context<'_, NetEvent>, task: u32) {
+        let workload = &self.fabric.workload;
+        let t = workload.tasks[task as usize];
+        debug_assert_eq!(t.host, ctx.node().0);
+        match t.kind {
+            TaskKind::Flow(flow) => {
+                ctx.schedule_self(workload.host_overhead, NetEvent::FlowStart { flow })
+            }
+            TaskKind::Compute(duration) => {
+                self.span_started(t.collective, ctx.now());
+                ctx.schedule_self(duration, NetEvent::TaskDone { task });
+            }
+        }
+    }
+
+    /// The current host saw task `task` complete: at a flow's source
+    /// (`at_source`, every byte acknowledged), at its destination (every
+    /// byte delivered), or where a compute task ran. Starts the tasks on
+    /// this host that were waiting only for it.
+    fn task_seen_complete(&mut self, ctx: &mut Context<'_, NetEvent>, task: u32, at_source: bool) {
+        let workload = &self.fabric.workload;
+        let host = ctx.node().0;
+        let t = workload.tasks[task as usize];
+        if t.collective != NO_TASK {
+            let span = &mut self.spans[t.collective as usize];
+            span.end = span.end.max(ctx.now());
+            // Counted once, where the task started.
+            span.tasks_done += u32::from(at_source);
+        }
+        for &d in workload.dependents(task) {
+            if workload.tasks[d as usize].host != host {
+                continue;
+            }
+            let left = &mut self.remaining[d as usize];
+            *left -= 1;
+            if *left == 0 {
+                self.start_task(ctx, d);
+            }
+        }
+    }
+
+    fn span_started(&mut self, collective: u32, now: SimTime) {
+        if collective != NO_TASK {
+            let span = &mut self.spans[collective as usize];
+            span.start = span.start.min(now);
+        }
+    }
+
     fn record_flow(&mut self, i: usize) {
         let s = &self.senders[i];
-        let start_ns = s.spec.start.as_ns();
+        let start_ns = s.start.as_ns();
         let end_ns = s.end.map(SimTime::as_ns);
-        let fct_ns = s.end.map(|e| (e - s.spec.start).as_ns());
+        let fct_ns = s.end.map(|e| (e - s.start).as_ns());
         let ideal_fct_ns = s.ideal_fct.as_ns();
         self.sink.flow(FlowRecord {
             flow_id: s.flow,
@@ -1129,6 +1364,7 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
             cnps: s.cnps,
             retransmitted_pkts: s.retransmitted_pkts,
             finished: s.end.is_some(),
+            collective_id: self.fabric.workload.flow_collective(s.flow),
         });
     }
 }
@@ -1143,7 +1379,10 @@ impl Sender {
         Sender {
             flow,
             spec,
+            start: spec.start,
             packets: packets as u32,
+            ina_op: NO_TASK,
+            ina_window: 0,
             port: 0,
             line_rate_bps: 1,
             next_psn: 0,
@@ -1229,6 +1468,8 @@ pub struct ShardOutcome<S> {
     pub sink: S,
     pub stats: NetStats,
     pub handled_events: u64,
+    /// Per collective of the workload, what this shard's hosts saw.
+    pub spans: Vec<CollectiveSpan>,
 }
 
 /// Result of [`simulate`].
@@ -1253,6 +1494,54 @@ impl<S> NetRun<S> {
         }
         total
     }
+
+    /// Per collective, what all shards saw together.
+    pub fn spans(&self) -> Vec<CollectiveSpan> {
+        merge_spans(self.shards.iter().map(|s| s.spans.as_slice()))
+    }
+}
+
+/// The `collectives` table: each collective of `workload` with its span.
+pub fn collective_records(workload: &Workload, spans: &[CollectiveSpan]) -> Vec<CollectiveRecord> {
+    workload
+        .collectives
+        .iter()
+        .zip(spans)
+        .enumerate()
+        .map(|(id, (c, span))| {
+            let started = span.start != SimTime::MAX;
+            let complete = started && span.tasks_done == c.tasks;
+            let start_ns = started.then(|| span.start.as_ns());
+            let end_ns = complete.then(|| span.end.as_ns());
+            CollectiveRecord {
+                collective_id: id as u32,
+                name: c.name.clone(),
+                op: c.op.name(),
+                algorithm: c.algorithm.clone(),
+                group_size: c.group_size,
+                size_bytes: c.size_bytes,
+                start_ns,
+                end_ns,
+                duration_ns: start_ns.zip(end_ns).map(|(s, e)| e - s),
+                offloaded: c.offloaded,
+                fallback_reason: c.fallback_reason.clone(),
+            }
+        })
+        .collect()
+}
+
+/// Per collective, the union of what several shards (or ranks) saw.
+pub fn merge_spans<'a>(parts: impl Iterator<Item = &'a [CollectiveSpan]>) -> Vec<CollectiveSpan> {
+    let mut total: Vec<CollectiveSpan> = Vec::new();
+    for part in parts {
+        if total.is_empty() {
+            total = vec![CollectiveSpan::UNSEEN; part.len()];
+        }
+        for (t, p) in total.iter_mut().zip(part) {
+            t.merge(p);
+        }
+    }
+    total
 }
 
 /// Runs the network of `fabric` on the shards of `layout`, one worker
@@ -1278,11 +1567,12 @@ where
             .into_iter()
             .map(|r| {
                 scope.spawn(move || {
-                    let (sink, stats) = r.model.finish(sim_end);
+                    let (sink, stats, spans) = r.model.finish(sim_end);
                     ShardOutcome {
                         sink,
                         stats,
                         handled_events: r.handled_events,
+                        spans,
                     }
                 })
             })
@@ -1304,6 +1594,19 @@ impl<S: TelemetrySink> Model for Network<'_, S> {
 
     fn start(&mut self, ctx: &mut Context<'_, NetEvent>) {
         let local = ctx.local_index();
+        if self.fabric.workload.has_tasks() {
+            let first = self
+                .root_tasks
+                .partition_point(|&(l, _)| (l as usize) < local);
+            let roots = self.root_tasks[first..]
+                .iter()
+                .take_while(|&&(l, _)| l as usize == local)
+                .map(|&(_, t)| t);
+            for task in roots.collect::<Vec<_>>() {
+                self.start_task(ctx, task);
+            }
+            return;
+        }
         let range = self.sender_base[local] as usize..self.sender_base[local + 1] as usize;
         for s in &self.senders[range] {
             ctx.schedule_self(s.spec.start, NetEvent::FlowStart { flow: s.flow });
@@ -1335,6 +1638,8 @@ impl<S: TelemetrySink> Model for Network<'_, S> {
                 }
             }
             NetEvent::Timer { flow, timer } => self.flow_timer(ctx, flow, timer),
+            NetEvent::TaskDone { task } => self.task_seen_complete(ctx, task, true),
+            NetEvent::InaEmit { op, chunk, in_port } => self.ina_emit(ctx, op, chunk, in_port),
         }
     }
 }

@@ -11,6 +11,11 @@ pub enum PacketKind {
     Nack,
     /// DCQCN congestion notification from the receiver.
     Cnp,
+    /// In-network aggregation, toward the root of operation `flow`'s tree:
+    /// chunk `psn` from a member or a partial aggregate from a child switch.
+    InaUp,
+    /// In-network aggregation result of chunk `psn`, multicast down the tree.
+    InaDown,
 }
 
 /// Egress priority classes. Control packets (ACK, NACK, CNP) have strict
@@ -51,7 +56,7 @@ impl Packet {
     #[inline]
     pub fn priority(&self) -> usize {
         match self.kind {
-            PacketKind::Data => PRIO_DATA,
+            PacketKind::Data | PacketKind::InaUp | PacketKind::InaDown => PRIO_DATA,
             _ => PRIO_CONTROL,
         }
     }

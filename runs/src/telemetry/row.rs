@@ -63,6 +63,15 @@ impl RowBuilder<'_> {
         }
     }
 
+    /// Appends to a nullable `UInt32` column; `None` is a null.
+    pub fn opt_u32(&mut self, value: Option<u32>) {
+        let cell = self.next_cell(true);
+        match cell.builder {
+            ColumnBuilder::UInt32(b) => b.append_option(value),
+            _ => cell.wrong_type("Option<u32>"),
+        }
+    }
+
     /// Appends to a `UInt64` column.
     pub fn u64(&mut self, value: u64) {
         let cell = self.next_cell(false);
@@ -96,6 +105,15 @@ impl RowBuilder<'_> {
         match cell.builder {
             ColumnBuilder::Utf8(b) => b.append_value(value),
             _ => cell.wrong_type("str"),
+        }
+    }
+
+    /// Appends to a nullable `Utf8` column; `None` is a null.
+    pub fn opt_str(&mut self, value: Option<&str>) {
+        let cell = self.next_cell(true);
+        match cell.builder {
+            ColumnBuilder::Utf8(b) => b.append_option(value),
+            _ => cell.wrong_type("Option<str>"),
         }
     }
 

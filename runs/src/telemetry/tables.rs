@@ -5,12 +5,20 @@
 use std::sync::Arc;
 
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
-use netsim_models::telemetry::{FlowRecord, PfcRecord, QueueSample};
+use netsim_models::telemetry::{
+    CollectiveRecord, FlowRecord, PfcRecord, QueueSample, SwitchOffloadRecord,
+};
 
 use super::row::{RowBuilder, TableRow};
 
 /// Every table a run writes; pass it to [`super::prepare_output_dir`].
-pub const TABLES: &[&str] = &[FlowRecord::TABLE, QueueSample::TABLE, PfcRecord::TABLE];
+pub const TABLES: &[&str] = &[
+    FlowRecord::TABLE,
+    QueueSample::TABLE,
+    PfcRecord::TABLE,
+    CollectiveRecord::TABLE,
+    SwitchOffloadRecord::TABLE,
+];
 
 impl TableRow for FlowRecord {
     const TABLE: &'static str = "flows";
@@ -32,6 +40,8 @@ impl TableRow for FlowRecord {
             Field::new("cnps", DataType::UInt64, false),
             Field::new("retransmitted_pkts", DataType::UInt64, false),
             Field::new("finished", DataType::Boolean, false),
+            // Null for plain traffic flows.
+            Field::new("collective_id", DataType::UInt32, true),
         ]))
     }
 
@@ -50,6 +60,7 @@ impl TableRow for FlowRecord {
         row.u64(self.cnps);
         row.u64(self.retransmitted_pkts);
         row.bool(self.finished);
+        row.opt_u32(self.collective_id);
     }
 }
 
@@ -107,5 +118,65 @@ impl TableRow for PfcRecord {
         row.u8(self.priority);
         row.str(self.event.as_str());
         row.opt_u64(self.duration_ns);
+    }
+}
+
+impl TableRow for CollectiveRecord {
+    const TABLE: &'static str = "collectives";
+
+    fn schema() -> SchemaRef {
+        Arc::new(Schema::new(vec![
+            Field::new("collective_id", DataType::UInt32, false),
+            Field::new("name", DataType::Utf8, false),
+            Field::new("op", DataType::Utf8, false),
+            Field::new("algorithm", DataType::Utf8, false),
+            Field::new("group_size", DataType::UInt32, false),
+            Field::new("size_bytes", DataType::UInt64, false),
+            // Null when the collective never started / did not complete in the run.
+            Field::new("start_ns", DataType::UInt64, true),
+            Field::new("end_ns", DataType::UInt64, true),
+            Field::new("duration_ns", DataType::UInt64, true),
+            Field::new("offloaded", DataType::Boolean, false),
+            // Set when an in-network operation fell back to a host algorithm.
+            Field::new("fallback_reason", DataType::Utf8, true),
+        ]))
+    }
+
+    fn append(&self, row: &mut RowBuilder<'_>) {
+        row.u32(self.collective_id);
+        row.str(&self.name);
+        row.str(self.op);
+        row.str(&self.algorithm);
+        row.u32(self.group_size);
+        row.u64(self.size_bytes);
+        row.opt_u64(self.start_ns);
+        row.opt_u64(self.end_ns);
+        row.opt_u64(self.duration_ns);
+        row.bool(self.offloaded);
+        row.opt_str(self.fallback_reason.as_deref());
+    }
+}
+
+impl TableRow for SwitchOffloadRecord {
+    const TABLE: &'static str = "switch_offload";
+
+    fn schema() -> SchemaRef {
+        Arc::new(Schema::new(vec![
+            Field::new("node", DataType::UInt32, false),
+            Field::new("reductions_offloaded", DataType::UInt64, false),
+            Field::new("reductions_fallback", DataType::UInt64, false),
+            Field::new("barriers_offloaded", DataType::UInt64, false),
+            Field::new("barriers_fallback", DataType::UInt64, false),
+            Field::new("chunks_aggregated", DataType::UInt64, false),
+        ]))
+    }
+
+    fn append(&self, row: &mut RowBuilder<'_>) {
+        row.u32(self.node);
+        row.u64(self.reductions_offloaded);
+        row.u64(self.reductions_fallback);
+        row.u64(self.barriers_offloaded);
+        row.u64(self.barriers_fallback);
+        row.u64(self.chunks_aggregated);
     }
 }

@@ -1,0 +1,268 @@
+//! In-network aggregation in the switches, and the member hosts' side of it.
+//!
+//! Members stream an operation's chunks up their tree (`InaUp`), at most
+//! `slots` outstanding each. A switch holds one slot per outstanding chunk
+//! (`chunk % slots`), counts the copies from its children, and once all
+//! have arrived sends one partial aggregate up after its processing
+//! latency; the root instead multicasts the result down (`InaDown`), and
+//! every switch on the way frees the slot and replicates the result to its
+//! children. A member sends chunk `j + slots` when result `j` arrives, so a
+//! slot is always free when a chunk reaches a switch. Aggregation state is
+//! switch SRAM, not packet buffer: consumed copies leave the buffer; the
+//! partial aggregate and the result copies queue like any data packet
+//! (PFC, ECN) on their egress ports.
+
+use super::packet::{Packet, PacketKind};
+use super::{NetEvent, Network, NO_NODE};
+use crate::telemetry::TelemetrySink;
+use crate::workload::{InaKind, InaOp};
+use netsim_engine::{Context, SimTime};
+use netsim_topo::Topology;
+
+/// One switch's state for one operation.
+#[derive(Debug)]
+pub(super) struct Aggregator {
+    /// Index of this switch in the operation's tree.
+    tree_index: u32,
+    /// Per slot: copies of the chunk received so far, and which chunk.
+    copies: Vec<u16>,
+    chunk: Vec<u32>,
+}
+
+impl Aggregator {
+    pub(super) fn new(tree_index: u32, slots: u32) -> Aggregator {
+        Aggregator {
+            tree_index,
+            copies: vec![0; slots as usize],
+            chunk: vec![0; slots as usize],
+        }
+    }
+}
+
+/// Completion time of a member's stream on an idle tree with enough slots:
+/// its chunks back to back at the slowest link of its path to the root,
+/// plus one chunk's store-and-forward and latency up and down every link,
+/// plus the processing of every switch on the way up.
+pub(super) fn ideal_stream(
+    topo: &Topology,
+    op: &InaOp,
+    host: u32,
+    port: u16,
+    wire: impl Fn(u64) -> u64,
+    serialization: impl Fn(u64, u64) -> SimTime,
+) -> SimTime {
+    let mut links = vec![topo.link(topo.port(host, port).link)];
+    let mut at = topo.port(host, port).peer;
+    let mut switches = 1;
+    while let Some(parent) = op.tree_node(at).and_then(|t| t.parent_port) {
+        links.push(topo.link(topo.port(at, parent).link));
+        at = topo.port(at, parent).peer;
+        switches += 1;
+    }
+    let chunk_wire = wire(u64::from(op.chunk_bytes));
+    let total_wire: u64 = (0..op.chunks)
+        .map(|c| {
+            let payload = (op.size_bytes - u64::from(c) * u64::from(op.chunk_bytes))
+                .min(u64::from(op.chunk_bytes));
+            wire(payload)
+        })
+        .sum();
+    let bottleneck = links
+        .iter()
+        .map(|l| l.bandwidth_bps)
+        .min()
+        .expect("a path has a link");
+    let mut t = serialization(total_wire, bottleneck) + SimTime(op.processing.as_ps() * switches);
+    let mut bottleneck_counted = false;
+    for l in &links {
+        // Up and down.
+        t += SimTime(2 * l.latency_ps) + serialization(chunk_wire, l.bandwidth_bps);
+        if l.bandwidth_bps == bottleneck && !bottleneck_counted {
+            bottleneck_counted = true;
+        } else {
+            t += serialization(chunk_wire, l.bandwidth_bps);
+        }
+    }
+    t
+}
+
+impl<S: TelemetrySink> Network<'_, S> {
+    /// A member starts streaming its contribution into operation `op`'s tree.
+    pub(super) fn ina_stream_start(&mut self, ctx: &mut Context<'_, NetEvent>, i: usize) {
+        let fabric = self.fabric;
+        let config = &fabric.config;
+        let s = &self.senders[i];
+        let op = &fabric.workload.ina_ops[s.ina_op as usize];
+        let host = ctx.node().0;
+        let port = op
+            .members
+            .iter()
+            .find(|m| m.0 == host)
+            .expect("an aggregation stream starts at a member")
+            .1;
+        let header = u64::from(config.header_bytes);
+        let ideal = ideal_stream(
+            &fabric.topo,
+            op,
+            host,
+            port,
+            |payload| payload + header,
+            super::Port::serialization,
+        );
+        let gport = self.port_index(ctx.local_index(), port);
+        let line_rate_bps = self.ports[gport].rate_bps;
+        let s = &mut self.senders[i];
+        s.port = port;
+        s.line_rate_bps = line_rate_bps;
+        s.next_send = ctx.now();
+        s.ideal_fct = ideal;
+        self.ports[gport].flows.push(i as u32);
+        self.host_try_send(ctx, port);
+    }
+
+    /// A copy of a chunk (or a child switch's partial aggregate) arrived.
+    pub(super) fn ina_aggregate(
+        &mut self,
+        ctx: &mut Context<'_, NetEvent>,
+        in_port: u16,
+        pkt: Packet,
+    ) {
+        let fabric = self.fabric;
+        let node = ctx.node().0;
+        let op = &fabric.workload.ina_ops[pkt.flow as usize];
+        let agg = self
+            .aggregators
+            .get_mut(&(pkt.flow, node))
+            .expect("aggregation packets reach only switches of their tree");
+        let children = op.tree[agg.tree_index as usize].child_ports.len() as u16;
+        let slot = (pkt.psn % op.slots) as usize;
+        if agg.copies[slot] == 0 {
+            agg.chunk[slot] = pkt.psn;
+        }
+        assert_eq!(
+            agg.chunk[slot], pkt.psn,
+            "switch {node}: chunk {} of operation {} found its slot busy (members keep at most `slots` chunks outstanding)",
+            pkt.psn, pkt.flow
+        );
+        agg.copies[slot] += 1;
+        if agg.copies[slot] == children {
+            self.offload[ctx.local_index()].chunks_aggregated += 1;
+            ctx.schedule_self(
+                op.processing,
+                NetEvent::InaEmit {
+                    op: pkt.flow,
+                    chunk: pkt.psn,
+                    in_port,
+                },
+            );
+        }
+    }
+
+    /// Aggregation of a chunk is done here: send it up, or (root) down.
+    pub(super) fn ina_emit(
+        &mut self,
+        ctx: &mut Context<'_, NetEvent>,
+        op_id: u32,
+        chunk: u32,
+        in_port: u16,
+    ) {
+        let fabric = self.fabric;
+        let node = ctx.node().0;
+        let op = &fabric.workload.ina_ops[op_id as usize];
+        let tree_index = self.aggregators[&(op_id, node)].tree_index;
+        match op.tree[tree_index as usize].parent_port {
+            Some(parent) => {
+                let pkt = self.ina_packet(
+                    op,
+                    op_id,
+                    chunk,
+                    PacketKind::InaUp,
+                    node,
+                    fabric.topo.port(node, parent).peer,
+                );
+                self.switch_enqueue(ctx, in_port, parent, pkt);
+            }
+            None => self.ina_multicast(ctx, op_id, chunk, in_port),
+        }
+    }
+
+    /// A result arrived from the parent switch: pass it down.
+    pub(super) fn ina_down(&mut self, ctx: &mut Context<'_, NetEvent>, in_port: u16, pkt: Packet) {
+        self.ina_multicast(ctx, pkt.flow, pkt.psn, in_port);
+    }
+
+    /// Frees the chunk's slot and sends the result to every child.
+    fn ina_multicast(
+        &mut self,
+        ctx: &mut Context<'_, NetEvent>,
+        op_id: u32,
+        chunk: u32,
+        in_port: u16,
+    ) {
+        let fabric = self.fabric;
+        let node = ctx.node().0;
+        let op = &fabric.workload.ina_ops[op_id as usize];
+        let agg = self
+            .aggregators
+            .get_mut(&(op_id, node))
+            .expect("a tree switch has its state");
+        let slot = (chunk % op.slots) as usize;
+        debug_assert_eq!(agg.chunk[slot], chunk);
+        agg.copies[slot] = 0;
+        let tree_index = agg.tree_index as usize;
+        if chunk + 1 == op.chunks {
+            let counters = &mut self.offload[ctx.local_index()];
+            match op.kind {
+                InaKind::Reduce => counters.reductions_offloaded += 1,
+                InaKind::Barrier => counters.barriers_offloaded += 1,
+            }
+        }
+        for &child in &op.tree[tree_index].child_ports {
+            let peer = fabric.topo.port(node, child).peer;
+            let pkt = self.ina_packet(op, op_id, chunk, PacketKind::InaDown, node, peer);
+            self.switch_enqueue(ctx, in_port, child, pkt);
+        }
+    }
+
+    fn ina_packet(
+        &self,
+        op: &InaOp,
+        op_id: u32,
+        chunk: u32,
+        kind: PacketKind,
+        src: u32,
+        dst: u32,
+    ) -> Packet {
+        let payload = (op.size_bytes - u64::from(chunk) * u64::from(op.chunk_bytes))
+            .min(u64::from(op.chunk_bytes));
+        Packet {
+            flow: op_id,
+            src,
+            dst,
+            psn: chunk,
+            wire_bytes: (payload + u64::from(self.fabric.config.header_bytes)) as u16,
+            in_port: 0,
+            kind,
+            ce: 0,
+            last: chunk + 1 == op.chunks,
+            via: NO_NODE,
+            util: 0,
+        }
+    }
+
+    /// A member received the result of one chunk: one more slot is free.
+    pub(super) fn ina_result(&mut self, ctx: &mut Context<'_, NetEvent>, pkt: Packet) {
+        let i = self.ina_sender_of[&(pkt.flow, ctx.node().0)] as usize;
+        let s = &mut self.senders[i];
+        assert_eq!(
+            pkt.psn, s.una,
+            "aggregation results come back in chunk order along a tree"
+        );
+        s.una += 1;
+        let port = s.port;
+        if s.una == s.packets {
+            self.sender_finished(ctx, i);
+        }
+        self.host_try_send(ctx, port);
+    }
+}

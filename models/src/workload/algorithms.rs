@@ -1,0 +1,348 @@
+//! Host collective algorithms, each decomposed into flows whose
+//! dependencies are local to one host (see the module above).
+//!
+//! Every function takes `entry`: per group member, the tasks that must
+//! complete at that host before it starts its part (a previous phase), and
+//! adds the collective's flows to the builder. [`exits`] then joins, per
+//! host, everything the host sent and received: that host's part is done.
+//!
+//! Sizes follow NCCL's conventions: `size_bytes` is the all-reduce buffer,
+//! the all-gather output, the reduce-scatter input, the broadcast/reduce
+//! buffer, and each rank's whole send buffer for all-to-all.
+
+use super::{Builder, TaskKind, NONE};
+use netsim_topo::NodeIndex;
+use std::collections::BTreeMap;
+
+/// Per host: tasks whose completion (seen at that host) gates or ends a part.
+pub type HostTasks = BTreeMap<NodeIndex, Vec<u32>>;
+
+/// Message of a software barrier round, payload bytes.
+pub const BARRIER_MESSAGE_BYTES: u64 = 8;
+
+/// How a collective's data is cut into flows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pieces {
+    /// Parallel rings/trees, each with its own queue pairs (and ECMP paths).
+    pub channels: u32,
+    /// Pipelining: each step's data is sent as this many flows, and the next
+    /// step of a chunk waits only for the same chunk of the previous step.
+    pub chunks: u32,
+}
+
+/// `total` split into `parts` nearly equal sizes, at least one byte each.
+fn part(total: u64, parts: u64, i: u64) -> u64 {
+    (total / parts + u64::from(i < total % parts)).max(1)
+}
+
+fn entry_of(entry: &HostTasks, host: NodeIndex) -> &[u32] {
+    entry.get(&host).map_or(&[], Vec::as_slice)
+}
+
+/// `deps` plus the host's entry: a rank never acts before its previous
+/// phase is done there, even when data from its peers arrives earlier.
+fn after_entry(entry: &HostTasks, host: NodeIndex, deps: &[u32]) -> Vec<u32> {
+    let mut all = entry_of(entry, host).to_vec();
+    all.extend_from_slice(deps);
+    all
+}
+
+/// Ring over `group`: `steps` steps, each sending `size/N` from every rank
+/// to the next; step `s` of a chunk waits for step `s-1` of that chunk to
+/// arrive. All-reduce is `2(N-1)` steps (reduce-scatter then all-gather),
+/// reduce-scatter and all-gather `N-1`.
+pub fn ring(
+    b: &mut Builder,
+    coll: u32,
+    group: &[NodeIndex],
+    size_bytes: u64,
+    steps: u32,
+    pieces: Pieces,
+    entry: &HostTasks,
+) {
+    let n = group.len();
+    let per_step = size_bytes.div_ceil(n as u64);
+    let flows_per_step = u64::from(pieces.channels) * u64::from(pieces.chunks);
+    // prev[i * flows_per_step + p]: the flow of piece p that rank i sent in
+    // the previous step (it arrives at rank i + 1).
+    let mut prev: Vec<u32> = Vec::with_capacity(n * flows_per_step as usize);
+    for step in 0..steps {
+        let mut sent = Vec::with_capacity(prev.capacity());
+        for i in 0..n {
+            let (src, dst) = (group[i], group[(i + 1) % n]);
+            for p in 0..flows_per_step {
+                let bytes = part(per_step, flows_per_step, p);
+                let task = if step == 0 {
+                    b.flow(src, dst, bytes, coll, entry_of(entry, src))
+                } else {
+                    let from_prev_rank =
+                        prev[((i + n - 1) % n) * flows_per_step as usize + p as usize];
+                    b.flow(
+                        src,
+                        dst,
+                        bytes,
+                        coll,
+                        &after_entry(entry, src, &[from_prev_rank]),
+                    )
+                };
+                sent.push(task);
+            }
+        }
+        prev = sent;
+    }
+}
+
+/// Double binary tree all-reduce (NCCL): two binary trees over the group,
+/// the second mirrored so that most leaves of one are inner nodes of the
+/// other; each tree reduces half the data up to its root and broadcasts it
+/// back down, chunk by chunk.
+pub fn double_binary_tree(
+    b: &mut Builder,
+    coll: u32,
+    group: &[NodeIndex],
+    size_bytes: u64,
+    pieces: Pieces,
+    entry: &HostTasks,
+) {
+    let n = group.len();
+    let mirrored: Vec<NodeIndex> = group.iter().rev().copied().collect();
+    let trees = 2 * u64::from(pieces.channels);
+    for t in 0..trees {
+        let order = if t % 2 == 0 { group } else { &mirrored[..] };
+        let tree_bytes = part(size_bytes, trees, t);
+        let mut up = vec![NONE; n];
+        for chunk in 0..u64::from(pieces.chunks) {
+            let bytes = part(tree_bytes, u64::from(pieces.chunks), chunk);
+            // Reduce: deepest positions first, so children exist before parents send.
+            for pos in (1..n).rev() {
+                let children: Vec<u32> = heap_children(pos, n).map(|c| up[c]).collect();
+                let deps = after_entry(entry, order[pos], &children);
+                up[pos] = b.flow(order[pos], order[(pos - 1) / 2], bytes, coll, &deps);
+            }
+            // Broadcast the reduced chunk down from the root.
+            let mut down = vec![NONE; n];
+            for pos in 0..n {
+                for c in heap_children(pos, n) {
+                    let received: Vec<u32> = if pos == 0 {
+                        heap_children(0, n).map(|k| up[k]).collect()
+                    } else {
+                        vec![down[pos]]
+                    };
+                    let deps = after_entry(entry, order[pos], &received);
+                    down[c] = b.flow(order[pos], order[c], bytes, coll, &deps);
+                }
+            }
+        }
+    }
+}
+
+fn heap_children(pos: usize, n: usize) -> impl Iterator<Item = usize> {
+    [2 * pos + 1, 2 * pos + 2]
+        .into_iter()
+        .filter(move |&c| c < n)
+}
+
+/// Which halves recursive halving-doubling runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HalvingDoubling {
+    /// Reduce-scatter by recursive halving, then all-gather by doubling.
+    AllReduce,
+    ReduceScatter,
+    AllGather,
+}
+
+/// Recursive halving-doubling (Rabenseifner). A group that is not a power
+/// of two first folds its `2r` extra ranks pairwise (the even one sends its
+/// whole buffer to the odd one), and unfolds at the end.
+pub fn halving_doubling(
+    b: &mut Builder,
+    coll: u32,
+    group: &[NodeIndex],
+    size_bytes: u64,
+    what: HalvingDoubling,
+    entry: &HostTasks,
+) {
+    let n = group.len();
+    let p2 = 1usize << (usize::BITS - 1 - n.leading_zeros());
+    let extra = n - p2;
+    // The last task each active rank received (gating its next send).
+    let mut gate: Vec<Vec<u32>> = Vec::with_capacity(p2);
+    let mut active: Vec<NodeIndex> = Vec::with_capacity(p2);
+    for i in 0..extra {
+        let (even, odd) = (group[2 * i], group[2 * i + 1]);
+        let fold = b.flow(even, odd, size_bytes, coll, entry_of(entry, even));
+        let mut deps = entry_of(entry, odd).to_vec();
+        deps.push(fold);
+        active.push(odd);
+        gate.push(deps);
+    }
+    for &r in &group[2 * extra..] {
+        active.push(r);
+        gate.push(entry_of(entry, r).to_vec());
+    }
+    let rounds = p2.trailing_zeros();
+    let mut exchange = |distance: usize, bytes: u64, gate: &mut Vec<Vec<u32>>| {
+        let mut sent = vec![NONE; p2];
+        for idx in 0..p2 {
+            sent[idx] = b.flow(active[idx], active[idx ^ distance], bytes, coll, &gate[idx]);
+        }
+        for idx in 0..p2 {
+            gate[idx] = after_entry(entry, active[idx], &[sent[idx ^ distance]]);
+        }
+    };
+    if what != HalvingDoubling::AllGather {
+        for k in 0..rounds {
+            exchange(
+                p2 >> (k + 1),
+                size_bytes.div_ceil(2u64 << k).max(1),
+                &mut gate,
+            );
+        }
+    }
+    if what != HalvingDoubling::ReduceScatter {
+        for k in (0..rounds).rev() {
+            exchange(
+                p2 >> (k + 1),
+                size_bytes.div_ceil(2u64 << k).max(1),
+                &mut gate,
+            );
+        }
+    }
+    if what == HalvingDoubling::AllReduce {
+        for i in 0..extra {
+            let (even, odd) = (group[2 * i], group[2 * i + 1]);
+            b.flow(odd, even, size_bytes, coll, &gate[i]);
+        }
+    }
+}
+
+/// Every rank sends `size/N` to every other rank, all at once.
+pub fn all_to_all(
+    b: &mut Builder,
+    coll: u32,
+    group: &[NodeIndex],
+    size_bytes: u64,
+    pieces: Pieces,
+    entry: &HostTasks,
+) {
+    let n = group.len();
+    let per_peer = size_bytes.div_ceil(n as u64);
+    for shift in 1..n {
+        for i in 0..n {
+            let (src, dst) = (group[i], group[(i + shift) % n]);
+            for c in 0..u64::from(pieces.channels) {
+                let bytes = part(per_peer, u64::from(pieces.channels), c);
+                b.flow(src, dst, bytes, coll, entry_of(entry, src));
+            }
+        }
+    }
+}
+
+/// Broadcast from `group[0]` or reduce to it, over a pipelined chain or a
+/// binary tree, chunk by chunk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rooted {
+    Broadcast,
+    Reduce,
+}
+
+pub fn rooted(
+    b: &mut Builder,
+    coll: u32,
+    group: &[NodeIndex],
+    size_bytes: u64,
+    what: Rooted,
+    tree: bool,
+    pieces: Pieces,
+    entry: &HostTasks,
+) {
+    let n = group.len();
+    // parent[pos] in a chain (pos - 1) or a binary heap ((pos - 1) / 2).
+    let parent = |pos: usize| if tree { (pos - 1) / 2 } else { pos - 1 };
+    let children = |pos: usize| -> Vec<usize> {
+        if tree {
+            heap_children(pos, n).collect()
+        } else if pos + 1 < n {
+            vec![pos + 1]
+        } else {
+            Vec::new()
+        }
+    };
+    let chunks = u64::from(pieces.chunks) * u64::from(pieces.channels);
+    for chunk in 0..chunks {
+        let bytes = part(size_bytes, chunks, chunk);
+        let mut flow_into = vec![NONE; n];
+        match what {
+            Rooted::Broadcast => {
+                for pos in 1..n {
+                    let from = parent(pos);
+                    let received: &[u32] = if from == 0 { &[] } else { &[flow_into[from]] };
+                    let deps = after_entry(entry, group[from], received);
+                    flow_into[pos] = b.flow(group[from], group[pos], bytes, coll, &deps);
+                }
+            }
+            Rooted::Reduce => {
+                // flow_into[pos]: the flow pos sends up.
+                for pos in (1..n).rev() {
+                    let kids = children(pos);
+                    let received: Vec<u32> = kids.iter().map(|&k| flow_into[k]).collect();
+                    let deps = after_entry(entry, group[pos], &received);
+                    flow_into[pos] = b.flow(group[pos], group[parent(pos)], bytes, coll, &deps);
+                }
+            }
+        }
+    }
+}
+
+/// Dissemination barrier: in round `k` rank `i` signals rank `i + 2^k` and
+/// waits for rank `i - 2^k`; after `ceil(log2 N)` rounds all have arrived.
+pub fn dissemination_barrier(b: &mut Builder, coll: u32, group: &[NodeIndex], entry: &HostTasks) {
+    let n = group.len();
+    let mut received: Vec<Option<u32>> = vec![None; n];
+    let mut distance = 1;
+    while distance < n {
+        let mut sent = vec![NONE; n];
+        for i in 0..n {
+            let deps = after_entry(entry, group[i], received[i].as_slice());
+            sent[i] = b.flow(
+                group[i],
+                group[(i + distance) % n],
+                BARRIER_MESSAGE_BYTES,
+                coll,
+                &deps,
+            );
+        }
+        for i in 0..n {
+            received[(i + distance) % n] = Some(sent[i]);
+        }
+        distance *= 2;
+    }
+}
+
+/// Per member of `group`: a join of every task of collective `coll` (from
+/// task `first` on) that the member saw complete: its part is done.
+pub fn exits(b: &mut Builder, coll: u32, first: u32, group: &[NodeIndex]) -> HostTasks {
+    let mut seen: HostTasks = group.iter().map(|&h| (h, Vec::new())).collect();
+    for t in first..b.task_count() {
+        let task = b.w.tasks[t as usize];
+        if task.collective != coll {
+            continue;
+        }
+        let mut add = |h: NodeIndex| {
+            if let Some(v) = seen.get_mut(&h) {
+                v.push(t);
+            }
+        };
+        match task.kind {
+            TaskKind::Flow(f) => {
+                let f = b.w.flows[f as usize];
+                add(f.src);
+                add(f.dst);
+            }
+            TaskKind::Compute(_) => add(task.host),
+        }
+    }
+    seen.into_iter()
+        .map(|(h, deps)| (h, vec![b.join(h, coll, &deps)]))
+        .collect()
+}

@@ -1,0 +1,238 @@
+//! Communication groups: explicit rank lists, or the groups of a
+//! parallelism layout (TP, DP, PP, EP) over the GPUs.
+//!
+//! Ranks are hosts: rank `r` is host `r`, and the SimAI fabrics number the
+//! GPUs of one server consecutively. The layout is Megatron's: TP is the
+//! fastest-varying dimension (so a TP group stays inside a server), then DP,
+//! then PP: `rank = (pp * dp_size + dp) * tp_size + tp`. EP splits each DP
+//! group into consecutive expert groups of `ep` ranks; DP_EP groups the DP
+//! ranks that hold the same expert (stride `ep` within the DP group).
+
+use netsim_topo::NodeIndex;
+
+/// Sizes of the parallel dimensions; their product (without EP, which
+/// divides DP) is the number of ranks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Parallelism {
+    pub tp: u32,
+    pub dp: u32,
+    pub pp: u32,
+    pub ep: u32,
+}
+
+/// Which groups a collective runs on. A derived kind means every group of
+/// that kind, each running its own instance of the collective.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GroupSpec {
+    All,
+    Tp,
+    Dp,
+    Pp,
+    Ep,
+    DpEp,
+    Ranks(Vec<NodeIndex>),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GroupError {
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl Parallelism {
+    /// Everything data-parallel over `ranks`.
+    pub fn data_parallel(ranks: u32) -> Parallelism {
+        Parallelism {
+            tp: 1,
+            dp: ranks,
+            pp: 1,
+            ep: 1,
+        }
+    }
+
+    /// `tp`, `pp` and `ep` given, DP filling the rest of `ranks`.
+    pub fn new(ranks: u32, tp: u32, pp: u32, ep: u32) -> Result<Parallelism, GroupError> {
+        if tp == 0 || pp == 0 || ep == 0 {
+            return Err(GroupError::Invalid(
+                "parallel sizes (tp, pp, ep) must be positive".into(),
+            ));
+        }
+        if ranks % (tp * pp) != 0 {
+            return Err(GroupError::Invalid(format!(
+                "tp {tp} x pp {pp} does not divide the {ranks} ranks"
+            )));
+        }
+        let dp = ranks / (tp * pp);
+        if dp % ep != 0 {
+            return Err(GroupError::Invalid(format!(
+                "ep {ep} does not divide the data-parallel size {dp}"
+            )));
+        }
+        Ok(Parallelism { tp, dp, pp, ep })
+    }
+
+    pub fn ranks(&self) -> u32 {
+        self.tp * self.dp * self.pp
+    }
+
+    fn rank(&self, tp: u32, dp: u32, pp: u32) -> u32 {
+        (pp * self.dp + dp) * self.tp + tp
+    }
+
+    /// The groups of kind `spec`, each a list of ranks in group order.
+    pub fn groups(&self, spec: &GroupSpec) -> Vec<Vec<NodeIndex>> {
+        let (tp, dp, pp, ep) = (self.tp, self.dp, self.pp, self.ep);
+        let mut out = Vec::new();
+        match spec {
+            GroupSpec::All => out.push((0..self.ranks()).collect()),
+            GroupSpec::Ranks(r) => out.push(r.clone()),
+            GroupSpec::Tp => {
+                for p in 0..pp {
+                    for d in 0..dp {
+                        out.push((0..tp).map(|t| self.rank(t, d, p)).collect());
+                    }
+                }
+            }
+            GroupSpec::Dp => {
+                for p in 0..pp {
+                    for t in 0..tp {
+                        out.push((0..dp).map(|d| self.rank(t, d, p)).collect());
+                    }
+                }
+            }
+            GroupSpec::Pp => {
+                for d in 0..dp {
+                    for t in 0..tp {
+                        out.push((0..pp).map(|p| self.rank(t, d, p)).collect());
+                    }
+                }
+            }
+            GroupSpec::Ep => {
+                for p in 0..pp {
+                    for t in 0..tp {
+                        for e0 in (0..dp).step_by(ep as usize) {
+                            out.push((e0..e0 + ep).map(|d| self.rank(t, d, p)).collect());
+                        }
+                    }
+                }
+            }
+            GroupSpec::DpEp => {
+                for p in 0..pp {
+                    for t in 0..tp {
+                        for e in 0..ep {
+                            out.push(
+                                (e..dp)
+                                    .step_by(ep as usize)
+                                    .map(|d| self.rank(t, d, p))
+                                    .collect(),
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+impl GroupSpec {
+    /// `all`, `tp`, `dp`, `pp`, `ep`, `dp_ep`, or a rank list such as
+    /// `0,1,4-7`.
+    pub fn parse(s: &str) -> Result<GroupSpec, GroupError> {
+        Ok(match s.trim() {
+            "all" | "world" => GroupSpec::All,
+            "tp" => GroupSpec::Tp,
+            "dp" => GroupSpec::Dp,
+            "pp" => GroupSpec::Pp,
+            "ep" => GroupSpec::Ep,
+            "dp_ep" | "dp-ep" => GroupSpec::DpEp,
+            list => GroupSpec::Ranks(parse_rank_list(list)?),
+        })
+    }
+
+    pub fn name(&self) -> String {
+        match self {
+            GroupSpec::All => "all".into(),
+            GroupSpec::Tp => "tp".into(),
+            GroupSpec::Dp => "dp".into(),
+            GroupSpec::Pp => "pp".into(),
+            GroupSpec::Ep => "ep".into(),
+            GroupSpec::DpEp => "dp_ep".into(),
+            GroupSpec::Ranks(r) => format!("{} ranks", r.len()),
+        }
+    }
+}
+
+/// `0,1,4-7` -> `[0, 1, 4, 5, 6, 7]`; ranks must be distinct.
+pub fn parse_rank_list(s: &str) -> Result<Vec<NodeIndex>, GroupError> {
+    let bad = |part: &str| {
+        GroupError::Invalid(format!(
+            "`{part}` is not a rank or a range `a-b` (expected all, tp, dp, pp, ep, dp_ep or a list such as 0,1,4-7)"
+        ))
+    };
+    let mut ranks = Vec::new();
+    for part in s.split(',') {
+        let part = part.trim();
+        if let Some((a, b)) = part.split_once('-') {
+            let a: u32 = a.trim().parse().map_err(|_| bad(part))?;
+            let b: u32 = b.trim().parse().map_err(|_| bad(part))?;
+            if a > b {
+                return Err(bad(part));
+            }
+            ranks.extend(a..=b);
+        } else {
+            ranks.push(part.parse().map_err(|_| bad(part))?);
+        }
+    }
+    let mut sorted = ranks.clone();
+    sorted.sort_unstable();
+    if let Some(w) = sorted.windows(2).find(|w| w[0] == w[1]) {
+        return Err(GroupError::Invalid(format!(
+            "rank {} appears twice in the group",
+            w[0]
+        )));
+    }
+    Ok(ranks)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tp_groups_are_consecutive_and_dp_groups_strided() {
+        let p = Parallelism::new(16, 4, 2, 1).unwrap();
+        assert_eq!(p.dp, 2);
+        let tp = p.groups(&GroupSpec::Tp);
+        assert_eq!(tp.len(), 4);
+        assert_eq!(tp[0], vec![0, 1, 2, 3]);
+        assert_eq!(tp[1], vec![4, 5, 6, 7]);
+        let dp = p.groups(&GroupSpec::Dp);
+        assert_eq!(dp[0], vec![0, 4]);
+        assert_eq!(dp[4], vec![8, 12]);
+        let pp = p.groups(&GroupSpec::Pp);
+        assert_eq!(pp[0], vec![0, 8]);
+        // Every rank is in exactly one group of each kind.
+        for kind in [GroupSpec::Tp, GroupSpec::Dp, GroupSpec::Pp] {
+            let mut all: Vec<u32> = p.groups(&kind).concat();
+            all.sort_unstable();
+            assert_eq!(all, (0..16).collect::<Vec<_>>());
+        }
+    }
+
+    #[test]
+    fn expert_groups_split_dp() {
+        let p = Parallelism::new(8, 1, 1, 2).unwrap();
+        assert_eq!(p.groups(&GroupSpec::Ep)[1], vec![2, 3]);
+        assert_eq!(p.groups(&GroupSpec::DpEp)[1], vec![1, 3, 5, 7]);
+    }
+
+    #[test]
+    fn rank_lists() {
+        assert_eq!(parse_rank_list("0, 2,4-6").unwrap(), vec![0, 2, 4, 5, 6]);
+        assert!(parse_rank_list("1,1").is_err());
+        assert!(parse_rank_list("3-1").is_err());
+        assert!(parse_rank_list("x").is_err());
+        assert!(Parallelism::new(12, 5, 1, 1).is_err());
+    }
+}

@@ -1,0 +1,328 @@
+//! Workloads: collectives and compute decomposed into a DAG of tasks that the
+//! network model executes.
+//!
+//! A task is a flow (RDMA message between two hosts, or one host's stream
+//! into an in-network aggregation tree) or a compute delay on one host. A
+//! task starts when every task it depends on has completed *as seen by the
+//! host it starts on*: a flow is complete at its destination when its last
+//! byte is delivered and at its source when its last byte is acknowledged.
+//! Every dependency is therefore a local event at one host (the builder
+//! asserts it), which is how real ranks proceed, needs no messages the
+//! network does not carry, and keeps a host's decisions inside its shard.
+//!
+//! ```text
+//! WorkloadSpec (CLI op, TOML file, SimAI text)  --build-->  Workload (tasks + flows + trees)
+//!   groups.rs      who takes part (rank lists, TP/DP/PP/EP)
+//!   algorithms.rs  ring, double binary tree, halving-doubling, ... -> flows
+//!   offload.rs     switch profiles, aggregation trees, fallback decisions
+//!   file.rs        the TOML workload file; simai.rs  SimAI/AICB layer text
+//! ```
+
+pub mod algorithms;
+pub mod file;
+pub mod groups;
+pub mod offload;
+pub mod simai;
+pub mod spec;
+
+use crate::traffic::FlowSpec;
+use netsim_engine::SimTime;
+use netsim_topo::NodeIndex;
+
+pub use offload::{Dtype, InaKind, InaOp, ReduceOp, SwitchProfile, TreeNode};
+pub use spec::{build, Algorithm, CollectiveOp, OpSpec, Phase, PhaseKind, WorkloadSpec};
+
+/// "No such id" in the dense id vectors of a workload.
+pub const NONE: u32 = u32::MAX;
+
+/// What a task does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TaskKind {
+    /// Flow `flow` (index into [`Workload::flows`]).
+    Flow(u32),
+    /// Busy for `duration` on the task's host (a zero duration joins dependencies).
+    Compute(SimTime),
+}
+
+/// One node of the DAG.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Task {
+    /// Where the task starts (a flow's source).
+    pub host: NodeIndex,
+    pub kind: TaskKind,
+    /// Number of tasks it waits for.
+    pub deps: u32,
+    /// The collective it belongs to, or [`NONE`] (compute phases).
+    pub collective: u32,
+}
+
+/// Per flow: the task and collective it belongs to, and the aggregation
+/// tree it streams into ([`NONE`] for a host-to-host flow).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FlowInfo {
+    pub task: u32,
+    pub collective: u32,
+    pub ina_op: u32,
+}
+
+/// One collective as the `collectives` table reports it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Collective {
+    pub name: String,
+    pub op: CollectiveOp,
+    /// The algorithm that ran (after any fallback), e.g. `ring`, `ina`.
+    pub algorithm: String,
+    pub group_size: u32,
+    pub size_bytes: u64,
+    pub offloaded: bool,
+    pub fallback_reason: Option<String>,
+    /// Number of tasks; the collective is complete when all have completed.
+    pub tasks: u32,
+}
+
+/// Switch offload attempts that fell back, counted when the workload is
+/// built (the decision is static: profile, limits and resources).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FallbackCount {
+    pub reductions: u64,
+    pub barriers: u64,
+}
+
+/// Everything a run executes: flows, the DAG over them, and the aggregation
+/// trees of offloaded operations. Read-only during the run.
+#[derive(Clone, Debug, Default)]
+pub struct Workload {
+    pub flows: Vec<FlowSpec>,
+    /// Parallel to `flows`; empty for plain traffic (no DAG).
+    pub flow_info: Vec<FlowInfo>,
+    pub tasks: Vec<Task>,
+    /// Tasks that depend on task `t`: `dependents[dependent_base[t]..dependent_base[t + 1]]`.
+    dependents: Vec<u32>,
+    dependent_base: Vec<u32>,
+    pub collectives: Vec<Collective>,
+    pub ina_ops: Vec<InaOp>,
+    /// Per switch with a fallback: `(node, counts)`, sorted by node.
+    pub fallbacks: Vec<(NodeIndex, FallbackCount)>,
+    /// Time every task without dependencies waits before starting (per-message host overhead).
+    pub host_overhead: SimTime,
+}
+
+impl Workload {
+    /// Independent flows, each starting at its own time: plain traffic.
+    pub fn from_flows(flows: Vec<FlowSpec>) -> Workload {
+        Workload {
+            flows,
+            ..Workload::default()
+        }
+    }
+
+    /// Whether the flows form a DAG of tasks (a workload) rather than traffic.
+    pub fn has_tasks(&self) -> bool {
+        !self.tasks.is_empty()
+    }
+
+    #[inline]
+    pub fn dependents(&self, task: u32) -> &[u32] {
+        let t = task as usize;
+        &self.dependents[self.dependent_base[t] as usize..self.dependent_base[t + 1] as usize]
+    }
+
+    /// The collective of flow `flow`, if it belongs to one.
+    #[inline]
+    pub fn flow_collective(&self, flow: u32) -> Option<u32> {
+        self.flow_info
+            .get(flow as usize)
+            .map(|i| i.collective)
+            .filter(|&c| c != NONE)
+    }
+}
+
+/// Builds a [`Workload`] task by task; dependencies must already exist, so
+/// the DAG is acyclic by construction.
+#[derive(Debug, Default)]
+pub struct Builder {
+    w: Workload,
+    /// `(dependency, dependent)` edges.
+    edges: Vec<(u32, u32)>,
+}
+
+impl Builder {
+    pub fn new(host_overhead: SimTime) -> Builder {
+        Builder {
+            w: Workload {
+                host_overhead,
+                ..Workload::default()
+            },
+            edges: Vec::new(),
+        }
+    }
+
+    /// Registers a collective and returns its id.
+    pub fn collective(&mut self, c: Collective) -> u32 {
+        self.w.collectives.push(c);
+        (self.w.collectives.len() - 1) as u32
+    }
+
+    pub fn collective_mut(&mut self, id: u32) -> &mut Collective {
+        &mut self.w.collectives[id as usize]
+    }
+
+    pub fn ina_op(&mut self, op: InaOp) -> u32 {
+        self.w.ina_ops.push(op);
+        (self.w.ina_ops.len() - 1) as u32
+    }
+
+    pub fn count_fallback(&mut self, node: NodeIndex, kind: InaKind) {
+        let i = match self.w.fallbacks.binary_search_by_key(&node, |f| f.0) {
+            Ok(i) => i,
+            Err(i) => {
+                self.w.fallbacks.insert(i, (node, FallbackCount::default()));
+                i
+            }
+        };
+        match kind {
+            InaKind::Reduce => self.w.fallbacks[i].1.reductions += 1,
+            InaKind::Barrier => self.w.fallbacks[i].1.barriers += 1,
+        }
+    }
+
+    /// A flow of `size_bytes` from `src` to `dst` after `deps`.
+    pub fn flow(
+        &mut self,
+        src: NodeIndex,
+        dst: NodeIndex,
+        size_bytes: u64,
+        collective: u32,
+        deps: &[u32],
+    ) -> u32 {
+        self.flow_into(src, dst, size_bytes, collective, NONE, deps)
+    }
+
+    /// A flow; `ina_op` names the aggregation tree it streams into (then
+    /// `dst` is the host's leaf switch).
+    pub fn flow_into(
+        &mut self,
+        src: NodeIndex,
+        dst: NodeIndex,
+        size_bytes: u64,
+        collective: u32,
+        ina_op: u32,
+        deps: &[u32],
+    ) -> u32 {
+        assert!(size_bytes > 0, "a flow carries at least one byte");
+        let flow = self.w.flows.len() as u32;
+        let task = self.task(src, TaskKind::Flow(flow), collective, deps);
+        self.w.flows.push(FlowSpec {
+            src,
+            dst,
+            size_bytes,
+            start: SimTime::ZERO,
+        });
+        self.w.flow_info.push(FlowInfo {
+            task,
+            collective,
+            ina_op,
+        });
+        task
+    }
+
+    /// `duration` of compute on `host` after `deps`.
+    pub fn compute(
+        &mut self,
+        host: NodeIndex,
+        duration: SimTime,
+        collective: u32,
+        deps: &[u32],
+    ) -> u32 {
+        self.task(host, TaskKind::Compute(duration), collective, deps)
+    }
+
+    /// A zero-length task on `host` completing when all `deps` have.
+    pub fn join(&mut self, host: NodeIndex, collective: u32, deps: &[u32]) -> u32 {
+        self.compute(host, SimTime::ZERO, collective, deps)
+    }
+
+    fn task(&mut self, host: NodeIndex, kind: TaskKind, collective: u32, deps: &[u32]) -> u32 {
+        let id = self.w.tasks.len() as u32;
+        for &d in deps {
+            assert!(d < id, "task {id} depends on a later task {d}");
+            assert!(
+                self.observed_at(d, host),
+                "task {id} on host {host} depends on task {d}, whose completion host {host} cannot see"
+            );
+            self.edges.push((d, id));
+        }
+        self.w.tasks.push(Task {
+            host,
+            kind,
+            deps: deps.len() as u32,
+            collective,
+        });
+        if collective != NONE {
+            self.w.collectives[collective as usize].tasks += 1;
+        }
+        id
+    }
+
+    /// Whether `host` sees task `task` complete.
+    fn observed_at(&self, task: u32, host: NodeIndex) -> bool {
+        let t = &self.w.tasks[task as usize];
+        match t.kind {
+            TaskKind::Compute(_) => t.host == host,
+            TaskKind::Flow(f) => {
+                let f = &self.w.flows[f as usize];
+                f.src == host || f.dst == host
+            }
+        }
+    }
+
+    pub fn task_count(&self) -> u32 {
+        self.w.tasks.len() as u32
+    }
+
+    pub fn finish(mut self) -> Workload {
+        let n = self.w.tasks.len();
+        let mut base = vec![0u32; n + 1];
+        for &(d, _) in &self.edges {
+            base[d as usize + 1] += 1;
+        }
+        for i in 0..n {
+            base[i + 1] += base[i];
+        }
+        let mut fill = base.clone();
+        let mut dependents = vec![0u32; self.edges.len()];
+        // Edges were added in dependent order, so each list stays sorted.
+        for &(d, t) in &self.edges {
+            dependents[fill[d as usize] as usize] = t;
+            fill[d as usize] += 1;
+        }
+        self.w.dependents = dependents;
+        self.w.dependent_base = base;
+        self.w
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dependents_are_grouped_per_task() {
+        let mut b = Builder::new(SimTime::ZERO);
+        let a = b.flow(0, 1, 10, NONE, &[]);
+        let c = b.flow(1, 2, 10, NONE, &[a]);
+        let d = b.compute(0, SimTime(5), NONE, &[a]);
+        let w = b.finish();
+        assert_eq!(w.dependents(a), &[c, d]);
+        assert!(w.dependents(c).is_empty());
+        assert_eq!(w.tasks[c as usize].deps, 1);
+    }
+
+    #[test]
+    #[should_panic(expected = "cannot see")]
+    fn a_dependency_must_be_visible_to_the_host() {
+        let mut b = Builder::new(SimTime::ZERO);
+        let a = b.flow(0, 1, 10, NONE, &[]);
+        b.flow(2, 3, 10, NONE, &[a]);
+    }
+}

@@ -1,0 +1,520 @@
+//! In-network computing: switch profiles, aggregation trees over the
+//! switches, and the decision to offload an operation or fall back to a
+//! host algorithm.
+//!
+//! A tree spans the group's leaf switches (the first network switch of each
+//! member; NVSwitches are the server's NVLink domain, not the network) and
+//! is rooted at the switch closest to all of them (smallest maximum hop
+//! count, lowest id on ties); each leaf reaches the root along a shortest
+//! path. Members send packet-sized chunks up; a switch aggregates a chunk
+//! once every child's copy has arrived, forwards one partial aggregate to
+//! its parent, and the root multicasts the result back down. Each member
+//! keeps at most `slots` chunks outstanding and sends chunk `j + slots` when
+//! result `j` arrives (SwitchML's self-clocking), so a switch never needs
+//! more than `slots` aggregation slots for the operation.
+
+use netsim_engine::SimTime;
+use netsim_topo::{NodeIndex, PortIndex, Role, Topology};
+use std::collections::VecDeque;
+
+/// Element type of a reduction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dtype {
+    Int32,
+    Int64,
+    Float16,
+    Bfloat16,
+    Float32,
+    Float64,
+}
+
+impl Dtype {
+    pub const ALL: [Dtype; 6] = [
+        Dtype::Int32,
+        Dtype::Int64,
+        Dtype::Float16,
+        Dtype::Bfloat16,
+        Dtype::Float32,
+        Dtype::Float64,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Dtype::Int32 => "int32",
+            Dtype::Int64 => "int64",
+            Dtype::Float16 => "float16",
+            Dtype::Bfloat16 => "bfloat16",
+            Dtype::Float32 => "float32",
+            Dtype::Float64 => "float64",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Dtype> {
+        Dtype::ALL.into_iter().find(|d| d.name() == s)
+    }
+}
+
+/// Reduction operator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReduceOp {
+    Sum,
+    Min,
+    Max,
+}
+
+impl ReduceOp {
+    pub const ALL: [ReduceOp; 3] = [ReduceOp::Sum, ReduceOp::Min, ReduceOp::Max];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ReduceOp::Sum => "sum",
+            ReduceOp::Min => "min",
+            ReduceOp::Max => "max",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<ReduceOp> {
+        ReduceOp::ALL.into_iter().find(|d| d.name() == s)
+    }
+}
+
+/// What a switch can offload, and at what cost.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SwitchProfile {
+    pub name: String,
+    /// Added by each switch that aggregates a chunk (or an arrival).
+    pub processing: SimTime,
+    pub dtypes: Vec<Dtype>,
+    pub ops: Vec<ReduceOp>,
+    /// Children (member hosts plus child switches) one switch aggregates.
+    pub max_children: u32,
+    /// Reduction groups one switch holds at once.
+    pub max_groups: u32,
+    /// Aggregation slots (one packet-sized chunk each) per switch, shared by
+    /// its groups; each group gets `slots_per_group` of them.
+    pub slots_total: u32,
+    pub slots_per_group: u32,
+    /// Barrier accelerator: members per barrier group and groups per switch.
+    pub barrier_max_members: u32,
+    pub barrier_max_groups: u32,
+    /// Switch-offloaded barriers enabled.
+    pub barriers: bool,
+}
+
+impl SwitchProfile {
+    /// A Tofino-class programmable switch running a SwitchML/mpitofino-style
+    /// aggregation program: 32-bit integer sums only (floats must be
+    /// converted by the hosts), about 3 us of pipeline latency end to end
+    /// (the calibration of the CF'26 SimGrid study of mpitofino), a few
+    /// concurrent jobs sharing the register slots.
+    pub fn tofino() -> SwitchProfile {
+        SwitchProfile {
+            name: "tofino".into(),
+            processing: SimTime::from_ns(3_000),
+            dtypes: vec![Dtype::Int32],
+            ops: vec![ReduceOp::Sum],
+            max_children: 64,
+            max_groups: 8,
+            slots_total: 4096,
+            slots_per_group: 512,
+            barrier_max_members: 128,
+            barrier_max_groups: 256,
+            barriers: true,
+        }
+    }
+
+    /// A SHARP-class switch (InfiniBand Quantum style): integer and floating
+    /// types, sum/min/max, a short fixed-function pipeline.
+    pub fn sharp() -> SwitchProfile {
+        SwitchProfile {
+            name: "sharp".into(),
+            processing: SimTime::from_ns(500),
+            dtypes: Dtype::ALL.to_vec(),
+            ops: ReduceOp::ALL.to_vec(),
+            max_children: 64,
+            max_groups: 64,
+            slots_total: 16384,
+            slots_per_group: 1024,
+            barrier_max_members: 128,
+            barrier_max_groups: 256,
+            barriers: true,
+        }
+    }
+
+    pub fn by_name(name: &str) -> Option<SwitchProfile> {
+        match name {
+            "tofino" => Some(SwitchProfile::tofino()),
+            "sharp" => Some(SwitchProfile::sharp()),
+            _ => None,
+        }
+    }
+}
+
+/// Reduction or barrier.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InaKind {
+    Reduce,
+    Barrier,
+}
+
+/// One switch of an aggregation tree.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TreeNode {
+    pub node: NodeIndex,
+    /// Port toward the parent switch; `None` at the root.
+    pub parent_port: Option<PortIndex>,
+    /// Ports toward the children (member hosts and child switches), in port order.
+    pub child_ports: Vec<PortIndex>,
+}
+
+/// An offloaded operation: its tree, chunking and flow control.
+#[derive(Clone, Debug, PartialEq)]
+pub struct InaOp {
+    pub collective: u32,
+    pub kind: InaKind,
+    pub tree: Vec<TreeNode>,
+    /// Each member's contribution.
+    pub size_bytes: u64,
+    /// Payload bytes of a full chunk; the last may be shorter.
+    pub chunk_bytes: u32,
+    pub chunks: u32,
+    /// Chunks a member may have outstanding (= aggregation slots per switch).
+    pub slots: u32,
+    pub processing: SimTime,
+    /// Per member: `(host, port toward its leaf switch)`.
+    pub members: Vec<(NodeIndex, PortIndex)>,
+}
+
+impl InaOp {
+    /// The tree node of switch `node`, if it is in the tree.
+    pub fn tree_node(&self, node: NodeIndex) -> Option<&TreeNode> {
+        self.tree.iter().find(|t| t.node == node)
+    }
+}
+
+/// The port of `host` toward the network (not its NVSwitch), and the switch
+/// behind it.
+pub fn uplink(topo: &Topology, host: NodeIndex) -> Option<(PortIndex, NodeIndex)> {
+    topo.ports(host)
+        .iter()
+        .enumerate()
+        .find(|(_, p)| topo.role(p.peer) != Role::NvSwitch)
+        .map(|(i, p)| (i as PortIndex, p.peer))
+}
+
+fn is_network_switch(topo: &Topology, n: NodeIndex) -> bool {
+    let role = topo.role(n);
+    role != Role::Host && role != Role::NvSwitch
+}
+
+/// Hop counts from `from` over network switches.
+fn hops_from(topo: &Topology, from: NodeIndex, dist: &mut [u32], queue: &mut VecDeque<NodeIndex>) {
+    dist.fill(u32::MAX);
+    dist[from as usize] = 0;
+    queue.clear();
+    queue.push_back(from);
+    while let Some(n) = queue.pop_front() {
+        for p in topo.ports(n) {
+            if is_network_switch(topo, p.peer) && dist[p.peer as usize] == u32::MAX {
+                dist[p.peer as usize] = dist[n as usize] + 1;
+                queue.push_back(p.peer);
+            }
+        }
+    }
+}
+
+/// The aggregation tree over the leaf switches of `members`, and each
+/// member's uplink port. `None` when a member has no network switch.
+pub fn aggregation_tree(
+    topo: &Topology,
+    members: &[NodeIndex],
+) -> Option<(Vec<TreeNode>, Vec<(NodeIndex, PortIndex)>)> {
+    let mut uplinks = Vec::with_capacity(members.len());
+    let mut leaves: Vec<NodeIndex> = Vec::new();
+    for &m in members {
+        let (port, leaf) = uplink(topo, m)?;
+        uplinks.push((m, port));
+        leaves.push(leaf);
+    }
+    leaves.sort_unstable();
+    leaves.dedup();
+    let nodes = topo.node_count() as usize;
+    let mut dist = vec![u32::MAX; nodes];
+    let mut worst = vec![0u32; nodes];
+    let mut queue = VecDeque::new();
+    for &leaf in &leaves {
+        hops_from(topo, leaf, &mut dist, &mut queue);
+        for (w, d) in worst.iter_mut().zip(&dist) {
+            *w = (*w).max(*d);
+        }
+    }
+    let root = (0..nodes as NodeIndex)
+        .filter(|&n| is_network_switch(topo, n))
+        .min_by_key(|&n| (worst[n as usize], n))
+        .filter(|&n| worst[n as usize] != u32::MAX)?;
+    // Parents toward the root: the lowest-port neighbour one hop closer.
+    hops_from(topo, root, &mut dist, &mut queue);
+    let mut parent_port: Vec<Option<PortIndex>> = vec![None; nodes];
+    let mut in_tree = vec![false; nodes];
+    in_tree[root as usize] = true;
+    let mut order = vec![root];
+    for &leaf in &leaves {
+        let mut n = leaf;
+        while !in_tree[n as usize] {
+            in_tree[n as usize] = true;
+            order.push(n);
+            let (i, p) = topo
+                .ports(n)
+                .iter()
+                .enumerate()
+                .find(|(_, p)| {
+                    is_network_switch(topo, p.peer) && dist[p.peer as usize] + 1 == dist[n as usize]
+                })
+                .expect("a switch off the root has a neighbour closer to it");
+            parent_port[n as usize] = Some(i as PortIndex);
+            n = p.peer;
+        }
+    }
+    order.sort_unstable();
+    let member_set: std::collections::BTreeSet<NodeIndex> = members.iter().copied().collect();
+    let tree = order
+        .iter()
+        .map(|&n| {
+            let child_ports = topo
+                .ports(n)
+                .iter()
+                .enumerate()
+                .filter(|(_, p)| {
+                    // The link is a child's way up: a member's uplink or a
+                    // tree switch's parent port.
+                    if topo.is_host(p.peer) {
+                        member_set.contains(&p.peer)
+                            && uplink(topo, p.peer).map(|u| u.0) == Some(p.peer_port)
+                    } else {
+                        in_tree[p.peer as usize]
+                            && parent_port[p.peer as usize] == Some(p.peer_port)
+                    }
+                })
+                .map(|(i, _)| i as PortIndex)
+                .collect();
+            TreeNode {
+                node: n,
+                parent_port: parent_port[n as usize],
+                child_ports,
+            }
+        })
+        .collect();
+    Some((tree, uplinks))
+}
+
+/// Why an operation cannot be offloaded, if it cannot. `groups_in_use` and
+/// `slots_in_use` are per switch, updated when the operation is accepted.
+pub struct Resources {
+    pub reduce_groups: Vec<u32>,
+    pub barrier_groups: Vec<u32>,
+    pub slots: Vec<u32>,
+}
+
+impl Resources {
+    pub fn new(nodes: u32) -> Resources {
+        Resources {
+            reduce_groups: vec![0; nodes as usize],
+            barrier_groups: vec![0; nodes as usize],
+            slots: vec![0; nodes as usize],
+        }
+    }
+}
+
+/// Decides whether `tree` can take the operation under `profile` and the
+/// resources left; on success reserves them and returns the slots granted.
+/// On failure returns the reason and the switch (or switches) to blame.
+pub fn admit(
+    profile: &SwitchProfile,
+    kind: InaKind,
+    dtype: Dtype,
+    op: ReduceOp,
+    tree: &[TreeNode],
+    resources: &mut Resources,
+) -> Result<u32, (String, Vec<NodeIndex>)> {
+    let all: Vec<NodeIndex> = tree.iter().map(|t| t.node).collect();
+    match kind {
+        InaKind::Barrier => {
+            if !profile.barriers {
+                return Err(("switch barriers disabled".into(), all));
+            }
+            for t in tree {
+                if t.child_ports.len() as u32 > profile.barrier_max_members {
+                    return Err((
+                        format!(
+                            "switch {}: {} barrier members exceed the limit of {}",
+                            t.node,
+                            t.child_ports.len(),
+                            profile.barrier_max_members
+                        ),
+                        vec![t.node],
+                    ));
+                }
+                if resources.barrier_groups[t.node as usize] >= profile.barrier_max_groups {
+                    return Err((
+                        format!(
+                            "switch {}: barrier group table full ({} groups)",
+                            t.node, profile.barrier_max_groups
+                        ),
+                        vec![t.node],
+                    ));
+                }
+            }
+            for t in tree {
+                resources.barrier_groups[t.node as usize] += 1;
+            }
+            Ok(1)
+        }
+        InaKind::Reduce => {
+            if !profile.dtypes.contains(&dtype) {
+                return Err((
+                    format!(
+                        "{} switches do not reduce {} (only {})",
+                        profile.name,
+                        dtype.name(),
+                        names(profile.dtypes.iter().map(|d| d.name()))
+                    ),
+                    all,
+                ));
+            }
+            if !profile.ops.contains(&op) {
+                return Err((
+                    format!(
+                        "{} switches do not compute {} (only {})",
+                        profile.name,
+                        op.name(),
+                        names(profile.ops.iter().map(|o| o.name()))
+                    ),
+                    all,
+                ));
+            }
+            let mut slots = profile.slots_per_group;
+            for t in tree {
+                let n = t.node as usize;
+                if t.child_ports.len() as u32 > profile.max_children {
+                    return Err((
+                        format!(
+                            "switch {}: {} children exceed the limit of {}",
+                            t.node,
+                            t.child_ports.len(),
+                            profile.max_children
+                        ),
+                        vec![t.node],
+                    ));
+                }
+                if resources.reduce_groups[n] >= profile.max_groups {
+                    return Err((
+                        format!(
+                            "switch {}: reduction group table full ({} groups)",
+                            t.node, profile.max_groups
+                        ),
+                        vec![t.node],
+                    ));
+                }
+                let free = profile.slots_total.saturating_sub(resources.slots[n]);
+                if free == 0 {
+                    return Err((
+                        format!("switch {}: no aggregation slots left", t.node),
+                        vec![t.node],
+                    ));
+                }
+                slots = slots.min(free);
+            }
+            for t in tree {
+                resources.reduce_groups[t.node as usize] += 1;
+                resources.slots[t.node as usize] += slots;
+            }
+            Ok(slots)
+        }
+    }
+}
+
+fn names<'a>(it: impl Iterator<Item = &'a str>) -> String {
+    it.collect::<Vec<_>>().join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use netsim_topo::{FatTreeParams, LinkParams, StarParams, TopoSpec};
+
+    fn link() -> LinkParams {
+        LinkParams {
+            bandwidth_bps: 100_000_000_000,
+            latency_ps: 1_000_000,
+        }
+    }
+
+    #[test]
+    fn star_tree_is_one_switch_with_every_member() {
+        let topo = netsim_topo::build(&TopoSpec::Star(StarParams {
+            hosts: 5,
+            host_link: link(),
+        }))
+        .unwrap();
+        let (tree, members) = aggregation_tree(&topo, &[0, 2, 4]).unwrap();
+        assert_eq!(tree.len(), 1);
+        assert_eq!(tree[0].parent_port, None);
+        assert_eq!(tree[0].child_ports.len(), 3);
+        assert_eq!(members.len(), 3);
+    }
+
+    #[test]
+    fn three_tier_fat_tree_tree_reaches_a_core() {
+        let topo = netsim_topo::build(&TopoSpec::FatTree(FatTreeParams {
+            k: 4,
+            tiers: 3,
+            oversub: 1,
+            host_link: link(),
+            agg_link: link(),
+            core_link: link(),
+        }))
+        .unwrap();
+        let all: Vec<u32> = topo.hosts().collect();
+        let (tree, _) = aggregation_tree(&topo, &all).unwrap();
+        let root: Vec<_> = tree.iter().filter(|t| t.parent_port.is_none()).collect();
+        assert_eq!(root.len(), 1);
+        assert_eq!(topo.role(root[0].node), Role::Core);
+        // 8 ToRs + 4 aggregation switches (one per pod) + the core.
+        assert_eq!(tree.len(), 13);
+        // Children of all switches: 16 hosts + 12 switch children.
+        let edges: usize = tree.iter().map(|t| t.child_ports.len()).sum();
+        assert_eq!(edges, 16 + 12);
+    }
+
+    #[test]
+    fn tofino_rejects_floats() {
+        let mut r = Resources::new(4);
+        let tree = vec![TreeNode {
+            node: 3,
+            parent_port: None,
+            child_ports: vec![0, 1, 2],
+        }];
+        let p = SwitchProfile::tofino();
+        let e = admit(
+            &p,
+            InaKind::Reduce,
+            Dtype::Float32,
+            ReduceOp::Sum,
+            &tree,
+            &mut r,
+        );
+        assert!(e.unwrap_err().0.contains("float32"));
+        assert_eq!(
+            admit(
+                &p,
+                InaKind::Reduce,
+                Dtype::Int32,
+                ReduceOp::Sum,
+                &tree,
+                &mut r
+            ),
+            Ok(512)
+        );
+        assert_eq!(r.reduce_groups[3], 1);
+    }
+}

@@ -1,0 +1,201 @@
+//! Flags of a collective workload and their translation into the task DAG.
+
+use anyhow::{bail, Context as _};
+use netsim_engine::SimTime;
+use netsim_models::network::config::NetConfig;
+use netsim_models::workload::file::{self, parse_size};
+use netsim_models::workload::groups::{GroupSpec, Parallelism};
+use netsim_models::workload::{
+    self, simai, Algorithm, CollectiveOp, Dtype, OpSpec, ReduceOp, SwitchProfile, Workload,
+    WorkloadSpec,
+};
+use netsim_topo::Topology;
+use std::path::Path;
+
+/// Collective workload flags. Without `--workload`, a run simulates `--traffic`.
+#[derive(clap::Args, Debug, Clone)]
+#[command(next_help_heading = "Workload")]
+pub struct WorkloadArgs {
+    /// A collective (allreduce, allgather, reducescatter, alltoall,
+    /// broadcast, reduce, barrier), a workload file (.toml), or a
+    /// SimAI/AICB workload text file; replaces --traffic.
+    #[arg(long)]
+    pub workload: Option<String>,
+    /// Collective size: bytes, or with a unit (64KiB, 16MiB, 1GB).
+    #[arg(long, default_value = "1MiB")]
+    pub size: String,
+    /// Algorithm: ring, tree, hd, ina (in-network), direct (alltoall), dissemination (barrier).
+    #[arg(long)]
+    pub algo: Option<String>,
+    /// Group: all, tp, dp, pp, ep, dp_ep (every group of that kind at once), or ranks "0-7,12".
+    #[arg(long, default_value = "all")]
+    pub group: String,
+    /// Tensor-parallel size (TP groups are consecutive ranks, inside a server first).
+    #[arg(long, default_value_t = 1)]
+    pub tp: u32,
+    /// Pipeline-parallel size.
+    #[arg(long, default_value_t = 1)]
+    pub pp: u32,
+    /// Expert-parallel size (divides the data-parallel size).
+    #[arg(long, default_value_t = 1)]
+    pub ep: u32,
+    /// Parallel rings/trees, each with its own queue pairs.
+    #[arg(long, default_value_t = 1)]
+    pub channels: u32,
+    /// Flows per step (pipelining); default: 1 for rings, 512 KiB pieces for trees.
+    #[arg(long)]
+    pub chunks: Option<u32>,
+    /// Element type of reductions: int32, int64, float16, bfloat16, float32, float64.
+    #[arg(long, default_value = "float32")]
+    pub dtype: String,
+    /// Reduction operator: sum, min, max.
+    #[arg(long, default_value = "sum")]
+    pub reduce_op: String,
+    /// Switch profile for in-network operations: tofino or sharp.
+    #[arg(long, default_value = "tofino")]
+    pub switch_profile: String,
+    /// Override the profile's per-switch processing latency, ns.
+    #[arg(long)]
+    pub ina_latency_ns: Option<u64>,
+    /// Override the profile's aggregation slots per group (chunks in flight).
+    #[arg(long)]
+    pub ina_slots: Option<u32>,
+    /// Switch-offloaded barriers: on or off (off: dissemination on the hosts).
+    #[arg(long, default_value = "on")]
+    pub switch_barriers: String,
+    /// Host algorithm an in-network all-reduce falls back to: ring, tree or hd.
+    #[arg(long, default_value = "ring")]
+    pub fallback_algo: String,
+    /// Per-message host overhead before each flow starts, ns.
+    #[arg(long, default_value_t = 0)]
+    pub host_overhead_ns: u64,
+    /// Repetitions of the workload (each waits for the previous at every host).
+    #[arg(long, default_value_t = 1)]
+    pub iterations: u32,
+}
+
+impl WorkloadArgs {
+    /// The workload, or `None` when the run simulates traffic.
+    pub fn workload(
+        &self,
+        topo: &Topology,
+        config: &NetConfig,
+    ) -> anyhow::Result<Option<Workload>> {
+        let Some(name) = &self.workload else {
+            return Ok(None);
+        };
+        let hosts = topo.host_count();
+        let algorithm = match &self.algo {
+            None => None,
+            Some(a) => Some(Algorithm::parse(a).with_context(|| {
+                format!(
+                    "--algo: unknown `{a}` ({})",
+                    Algorithm::ALL.map(|a| a.name()).join(", ")
+                )
+            })?),
+        };
+        let mut spec = if let Some(op) = CollectiveOp::parse(name) {
+            let algorithm = algorithm.unwrap_or_else(|| op.default_algorithm());
+            if !op.algorithms().contains(&algorithm) {
+                bail!(
+                    "--algo: {} does not implement {} (use {})",
+                    algorithm.name(),
+                    op.name(),
+                    op.algorithms()
+                        .iter()
+                        .map(|a| a.name())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+            }
+            let size_bytes = parse_size(&self.size).map_err(|e| anyhow::anyhow!("--size: {e}"))?;
+            let group =
+                GroupSpec::parse(&self.group).map_err(|e| anyhow::anyhow!("--group: {e}"))?;
+            let dtype = Dtype::parse(&self.dtype).with_context(|| {
+                format!(
+                    "--dtype: unknown `{}` ({})",
+                    self.dtype,
+                    Dtype::ALL.map(|d| d.name()).join(", ")
+                )
+            })?;
+            let reduce_op = ReduceOp::parse(&self.reduce_op).with_context(|| {
+                format!("--reduce-op: unknown `{}` (sum, min, max)", self.reduce_op)
+            })?;
+            let mut spec = WorkloadSpec::single(OpSpec {
+                op,
+                algorithm,
+                size_bytes,
+                group,
+                dtype,
+                reduce_op,
+            });
+            spec.parallelism = Some(
+                Parallelism::new(hosts, self.tp, self.pp, self.ep)
+                    .map_err(|e| anyhow::anyhow!("--tp/--pp/--ep: {e}"))?,
+            );
+            spec.iterations = self.iterations;
+            spec.channels = self.channels;
+            spec.chunks = self.chunks;
+            spec
+        } else {
+            let path = Path::new(name);
+            if !path.exists() {
+                bail!(
+                    "--workload: `{name}` is neither a collective ({}) nor an existing file",
+                    CollectiveOp::ALL.map(|o| o.name()).join(", ")
+                );
+            }
+            if path.extension().is_some_and(|e| e == "toml") {
+                file::read(path, hosts)?
+            } else {
+                let mut spec = simai::read(path, hosts, algorithm.unwrap_or(Algorithm::Ring))?;
+                spec.iterations = self.iterations;
+                spec.channels = self.channels;
+                spec.chunks = self.chunks;
+                spec
+            }
+        };
+        spec.host_overhead = SimTime::from_ns(self.host_overhead_ns);
+        let mut profile = SwitchProfile::by_name(&self.switch_profile).with_context(|| {
+            format!(
+                "--switch-profile: unknown `{}` (tofino, sharp)",
+                self.switch_profile
+            )
+        })?;
+        if spec.profile.name != profile.name && self.switch_profile == "tofino" {
+            // The file chose a profile and the flag was left at its default.
+            profile = spec.profile.clone();
+        }
+        if let Some(ns) = self.ina_latency_ns {
+            profile.processing = SimTime::from_ns(ns);
+        }
+        if let Some(slots) = self.ina_slots {
+            if slots == 0 {
+                bail!("--ina-slots: must be positive");
+            }
+            profile.slots_per_group = slots;
+            profile.slots_total = profile.slots_total.max(slots);
+        }
+        profile.barriers = match self.switch_barriers.as_str() {
+            "on" => true,
+            "off" => false,
+            other => bail!("--switch-barriers: `{other}` is not on or off"),
+        };
+        spec.profile = profile;
+        let fallback = Algorithm::parse(&self.fallback_algo)
+            .filter(|a| matches!(a, Algorithm::Ring | Algorithm::Tree | Algorithm::Hd))
+            .with_context(|| {
+                format!(
+                    "--fallback-algo: `{}` is not ring, tree or hd",
+                    self.fallback_algo
+                )
+            })?;
+        if self.fallback_algo != "ring" {
+            // Otherwise keep what a workload file chose (ring by default).
+            spec.fallback = fallback;
+        }
+        Ok(Some(
+            workload::build(&spec, topo, config).context("--workload")?,
+        ))
+    }
+}

@@ -400,6 +400,7 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
                 }
             }
         }
+        root_tasks.sort_unstable();
         let mut aggregators = HashMap::new();
         for (op_id, op) in workload.ina_ops.iter().enumerate() {
             for (i, t) in op.tree.iter().enumerate() {

@@ -248,3 +248,96 @@ fn partition_reports_cut_balance_and_lookahead() {
         assert!(text.contains(word), "{word} missing from: {text}");
     }
 }
+
+#[test]
+fn a_collective_workload_writes_the_collectives_and_switch_offload_tables() {
+    let dir = scratch("collective");
+    let out = dir.join("out");
+    let o = netsim(&[
+        "--topo",
+        "star",
+        "--hosts",
+        "8",
+        "--workload",
+        "allreduce",
+        "--algo",
+        "ina",
+        "--dtype",
+        "int32",
+        "--size",
+        "64KiB",
+        "--threads",
+        "1",
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let run: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("run.json")).unwrap()).unwrap();
+    assert_eq!(run["collectives_finished"], 1);
+    assert_eq!(run["rows"]["collectives"], 1);
+    assert_eq!(run["rows"]["switch_offload"], 1);
+    // Every member streamed into the switch: one flow each.
+    assert_eq!(run["rows"]["flows"], 8);
+    for table in ["collectives", "switch_offload"] {
+        assert_eq!(parquet_files(&out.join(table)), 1, "{table}");
+    }
+}
+
+#[test]
+fn bad_workloads_exit_with_code_2_naming_the_line_or_flag() {
+    let dir = scratch("bad-workload");
+    let cycle = dir.join("cycle.toml");
+    std::fs::write(
+        &cycle,
+        "[[phase]]\nname = \"a\"\ncompute_ns = 5\nafter = [\"b\"]\n\n[[phase]]\nname = \"b\"\ncollective = \"allreduce\"\nsize = \"1MiB\"\nafter = [\"a\"]\n",
+    )
+    .unwrap();
+    let simai = dir.join("layers.txt");
+    std::fs::write(
+        &simai,
+        "DATA\n2\nl0 -1 5 ALLREDUCE 4096 5 NONE 0 5 NONE 0 5\nl1 -1 5 ALLREDUCE four 5 NONE 0 5 NONE 0 5\n",
+    )
+    .unwrap();
+    let out = dir.join("out");
+    let cycle_arg = cycle.to_str().unwrap();
+    let simai_arg = simai.to_str().unwrap();
+    for (args, needles) in [
+        (
+            vec!["--workload", "allreduce", "--group", "0,1,99"],
+            vec!["host 99"],
+        ),
+        (
+            vec!["--workload", "allreduce", "--size", "0"],
+            vec!["--size"],
+        ),
+        (
+            vec!["--workload", "allreduce", "--algo", "direct"],
+            vec!["--algo"],
+        ),
+        (vec!["--workload", "gossip"], vec!["gossip"]),
+        (vec!["--workload", cycle_arg], vec!["cycle.toml:", "cycle"]),
+        (
+            vec!["--workload", simai_arg],
+            vec!["layers.txt:4", "fwd_comm_size"],
+        ),
+    ] {
+        let mut all = vec![
+            "--topo",
+            "fat-tree",
+            "--k",
+            "4",
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        all.extend(args.iter().copied());
+        let o = netsim(&all);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        for needle in needles {
+            assert!(stderr(&o).contains(needle), "{args:?}: {}", stderr(&o));
+        }
+        assert!(!stderr(&o).contains("panicked"));
+        assert_eq!(parquet_files(&out), 0, "{args:?} left output");
+    }
+}

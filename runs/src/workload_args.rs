@@ -108,7 +108,11 @@ impl WorkloadArgs {
                         .join(", ")
                 );
             }
-            let size_bytes = parse_size(&self.size).map_err(|e| anyhow::anyhow!("--size: {e}"))?;
+            let size_bytes = if op == CollectiveOp::Barrier {
+                0
+            } else {
+                parse_size(&self.size).map_err(|e| anyhow::anyhow!("--size: {e}"))?
+            };
             let group =
                 GroupSpec::parse(&self.group).map_err(|e| anyhow::anyhow!("--group: {e}"))?;
             let dtype = Dtype::parse(&self.dtype).with_context(|| {

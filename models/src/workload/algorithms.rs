@@ -241,9 +241,10 @@ pub fn all_to_all(
 /// Broadcast from `group[0]` or reduce to it, over a pipelined chain or a
 /// binary tree, chunk by chunk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Rooted {
-    Broadcast,
-    Reduce,
+pub struct Rooted {
+    pub reduce: bool,
+    /// A binary tree rather than a chain.
+    pub tree: bool,
 }
 
 pub fn rooted(
@@ -251,8 +252,7 @@ pub fn rooted(
     coll: u32,
     group: &[NodeIndex],
     size_bytes: u64,
-    what: Rooted,
-    tree: bool,
+    Rooted { reduce, tree }: Rooted,
     pieces: Pieces,
     entry: &HostTasks,
 ) {
@@ -272,23 +272,21 @@ pub fn rooted(
     for chunk in 0..chunks {
         let bytes = part(size_bytes, chunks, chunk);
         let mut flow_into = vec![NONE; n];
-        match what {
-            Rooted::Broadcast => {
-                for pos in 1..n {
-                    let from = parent(pos);
-                    let received: &[u32] = if from == 0 { &[] } else { &[flow_into[from]] };
-                    let deps = after_entry(entry, group[from], received);
-                    flow_into[pos] = b.flow(group[from], group[pos], bytes, coll, &deps);
-                }
+        if reduce {
+            // flow_into[pos]: the flow pos sends up.
+            for pos in (1..n).rev() {
+                let kids = children(pos);
+                let received: Vec<u32> = kids.iter().map(|&k| flow_into[k]).collect();
+                let deps = after_entry(entry, group[pos], &received);
+                flow_into[pos] = b.flow(group[pos], group[parent(pos)], bytes, coll, &deps);
             }
-            Rooted::Reduce => {
-                // flow_into[pos]: the flow pos sends up.
-                for pos in (1..n).rev() {
-                    let kids = children(pos);
-                    let received: Vec<u32> = kids.iter().map(|&k| flow_into[k]).collect();
-                    let deps = after_entry(entry, group[pos], &received);
-                    flow_into[pos] = b.flow(group[pos], group[parent(pos)], bytes, coll, &deps);
-                }
+        } else {
+            // flow_into[pos]: the flow that brings pos the chunk.
+            for pos in 1..n {
+                let from = parent(pos);
+                let received: &[u32] = if from == 0 { &[] } else { &[flow_into[from]] };
+                let deps = after_entry(entry, group[from], received);
+                flow_into[pos] = b.flow(group[from], group[pos], bytes, coll, &deps);
             }
         }
     }

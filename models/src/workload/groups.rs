@@ -57,13 +57,13 @@ impl Parallelism {
                 "parallel sizes (tp, pp, ep) must be positive".into(),
             ));
         }
-        if ranks % (tp * pp) != 0 {
+        if !ranks.is_multiple_of(tp * pp) {
             return Err(GroupError::Invalid(format!(
                 "tp {tp} x pp {pp} does not divide the {ranks} ranks"
             )));
         }
         let dp = ranks / (tp * pp);
-        if dp % ep != 0 {
+        if !dp.is_multiple_of(ep) {
             return Err(GroupError::Invalid(format!(
                 "ep {ep} does not divide the data-parallel size {dp}"
             )));

@@ -167,6 +167,9 @@ pub struct TreeNode {
     pub child_ports: Vec<PortIndex>,
 }
 
+/// Per member of an operation: `(host, port toward its leaf switch)`.
+pub type Members = Vec<(NodeIndex, PortIndex)>;
+
 /// An offloaded operation: its tree, chunking and flow control.
 #[derive(Clone, Debug, PartialEq)]
 pub struct InaOp {
@@ -181,8 +184,7 @@ pub struct InaOp {
     /// Chunks a member may have outstanding (= aggregation slots per switch).
     pub slots: u32,
     pub processing: SimTime,
-    /// Per member: `(host, port toward its leaf switch)`.
-    pub members: Vec<(NodeIndex, PortIndex)>,
+    pub members: Members,
 }
 
 impl InaOp {
@@ -228,7 +230,7 @@ fn hops_from(topo: &Topology, from: NodeIndex, dist: &mut [u32], queue: &mut Vec
 pub fn aggregation_tree(
     topo: &Topology,
     members: &[NodeIndex],
-) -> Option<(Vec<TreeNode>, Vec<(NodeIndex, PortIndex)>)> {
+) -> Option<(Vec<TreeNode>, Members)> {
     let mut uplinks = Vec::with_capacity(members.len());
     let mut leaves: Vec<NodeIndex> = Vec::new();
     for &m in members {

@@ -404,13 +404,11 @@ impl Cx<'_> {
                 algo::all_to_all(b, coll, group, size, flat, entry);
             }
             (CollectiveOp::Broadcast | CollectiveOp::Reduce, algorithm) => {
-                let what = if op.op == CollectiveOp::Broadcast {
-                    Rooted::Broadcast
-                } else {
-                    Rooted::Reduce
+                let shape = Rooted {
+                    reduce: op.op == CollectiveOp::Reduce,
+                    tree: algorithm == Algorithm::Tree,
                 };
-                let tree = algorithm == Algorithm::Tree;
-                algo::rooted(b, coll, group, size, what, tree, tree_whole, entry);
+                algo::rooted(b, coll, group, size, shape, tree_whole, entry);
             }
             (CollectiveOp::Barrier, _) => algo::dissemination_barrier(b, coll, group, entry),
             (op, algorithm) => {

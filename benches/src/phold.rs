@@ -109,7 +109,7 @@ impl Model for Phold {
 /// Runs PHOLD on `shards` worker threads (nodes dealt in contiguous blocks).
 pub fn run_phold(config: &PholdConfig, shards: u32) -> Result<PholdOutcome, LayoutError> {
     let layout = Layout::blocks(config.nodes, shards, config.lookahead)?;
-    let reports = run_on_threads(&layout, config.seed, config.end, |_: ShardId, nodes| {
+    let reports = run_on_threads(&layout, config.seed, config.end, None, |_: ShardId, nodes| {
         Phold::new(config, nodes)
     });
     let n = config.nodes as usize;

@@ -35,6 +35,7 @@
 mod ids;
 mod layout;
 pub mod process;
+mod progress;
 mod queue;
 mod rng;
 mod shard;
@@ -45,6 +46,7 @@ mod time;
 pub use ids::{NodeId, ShardId};
 pub use layout::{Layout, LayoutError};
 pub use queue::{Event, EventQueue, MAX_NODES};
+pub use progress::Progress;
 pub use rng::{splitmix64, NodeRng};
 pub use shard::{run_shard, Context, Model, ShardReport};
 pub use sync::{Aborted, Comm};

@@ -1,7 +1,7 @@
 //! A shard: the nodes it owns, their event queue, and the window loop.
 
 use crate::sync::{Aborted, Comm};
-use crate::{Event, EventQueue, Layout, NodeId, NodeRng, ShardId, SimTime};
+use crate::{Event, EventQueue, Layout, NodeId, NodeRng, Progress, ShardId, SimTime};
 
 /// A simulation model: the state of the nodes one shard owns and how they
 /// react to events. The engine calls it; it never sees queues, shards or
@@ -138,6 +138,9 @@ pub struct ShardReport<M> {
 /// event earlier than `min(T + lookahead, end)`, then exchange outboxes. No
 /// event another shard creates in this window can land before `T +
 /// lookahead`, so handling up to there is safe.
+///
+/// With `progress`, the shard reports the window start and its handled
+/// events there once per window.
 pub fn run_shard<M: Model, C: Comm<M::Payload>>(
     layout: &Layout,
     shard: ShardId,
@@ -145,6 +148,7 @@ pub fn run_shard<M: Model, C: Comm<M::Payload>>(
     end: SimTime,
     mut model: M,
     comm: &mut C,
+    progress: Option<&Progress>,
 ) -> Result<ShardReport<M>, Aborted> {
     let nodes = layout.nodes(shard);
     let mut state = ShardState {
@@ -171,12 +175,24 @@ pub fn run_shard<M: Model, C: Comm<M::Payload>>(
     let mut handled_events = 0u64;
     let mut windows = 0u64;
     let mut last_event_time = SimTime::ZERO;
+    let mut reported_events = 0u64;
     loop {
         let local_next = state.queue.next_time().min(state.outbox_next);
         state.outbox_next = SimTime::MAX;
         let global_next = comm.exchange(&mut state.outboxes, local_next, &mut inbox)?;
         for event in inbox.drain(..) {
             state.queue.push(event);
+        }
+        if let Some(progress) = progress {
+            // After the last window `global_next` is `end` or "no event":
+            // the last event handled is as far as the run is known to be.
+            let reached = if global_next < end {
+                global_next
+            } else {
+                last_event_time
+            };
+            progress.window(reached, handled_events - reported_events);
+            reported_events = handled_events;
         }
         if global_next >= end {
             break;

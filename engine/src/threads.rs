@@ -2,7 +2,7 @@
 
 use crate::shard::{run_shard, Model, ShardReport};
 use crate::sync::{Comm, ThreadExchange};
-use crate::{Layout, ShardId, SimTime};
+use crate::{Layout, Progress, ShardId, SimTime};
 use std::panic::{self, AssertUnwindSafe};
 
 /// Runs every shard of `layout` on its own worker thread until no event
@@ -10,7 +10,8 @@ use std::panic::{self, AssertUnwindSafe};
 /// order.
 ///
 /// `make_model(shard, nodes)` builds a shard's model on the thread that runs
-/// it, so its memory is touched first by that thread.
+/// it, so its memory is touched first by that thread. With `progress`, the
+/// shards report how far they got once per window (see [`Progress`]).
 ///
 /// # Panics
 /// Re-raises the first panic of any shard (a model bug such as a lookahead
@@ -19,6 +20,7 @@ pub fn run_on_threads<M, F>(
     layout: &Layout,
     seed: u64,
     end: SimTime,
+    progress: Option<&Progress>,
     make_model: F,
 ) -> Vec<ShardReport<M>>
 where
@@ -38,7 +40,7 @@ where
                         let mut comm = exchange.endpoint(s);
                         let outcome = panic::catch_unwind(AssertUnwindSafe(|| {
                             let model = make_model(shard, layout.nodes(shard));
-                            run_shard(layout, shard, seed, end, model, &mut comm)
+                            run_shard(layout, shard, seed, end, model, &mut comm, progress)
                         }));
                         if outcome.is_err() {
                             comm.abort();

@@ -27,7 +27,7 @@ fn fabric(spec: &TopoSpec, flows: Vec<FlowSpec>, config: NetConfig) -> Fabric {
 
 fn run(fabric: &Fabric, end: SimTime) -> NetRun<MemorySink> {
     let layout = Layout::blocks(fabric.topo.node_count(), 1, SimTime::MAX).unwrap();
-    simulate(fabric, &layout, end, |_| MemorySink::default())
+    simulate(fabric, &layout, end, None, |_| MemorySink::default())
 }
 
 fn flows(run: &NetRun<MemorySink>) -> Vec<FlowRecord> {

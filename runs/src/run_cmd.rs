@@ -215,7 +215,7 @@ impl RunArgs {
         let end = self.end_us.map_or(SimTime::MAX, SimTime::from_us);
 
         let sim_started = Instant::now();
-        let run = simulate(&plan.fabric, &layout, end, |shard| {
+        let run = simulate(&plan.fabric, &layout, end, None, |shard| {
             sinks[shard.index()]
                 .lock()
                 .expect("sink lock")

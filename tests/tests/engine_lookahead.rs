@@ -1,7 +1,8 @@
 //! The engine catches a model that sends a cross-shard event earlier than the
-//! lookahead allows, and stops the other shards instead of hanging.
+//! lookahead allows, and stops the other shards instead of hanging; a
+//! progress handle ends up counting every event.
 
-use netsim_engine::{run_on_threads, Context, Layout, Model, NodeId, SimTime};
+use netsim_engine::{run_on_threads, Context, Layout, Model, NodeId, Progress, SimTime};
 
 /// Node 0 pings node 1 with a fixed delay; node 1 answers back.
 struct PingPong {
@@ -23,10 +24,25 @@ impl Model for PingPong {
     }
 }
 
-fn run(delay: SimTime) -> u64 {
+fn run_with(delay: SimTime, progress: Option<&Progress>) -> u64 {
     let layout = Layout::blocks(2, 2, SimTime::from_ns(10)).unwrap();
-    let reports = run_on_threads(&layout, 1, SimTime::from_us(1), |_, _| PingPong { delay });
+    let reports = run_on_threads(&layout, 1, SimTime::from_us(1), progress, |_, _| {
+        PingPong { delay }
+    });
     reports.iter().map(|r| r.handled_events).sum()
+}
+
+fn run(delay: SimTime) -> u64 {
+    run_with(delay, None)
+}
+
+#[test]
+fn progress_counts_every_event_and_reaches_the_last_one() {
+    let progress = Progress::new();
+    assert_eq!(run_with(SimTime::from_ns(10), Some(&progress)), 100);
+    assert_eq!(progress.events(), 100);
+    // Events at 1, 11, ..., 991 ns.
+    assert_eq!(progress.sim_time(), SimTime::from_ns(991));
 }
 
 #[test]

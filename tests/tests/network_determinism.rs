@@ -26,7 +26,7 @@ fn telemetry(fabric: &Fabric, shards: u32) -> (Vec<String>, Vec<String>, Vec<Str
         assert!(p.report.edge_cut > 0);
         Layout::new(p.shard_of, shards, p.lookahead).unwrap()
     };
-    let run = simulate(fabric, &layout, SimTime::from_us(400), |_| {
+    let run = simulate(fabric, &layout, SimTime::from_us(400), None, |_| {
         MemorySink::default()
     });
     let mut flows: Vec<String> = Vec::new();

@@ -36,7 +36,9 @@ use aggregation::Aggregator;
 use cc::CcState;
 use config::{CcKind, DragonflyRouting, EcmpMode, NetConfig};
 use hashbrown::HashMap;
-use netsim_engine::{run_on_threads, splitmix64, Context, Layout, Model, NodeId, ShardId, SimTime};
+use netsim_engine::{
+    run_on_threads, splitmix64, Context, Layout, Model, NodeId, Progress, ShardId, SimTime,
+};
 use netsim_topo::{DragonflyIndex, Routing, Topology};
 use packet::{Packet, PacketKind, PRIORITIES, PRIO_CONTROL, PRIO_DATA};
 use std::collections::VecDeque;
@@ -1547,13 +1549,20 @@ pub fn merge_spans<'a>(parts: impl Iterator<Item = &'a [CollectiveSpan]>) -> Vec
 
 /// Runs the network of `fabric` on the shards of `layout`, one worker
 /// thread each, until every flow has finished or `end` is reached.
-/// `make_sink(shard)` gives each shard its telemetry sink.
-pub fn simulate<S, F>(fabric: &Fabric, layout: &Layout, end: SimTime, make_sink: F) -> NetRun<S>
+/// `make_sink(shard)` gives each shard its telemetry sink; `progress`, if
+/// given, follows the run (for a progress display).
+pub fn simulate<S, F>(
+    fabric: &Fabric,
+    layout: &Layout,
+    end: SimTime,
+    progress: Option<&Progress>,
+    make_sink: F,
+) -> NetRun<S>
 where
     S: TelemetrySink,
     F: Fn(ShardId) -> S + Sync,
 {
-    let reports = run_on_threads(layout, fabric.seed, end, |shard, nodes| {
+    let reports = run_on_threads(layout, fabric.seed, end, progress, |shard, nodes| {
         Network::new(fabric, nodes, make_sink(shard))
     });
     let sim_end = reports

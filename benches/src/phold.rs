@@ -109,9 +109,13 @@ impl Model for Phold {
 /// Runs PHOLD on `shards` worker threads (nodes dealt in contiguous blocks).
 pub fn run_phold(config: &PholdConfig, shards: u32) -> Result<PholdOutcome, LayoutError> {
     let layout = Layout::blocks(config.nodes, shards, config.lookahead)?;
-    let reports = run_on_threads(&layout, config.seed, config.end, None, |_: ShardId, nodes| {
-        Phold::new(config, nodes)
-    });
+    let reports = run_on_threads(
+        &layout,
+        config.seed,
+        config.end,
+        None,
+        |_: ShardId, nodes| Phold::new(config, nodes),
+    );
     let n = config.nodes as usize;
     let mut outcome = PholdOutcome {
         handled_per_node: vec![0; n],

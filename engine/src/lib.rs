@@ -45,8 +45,8 @@ mod time;
 
 pub use ids::{NodeId, ShardId};
 pub use layout::{Layout, LayoutError};
-pub use queue::{Event, EventQueue, MAX_NODES};
 pub use progress::Progress;
+pub use queue::{Event, EventQueue, MAX_NODES};
 pub use rng::{splitmix64, NodeRng};
 pub use shard::{run_shard, Context, Model, ShardReport};
 pub use sync::{Aborted, Comm};

@@ -45,6 +45,31 @@ pub struct QueueSample {
     pub paused: bool,
 }
 
+/// One direction of a link over one sampling interval `(time_ns -
+/// interval_ns, time_ns]`, sampled at the same instants as the queues.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LinkSample {
+    /// End of the interval.
+    pub time_ns: u64,
+    /// The sampling period, except for the last interval, which ends with the run.
+    pub interval_ns: u64,
+    /// The link's index in the topology.
+    pub link: u32,
+    /// Sending node and its port (as in the `queues` table).
+    pub src: u32,
+    pub src_port: u32,
+    /// Receiving node.
+    pub dst: u32,
+    /// `<src role>-<dst role>` (`host-tor`, `tor-agg`, `agg-core`, ...), or
+    /// `local` / `global` between dragonfly routers of one group / two groups.
+    pub tier: &'static str,
+    /// Bytes serialised onto the link during the interval (a packet on the
+    /// wire at an instant counts pro rata on each side of it).
+    pub tx_bytes: u64,
+    /// `tx_bytes * 8 / (bandwidth * interval)`, 0 to 1.
+    pub utilization: f64,
+}
+
 /// Whether a PFC frame pauses or resumes a priority.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PfcEvent {
@@ -117,6 +142,7 @@ pub trait TelemetrySink: Send {
     fn queue(&mut self, sample: QueueSample);
     fn pfc(&mut self, record: PfcRecord);
     fn switch_offload(&mut self, record: SwitchOffloadRecord);
+    fn link(&mut self, sample: LinkSample);
 }
 
 /// Keeps every row in memory; for tests and small runs.
@@ -126,6 +152,7 @@ pub struct MemorySink {
     pub queues: Vec<QueueSample>,
     pub pfc: Vec<PfcRecord>,
     pub switch_offload: Vec<SwitchOffloadRecord>,
+    pub links: Vec<LinkSample>,
 }
 
 impl TelemetrySink for MemorySink {
@@ -140,5 +167,8 @@ impl TelemetrySink for MemorySink {
     }
     fn switch_offload(&mut self, record: SwitchOffloadRecord) {
         self.switch_offload.push(record);
+    }
+    fn link(&mut self, sample: LinkSample) {
+        self.links.push(sample);
     }
 }

@@ -83,7 +83,7 @@ fn run(fabric: &Fabric, shards: u32) -> NetRun<MemorySink> {
         .unwrap();
         Layout::new(p.shard_of, p.shards, p.lookahead).unwrap()
     };
-    simulate(fabric, &layout, SimTime::from_us(100_000), |_| {
+    simulate(fabric, &layout, SimTime::from_us(100_000), None, |_| {
         MemorySink::default()
     })
 }

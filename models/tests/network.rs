@@ -322,3 +322,134 @@ fn valiant_and_ugal_take_non_minimal_paths() {
     // Adaptivity pays under adversarial load (measured: 0.69 ms vs 1.02 ms).
     assert!(ugal < minimal, "ugal {ugal} vs minimal {minimal}");
 }
+
+fn links(run: &NetRun<MemorySink>) -> Vec<netsim_models::telemetry::LinkSample> {
+    run.shards
+        .iter()
+        .flat_map(|s| s.sink.links.clone())
+        .collect()
+}
+
+#[test]
+fn link_bytes_are_conserved_in_a_lossless_incast() {
+    // Sixteen senders into host 0 through one switch (node 17).
+    let size = 500_000;
+    let flows_in: Vec<FlowSpec> = (1..=16).map(|s| flow(s, 0, size)).collect();
+    let config = NetConfig {
+        cc: CcKind::Dcqcn,
+        buffer_bytes: 4 << 20,
+        sample_period: SimTime::from_ns(3_000),
+        ..NetConfig::default()
+    };
+    let mtu = u64::from(config.mtu_bytes);
+    let wire_bytes = size + size.div_ceil(mtu) * u64::from(config.header_bytes);
+    let fabric = fabric(&star(17, 100, 1000), flows_in, config);
+    let run = run(&fabric, SimTime::MAX);
+    assert!(run.stats().pfc_pauses > 0, "the incast should pause");
+    assert!(flows(&run)
+        .iter()
+        .all(|f| f.finished && f.retransmitted_pkts == 0));
+    let rows = links(&run);
+    let sum = |keep: &dyn Fn(&netsim_models::telemetry::LinkSample) -> bool| -> u64 {
+        rows.iter().filter(|r| keep(r)).map(|r| r.tx_bytes).sum()
+    };
+    // A sender's uplink carries exactly its flow's packets, headers included.
+    for host in 1..=16 {
+        assert_eq!(sum(&|r| r.src == host), wire_bytes, "uplink of host {host}");
+    }
+    // The receiver's downlink carries all of them; the switch forwards every
+    // byte it receives (ACKs and CNPs from host 0 included).
+    assert_eq!(sum(&|r| r.dst == 0), 16 * wire_bytes);
+    assert_eq!(sum(&|r| r.src == 17), sum(&|r| r.dst == 17));
+    // Intervals tile the run: every direction has one row per period up to
+    // the end, the last one shorter.
+    let end_ns = run.sim_end.as_ps().div_ceil(1000);
+    for dir in rows.iter().filter(|r| r.time_ns == 3_000) {
+        let mine: Vec<_> = rows
+            .iter()
+            .filter(|r| (r.link, r.src) == (dir.link, dir.src))
+            .collect();
+        assert_eq!(mine.iter().map(|r| r.interval_ns).sum::<u64>(), end_ns);
+        assert_eq!(mine.last().unwrap().time_ns, end_ns);
+    }
+    assert!(rows.iter().all(|r| r.utilization <= 1.0), "over line rate");
+    // The receiver's downlink is the bottleneck: busy in steady state.
+    let busy = rows
+        .iter()
+        .filter(|r| r.dst == 0 && r.time_ns > 20_000 && r.time_ns < 60_000);
+    assert!(busy.clone().count() > 10);
+    assert!(busy.clone().all(|r| r.utilization > 0.99), "idle downlink");
+    assert!(rows
+        .iter()
+        .all(|r| r.tier == if r.src == 17 { "tor-host" } else { "host-tor" }));
+}
+
+#[test]
+fn a_line_rate_flow_uses_its_links_fully() {
+    let config = NetConfig {
+        cc: CcKind::None,
+        sample_period: SimTime::from_ns(1_000),
+        ..NetConfig::default()
+    };
+    let fabric = fabric(&star(2, 100, 1000), vec![flow(0, 1, 1_000_000)], config);
+    let run = run(&fabric, SimTime::MAX);
+    let fct_ns = flows(&run)[0].fct_ns.unwrap();
+    let rows = links(&run);
+    // Hops: host 0 -> switch 2 -> host 1; both directions of data are busy
+    // from the first packet's arrival to (nearly) the last one's.
+    for (src, dst) in [(0, 2), (2, 1)] {
+        let steady: Vec<f64> = rows
+            .iter()
+            .filter(|r| (r.src, r.dst) == (src, dst))
+            .filter(|r| r.time_ns >= 3_000 && r.time_ns + 5_000 <= fct_ns)
+            .map(|r| r.utilization)
+            .collect();
+        assert!(steady.len() > 70, "{} steady samples", steady.len());
+        for u in steady {
+            assert!((0.999..=1.0).contains(&u), "{src}->{dst}: utilization {u}");
+        }
+    }
+    // The reverse direction carries only ACKs: a few percent.
+    let acks = rows
+        .iter()
+        .filter(|r| r.src == 1 && r.time_ns > 3_000 && r.time_ns < 80_000);
+    assert!(acks
+        .clone()
+        .all(|r| r.utilization > 0.0 && r.utilization < 0.1));
+}
+
+#[test]
+fn link_tiers_follow_node_roles() {
+    use netsim_models::network::link_tier;
+    use netsim_topo::{DragonflyParams, FatTreeParams};
+    let tiers = |spec: TopoSpec| {
+        let topo = build(&spec).unwrap();
+        let mut tiers: Vec<&str> = topo
+            .links()
+            .iter()
+            .flat_map(|l| [link_tier(&topo, l.a, l.b), link_tier(&topo, l.b, l.a)])
+            .collect();
+        tiers.sort_unstable();
+        tiers.dedup();
+        tiers
+    };
+    let fat_tree = TopoSpec::FatTree(FatTreeParams {
+        k: 4,
+        ..FatTreeParams::default()
+    });
+    assert_eq!(
+        tiers(fat_tree),
+        ["agg-core", "agg-tor", "core-agg", "host-tor", "tor-agg", "tor-host"]
+    );
+    let dragonfly = TopoSpec::Dragonfly(DragonflyParams {
+        p: 2,
+        a: 4,
+        h: 2,
+        groups: None,
+        ..DragonflyParams::default()
+    });
+    assert_eq!(
+        tiers(dragonfly),
+        ["global", "host-router", "local", "router-host"]
+    );
+}

@@ -97,7 +97,7 @@ pub struct NetworkArgs {
     /// Go-back-N retransmission timeout in microseconds (drops, or reordering under spray).
     #[arg(long, default_value_t = 500.0)]
     pub rto_us: f64,
-    /// Sampling period of the `queues` table in nanoseconds (0: off).
+    /// Sampling period of the `queues` and `links` tables in nanoseconds (0: off).
     #[arg(long, default_value_t = 100_000)]
     pub sample_ns: u64,
 }

@@ -10,7 +10,8 @@ use anyhow::Context as _;
 use netsim_engine::{process::peak_rss_bytes, Layout, SimTime};
 use netsim_models::network::{collective_records, simulate, Fabric};
 use netsim_models::telemetry::{
-    CollectiveRecord, FlowRecord, PfcRecord, QueueSample, SwitchOffloadRecord, TelemetrySink,
+    CollectiveRecord, FlowRecord, LinkSample, PfcRecord, QueueSample, SwitchOffloadRecord,
+    TelemetrySink,
 };
 use netsim_models::workload::Workload;
 use netsim_partition::{partition, Partition, PartitionConfig, PartitionError, Strategy};
@@ -80,6 +81,7 @@ struct ParquetSink {
     queues: TableWriter<QueueSample>,
     pfc: TableWriter<PfcRecord>,
     switch_offload: TableWriter<SwitchOffloadRecord>,
+    links: TableWriter<LinkSample>,
     error: Option<TelemetryError>,
     /// Completion times of finished flows, for the run's percentiles.
     fcts_ns: Vec<u64>,
@@ -93,8 +95,8 @@ impl ParquetSink {
     }
 
     /// Renames the part files into place; returns rows of (flows, queues,
-    /// pfc, switch_offload).
-    fn finish(self) -> Result<[u64; 4], TelemetryError> {
+    /// pfc, switch_offload, links).
+    fn finish(self) -> Result<[u64; 5], TelemetryError> {
         if let Some(e) = self.error {
             return Err(e);
         }
@@ -103,6 +105,7 @@ impl ParquetSink {
             self.queues.finish()?,
             self.pfc.finish()?,
             self.switch_offload.finish()?,
+            self.links.finish()?,
         ])
     }
 }
@@ -123,6 +126,10 @@ impl TelemetrySink for ParquetSink {
     }
     fn switch_offload(&mut self, record: SwitchOffloadRecord) {
         let r = self.switch_offload.push(&record);
+        self.keep(r);
+    }
+    fn link(&mut self, sample: LinkSample) {
+        let r = self.links.push(&sample);
         self.keep(r);
     }
 }
@@ -206,6 +213,7 @@ impl RunArgs {
                     queues: TableWriter::create(&part)?,
                     pfc: TableWriter::create(&part)?,
                     switch_offload: TableWriter::create(&part)?,
+                    links: TableWriter::create(&part)?,
                     error: None,
                     fcts_ns: Vec::new(),
                 })))
@@ -239,7 +247,7 @@ impl RunArgs {
             writer.push(c)?;
         }
         let collective_rows = writer.finish()?;
-        let mut rows = [0u64; 4];
+        let mut rows = [0u64; 5];
         let mut fcts = Vec::new();
         let stats = run.stats();
         let events = run.events();
@@ -296,6 +304,7 @@ impl RunArgs {
                 "pfc": rows[2],
                 "switch_offload": rows[3],
                 "collectives": collective_rows,
+                "links": rows[4],
             },
         });
         write_run_json(&self.out, &summary)?;

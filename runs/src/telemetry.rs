@@ -7,6 +7,7 @@
 //! <out>/flows/part-<rank>-<shard>.parquet     one file per (rank, shard), e.g. part-00000-00003.parquet
 //! <out>/queues/part-<rank>-<shard>.parquet
 //! <out>/pfc/part-<rank>-<shard>.parquet
+//! <out>/links/part-<rank>-<shard>.parquet
 //! ```
 //!
 //! Every file is written under a hidden temporary name (`.part-….parquet.tmp`,

@@ -87,7 +87,7 @@ fn a_small_run_writes_every_table_and_run_json() {
     assert_eq!(run["flows_finished"], 16);
     assert_eq!(run["sent_payload_bytes"], run["delivered_payload_bytes"]);
     // One part per shard and table.
-    for table in ["flows", "queues", "pfc"] {
+    for table in ["flows", "queues", "pfc", "links"] {
         assert_eq!(parquet_files(&out.join(table)), 2, "{table}");
     }
 }

@@ -395,6 +395,7 @@ fn prepare_removes_stale_parts_and_nothing_else() {
             "collectives",
             "figures",
             "flows",
+            "links",
             "pfc",
             "queues",
             "run.json",

@@ -26,8 +26,8 @@ impl Model for PingPong {
 
 fn run_with(delay: SimTime, progress: Option<&Progress>) -> u64 {
     let layout = Layout::blocks(2, 2, SimTime::from_ns(10)).unwrap();
-    let reports = run_on_threads(&layout, 1, SimTime::from_us(1), progress, |_, _| {
-        PingPong { delay }
+    let reports = run_on_threads(&layout, 1, SimTime::from_us(1), progress, |_, _| PingPong {
+        delay,
     });
     reports.iter().map(|r| r.handled_events).sum()
 }

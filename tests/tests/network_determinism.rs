@@ -1,5 +1,5 @@
 //! The network model on 1, 2 and 4 shards writes identical telemetry: the
-//! same flow rows, queue samples and PFC events, value for value.
+//! same flow rows, queue samples, PFC events and link samples, value for value.
 
 use netsim_engine::{Layout, SimTime};
 use netsim_models::network::config::{CcKind, EcmpMode, NetConfig};
@@ -9,8 +9,9 @@ use netsim_models::traffic::{generate, TrafficPattern};
 use netsim_partition::{partition, PartitionConfig, Strategy};
 use netsim_topo::{build, DragonflyParams, FatTreeParams, Routing, TopoSpec};
 
-/// Every row the run wrote, in a canonical order, as text.
-fn telemetry(fabric: &Fabric, shards: u32) -> (Vec<String>, Vec<String>, Vec<String>) {
+/// Every row the run wrote, in a canonical order, as text: flows, queues,
+/// PFC, links.
+fn telemetry(fabric: &Fabric, shards: u32) -> [Vec<String>; 4] {
     let layout = if shards == 1 {
         Layout::blocks(fabric.topo.node_count(), 1, SimTime::MAX).unwrap()
     } else {
@@ -32,15 +33,18 @@ fn telemetry(fabric: &Fabric, shards: u32) -> (Vec<String>, Vec<String>, Vec<Str
     let mut flows: Vec<String> = Vec::new();
     let mut queues: Vec<String> = Vec::new();
     let mut pfc: Vec<String> = Vec::new();
+    let mut links: Vec<String> = Vec::new();
     for shard in &run.shards {
         flows.extend(shard.sink.flows.iter().map(|r| format!("{r:?}")));
         queues.extend(shard.sink.queues.iter().map(|r| format!("{r:?}")));
         pfc.extend(shard.sink.pfc.iter().map(|r| format!("{r:?}")));
+        links.extend(shard.sink.links.iter().map(|r| format!("{r:?}")));
     }
-    flows.sort();
-    queues.sort();
-    pfc.sort();
-    (flows, queues, pfc)
+    let mut tables = [flows, queues, pfc, links];
+    for table in &mut tables {
+        table.sort();
+    }
+    tables
 }
 
 fn fabric(spec: TopoSpec, config: NetConfig, flow_size: u64) -> Fabric {
@@ -58,16 +62,17 @@ fn fabric(spec: TopoSpec, config: NetConfig, flow_size: u64) -> Fabric {
 
 fn assert_same_on_1_2_4_shards(fabric: &Fabric) {
     let reference = telemetry(fabric, 1);
-    assert!(reference.0.len() == fabric.workload.flows.len());
-    assert!(!reference.1.is_empty());
+    assert!(reference[0].len() == fabric.workload.flows.len());
+    assert!(!reference[1].is_empty());
+    assert!(!reference[3].is_empty());
     for shards in [2, 4] {
         let other = telemetry(fabric, shards);
-        assert_eq!(other.0, reference.0, "flows differ on {shards} shards");
-        assert_eq!(
-            other.1, reference.1,
-            "queue samples differ on {shards} shards"
-        );
-        assert_eq!(other.2, reference.2, "PFC events differ on {shards} shards");
+        for (table, (a, b)) in ["flows", "queues", "pfc", "links"]
+            .iter()
+            .zip(other.iter().zip(&reference))
+        {
+            assert_eq!(a, b, "{table} rows differ on {shards} shards");
+        }
     }
 }
 

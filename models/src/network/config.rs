@@ -119,7 +119,7 @@ pub struct NetConfig {
     pub ack_interval: u32,
     /// Go-back-N retransmission timeout: drops (lossy mode) and reordering (spraying).
     pub rto: SimTime,
-    /// Queue sampling period of the `queues` table; zero disables sampling.
+    /// Sampling period of the `queues` and `links` tables; zero disables sampling.
     pub sample_period: SimTime,
 }
 

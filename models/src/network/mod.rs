@@ -16,14 +16,16 @@
 //! when it is free it pulls the next packet from its flows, round robin,
 //! honouring each flow's rate (DCQCN) or window (DCTCP).
 //!
-//! Queue samples for the `queues` table are taken without events: a node's
-//! queues change only when it handles an event, so before handling one at
-//! time `t` the node writes the samples due up to `t`, and `finish` writes
-//! the rest.
+//! Queue samples for the `queues` table (switches) and link samples for the
+//! `links` table (every node's egress ports, see `links.rs`) are taken
+//! without events: a node's ports change only when it handles an event, so
+//! before handling one at time `t` the node writes the samples due up to
+//! `t`, and `finish` writes the rest.
 
 mod aggregation;
 pub mod cc;
 pub mod config;
+mod links;
 pub mod packet;
 
 use crate::telemetry::{
@@ -36,6 +38,7 @@ use aggregation::Aggregator;
 use cc::CcState;
 use config::{CcKind, DragonflyRouting, EcmpMode, NetConfig};
 use hashbrown::HashMap;
+pub use links::link_tier;
 use netsim_engine::{
     run_on_threads, splitmix64, Context, Layout, Model, NodeId, Progress, ShardId, SimTime,
 };
@@ -168,6 +171,8 @@ struct Port {
     tx_bytes: [u64; PRIORITIES],
     ecn_marked_pkts: [u64; PRIORITIES],
     dropped_pkts: [u64; PRIORITIES],
+    /// Bytes on the wire by the last link sample.
+    sampled_tx_bytes: u64,
     /// Switches: data bytes buffered that entered through this port.
     ingress_bytes: u64,
     /// Switches: this port's upstream is paused by us.
@@ -350,6 +355,7 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
                     tx_bytes: [0; PRIORITIES],
                     ecn_marked_pkts: [0; PRIORITIES],
                     dropped_pkts: [0; PRIORITIES],
+                    sampled_tx_bytes: 0,
                     ingress_bytes: 0,
                     pause_sent: false,
                     flows: Vec::new(),
@@ -427,7 +433,6 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
         for i in 0..nodes.len() {
             sender_base[i + 1] += sender_base[i];
         }
-        let host_count = topo.host_count();
         let sampling = config.sample_period != SimTime::ZERO;
         Network {
             ecmp_seed: nodes
@@ -437,16 +442,14 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
                     splitmix64(&mut s)
                 })
                 .collect(),
-            next_sample: nodes
-                .iter()
-                .map(|n| {
-                    if sampling && n.0 >= host_count {
-                        SimTime::ZERO
-                    } else {
-                        SimTime::MAX
-                    }
-                })
-                .collect(),
+            next_sample: vec![
+                if sampling {
+                    SimTime::ZERO
+                } else {
+                    SimTime::MAX
+                };
+                nodes.len()
+            ],
             sender_base,
             used_bytes: vec![0; nodes.len()],
             headroom_bytes,
@@ -469,12 +472,21 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
         }
     }
 
-    /// Writes the queue samples due up to `end`, every flow of this shard
-    /// that did not finish and the in-network computing counters, then hands
-    /// back the sink, the counts and what this shard saw of each collective.
+    /// Writes the samples due up to `end` and the links' last, shorter
+    /// interval up to `end` (rounded up to whole nanoseconds), every flow of
+    /// this shard that did not finish and the in-network computing counters,
+    /// then hands back the sink, the counts and what this shard saw of each
+    /// collective.
     pub fn finish(mut self, end: SimTime) -> (S, NetStats, Vec<CollectiveSpan>) {
+        let last = SimTime::from_ns(end.as_ps().div_ceil(1_000));
         for local in 0..self.nodes.len() {
             self.sample_until(local, end);
+            if self.next_sample[local] != SimTime::MAX {
+                let sampled = self.next_sample[local] - self.fabric.config.sample_period;
+                if sampled < last {
+                    self.sample_links(local, sampled, last);
+                }
+            }
         }
         // Workload flows whose dependencies never completed did not exist yet.
         let unfinished: Vec<usize> = (0..self.senders.len())
@@ -527,7 +539,8 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
         }
     }
 
-    /// Writes the samples of local node `local` due at or before `now`.
+    /// Writes the samples of local node `local` due at or before `now`:
+    /// queues of switches, links of every node.
     fn sample_until(&mut self, local: usize, now: SimTime) {
         let period = self.fabric.config.sample_period;
         let node = self.nodes[local].0;
@@ -535,9 +548,20 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
             self.port_base[local] as usize,
             self.port_base[local + 1] as usize,
         );
+        // Queues are sampled at switches only: a host's data waits in its
+        // flows, not in a port queue.
+        let queue_ports = if self.is_host(NodeId(node)) {
+            lo..lo
+        } else {
+            lo..hi
+        };
         while self.next_sample[local] <= now {
-            let time_ns = self.next_sample[local].as_ns();
-            for (port, p) in self.ports[lo..hi].iter().enumerate() {
+            let at = self.next_sample[local];
+            if at > SimTime::ZERO {
+                self.sample_links(local, at - period, at);
+            }
+            let time_ns = at.as_ns();
+            for (port, p) in self.ports[queue_ports.clone()].iter().enumerate() {
                 for prio in 0..PRIORITIES {
                     self.sink.queue(QueueSample {
                         time_ns,

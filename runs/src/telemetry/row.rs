@@ -90,6 +90,15 @@ impl RowBuilder<'_> {
         }
     }
 
+    /// Appends to a `Float64` column.
+    pub fn f64(&mut self, value: f64) {
+        let cell = self.next_cell(false);
+        match cell.builder {
+            ColumnBuilder::Float64(b) => b.append_value(value),
+            _ => cell.wrong_type("f64"),
+        }
+    }
+
     /// Appends to a nullable `Float64` column; `None` is a null.
     pub fn opt_f64(&mut self, value: Option<f64>) {
         let cell = self.next_cell(true);

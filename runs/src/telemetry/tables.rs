@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use netsim_models::telemetry::{
-    CollectiveRecord, FlowRecord, PfcRecord, QueueSample, SwitchOffloadRecord,
+    CollectiveRecord, FlowRecord, LinkSample, PfcRecord, QueueSample, SwitchOffloadRecord,
 };
 
 use super::row::{RowBuilder, TableRow};
@@ -18,6 +18,7 @@ pub const TABLES: &[&str] = &[
     PfcRecord::TABLE,
     CollectiveRecord::TABLE,
     SwitchOffloadRecord::TABLE,
+    LinkSample::TABLE,
 ];
 
 impl TableRow for FlowRecord {
@@ -178,5 +179,36 @@ impl TableRow for SwitchOffloadRecord {
         row.u64(self.barriers_offloaded);
         row.u64(self.barriers_fallback);
         row.u64(self.chunks_aggregated);
+    }
+}
+
+impl TableRow for LinkSample {
+    const TABLE: &'static str = "links";
+
+    fn schema() -> SchemaRef {
+        Arc::new(Schema::new(vec![
+            Field::new("time_ns", DataType::UInt64, false),
+            Field::new("interval_ns", DataType::UInt64, false),
+            Field::new("link", DataType::UInt32, false),
+            Field::new("src", DataType::UInt32, false),
+            Field::new("src_port", DataType::UInt32, false),
+            Field::new("dst", DataType::UInt32, false),
+            // A handful of distinct labels; dictionary-encoded on disk.
+            Field::new("tier", DataType::Utf8, false),
+            Field::new("tx_bytes", DataType::UInt64, false),
+            Field::new("utilization", DataType::Float64, false),
+        ]))
+    }
+
+    fn append(&self, row: &mut RowBuilder<'_>) {
+        row.u64(self.time_ns);
+        row.u64(self.interval_ns);
+        row.u32(self.link);
+        row.u32(self.src);
+        row.u32(self.src_port);
+        row.u32(self.dst);
+        row.str(self.tier);
+        row.u64(self.tx_bytes);
+        row.f64(self.utilization);
     }
 }

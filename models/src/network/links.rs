@@ -1,0 +1,130 @@
+//! Link samples for the `links` table: bytes each link direction carried in
+//! each sampling interval, and its utilisation.
+//!
+//! A port counts a packet's bytes when it starts serialising it. At a
+//! sampling instant the part of the packet still to go is taken back out,
+//! pro rata, so an interval holds exactly the bytes that crossed the wire in
+//! it and a line-rate link reads 1, never more.
+
+use super::{Network, Port};
+use crate::telemetry::{LinkSample, TelemetrySink};
+use netsim_engine::SimTime;
+use netsim_topo::{Role, Topology};
+
+/// `<src role>-<dst role>` for every pair of roles, indexed like [`Role::ALL`].
+const TIERS: [[&str; 6]; 6] = [
+    [
+        "host-host",
+        "host-nvswitch",
+        "host-tor",
+        "host-agg",
+        "host-core",
+        "host-router",
+    ],
+    [
+        "nvswitch-host",
+        "nvswitch-nvswitch",
+        "nvswitch-tor",
+        "nvswitch-agg",
+        "nvswitch-core",
+        "nvswitch-router",
+    ],
+    [
+        "tor-host",
+        "tor-nvswitch",
+        "tor-tor",
+        "tor-agg",
+        "tor-core",
+        "tor-router",
+    ],
+    [
+        "agg-host",
+        "agg-nvswitch",
+        "agg-tor",
+        "agg-agg",
+        "agg-core",
+        "agg-router",
+    ],
+    [
+        "core-host",
+        "core-nvswitch",
+        "core-tor",
+        "core-agg",
+        "core-core",
+        "core-router",
+    ],
+    [
+        "router-host",
+        "router-nvswitch",
+        "router-tor",
+        "router-agg",
+        "router-core",
+        "router-router",
+    ],
+];
+
+/// The tier of the link direction from `src` to `dst`: `<src role>-<dst
+/// role>` (`host-tor` up, `tor-host` down, ...), except between dragonfly
+/// routers, where `local` (one group) and `global` (two groups) say more.
+pub fn link_tier(topo: &Topology, src: u32, dst: u32) -> &'static str {
+    let (a, b) = (topo.node(src), topo.node(dst));
+    if a.role == Role::Router && b.role == Role::Router {
+        return if a.coords.group == b.coords.group {
+            "local"
+        } else {
+            "global"
+        };
+    }
+    let index = |role| {
+        Role::ALL
+            .iter()
+            .position(|&r| r == role)
+            .expect("Role::ALL lists every role")
+    };
+    TIERS[index(a.role)][index(b.role)]
+}
+
+impl Port {
+    /// Bytes this port has put on the wire by `at`: everything it started,
+    /// less what is still to serialise of the packet in flight.
+    fn wire_bytes_by(&self, at: SimTime) -> u64 {
+        let started: u64 = self.tx_bytes.iter().sum();
+        if self.busy_until <= at {
+            return started;
+        }
+        let left_ps = u128::from((self.busy_until - at).as_ps());
+        let left_bytes = (left_ps * u128::from(self.rate_bps)).div_ceil(8_000_000_000_000);
+        started - left_bytes as u64
+    }
+}
+
+impl<S: TelemetrySink> Network<'_, S> {
+    /// Writes one row per port of local node `local` for the interval
+    /// `(from, to]`, which must be non-empty and follow the previous one.
+    pub(super) fn sample_links(&mut self, local: usize, from: SimTime, to: SimTime) {
+        debug_assert!(from < to);
+        let topo = &self.fabric.topo;
+        let node = self.nodes[local].0;
+        let (lo, hi) = (
+            self.port_base[local] as usize,
+            self.port_base[local + 1] as usize,
+        );
+        let interval_ps = (to - from).as_ps() as f64;
+        for (port, p) in self.ports[lo..hi].iter_mut().enumerate() {
+            let sent = p.wire_bytes_by(to);
+            let tx_bytes = sent - p.sampled_tx_bytes;
+            p.sampled_tx_bytes = sent;
+            self.sink.link(LinkSample {
+                time_ns: to.as_ns(),
+                interval_ns: to.as_ns() - from.as_ns(),
+                link: topo.port(node, port as u16).link,
+                src: node,
+                src_port: port as u32,
+                dst: p.peer.0,
+                tier: link_tier(topo, node, p.peer.0),
+                tx_bytes,
+                utilization: tx_bytes as f64 * 8e12 / (p.rate_bps as f64 * interval_ps),
+            });
+        }
+    }
+}

@@ -1,13 +1,14 @@
 //! `netsim run`: the flags of a simulation and wiring them into a run.
 
 use crate::network_args::{NetworkArgs, TrafficArgs};
+use crate::progress::with_progress_bar;
 use crate::telemetry::{
     prepare_output_dir, write_run_json, PartConfig, TableWriter, TelemetryError, TABLES,
 };
 use crate::topology_args::{BuiltTopology, TopologyArgs};
 use crate::workload_args::WorkloadArgs;
 use anyhow::Context as _;
-use netsim_engine::{process::peak_rss_bytes, Layout, SimTime};
+use netsim_engine::{process::peak_rss_bytes, Layout, Progress, SimTime};
 use netsim_models::network::{collective_records, simulate, Fabric};
 use netsim_models::telemetry::{
     CollectiveRecord, FlowRecord, LinkSample, PfcRecord, QueueSample, SwitchOffloadRecord,
@@ -223,12 +224,16 @@ impl RunArgs {
         let end = self.end_us.map_or(SimTime::MAX, SimTime::from_us);
 
         let sim_started = Instant::now();
-        let run = simulate(&plan.fabric, &layout, end, None, |shard| {
-            sinks[shard.index()]
-                .lock()
-                .expect("sink lock")
-                .take()
-                .expect("each shard takes its sink once")
+        let progress = Progress::new();
+        let known_end = self.end_us.map(SimTime::from_us);
+        let run = with_progress_bar(&progress, known_end, !self.quiet, || {
+            simulate(&plan.fabric, &layout, end, Some(&progress), |shard| {
+                sinks[shard.index()]
+                    .lock()
+                    .expect("sink lock")
+                    .take()
+                    .expect("each shard takes its sink once")
+            })
         });
         let sim_s = sim_started.elapsed().as_secs_f64();
 
@@ -318,8 +323,9 @@ impl RunArgs {
                 )
             };
             eprintln!(
-                "netsim: {events} events in {sim_s:.3} s ({:.2} M events/s), {}/{} flows finished, \
-                 {collectives_note}FCT p50 {} us p99 {} us, simulated {:.1} us, output {}",
+                "netsim: {events} events in {sim_s:.3} s ({:.2} M events/s), wall {wall_s:.3} s, \
+                 {}/{} flows finished, {collectives_note}FCT p50 {} us p99 {} us, simulated {:.1} us, \
+                 output {}",
                 events as f64 / sim_s / 1e6,
                 stats.flows_finished,
                 plan.fabric.workload.flows.len(),

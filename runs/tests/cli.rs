@@ -341,3 +341,49 @@ fn bad_workloads_exit_with_code_2_naming_the_line_or_flag() {
         assert_eq!(parquet_files(&out), 0, "{args:?} left output");
     }
 }
+
+/// Runs netsim with stdin, stdout and stderr on a pseudo-terminal (through
+/// util-linux `script`) and returns everything it wrote there.
+fn netsim_on_a_terminal(args: &[&str]) -> String {
+    let mut command = env!("CARGO_BIN_EXE_netsim").to_string();
+    for arg in args {
+        assert!(!arg.contains(['\'', ' ']), "quote {arg} properly first");
+        command.push_str(&format!(" '{arg}'"));
+    }
+    let o = Command::new("script")
+        .args(["-qfec", &command, "/dev/null"])
+        .output()
+        .expect("util-linux `script` runs");
+    assert!(o.status.success(), "{}", stderr(&o));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn progress_bar_only_on_a_terminal_and_never_with_quiet() {
+    let dir = scratch("progress");
+    let out = dir.join("out");
+    let out = out.to_str().unwrap();
+    let args = [
+        "--topo", "fat-tree", "--k", "4", "--end-us", "500", "--out", out,
+    ];
+
+    // Piped stderr: no bar, no cursor control, just the one-line summary.
+    let o = netsim(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stderr(&o);
+    assert!(!text.contains(['\r', '\x1b', '[', '%']), "{text:?}");
+    assert_eq!(text.lines().count(), 1, "{text:?}");
+    for needle in ["netsim: ", " events in ", "M events/s", "wall ", out] {
+        assert!(text.contains(needle), "summary lacks {needle:?}: {text}");
+    }
+
+    // A terminal: the bar (simulated time, events/s, ETA against --end-us)
+    // is drawn and erased, then the same summary follows.
+    let shown = netsim_on_a_terminal(&args);
+    for needle in ["sim ", "M/s", "ETA", "\x1b[2K", " events in "] {
+        assert!(shown.contains(needle), "no {needle:?} in {shown:?}");
+    }
+    // --quiet on a terminal: nothing at all.
+    let quiet: Vec<&str> = args.iter().copied().chain(["--quiet"]).collect();
+    assert_eq!(netsim_on_a_terminal(&quiet), "");
+}

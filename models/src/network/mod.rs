@@ -270,6 +270,8 @@ pub struct Network<'f, S> {
     aggregators: HashMap<(u32, u32), Aggregator>,
     /// Per local node: in-network computing counters (switches).
     offload: Vec<SwitchOffloadRecord>,
+    /// Time of the last event that changed anything.
+    last_activity: SimTime,
 }
 
 /// What one shard saw of one collective: when its hosts started the first
@@ -467,6 +469,7 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
             ina_sender_of,
             aggregators,
             offload,
+            last_activity: SimTime::ZERO,
             fabric,
             sink,
         }
@@ -1504,7 +1507,7 @@ pub struct ShardOutcome<S> {
 pub struct NetRun<S> {
     /// Per shard, in shard order.
     pub shards: Vec<ShardOutcome<S>>,
-    /// Time of the last event handled anywhere.
+    /// Time of the last event that changed anything, anywhere.
     pub sim_end: SimTime,
     pub windows: u64,
 }
@@ -1591,7 +1594,7 @@ where
     });
     let sim_end = reports
         .iter()
-        .map(|r| r.last_event_time)
+        .map(|r| r.model.last_activity)
         .max()
         .unwrap_or(SimTime::ZERO);
     let windows = reports.first().map_or(0, |r| r.windows);
@@ -1650,6 +1653,14 @@ impl<S: TelemetrySink> Model for Network<'_, S> {
     #[inline]
     fn handle(&mut self, ctx: &mut Context<'_, NetEvent>, event: NetEvent) {
         let local = ctx.local_index();
+        if let NetEvent::Timer { flow, .. } = event {
+            // The engine cannot cancel events: a finished flow's last timer
+            // still fires, and changes nothing (not even the run's end).
+            if self.senders[self.sender_of[&flow] as usize].end.is_some() {
+                return;
+            }
+        }
+        self.last_activity = ctx.now();
         if self.next_sample[local] <= ctx.now() {
             self.sample_until(local, ctx.now());
         }

@@ -167,11 +167,9 @@ impl RunArgs {
             latency_floor_ps: 0,
         };
         let partition = match partition(&topo, &partition_config) {
-            // With neither --threads nor --shards given, use as many shards
-            // as the topology can be cut into (a star is one shard).
-            Err(PartitionError::TooManyShards { atoms, .. })
-                if self.shards.is_none() && self.threads.is_none() =>
-            {
+            // Unless --shards asks for more, use as many shards as the
+            // topology can be cut into (a star is one shard).
+            Err(PartitionError::TooManyShards { atoms, .. }) if self.shards.is_none() => {
                 partition_config.shards = atoms;
                 partition(&topo, &partition_config)
             }

@@ -56,7 +56,9 @@ pub fn expand<C: CommandFactory>(path: &Path, subcommand: &str) -> anyhow::Resul
             (toml::Value::Boolean(true), false) => one.push(flag),
             (toml::Value::Boolean(false), false) => {}
             (_, false) => bail!("{where_}: field `{}` must be true or false", field.key),
-            (toml::Value::String(s), true) => one.extend([flag, s.into()]),
+            (toml::Value::String(s), true) => {
+                one.extend([flag, relative_to(path, &field.key, s).into()])
+            }
             (toml::Value::Integer(i), true) => one.extend([flag, i.to_string().into()]),
             (toml::Value::Float(f), true) => one.extend([flag, f.to_string().into()]),
             (toml::Value::Boolean(b), true) => one.extend([flag, b.to_string().into()]),
@@ -80,6 +82,25 @@ pub fn expand<C: CommandFactory>(path: &Path, subcommand: &str) -> anyhow::Resul
         flags.extend(one);
     }
     Ok(flags)
+}
+
+/// Files a scenario names (`workload`, `traffic = "tm:..."`, `topo =
+/// "simai:..."`) are found next to the scenario file when they exist there,
+/// so a scenario runs from any directory.
+fn relative_to(scenario: &Path, key: &str, value: &str) -> String {
+    let (prefix, file) = match (key, value) {
+        ("workload", v) => ("", v),
+        ("traffic", v) if v.starts_with("tm:") => v.split_at(3),
+        ("topo", v) if v.starts_with("simai:") => v.split_at(6),
+        _ => return value.to_string(),
+    };
+    let beside = scenario.parent().map(|dir| dir.join(file));
+    match beside {
+        Some(p) if Path::new(file).is_relative() && p.is_file() => {
+            format!("{prefix}{}", p.display())
+        }
+        _ => value.to_string(),
+    }
 }
 
 struct Field {

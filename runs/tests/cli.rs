@@ -387,3 +387,24 @@ fn progress_bar_only_on_a_terminal_and_never_with_quiet() {
     let quiet: Vec<&str> = args.iter().copied().chain(["--quiet"]).collect();
     assert_eq!(netsim_on_a_terminal(&quiet), "");
 }
+
+#[test]
+fn every_shipped_scenario_validates_from_any_directory() {
+    let scenarios = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+    let elsewhere = scratch("validate");
+    let mut checked = 0;
+    for entry in std::fs::read_dir(&scenarios).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "toml") {
+            continue;
+        }
+        let o = Command::new(env!("CARGO_BIN_EXE_netsim"))
+            .args(["validate", "--config", path.to_str().unwrap()])
+            .current_dir(&elsewhere)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}: {}", path.display(), stderr(&o));
+        checked += 1;
+    }
+    assert!(checked >= 7, "found {checked} scenarios");
+}

@@ -499,3 +499,34 @@ fn hierarchical_barrier_on_a_dragonfly() {
     let released: u64 = offload(&run).iter().map(|r| r.barriers_offloaded).sum();
     assert_eq!(released, op.tree.len() as u64);
 }
+
+#[test]
+fn ring_all_reduce_uses_nvswitch_stages_inside_servers() {
+    use netsim_topo::{SimaiParams, SimaiTemplate};
+    let mut p = SimaiParams::defaults(SimaiTemplate::SpectrumX);
+    p.gpus = 16;
+    let topo = TopoSpec::Simai(p);
+    let size = 4 << 20;
+    let spec = WorkloadSpec::single(op(CollectiveOp::AllReduce, Algorithm::Ring, size));
+    let fabric = fabric(&topo, &spec, config());
+    let run = run(&fabric, 1);
+    let c = &collectives(&fabric, &run)[0];
+    assert_eq!(c.algorithm, "ring+nvswitch");
+    assert!(c.end_ns.is_some());
+    // Intra-server stages stay inside a server (NVSwitch); across servers
+    // only same-rail GPUs talk, each carrying 1/8 of the data.
+    let server = |h: u32| fabric.topo.node(h).coords.server.unwrap();
+    let rail = |h: u32| fabric.topo.node(h).coords.rail.unwrap();
+    let mut cross_bytes = 0;
+    for f in &fabric.workload.flows {
+        if server(f.src) != server(f.dst) {
+            assert_eq!(rail(f.src), rail(f.dst), "{f:?}");
+            cross_bytes += f.size_bytes;
+        }
+    }
+    // Each of 8 rails runs a 2-server ring all-reduce of size/8: 2 steps of
+    // size/16 from each of 2 GPUs.
+    assert_eq!(cross_bytes, 8 * 2 * 2 * (size / 16));
+    let stats = run.stats();
+    assert_eq!(stats.sent_payload_bytes, stats.delivered_payload_bytes);
+}

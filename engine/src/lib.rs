@@ -32,8 +32,11 @@
 //! to their steady-state sizes: the queue is a d-ary heap over a `Vec`, and
 //! outboxes and mailboxes keep their capacity from window to window.
 
+mod executor;
 mod ids;
 mod layout;
+#[cfg(feature = "mpi")]
+pub mod mpi;
 pub mod process;
 mod progress;
 mod queue;
@@ -42,7 +45,9 @@ mod shard;
 pub mod sync;
 mod threads;
 mod time;
+pub mod wire;
 
+pub use executor::{Executor, Threads};
 pub use ids::{NodeId, ShardId};
 pub use layout::{Layout, LayoutError};
 pub use progress::Progress;
@@ -52,3 +57,4 @@ pub use shard::{run_shard, Context, Model, ShardReport};
 pub use sync::{Aborted, Comm};
 pub use threads::run_on_threads;
 pub use time::SimTime;
+pub use wire::Wire;

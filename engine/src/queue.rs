@@ -50,6 +50,23 @@ impl<P> Event<P> {
         }
     }
 
+    /// The packed `(source node, source seq)`, as [`crate::wire`] sends it.
+    #[inline]
+    pub(crate) fn order(&self) -> u64 {
+        self.order
+    }
+
+    /// An event from the fields [`Event::order`] and the others give back.
+    #[inline]
+    pub(crate) fn from_parts(time: SimTime, order: u64, target: NodeId, payload: P) -> Event<P> {
+        Event {
+            time,
+            order,
+            target,
+            payload,
+        }
+    }
+
     /// Node that created the event; first tie-breaker.
     #[inline]
     pub fn src(&self) -> NodeId {

@@ -41,7 +41,7 @@ pub trait Comm<P> {
 /// Sense-counting barrier for workers that may outnumber cores: spin briefly,
 /// then yield, and give up when the run is aborted.
 #[derive(Debug)]
-struct Barrier {
+pub(crate) struct Barrier {
     parties: usize,
     arrived: AtomicUsize,
     generation: AtomicUsize,
@@ -49,7 +49,7 @@ struct Barrier {
 }
 
 impl Barrier {
-    fn new(parties: usize) -> Barrier {
+    pub(crate) fn new(parties: usize) -> Barrier {
         Barrier {
             parties,
             arrived: AtomicUsize::new(0),
@@ -58,7 +58,7 @@ impl Barrier {
         }
     }
 
-    fn wait(&self) -> Result<(), Aborted> {
+    pub(crate) fn wait(&self) -> Result<(), Aborted> {
         let generation = self.generation.load(Ordering::Acquire);
         if self.arrived.fetch_add(1, Ordering::AcqRel) + 1 == self.parties {
             self.arrived.store(0, Ordering::Relaxed);
@@ -77,6 +77,11 @@ impl Barrier {
             }
         }
         Ok(())
+    }
+
+    /// Makes every present and future `wait` fail.
+    pub(crate) fn abort(&self) {
+        self.aborted.store(true, Ordering::Relaxed);
     }
 }
 
@@ -169,6 +174,6 @@ impl<P: Send> Comm<P> for ThreadComm<'_, P> {
     }
 
     fn abort(&self) {
-        self.exchange.barrier.aborted.store(true, Ordering::Relaxed);
+        self.exchange.barrier.abort();
     }
 }

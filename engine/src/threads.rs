@@ -1,8 +1,9 @@
-//! Running all shards of a process on persistent worker threads.
+//! Running shards on persistent worker threads.
 
 use crate::shard::{run_shard, Model, ShardReport};
-use crate::sync::{Comm, ThreadExchange};
-use crate::{Layout, Progress, ShardId, SimTime};
+use crate::sync::{Aborted, Comm, ThreadExchange};
+use crate::{Layout, NodeId, Progress, ShardId, SimTime};
+use std::ops::Range;
 use std::panic::{self, AssertUnwindSafe};
 
 /// Runs every shard of `layout` on its own worker thread until no event
@@ -25,34 +26,73 @@ pub fn run_on_threads<M, F>(
 ) -> Vec<ShardReport<M>>
 where
     M: Model,
-    F: Fn(ShardId, &[crate::NodeId]) -> M + Sync,
+    F: Fn(ShardId, &[NodeId]) -> M + Sync,
 {
     let exchange = ThreadExchange::<M::Payload>::new(layout.shards());
+    run_shards(
+        layout,
+        0..layout.shards(),
+        seed,
+        end,
+        progress,
+        make_model,
+        |s| exchange.endpoint(s),
+        None,
+    )
+}
+
+/// Runs shards `shards` of `layout`, each on a worker thread, except that
+/// with `caller_comm` the first one runs on the calling thread with that
+/// endpoint (MPI wants its calls from the thread that initialised it).
+/// `endpoint(shard)` makes the other shards' endpoints on their threads.
+pub(crate) fn run_shards<M, F, C, E>(
+    layout: &Layout,
+    shards: Range<usize>,
+    seed: u64,
+    end: SimTime,
+    progress: Option<&Progress>,
+    make_model: F,
+    endpoint: E,
+    caller_comm: Option<C>,
+) -> Vec<ShardReport<M>>
+where
+    M: Model,
+    F: Fn(ShardId, &[NodeId]) -> M + Sync,
+    C: Comm<M::Payload>,
+    E: Fn(usize) -> C + Sync,
+{
+    let run_one = |s: usize, mut comm: C| {
+        let shard = ShardId(s as u32);
+        let outcome = panic::catch_unwind(AssertUnwindSafe(|| {
+            let model = make_model(shard, layout.nodes(shard));
+            run_shard(layout, shard, seed, end, model, &mut comm, progress)
+        }));
+        if outcome.is_err() {
+            comm.abort();
+        }
+        outcome
+    };
+    let on_caller = caller_comm.is_some();
     let outcomes: Vec<_> = std::thread::scope(|scope| {
-        let workers: Vec<_> = (0..layout.shards())
+        let workers: Vec<_> = shards
+            .clone()
+            .skip(usize::from(on_caller))
             .map(|s| {
-                let exchange = &exchange;
-                let make_model = &make_model;
+                let (run_one, endpoint) = (&run_one, &endpoint);
                 std::thread::Builder::new()
                     .name(format!("netsim-shard-{s}"))
-                    .spawn_scoped(scope, move || {
-                        let shard = ShardId(s as u32);
-                        let mut comm = exchange.endpoint(s);
-                        let outcome = panic::catch_unwind(AssertUnwindSafe(|| {
-                            let model = make_model(shard, layout.nodes(shard));
-                            run_shard(layout, shard, seed, end, model, &mut comm, progress)
-                        }));
-                        if outcome.is_err() {
-                            comm.abort();
-                        }
-                        outcome
-                    })
+                    .spawn_scoped(scope, move || run_one(s, endpoint(s)))
                     .expect("cannot spawn a shard worker thread")
             })
             .collect();
-        workers
+        let first = caller_comm.map(|comm| run_one(shards.start, comm));
+        first
             .into_iter()
-            .map(|w| w.join().expect("shard worker panicked outside the model"))
+            .chain(
+                workers
+                    .into_iter()
+                    .map(|w| w.join().expect("shard worker panicked outside the model")),
+            )
             .collect()
     });
     let mut reports = Vec::with_capacity(outcomes.len());
@@ -60,7 +100,7 @@ where
     for outcome in outcomes {
         match outcome {
             Err(panic) => panic::resume_unwind(panic),
-            Ok(Err(_)) => aborted = true,
+            Ok(Err(Aborted)) => aborted = true,
             Ok(Ok(report)) => reports.push(report),
         }
     }

@@ -27,6 +27,7 @@ pub mod cc;
 pub mod config;
 mod links;
 pub mod packet;
+mod wire;
 
 use crate::telemetry::{
     CollectiveRecord, FlowRecord, PfcEvent, PfcRecord, QueueSample, SwitchOffloadRecord,
@@ -40,7 +41,7 @@ use config::{CcKind, DragonflyRouting, EcmpMode, NetConfig};
 use hashbrown::HashMap;
 pub use links::link_tier;
 use netsim_engine::{
-    run_on_threads, splitmix64, Context, Layout, Model, NodeId, Progress, ShardId, SimTime,
+    splitmix64, Context, Executor, Layout, Model, NodeId, Progress, ShardId, SimTime, Threads,
 };
 use netsim_topo::{DragonflyIndex, Routing, Topology};
 use packet::{Packet, PacketKind, PRIORITIES, PRIO_CONTROL, PRIO_DATA};
@@ -113,7 +114,7 @@ impl Fabric {
 }
 
 /// Events of the network model.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub enum NetEvent {
     /// `pkt` has fully arrived on the handling node's port `port`.
     Arrive { port: u16, pkt: Packet },
@@ -1505,7 +1506,7 @@ pub struct ShardOutcome<S> {
 /// Result of [`simulate`].
 #[derive(Debug)]
 pub struct NetRun<S> {
-    /// Per shard, in shard order.
+    /// Per shard run by this process, in shard order.
     pub shards: Vec<ShardOutcome<S>>,
     /// Time of the last event that changed anything, anywhere.
     pub sim_end: SimTime,
@@ -1589,14 +1590,35 @@ where
     S: TelemetrySink,
     F: Fn(ShardId) -> S + Sync,
 {
-    let reports = run_on_threads(layout, fabric.seed, end, progress, |shard, nodes| {
+    simulate_on(&Threads, fabric, layout, end, progress, make_sink)
+}
+
+/// [`simulate`] on the shards `executor` runs in this process (all of them
+/// on threads; this rank's under MPI). The outcome holds those shards only;
+/// `sim_end` and `windows` are the run's.
+pub fn simulate_on<E, S, F>(
+    executor: &E,
+    fabric: &Fabric,
+    layout: &Layout,
+    end: SimTime,
+    progress: Option<&Progress>,
+    make_sink: F,
+) -> NetRun<S>
+where
+    E: Executor,
+    S: TelemetrySink,
+    F: Fn(ShardId) -> S + Sync,
+{
+    let reports = executor.run(layout, fabric.seed, end, progress, |shard, nodes| {
         Network::new(fabric, nodes, make_sink(shard))
     });
-    let sim_end = reports
+    // Samples and links rows run to the end of the whole run, on every rank alike.
+    let last_activity = reports
         .iter()
-        .map(|r| r.model.last_activity)
+        .map(|r| r.model.last_activity.as_ps())
         .max()
-        .unwrap_or(SimTime::ZERO);
+        .unwrap_or(0);
+    let sim_end = SimTime(executor.max_over_processes(last_activity));
     let windows = reports.first().map_or(0, |r| r.windows);
     // Finishing writes telemetry: do it for all shards in parallel.
     let shards = std::thread::scope(|scope| {

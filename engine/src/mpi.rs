@@ -120,9 +120,10 @@ impl MpiWorld {
     /// Collective: rank 0 receives every rank's `values` (all ranks pass the
     /// same number), concatenated in rank order; other ranks receive `None`.
     pub fn gather(&self, values: &[u64]) -> Option<Vec<u64>> {
+        let values = not_in_place(values);
         let root = self.world.process_at_rank(0);
         if self.rank == 0 {
-            let mut all = vec![0u64; values.len() * self.size];
+            let mut all = buffer(values.len() * self.size);
             root.gather_into_root(values, &mut all[..]);
             Some(all)
         } else {
@@ -134,6 +135,7 @@ impl MpiWorld {
     /// Collective: rank 0 receives every rank's `values` (any number each),
     /// concatenated in rank order; other ranks receive `None`.
     pub fn gather_varcount(&self, values: &[u64]) -> Option<Vec<u64>> {
+        let values = not_in_place(values);
         let counts = self.gather(&[values.len() as u64]);
         let root = self.world.process_at_rank(0);
         let Some(counts) = counts else {
@@ -143,7 +145,7 @@ impl MpiWorld {
         let counts: Vec<Count> = counts.iter().map(|&c| count(c as usize)).collect();
         let mut displs = vec![0; counts.len()];
         prefix_sums(&counts, &mut displs);
-        let mut all = vec![0u64; counts.iter().map(|&c| c as usize).sum()];
+        let mut all = buffer(counts.iter().map(|&c| c as usize).sum());
         let mut partition = PartitionMut::new(&mut all[..], &counts[..], &displs[..]);
         root.gather_varcount_into_root(values, &mut partition);
         Some(all)
@@ -267,8 +269,9 @@ impl<'w> Leader<'w> {
     fn new(world: &'w SimpleCommunicator, ranks: usize) -> Leader<'w> {
         Leader {
             world,
-            send: Vec::new(),
-            recv: Vec::new(),
+            // Allocated up front: see `not_in_place`.
+            send: Vec::with_capacity(1 << 16),
+            recv: Vec::with_capacity(1 << 16),
             send_counts: vec![0; ranks],
             send_displs: vec![0; ranks],
             recv_counts: vec![0; ranks],
@@ -389,6 +392,27 @@ fn count(n: usize) -> Count {
     Count::try_from(n).unwrap_or_else(|_| {
         panic!("{n} bytes for one rank in one window exceed MPI's 32-bit counts")
     })
+}
+
+// Open MPI's `MPI_IN_PLACE` is the address 1, which is also where Rust puts
+// empty slices of bytes: an empty buffer must point at real memory, or MPI
+// reads it as "in place".
+
+/// `values`, or an empty slice at a real address.
+fn not_in_place(values: &[u64]) -> &[u64] {
+    static EMPTY: [u64; 1] = [0];
+    if values.is_empty() {
+        &EMPTY[..0]
+    } else {
+        values
+    }
+}
+
+/// A zeroed receive buffer of `len` values, allocated even when empty.
+fn buffer(len: usize) -> Vec<u64> {
+    let mut v = Vec::with_capacity(len.max(1));
+    v.resize(len, 0);
+    v
 }
 
 /// `starts[i]` = sum of `counts[..i]`.

@@ -37,10 +37,7 @@ const SUBCOMMANDS: &[&str] = &["run", "topo", "partition", "validate", "help"];
 /// subcommand is named, and a `--config` scenario expanded into flags that
 /// precede the typed ones (typed flags win).
 pub fn expand_args(mut args: Vec<OsString>) -> anyhow::Result<Vec<OsString>> {
-    let first = args.get(1).and_then(|a| a.to_str()).unwrap_or("");
-    let names_subcommand =
-        SUBCOMMANDS.contains(&first) || matches!(first, "-h" | "--help" | "-V" | "--version");
-    if !names_subcommand {
+    if !names_subcommand(&args) {
         args.insert(1, "run".into());
     }
     let subcommand = args[1].to_str().unwrap_or("").to_string();
@@ -59,6 +56,19 @@ pub fn expand_args(mut args: Vec<OsString>) -> anyhow::Result<Vec<OsString>> {
     expanded.extend(flags);
     expanded.extend(args[2..].iter().cloned());
     Ok(expanded)
+}
+
+/// Whether the process arguments name a subcommand (or ask for help or the
+/// version) rather than implying `run`.
+fn names_subcommand(args: &[OsString]) -> bool {
+    let first = args.get(1).and_then(|a| a.to_str()).unwrap_or("");
+    SUBCOMMANDS.contains(&first) || matches!(first, "-h" | "--help" | "-V" | "--version")
+}
+
+/// Whether the process arguments ask for a simulation run (`run`, or no
+/// subcommand at all): the only command that runs across MPI ranks.
+pub fn is_run(args: &[OsString]) -> bool {
+    !names_subcommand(args) || args[1] == "run"
 }
 
 fn config_path(args: &[OsString]) -> Option<PathBuf> {

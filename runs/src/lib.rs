@@ -4,6 +4,7 @@ pub mod cli;
 pub mod network_args;
 pub mod partition_cmd;
 pub mod progress;
+pub mod ranks;
 pub mod run_cmd;
 pub mod scenario;
 pub mod telemetry;

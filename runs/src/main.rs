@@ -1,7 +1,9 @@
 //! The `netsim` binary: parse, dispatch, and map errors to exit code 2.
 
 use clap::Parser;
-use netsim::cli::{expand_args, Cli, Command};
+use netsim::cli::{expand_args, is_run, Cli, Command};
+use netsim::ranks::{OtherRankFailed, Ranks};
+use std::ffi::OsString;
 use std::process::ExitCode;
 
 #[global_allocator]
@@ -10,6 +12,9 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 fn main() -> ExitCode {
     match run() {
         Ok(()) => ExitCode::SUCCESS,
+        // That rank printed the error.
+        Err(error) if error.is::<OtherRankFailed>() => ExitCode::from(2),
+        Err(error) if error.is::<Exit>() => ExitCode::from(error.downcast_ref::<Exit>().unwrap().0),
         Err(error) => {
             eprintln!("netsim: error: {error:#}");
             ExitCode::from(2)
@@ -17,17 +22,47 @@ fn main() -> ExitCode {
     }
 }
 
+/// Leave with this exit code; the message, if any, is printed.
+#[derive(Debug, thiserror::Error)]
+#[error("exit code {0}")]
+struct Exit(u8);
+
 fn run() -> anyhow::Result<()> {
-    let is_validate = std::env::args().nth(1).as_deref() == Some("validate");
-    let args = expand_args(std::env::args_os().collect())?;
-    let cli = Cli::try_parse_from(args).unwrap_or_else(|e| e.exit());
+    let args: Vec<OsString> = std::env::args_os().collect();
+    let is_validate = args.get(1).is_some_and(|a| a == "validate");
+    if !is_run(&args) {
+        return dispatch(parse_or_exit(args)?, is_validate, None);
+    }
+    // Under MPI the ranks start together before anything can fail, so that
+    // bad input stops all of them with one message.
+    let ranks = Ranks::init()?;
+    let parsed = ranks.agree(expand_args(args))?;
+    let cli = match Cli::try_parse_from(parsed) {
+        Ok(cli) => cli,
+        // Help, version and usage errors, the same on every rank: rank 0
+        // prints, all leave with clap's exit code.
+        Err(e) => {
+            if ranks.rank() == 0 {
+                let _ = e.print();
+            }
+            return Err(Exit(e.exit_code() as u8).into());
+        }
+    };
+    dispatch(cli, false, Some(&ranks))
+}
+
+fn parse_or_exit(args: Vec<OsString>) -> anyhow::Result<Cli> {
+    Ok(Cli::try_parse_from(expand_args(args)?).unwrap_or_else(|e| e.exit()))
+}
+
+fn dispatch(cli: Cli, is_validate: bool, ranks: Option<&Ranks>) -> anyhow::Result<()> {
     match cli.command {
         Command::Run(run) if is_validate => {
             run.plan()?;
             println!("scenario is valid");
             Ok(())
         }
-        Command::Run(run) => run.run(),
+        Command::Run(run) => run.run(ranks.expect("a run starts its ranks")),
         Command::Topo(topo) => topo.run(),
         Command::Partition(partition) => partition.run(),
         Command::Validate { .. } => unreachable!("validate is parsed as a run"),

@@ -2,20 +2,22 @@
 
 use crate::network_args::{NetworkArgs, TrafficArgs};
 use crate::progress::with_progress_bar;
+use crate::ranks::Ranks;
 use crate::telemetry::{
     prepare_output_dir, write_run_json, PartConfig, TableWriter, TelemetryError, TABLES,
 };
-use crate::topology_args::{BuiltTopology, TopologyArgs};
+use crate::topology_args::TopologyArgs;
 use crate::workload_args::WorkloadArgs;
 use anyhow::Context as _;
-use netsim_engine::{process::peak_rss_bytes, Layout, Progress, SimTime};
-use netsim_models::network::{collective_records, simulate, Fabric};
+use netsim_engine::{process::peak_rss_bytes, splitmix64, Layout, Progress, SimTime};
+use netsim_models::network::{collective_records, merge_spans, CollectiveSpan, Fabric, NetStats};
 use netsim_models::telemetry::{
     CollectiveRecord, FlowRecord, LinkSample, PfcRecord, QueueSample, SwitchOffloadRecord,
     TelemetrySink,
 };
 use netsim_models::workload::Workload;
 use netsim_partition::{partition, Partition, PartitionConfig, PartitionError, Strategy};
+use netsim_topo::Routing;
 use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::Instant;
@@ -71,6 +73,7 @@ pub struct RunArgs {
 pub struct Plan {
     pub fabric: Fabric,
     pub partition: Partition,
+    pub layout: Layout,
     pub scenario: String,
 }
 
@@ -142,15 +145,23 @@ impl RunArgs {
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get() as u32))
     }
 
+    /// Shards per process: the flag, or one per thread.
     pub fn shards(&self) -> u32 {
         self.shards.unwrap_or_else(|| self.threads())
     }
 
     /// Builds and checks everything a run needs, without running it.
     pub fn plan(&self) -> anyhow::Result<Plan> {
-        let BuiltTopology { topo, routing, .. } = self
+        self.plan_for(0, 1)
+    }
+
+    /// The plan of rank `rank` out of `ranks`: every rank computes the same
+    /// partition of `ranks` x [`RunArgs::shards`] shards, and routing tables
+    /// for the switches it owns.
+    fn plan_for(&self, rank: usize, ranks: usize) -> anyhow::Result<Plan> {
+        let topo = self
             .topology
-            .build(&self.topo)
+            .generate(&self.topo)
             .with_context(|| format!("--topo {}", self.topo))?;
         let config = self.network.config()?;
         let workload = match self.workload.workload(&topo, &config)? {
@@ -161,20 +172,36 @@ impl RunArgs {
             .partition
             .parse()
             .map_err(|e| anyhow::anyhow!("--partition: {e}"))?;
+        let ranks_u32 = ranks as u32;
         let mut partition_config = PartitionConfig {
-            shards: self.shards(),
+            shards: self.shards() * ranks_u32,
             strategy,
             latency_floor_ps: 0,
         };
         let partition = match partition(&topo, &partition_config) {
-            // Unless --shards asks for more, use as many shards as the
-            // topology can be cut into (a star is one shard).
-            Err(PartitionError::TooManyShards { atoms, .. }) if self.shards.is_none() => {
-                partition_config.shards = atoms;
+            // Unless --shards asks for more, use as many shards (per rank) as
+            // the topology can be cut into (a star is one shard).
+            Err(PartitionError::TooManyShards { atoms, .. })
+                if self.shards.is_none() && atoms >= ranks_u32 =>
+            {
+                partition_config.shards = atoms / ranks_u32 * ranks_u32;
                 partition(&topo, &partition_config)
             }
             other => other,
-        }?;
+        }
+        .map_err(|e| match ranks {
+            1 => anyhow::Error::from(e),
+            _ => {
+                anyhow::Error::from(e).context(format!("{ranks} ranks x {} shards", self.shards()))
+            }
+        })?;
+        let layout = Layout::new(
+            partition.shard_of.clone(),
+            partition.shards,
+            partition.lookahead,
+        )?;
+        let routing = Routing::build(&topo).with_context(|| format!("--topo {}", self.topo))?;
+        let _ = rank;
         let scenario = match (&self.config, &self.workload.workload) {
             (Some(path), _) => path.display().to_string(),
             (None, Some(w)) => format!("{} {w}", self.topo),
@@ -183,50 +210,64 @@ impl RunArgs {
         Ok(Plan {
             fabric: Fabric::with_workload(topo, routing, workload, config, self.seed),
             partition,
+            layout,
             scenario,
         })
     }
 
-    pub fn run(&self) -> anyhow::Result<()> {
+    /// Runs the scenario on this process's shards. Under MPI every rank
+    /// calls it with the same flags; rank 0 writes `run.json`, the
+    /// `collectives` table, the progress bar and the summary line.
+    pub fn run(&self, ranks: &Ranks) -> anyhow::Result<()> {
         let started = Instant::now();
-        let plan = self.plan()?;
-        let shards = plan.partition.shards;
-        let layout = Layout::new(
-            plan.partition.shard_of.clone(),
-            shards,
-            plan.partition.lookahead,
+        let (rank, size) = (ranks.rank(), ranks.size());
+        let plan = ranks.agree(self.plan_for(rank, size))?;
+        ranks.check_same("partition", fingerprint(&plan.partition))?;
+        let layout = &plan.layout;
+        let local = ranks.local_shards(layout);
+        let part = |shard: usize| PartConfig {
+            out_dir: self.out.clone(),
+            scenario: plan.scenario.clone(),
+            seed: self.seed,
+            rank: rank as u32,
+            shard: shard as u32,
+            row_group_rows: crate::telemetry::DEFAULT_ROW_GROUP_ROWS,
+        };
+        // Rank 0 clears the output directory before anyone writes into it.
+        ranks.agree(if rank == 0 {
+            prepare_output_dir(&self.out, TABLES).map_err(Into::into)
+        } else {
+            Ok(())
+        })?;
+        let sinks = ranks.agree(
+            local
+                .clone()
+                .map(|shard| {
+                    let part = part(shard);
+                    Ok(Mutex::new(Some(ParquetSink {
+                        flows: TableWriter::create(&part)?,
+                        queues: TableWriter::create(&part)?,
+                        pfc: TableWriter::create(&part)?,
+                        switch_offload: TableWriter::create(&part)?,
+                        links: TableWriter::create(&part)?,
+                        error: None,
+                        fcts_ns: Vec::new(),
+                    })))
+                })
+                .collect::<Result<Vec<_>, TelemetryError>>()
+                .map_err(Into::into),
         )?;
-        prepare_output_dir(&self.out, TABLES)?;
-        let sinks = (0..shards)
-            .map(|shard| {
-                let part = PartConfig {
-                    out_dir: self.out.clone(),
-                    scenario: plan.scenario.clone(),
-                    seed: self.seed,
-                    rank: 0,
-                    shard,
-                    row_group_rows: crate::telemetry::DEFAULT_ROW_GROUP_ROWS,
-                };
-                Ok(Mutex::new(Some(ParquetSink {
-                    flows: TableWriter::create(&part)?,
-                    queues: TableWriter::create(&part)?,
-                    pfc: TableWriter::create(&part)?,
-                    switch_offload: TableWriter::create(&part)?,
-                    links: TableWriter::create(&part)?,
-                    error: None,
-                    fcts_ns: Vec::new(),
-                })))
-            })
-            .collect::<Result<Vec<_>, TelemetryError>>()?;
         let setup_s = started.elapsed().as_secs_f64();
         let end = self.end_us.map_or(SimTime::MAX, SimTime::from_us);
 
         let sim_started = Instant::now();
         let progress = Progress::new();
         let known_end = self.end_us.map(SimTime::from_us);
-        let run = with_progress_bar(&progress, known_end, !self.quiet, || {
-            simulate(&plan.fabric, &layout, end, Some(&progress), |shard| {
-                sinks[shard.index()]
+        // Under MPI the bar is rank 0's (its shards' events).
+        let show_progress = !self.quiet && rank == 0;
+        let run = with_progress_bar(&progress, known_end, show_progress, || {
+            ranks.simulate(&plan.fabric, layout, end, Some(&progress), |shard| {
+                sinks[shard.index() - local.start]
                     .lock()
                     .expect("sink lock")
                     .take()
@@ -235,38 +276,109 @@ impl RunArgs {
         });
         let sim_s = sim_started.elapsed().as_secs_f64();
 
-        // One row per collective, from what every shard saw of it.
-        let collectives = collective_records(&plan.fabric.workload, &run.spans());
+        let stats = run.stats();
+        let spans = run.spans();
+        let events_per_shard: Vec<u64> = run.shards.iter().map(|s| s.handled_events).collect();
+        let mut fcts = Vec::new();
+        let finished: anyhow::Result<[u64; 5]> =
+            run.shards
+                .into_iter()
+                .try_fold([0u64; 5], |mut rows, mut shard| {
+                    fcts.append(&mut shard.sink.fcts_ns);
+                    for (total, n) in rows.iter_mut().zip(shard.sink.finish()?) {
+                        *total += n;
+                    }
+                    Ok(rows)
+                });
+        let rows = ranks.agree(finished)?;
+
+        // Every rank's figures to rank 0, as one record per rank.
+        let wall_s = started.elapsed().as_secs_f64();
+        let mut mine = vec![
+            events_per_shard.iter().sum(),
+            wall_s.to_bits(),
+            setup_s.to_bits(),
+            sim_s.to_bits(),
+            peak_rss_bytes(),
+            stats.sent_payload_bytes,
+            stats.delivered_payload_bytes,
+            stats.dropped_pkts,
+            stats.pfc_pauses,
+            stats.flows_finished,
+        ];
+        mine.extend(rows);
+        mine.extend(&events_per_shard);
+        let record = mine.len();
+        let gathered = ranks.gather(&mine);
+        let fcts = ranks.gather_varcount(&fcts);
+        let spans = ranks.gather(
+            &spans
+                .iter()
+                .flat_map(|s| [s.start.as_ps(), s.end.as_ps(), u64::from(s.tasks_done)])
+                .collect::<Vec<_>>(),
+        );
+        let (Some(gathered), Some(mut fcts), Some(spans)) = (gathered, fcts, spans) else {
+            return Ok(());
+        };
+        let per_rank: Vec<&[u64]> = gathered.chunks(record).collect();
+        let sum = |i: usize| per_rank.iter().map(|r| r[i]).sum::<u64>();
+        let max_f64 = |i: usize| {
+            per_rank
+                .iter()
+                .map(|r| f64::from_bits(r[i]))
+                .fold(0.0, f64::max)
+        };
+        let events = sum(0);
+        let (wall_s, setup_s, sim_s) = (max_f64(1), max_f64(2), max_f64(3));
+        let peak_rss_per_rank: Vec<u64> = per_rank.iter().map(|r| r[4]).collect();
+        let stats = NetStats {
+            sent_payload_bytes: sum(5),
+            delivered_payload_bytes: sum(6),
+            dropped_pkts: sum(7),
+            pfc_pauses: sum(8),
+            flows_finished: sum(9),
+        };
+        let rows: Vec<u64> = (10..15).map(sum).collect();
+        let events_per_shard: Vec<u64> = per_rank.iter().flat_map(|r| &r[15..]).copied().collect();
+        let ranks_json: Vec<_> = per_rank
+            .iter()
+            .enumerate()
+            .map(|(rank, r)| {
+                serde_json::json!({
+                    "rank": rank,
+                    "events": r[0],
+                    "wall_s": f64::from_bits(r[1]),
+                    "setup_s": f64::from_bits(r[2]),
+                    "simulate_s": f64::from_bits(r[3]),
+                    "peak_rss_bytes": r[4],
+                })
+            })
+            .collect();
+
+        // One row per collective, from what every shard of every rank saw of it.
+        let spans: Vec<CollectiveSpan> = spans
+            .chunks_exact(3)
+            .map(|s| CollectiveSpan {
+                start: SimTime(s[0]),
+                end: SimTime(s[1]),
+                tasks_done: s[2] as u32,
+            })
+            .collect();
+        let per_rank_spans = spans.len() / size;
+        let spans = merge_spans(spans.chunks(per_rank_spans.max(1)));
+        let collectives = collective_records(&plan.fabric.workload, &spans);
         let collectives_done = collectives.iter().filter(|c| c.end_ns.is_some()).count();
-        let mut writer = TableWriter::<CollectiveRecord>::create(&PartConfig {
-            out_dir: self.out.clone(),
-            scenario: plan.scenario.clone(),
-            seed: self.seed,
-            rank: 0,
-            shard: 0,
-            row_group_rows: crate::telemetry::DEFAULT_ROW_GROUP_ROWS,
-        })?;
+        let mut writer = TableWriter::<CollectiveRecord>::create(&part(0))?;
         for c in &collectives {
             writer.push(c)?;
         }
         let collective_rows = writer.finish()?;
-        let mut rows = [0u64; 5];
-        let mut fcts = Vec::new();
-        let stats = run.stats();
-        let events = run.events();
-        let events_per_shard: Vec<u64> = run.shards.iter().map(|s| s.handled_events).collect();
-        for mut shard in run.shards {
-            fcts.append(&mut shard.sink.fcts_ns);
-            let counts = shard.sink.finish()?;
-            for (total, n) in rows.iter_mut().zip(counts) {
-                *total += n;
-            }
-        }
+
         fcts.sort_unstable();
         let percentile = |p: f64| -> Option<u64> {
             (!fcts.is_empty()).then(|| fcts[((fcts.len() - 1) as f64 * p).round() as usize])
         };
-        let wall_s = started.elapsed().as_secs_f64();
+        let shards = plan.partition.shards;
         let summary = serde_json::json!({
             "scenario": plan.scenario,
             "topology": plan.fabric.topo.kind(),
@@ -276,8 +388,8 @@ impl RunArgs {
             "seed": self.seed,
             "version": env!("CARGO_PKG_VERSION"),
             "shards": shards,
-            "threads": shards,
-            "ranks": 1,
+            "threads": shards as usize / size,
+            "ranks": size,
             "partition": plan.partition.report.strategy.to_string(),
             "edge_cut": plan.partition.report.edge_cut,
             "load_imbalance": plan.partition.report.load_imbalance,
@@ -289,7 +401,8 @@ impl RunArgs {
             "setup_s": setup_s,
             "simulate_s": sim_s,
             "events_per_s": events as f64 / sim_s,
-            "peak_rss_bytes": peak_rss_bytes(),
+            "peak_rss_bytes": peak_rss_per_rank.iter().max(),
+            "per_rank": ranks_json,
             "sim_end_ns": run.sim_end.as_ns(),
             "flows": plan.fabric.workload.flows.len(),
             "collectives": collectives.len(),
@@ -335,4 +448,14 @@ impl RunArgs {
         }
         Ok(())
     }
+}
+
+/// A hash of the node -> shard map and lookahead, to check that all ranks
+/// computed the same partition.
+fn fingerprint(partition: &Partition) -> u64 {
+    let mut h = partition.lookahead.as_ps() ^ u64::from(partition.shards) << 32;
+    for shard in &partition.shard_of {
+        h = (h ^ u64::from(shard.0)).wrapping_mul(0x100_0000_01B3);
+    }
+    splitmix64(&mut h)
 }

@@ -123,11 +123,15 @@ pub struct BuiltTopology {
 }
 
 impl TopologyArgs {
+    /// Generates the topology of `kind` with these flags, without routing it.
+    pub fn generate(&self, kind: &str) -> anyhow::Result<Topology> {
+        Ok(build(&self.spec(kind)?)?)
+    }
+
     /// Generates the topology of `kind` with these flags and routes it.
     pub fn build(&self, kind: &str) -> anyhow::Result<BuiltTopology> {
-        let spec = self.spec(kind)?;
         let started = Instant::now();
-        let topo = build(&spec)?;
+        let topo = self.generate(kind)?;
         let generated = Instant::now();
         let routing = Routing::build(&topo)?;
         Ok(BuiltTopology {

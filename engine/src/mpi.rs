@@ -108,6 +108,11 @@ impl MpiWorld {
         (first < self.size as u64).then_some(first as usize)
     }
 
+    /// Collective: returns when every rank has called it.
+    pub fn barrier(&self) {
+        self.world.barrier();
+    }
+
     /// Collective: the minimum and maximum of `value` over all ranks.
     pub fn min_max(&self, value: u64) -> (u64, u64) {
         let mine = [value, !value];

@@ -2,7 +2,7 @@
 
 use clap::Parser;
 use netsim::cli::{expand_args, is_run, Cli, Command};
-use netsim::ranks::{OtherRankFailed, Ranks};
+use netsim::ranks::{print_error, OtherRankFailed, Ranks};
 use std::ffi::OsString;
 use std::process::ExitCode;
 
@@ -16,7 +16,7 @@ fn main() -> ExitCode {
         Err(error) if error.is::<OtherRankFailed>() => ExitCode::from(2),
         Err(error) if error.is::<Exit>() => ExitCode::from(error.downcast_ref::<Exit>().unwrap().0),
         Err(error) => {
-            eprintln!("netsim: error: {error:#}");
+            print_error(&error);
             ExitCode::from(2)
         }
     }
@@ -45,6 +45,8 @@ fn run() -> anyhow::Result<()> {
             if ranks.rank() == 0 {
                 let _ = e.print();
             }
+            // Printed before anyone exits (see `Ranks::agree`).
+            ranks.barrier();
             return Err(Exit(e.exit_code() as u8).into());
         }
     };

@@ -6,8 +6,8 @@
 //! takes. A rank that meets an error (bad input, a file it cannot write) must
 //! not simply leave, or the others would wait in the next collective forever:
 //! each step that can fail ends in [`Ranks::agree`], where all ranks learn
-//! whether any failed and stop together. The first failing rank reports its
-//! error; the others stop with [`OtherRankFailed`], which the binary exits on
+//! whether any failed and stop together. The first failing rank prints its
+//! error; all stop with [`OtherRankFailed`], which the binary exits on
 //! quietly. Panics abort the whole job (see `netsim_engine::mpi`).
 
 use netsim_engine::{Layout, Progress, SimTime};
@@ -15,10 +15,15 @@ use netsim_models::network::{simulate_on, Fabric, NetRun};
 use netsim_models::telemetry::TelemetrySink;
 use std::ops::Range;
 
-/// Another rank met an error and reported it; this rank stops too.
+/// A rank (maybe this one) met an error and printed it; this rank stops too.
 #[derive(Debug, thiserror::Error)]
 #[error("rank {0} failed")]
 pub struct OtherRankFailed(pub usize);
+
+/// How the binary reports an error (with its causes).
+pub fn print_error(error: &anyhow::Error) {
+    eprintln!("netsim: error: {error:#}");
+}
 
 /// The processes taking part in a run.
 pub struct Ranks {
@@ -57,13 +62,28 @@ impl Ranks {
     /// [`OtherRankFailed`].
     pub fn agree<T>(&self, result: anyhow::Result<T>) -> anyhow::Result<T> {
         #[cfg(feature = "mpi")]
-        match (self.world.first_failed_rank(result.is_err()), result) {
-            (None, result) => result,
-            (Some(first), Err(e)) if first == self.rank() => Err(e),
-            (Some(first), _) => Err(OtherRankFailed(first).into()),
+        {
+            let Some(first) = self.world.first_failed_rank(result.is_err()) else {
+                return result;
+            };
+            // The reporting rank prints before anyone exits: mpirun ends the
+            // whole job at the first non-zero exit, and the message with it.
+            if first == self.rank() {
+                if let Err(e) = &result {
+                    print_error(e);
+                }
+            }
+            self.barrier();
+            Err(OtherRankFailed(first).into())
         }
         #[cfg(not(feature = "mpi"))]
         result
+    }
+
+    /// Collective: returns when every rank has called it.
+    pub fn barrier(&self) {
+        #[cfg(feature = "mpi")]
+        self.world.barrier();
     }
 
     /// Collective: fails on every rank unless all computed the same
@@ -73,18 +93,20 @@ impl Ranks {
         #[cfg(feature = "mpi")]
         {
             let (min, max) = self.world.min_max(fingerprint);
-            if min != max {
-                if self.rank() == 0 {
-                    anyhow::bail!(
-                        "the ranks computed different {what}s: do they all run the same netsim \
-                         binary on the same input files?"
-                    );
-                }
-                return Err(OtherRankFailed(0).into());
-            }
+            self.agree(if min != max && self.rank() == 0 {
+                Err(anyhow::anyhow!(
+                    "the ranks computed different {what}s: do they all run the same netsim \
+                     binary on the same input files?"
+                ))
+            } else {
+                Ok(())
+            })
         }
-        let _ = (what, fingerprint);
-        Ok(())
+        #[cfg(not(feature = "mpi"))]
+        {
+            let _ = (what, fingerprint);
+            Ok(())
+        }
     }
 
     /// Collective: rank 0 gets every rank's `values` (the same number on

@@ -1,0 +1,314 @@
+//! `netsim` under `mpirun` (feature `mpi`): 1, 2 and 4 ranks, and 2 ranks x
+//! 2 threads, write the same tables as one thread; bad input stops every rank
+//! quickly with one message.
+//!
+//! What is compared: every row of every table (flows, queues, pfc), each row
+//! rendered exactly (floats by their bits, nulls as such), all rows of a
+//! table sorted. Part files differ by name and by the rank recorded in their
+//! metadata, so files are not compared byte for byte; their contents are.
+//!
+//! Needs Open MPI's `mpirun` on `PATH` (or in `MPIRUN`).
+#![cfg(feature = "mpi")]
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Float64Type, UInt32Type, UInt64Type, UInt8Type};
+use arrow_array::Array;
+use arrow_schema::DataType;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const NETSIM: &str = env!("CARGO_BIN_EXE_netsim");
+
+fn mpirun_path() -> PathBuf {
+    if let Some(path) = std::env::var_os("MPIRUN") {
+        return path.into();
+    }
+    std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+        .map(|dir| dir.join("mpirun"))
+        .find(|p| p.is_file())
+        .expect("mpirun not found on PATH (install openmpi-bin, or set MPIRUN)")
+}
+
+/// Runs `command`, killing it if it has not finished within `limit`.
+fn run_within(mut command: Command, limit: Duration) -> Output {
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("command starts");
+    let started = Instant::now();
+    while child.try_wait().expect("wait").is_none() {
+        if started.elapsed() > limit {
+            child.kill().ok();
+            let out = child.wait_with_output().expect("killed command output");
+            panic!(
+                "still running after {limit:?}; stderr:\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().expect("command output")
+}
+
+/// `netsim args` on `ranks` MPI ranks.
+fn mpirun(ranks: u32, args: &[&str]) -> Output {
+    let mut command = Command::new(mpirun_path());
+    command
+        .args(["--oversubscribe", "--allow-run-as-root", "-n"])
+        .arg(ranks.to_string())
+        .arg(NETSIM)
+        .args(args);
+    run_within(command, Duration::from_secs(300))
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("netsim-mpi-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn check(o: &Output, what: &str) {
+    assert!(
+        o.status.success(),
+        "{what} failed: {:?}\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// Cell `row` of `column`, rendered exactly.
+fn cell(column: &dyn Array, row: usize) -> String {
+    if column.is_null(row) {
+        return "null".into();
+    }
+    match column.data_type() {
+        DataType::UInt8 => column.as_primitive::<UInt8Type>().value(row).to_string(),
+        DataType::UInt32 => column.as_primitive::<UInt32Type>().value(row).to_string(),
+        DataType::UInt64 => column.as_primitive::<UInt64Type>().value(row).to_string(),
+        DataType::Float64 => format!(
+            "{:#x}",
+            column.as_primitive::<Float64Type>().value(row).to_bits()
+        ),
+        DataType::Boolean => column.as_boolean().value(row).to_string(),
+        DataType::Utf8 => column.as_string::<i32>().value(row).to_string(),
+        other => panic!("no rendering for column type {other}"),
+    }
+}
+
+/// Every table of the dataset in `out`: its rows, rendered and sorted.
+fn tables(out: &Path) -> BTreeMap<String, Vec<String>> {
+    let mut tables = BTreeMap::new();
+    for entry in std::fs::read_dir(out).unwrap() {
+        let dir = entry.unwrap().path();
+        if !dir.is_dir() {
+            continue;
+        }
+        let mut rows = Vec::new();
+        for part in std::fs::read_dir(&dir).unwrap() {
+            let part = part.unwrap().path();
+            assert!(
+                part.extension().is_some_and(|e| e == "parquet"),
+                "stray file {}",
+                part.display()
+            );
+            let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(&part).unwrap())
+                .unwrap()
+                .build()
+                .unwrap();
+            for batch in reader {
+                let batch = batch.unwrap();
+                for row in 0..batch.num_rows() {
+                    let cells: Vec<String> = batch.columns().iter().map(|c| cell(c, row)).collect();
+                    rows.push(cells.join(","));
+                }
+            }
+        }
+        rows.sort();
+        tables.insert(
+            dir.file_name().unwrap().to_string_lossy().into_owned(),
+            rows,
+        );
+    }
+    tables
+}
+
+fn part_names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+fn run_json(out: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(out.join("run.json")).unwrap()).unwrap()
+}
+
+/// The scenario on one thread, then under MPI at several ranks x threads:
+/// every table identical.
+fn same_tables_across_ranks(name: &str, scenario: &[&str]) {
+    let dir = scratch(name);
+    let reference = dir.join("reference");
+    let mut args = scenario.to_vec();
+    let out = reference.to_str().unwrap();
+    args.extend(["--threads", "1", "--out", out, "--quiet"]);
+    let o = run_within(
+        {
+            let mut c = Command::new(NETSIM);
+            c.args(&args);
+            c
+        },
+        Duration::from_secs(300),
+    );
+    check(&o, "the one-thread reference run");
+    let expected = tables(&reference);
+    assert!(
+        expected["flows"].len() >= 16,
+        "the scenario has flows: {:?}",
+        expected.keys()
+    );
+    assert!(
+        !expected["queues"].is_empty(),
+        "the scenario samples queues"
+    );
+
+    for (ranks, threads) in [(1, 1), (2, 1), (4, 1), (2, 2)] {
+        let out = dir.join(format!("r{ranks}t{threads}"));
+        let mut args = scenario.to_vec();
+        let (threads_arg, out_arg) = (threads.to_string(), out.to_str().unwrap().to_owned());
+        args.extend(["--threads", &threads_arg, "--out", &out_arg, "--quiet"]);
+        let o = mpirun(ranks, &args);
+        check(&o, &format!("{ranks} ranks x {threads} threads"));
+        let got = tables(&out);
+        for (table, rows) in &expected {
+            assert!(
+                got.get(table) == Some(rows),
+                "{name}: table {table} differs at {ranks} ranks x {threads} threads"
+            );
+        }
+        assert_eq!(got.len(), expected.len(), "same tables");
+
+        let shards = ranks * threads;
+        let expected_parts: Vec<String> = (0..shards)
+            .map(|s| format!("part-{:05}-{s:05}.parquet", s / threads))
+            .collect();
+        assert_eq!(part_names(&out.join("flows")), expected_parts);
+        let summary = run_json(&out);
+        assert_eq!(summary["ranks"], ranks);
+        assert_eq!(summary["shards"], shards);
+        assert_eq!(summary["threads"], threads);
+        let per_rank = summary["per_rank"].as_array().unwrap();
+        assert_eq!(per_rank.len(), ranks as usize);
+        assert!(per_rank
+            .iter()
+            .all(|r| r["peak_rss_bytes"].as_u64() > Some(0)));
+        let events: u64 = per_rank.iter().map(|r| r["events"].as_u64().unwrap()).sum();
+        assert_eq!(summary["events"], events);
+        assert_eq!(summary["events"], run_json(&reference)["events"]);
+    }
+}
+
+#[test]
+fn fat_tree_tables_are_identical_on_1_2_4_ranks_and_2x2() {
+    same_tables_across_ranks(
+        "fat-tree",
+        &["--topo", "fat-tree", "--k", "4", "--flow-size", "200000"],
+    );
+}
+
+#[test]
+fn dragonfly_tables_are_identical_on_1_2_4_ranks_and_2x2() {
+    same_tables_across_ranks(
+        "dragonfly",
+        &[
+            "--topo",
+            "dragonfly",
+            "--p",
+            "2",
+            "--a",
+            "4",
+            "--h",
+            "2",
+            "--groups",
+            "9",
+            "--routing",
+            "ugal",
+            "--flow-size",
+            "100000",
+        ],
+    );
+}
+
+#[test]
+fn a_malformed_scenario_stops_every_rank_with_one_message() {
+    let dir = scratch("malformed");
+    let scenario = dir.join("bad.toml");
+    std::fs::write(&scenario, "[topology]\ntopo = \"fat-tree\"\nk = \"four\"\n").unwrap();
+    let out = dir.join("out");
+    let started = Instant::now();
+    let o = mpirun(
+        2,
+        &[
+            "--config",
+            scenario.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "mpirun reports the failure");
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        stderr.matches("netsim: error:").count(),
+        1,
+        "one message for both ranks:\n{stderr}"
+    );
+    assert!(stderr.contains("bad.toml"), "names the file:\n{stderr}");
+    assert!(!out.join("run.json").exists());
+}
+
+#[test]
+fn an_impossible_partition_stops_every_rank_with_one_message() {
+    // 5 ranks cannot share 4 routers (hosts stay with their router): found
+    // while planning, on every rank.
+    let dir = scratch("impossible");
+    let out = dir.join("out");
+    let o = mpirun(
+        5,
+        &[
+            "--topo",
+            "dragonfly",
+            "--p",
+            "1",
+            "--a",
+            "2",
+            "--h",
+            "1",
+            "--groups",
+            "2",
+            "--threads",
+            "1",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert_eq!(
+        stderr.matches("netsim: error:").count(),
+        1,
+        "one message:\n{stderr}"
+    );
+    assert!(stderr.contains("5 ranks x 1 shards"), "{stderr}");
+}

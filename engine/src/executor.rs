@@ -34,6 +34,19 @@ pub trait Executor {
     fn max_over_processes(&self, value: u64) -> u64;
 }
 
+/// The shards rank `rank` of `ranks` runs: an even, contiguous share.
+///
+/// # Panics
+/// If `shards` is not a multiple of `ranks`.
+pub fn rank_shards(shards: usize, rank: usize, ranks: usize) -> Range<usize> {
+    assert!(
+        shards.is_multiple_of(ranks),
+        "{shards} shards cannot be dealt evenly over {ranks} ranks"
+    );
+    let per_rank = shards / ranks;
+    rank * per_rank..(rank + 1) * per_rank
+}
+
 /// Every shard on its own thread of this process ([`run_on_threads`]).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Threads;

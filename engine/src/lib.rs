@@ -47,7 +47,7 @@ mod threads;
 mod time;
 pub mod wire;
 
-pub use executor::{Executor, Threads};
+pub use executor::{rank_shards, Executor, Threads};
 pub use ids::{NodeId, ShardId};
 pub use layout::{Layout, LayoutError};
 pub use progress::Progress;

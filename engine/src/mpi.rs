@@ -24,7 +24,7 @@
 //! A panic anywhere calls `MPI_Abort` (a panic hook), so a model bug on one
 //! rank ends the job instead of leaving the others in a collective forever.
 
-use crate::executor::{Executor, ProcessRun};
+use crate::executor::{rank_shards, Executor};
 use crate::sync::{Aborted, Barrier, Comm};
 use crate::threads::run_shards;
 use crate::wire::{decode_events, encode_event, Wire};
@@ -158,17 +158,9 @@ impl MpiWorld {
 }
 
 impl Executor for MpiWorld {
-    /// # Panics
-    /// If the shards cannot be dealt evenly over the ranks.
+    /// [`rank_shards`] of this rank.
     fn local_shards(&self, layout: &Layout) -> Range<usize> {
-        let shards = layout.shards();
-        assert!(
-            shards.is_multiple_of(self.size),
-            "{shards} shards cannot be dealt evenly over {} ranks",
-            self.size
-        );
-        let per_rank = shards / self.size;
-        self.rank * per_rank..(self.rank + 1) * per_rank
+        rank_shards(layout.shards(), self.rank, self.size)
     }
 
     fn run<M, F>(

@@ -9,7 +9,7 @@ use crate::telemetry::{
 use crate::topology_args::TopologyArgs;
 use crate::workload_args::WorkloadArgs;
 use anyhow::Context as _;
-use netsim_engine::{process::peak_rss_bytes, splitmix64, Layout, Progress, SimTime};
+use netsim_engine::{process::peak_rss_bytes, rank_shards, splitmix64, Layout, Progress, SimTime};
 use netsim_models::network::{collective_records, merge_spans, CollectiveSpan, Fabric, NetStats};
 use netsim_models::telemetry::{
     CollectiveRecord, FlowRecord, LinkSample, PfcRecord, QueueSample, SwitchOffloadRecord,
@@ -200,8 +200,16 @@ impl RunArgs {
             partition.shards,
             partition.lookahead,
         )?;
-        let routing = Routing::build(&topo).with_context(|| format!("--topo {}", self.topo))?;
-        let _ = rank;
+        // Routing rows for the switches this rank owns: they dominate the
+        // memory of a large fabric.
+        let local = rank_shards(layout.shards(), rank, ranks);
+        let owned: Vec<bool> = partition
+            .shard_of
+            .iter()
+            .map(|s| local.contains(&s.index()))
+            .collect();
+        let routing =
+            Routing::build_for(&topo, &owned).with_context(|| format!("--topo {}", self.topo))?;
         let scenario = match (&self.config, &self.workload.workload) {
             (Some(path), _) => path.display().to_string(),
             (None, Some(w)) => format!("{} {w}", self.topo),

@@ -11,6 +11,11 @@
 //!
 //! Hosts pick among their own ports (NIC, NVLink) by the same latency metric, so a GPU
 //! reaches a GPU in its server over NVLink.
+//!
+//! A process that simulates only some nodes (an MPI rank) builds the tables with
+//! [`Routing::build_for`]: full rows for the switches it owns, and elsewhere only the first
+//! next hop (what a walk along a minimum-latency path needs, e.g. for an ideal completion
+//! time). Rows dominate the memory of a large fabric, so each rank holds about its share.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
@@ -22,6 +27,11 @@ use crate::graph::{NodeIndex, PortIndex, Topology};
 
 const NONE_SET: u32 = u32::MAX;
 const DIRECT_SET: u32 = u32::MAX - 1;
+/// First-hop table entries for switches outside the scope.
+const NONE_PORT: PortIndex = PortIndex::MAX;
+const DIRECT_PORT: PortIndex = PortIndex::MAX - 1;
+/// Rows of switches (and latency rows of host-adjacent switches) not in the scope.
+const NO_ROW: u32 = u32::MAX;
 const INF: u64 = u64::MAX;
 const NO_COMP: u32 = u32::MAX;
 
@@ -77,13 +87,18 @@ pub struct Routing {
     comp_of: Vec<u32>,
     /// Classes per component.
     comp_classes: Vec<u32>,
-    /// Start of each switch's row in `entries` (one column per class of its component).
+    /// Start of each switch's row in `entries` (one column per class of its component);
+    /// `NO_ROW` for switches outside the scope.
     row_offset: Vec<u32>,
     /// Global set id, `DIRECT_SET` or `NONE_SET`.
     entries: Vec<u32>,
     /// `set_ports[set_offsets[s]..set_offsets[s + 1]]` are the ports of set `s`.
     set_offsets: Vec<u32>,
     set_ports: Vec<PortIndex>,
+    /// Switches outside the scope: start of their row in `first_ports` (else `NO_ROW`).
+    first_offset: Vec<u32>,
+    /// Per class, the lowest next-hop port, `DIRECT_PORT` or `NONE_PORT`.
+    first_ports: Vec<PortIndex>,
     /// Per host, its (component, class) pairs sorted by component.
     host_class_offsets: Vec<u32>,
     host_classes: Vec<(u32, u32)>,
@@ -95,10 +110,12 @@ pub struct Routing {
     host_port_offsets: Vec<u32>,
     host_port_switch: Vec<NodeIndex>,
     host_port_latency_ps: Vec<u64>,
-    /// For switches adjacent to a host: start of its row of latencies (ps) to each class.
+    /// For switches adjacent to a host in the scope: start of its row of latencies (ps) to
+    /// each class (else `NO_ROW`).
     adj_row: Vec<u32>,
     adj_latency_ps: Vec<u64>,
-    diameter_hops: u32,
+    /// Computed by [`Routing::build`] only.
+    diameter_hops: Option<u32>,
 }
 
 /// Per-component working data.
@@ -107,29 +124,56 @@ struct Comp {
     /// Local adjacency over switch-switch ports: (local peer, port at this switch, latency).
     adj_offsets: Vec<u32>,
     adj: Vec<(u32, PortIndex, u64)>,
-    /// Start of each switch's words in a class's next-hop bitset.
+    /// Start of each switch's words in a class's next-hop bitset (none for switches outside
+    /// the scope).
     word_offsets: Vec<u32>,
-    /// Local indices of switches adjacent to a host.
+    /// Local indices of the switches outside the scope.
+    foreign: Vec<u32>,
+    /// Local indices of switches adjacent to a host in the scope.
     host_adjacent: Vec<u32>,
     /// Global class ids of this component, by local class id.
     classes: Vec<u32>,
 }
 
-/// What one destination class contributes: next-hop bits per switch, latencies from the
-/// host-adjacent switches, and host-to-host hop counts from every class of the component.
+/// What one destination class contributes: next-hop bits per switch in the scope, first
+/// next hops of the others, latencies from the host-adjacent switches, and (for the
+/// diameter) host-to-host hop counts from every class of the component.
 struct ClassOut {
     bits: Vec<u64>,
+    first_ports: Vec<PortIndex>,
     adj_latency_ps: Vec<u64>,
     hops_from: Vec<u32>,
 }
 
 impl Routing {
-    /// Builds the tables, in parallel over destination classes. Fails if a link joins two
-    /// hosts, a host has more than 64 ports, the tables would exceed `u32` indexing, or some
-    /// host cannot reach another.
+    /// Builds the tables of every switch, and the diameter, in parallel over destination
+    /// classes. Fails if a link joins two hosts, a host has more than 64 ports, the tables
+    /// would exceed `u32` indexing, or some host cannot reach another.
     pub fn build(topo: &Topology) -> Result<Routing, TopoError> {
+        Routing::build_scoped(topo, None)
+    }
+
+    /// Builds the tables a process simulating the nodes with `owned[node]` needs: full rows
+    /// for owned switches ([`Routing::next_hops`] there), first next hops for the others
+    /// ([`Routing::first_next_hop`] everywhere), host choices for owned hosts. No diameter.
+    /// Fails as [`Routing::build`] does, whatever the scope.
+    ///
+    /// # Panics
+    /// If `owned` does not have one entry per node.
+    pub fn build_for(topo: &Topology, owned: &[bool]) -> Result<Routing, TopoError> {
+        assert_eq!(
+            owned.len(),
+            topo.node_count() as usize,
+            "one owned flag per node"
+        );
+        Routing::build_scoped(topo, Some(owned))
+    }
+
+    fn build_scoped(topo: &Topology, owned: Option<&[bool]>) -> Result<Routing, TopoError> {
         let n = topo.node_count() as usize;
         let hosts = topo.host_count() as usize;
+        let in_scope = |node: usize| owned.is_none_or(|o| o[node]);
+        let diameter = owned.is_none();
 
         // Switch components.
         let mut comp_of = vec![NO_COMP; n];
@@ -162,6 +206,7 @@ impl Routing {
                 adj_offsets: Vec::new(),
                 adj: Vec::new(),
                 word_offsets: Vec::new(),
+                foreign: Vec::new(),
                 host_adjacent: Vec::new(),
                 classes: Vec::new(),
             });
@@ -201,7 +246,9 @@ impl Routing {
                 attach.push((p.peer, p.peer_port));
                 host_port_switch.push(p.peer);
                 host_port_latency_ps.push(lat);
-                host_adjacent[p.peer as usize] = true;
+                if in_scope(h as usize) {
+                    host_adjacent[p.peer as usize] = true;
+                }
             }
             attach[start..].sort_unstable();
             attach_offsets.push(attach.len() as u32);
@@ -249,6 +296,13 @@ impl Routing {
             let mut adj = Vec::new();
             let mut words = vec![0u32];
             for (li, &s) in comp.switches.iter().enumerate() {
+                if topo.ports(s).len() >= DIRECT_PORT as usize {
+                    return Err(TopoError::TooLarge(format!(
+                        "switch {s} has {} ports; switches may have at most {}",
+                        topo.ports(s).len(),
+                        DIRECT_PORT - 1
+                    )));
+                }
                 for (pi, p) in topo.ports(s).iter().enumerate() {
                     if !topo.is_host(p.peer) {
                         adj.push((
@@ -259,7 +313,12 @@ impl Routing {
                     }
                 }
                 offs.push(adj.len() as u32);
-                let w = topo.ports(s).len().div_ceil(64) as u32;
+                let w = if in_scope(s as usize) {
+                    topo.ports(s).len().div_ceil(64) as u32
+                } else {
+                    comp.foreign.push(li as u32);
+                    0
+                };
                 words.push(words[li] + w);
                 if host_adjacent[s as usize] {
                     comp.host_adjacent.push(li as u32);
@@ -276,19 +335,25 @@ impl Routing {
             .map(|comp| {
                 comp.classes
                     .par_iter()
-                    .map(|&g| class_routes(comp, &class_keys, &local_of, g))
+                    .map(|&g| class_routes(comp, &class_keys, &local_of, g, diameter))
                     .collect()
             })
             .collect();
 
         // Intern each switch's next-hop sets (parallel over switches).
-        let mut row_offset = vec![u32::MAX; n];
-        let mut total: u64 = 0;
+        let mut row_offset = vec![NO_ROW; n];
+        let mut first_offset = vec![NO_ROW; n];
+        let (mut total, mut first_total) = (0u64, 0u64);
         for comp in &comps {
             for &s in &comp.switches {
-                row_offset[s as usize] = total as u32;
-                total += comp.classes.len() as u64;
-                if total > (u32::MAX - 2) as u64 {
+                let (offset, count) = if in_scope(s as usize) {
+                    (&mut row_offset[s as usize], &mut total)
+                } else {
+                    (&mut first_offset[s as usize], &mut first_total)
+                };
+                *offset = *count as u32;
+                *count += comp.classes.len() as u64;
+                if *count > (u32::MAX - 2) as u64 {
                     return Err(TopoError::TooLarge(format!(
                         "routing tables would need more than {} entries",
                         u32::MAX - 2
@@ -301,11 +366,14 @@ impl Routing {
         let mut set_ports: Vec<PortIndex> = Vec::new();
         for (ci, comp) in comps.iter().enumerate() {
             let out = &outs[ci];
-            let rows: Vec<(Vec<u32>, Vec<Vec<PortIndex>>)> = (0..comp.switches.len())
-                .into_par_iter()
-                .map(|li| intern_switch(comp, &class_keys, out, li))
+            let owned_switches: Vec<usize> = (0..comp.switches.len())
+                .filter(|&li| in_scope(comp.switches[li] as usize))
                 .collect();
-            for (li, (row, sets)) in rows.into_iter().enumerate() {
+            let rows: Vec<(Vec<u32>, Vec<Vec<PortIndex>>)> = owned_switches
+                .par_iter()
+                .map(|&li| intern_switch(comp, &class_keys, out, li))
+                .collect();
+            for (&li, (row, sets)) in owned_switches.iter().zip(rows) {
                 let base = (set_offsets.len() - 1) as u64;
                 if base + sets.len() as u64 > (u32::MAX - 2) as u64 {
                     return Err(TopoError::TooLarge("too many next-hop sets".into()));
@@ -321,8 +389,19 @@ impl Routing {
             }
         }
 
+        // First next hops of the switches outside the scope, row by row.
+        let mut first_ports = vec![NONE_PORT; first_total as usize];
+        for (ci, comp) in comps.iter().enumerate() {
+            for (fi, &li) in comp.foreign.iter().enumerate() {
+                let off = first_offset[comp.switches[li as usize] as usize] as usize;
+                for (k, o) in outs[ci].iter().enumerate() {
+                    first_ports[off + k] = o.first_ports[fi];
+                }
+            }
+        }
+
         // Latencies from host-adjacent switches to each class, for hosts' own choice.
-        let mut adj_row = vec![u32::MAX; n];
+        let mut adj_row = vec![NO_ROW; n];
         let mut adj_latency_ps = Vec::new();
         for (ci, comp) in comps.iter().enumerate() {
             for (ai, &li) in comp.host_adjacent.iter().enumerate() {
@@ -331,10 +410,11 @@ impl Routing {
             }
         }
 
-        let hop_tables: Vec<Vec<u32>> = outs
-            .into_iter()
-            .map(|o| o.into_iter().flat_map(|c| c.hops_from).collect())
-            .collect();
+        let hop_tables: Option<Vec<Vec<u32>>> = diameter.then(|| {
+            outs.into_iter()
+                .map(|o| o.into_iter().flat_map(|c| c.hops_from).collect())
+                .collect()
+        });
         let attach_switch = attach.iter().map(|a| a.0).collect();
         let attach_port = attach.iter().map(|a| a.1).collect();
         let mut r = Routing {
@@ -344,6 +424,8 @@ impl Routing {
             entries,
             set_offsets,
             set_ports,
+            first_offset,
+            first_ports,
             host_class_offsets,
             host_classes,
             attach_offsets,
@@ -354,9 +436,9 @@ impl Routing {
             host_port_latency_ps,
             adj_row,
             adj_latency_ps,
-            diameter_hops: 0,
+            diameter_hops: None,
         };
-        r.diameter_hops = r.check_and_diameter(&hop_tables)?;
+        r.diameter_hops = r.check_and_diameter(hop_tables.as_deref())?;
         Ok(r)
     }
 
@@ -371,23 +453,22 @@ impl Routing {
 
     /// Next-hop ports of switch `s` toward host `dst` (empty if unreachable).
     ///
-    /// Panics if `s` is not a switch or `dst` not a host.
+    /// Panics if `s` is not a switch, `dst` not a host, or `s` outside the scope of
+    /// [`Routing::build_for`].
     pub fn switch_next_hops(&self, s: NodeIndex, dst: NodeIndex) -> &[PortIndex] {
         let c = self.comp_of[s as usize];
         assert!(c != NO_COMP, "node {s} is not a switch");
+        let row = self.row_offset[s as usize];
+        assert!(
+            row != NO_ROW,
+            "switch {s} is outside these routing tables' scope"
+        );
         let Some(class) = self.class_of(dst, c) else {
             return &[];
         };
-        match self.entries[self.row_offset[s as usize] as usize + class as usize] {
+        match self.entries[row as usize + class as usize] {
             NONE_SET => &[],
-            DIRECT_SET => {
-                let lo = self.attach_offsets[dst as usize] as usize;
-                let hi = self.attach_offsets[dst as usize + 1] as usize;
-                let sw = &self.attach_switch[lo..hi];
-                let a = lo + sw.partition_point(|&x| x < s);
-                let b = lo + sw.partition_point(|&x| x <= s);
-                &self.attach_port[a..b]
-            }
+            DIRECT_SET => self.direct_ports(s, dst),
             set => {
                 let set = set as usize;
                 &self.set_ports[self.set_offsets[set] as usize..self.set_offsets[set + 1] as usize]
@@ -395,7 +476,38 @@ impl Routing {
         }
     }
 
+    /// Ports of switch `s` that lead straight to host `dst`.
+    fn direct_ports(&self, s: NodeIndex, dst: NodeIndex) -> &[PortIndex] {
+        let lo = self.attach_offsets[dst as usize] as usize;
+        let hi = self.attach_offsets[dst as usize + 1] as usize;
+        let sw = &self.attach_switch[lo..hi];
+        let a = lo + sw.partition_point(|&x| x < s);
+        let b = lo + sw.partition_point(|&x| x <= s);
+        &self.attach_port[a..b]
+    }
+
+    /// The lowest of the next-hop ports of `node` toward host `dst` (`next_hops(node,
+    /// dst).get(0)`), also for switches outside the scope of [`Routing::build_for`]; `None`
+    /// when there is none.
+    ///
+    /// Panics if `node` is a host outside the scope.
+    pub fn first_next_hop(&self, node: NodeIndex, dst: NodeIndex) -> Option<PortIndex> {
+        let c = self.comp_of[node as usize];
+        if c == NO_COMP || self.row_offset[node as usize] != NO_ROW {
+            let hops = self.next_hops(node, dst);
+            return (!hops.is_empty()).then(|| hops.get(0));
+        }
+        let class = self.class_of(dst, c)?;
+        match self.first_ports[self.first_offset[node as usize] as usize + class as usize] {
+            NONE_PORT => None,
+            DIRECT_PORT => self.direct_ports(node, dst).first().copied(),
+            port => Some(port),
+        }
+    }
+
     /// Bit mask of host `h`'s ports on minimum-latency paths to host `dst` (0 if `h == dst`).
+    ///
+    /// Panics if `h` is outside the scope of [`Routing::build_for`].
     pub fn host_next_hops(&self, h: NodeIndex, dst: NodeIndex) -> u64 {
         if h == dst {
             return 0;
@@ -409,7 +521,12 @@ impl Routing {
             let Some(class) = self.class_of(dst, self.comp_of[s as usize]) else {
                 continue;
             };
-            let d = self.adj_latency_ps[self.adj_row[s as usize] as usize + class as usize];
+            let row = self.adj_row[s as usize];
+            assert!(
+                row != NO_ROW,
+                "host {h} is outside these routing tables' scope"
+            );
+            let d = self.adj_latency_ps[row as usize + class as usize];
             let v = d.saturating_add(self.host_port_latency_ps[i]);
             if v < best {
                 best = v;
@@ -423,6 +540,8 @@ impl Routing {
     }
 
     /// Minimum total latency (ps) from host `src` to host `dst`; `None` if unreachable.
+    ///
+    /// Panics if `src` is outside the scope of [`Routing::build_for`].
     pub fn path_latency_ps(&self, src: NodeIndex, dst: NodeIndex) -> Option<u64> {
         if src == dst {
             return Some(0);
@@ -433,7 +552,12 @@ impl Routing {
             .filter_map(|i| {
                 let s = self.host_port_switch[i];
                 let class = self.class_of(dst, self.comp_of[s as usize])?;
-                let d = self.adj_latency_ps[self.adj_row[s as usize] as usize + class as usize];
+                let row = self.adj_row[s as usize];
+                assert!(
+                    row != NO_ROW,
+                    "host {src} is outside these routing tables' scope"
+                );
+                let d = self.adj_latency_ps[row as usize + class as usize];
                 (d != INF).then(|| d + self.host_port_latency_ps[i])
             })
             .min()
@@ -480,8 +604,11 @@ impl Routing {
 
     /// Largest number of links between two hosts on a minimum-hop path (hosts never
     /// transit); 0 with fewer than two hosts.
+    ///
+    /// Panics on tables from [`Routing::build_for`], which skips it.
     pub fn diameter_hops(&self) -> u32 {
         self.diameter_hops
+            .expect("the diameter is computed by Routing::build, not build_for")
     }
 
     /// Number of destination classes over all switch components.
@@ -506,6 +633,8 @@ impl Routing {
             + self.entries.len() * 4
             + self.set_offsets.len() * 4
             + self.set_ports.len() * 2
+            + self.first_offset.len() * 4
+            + self.first_ports.len() * 2
             + self.host_class_offsets.len() * 4
             + self.host_classes.len() * 8
             + self.attach_offsets.len() * 4
@@ -528,7 +657,12 @@ impl Routing {
 
     /// Checks that every host reaches every other and returns the hop diameter.
     /// `hop_tables[c][b * classes + a]` = hops from a class-a host to a class-b host in c.
-    fn check_and_diameter(&self, hop_tables: &[Vec<u32>]) -> Result<u32, TopoError> {
+    /// Without `hop_tables`, only checks (two hosts reach each other exactly when they
+    /// attach to a common switch component, which is connected) and returns `None`.
+    fn check_and_diameter(
+        &self,
+        hop_tables: Option<&[Vec<u32>]>,
+    ) -> Result<Option<u32>, TopoError> {
         let hosts = self.host_class_offsets.len() - 1;
         if hosts >= 2 {
             if let Some(h) =
@@ -563,7 +697,9 @@ impl Routing {
                     std::cmp::Ordering::Equal => {
                         let c = a[i].0 as usize;
                         let m = self.comp_classes[c] as usize;
-                        best = best.min(hop_tables[c][b[j].1 as usize * m + a[i].1 as usize]);
+                        best = best.min(
+                            hop_tables.map_or(0, |t| t[c][b[j].1 as usize * m + a[i].1 as usize]),
+                        );
                         i += 1;
                         j += 1;
                     }
@@ -595,7 +731,7 @@ impl Routing {
                 Err((from, to)) => return Err(TopoError::Unreachable { from, to }),
             }
         }
-        Ok(diameter)
+        Ok(hop_tables.is_some().then_some(diameter))
     }
 }
 
@@ -605,6 +741,7 @@ fn class_routes(
     class_keys: &[Vec<(NodeIndex, u64)>],
     local_of: &[u32],
     g: u32,
+    diameter: bool,
 ) -> ClassOut {
     let n = comp.switches.len();
     let key = &class_keys[g as usize];
@@ -631,19 +768,47 @@ fn class_routes(
             }
         }
     }
+    let dist = &dist;
+    let on_shortest_path = |u: usize| {
+        comp.adj[comp.adj_offsets[u] as usize..comp.adj_offsets[u + 1] as usize]
+            .iter()
+            .filter(move |&&(v, _, lat)| {
+                dist[v as usize] != INF && dist[v as usize] + lat == dist[u]
+            })
+            .map(|&(_, port, _)| port)
+    };
+    let attached = |u: usize| key.binary_search_by_key(&comp.switches[u], |k| k.0).is_ok();
     let mut bits = vec![0u64; *comp.word_offsets.last().unwrap_or(&0) as usize];
-    for u in 0..n {
-        if dist[u] == INF || key.binary_search_by_key(&comp.switches[u], |k| k.0).is_ok() {
+    for (u, &d) in dist.iter().enumerate() {
+        let w0 = comp.word_offsets[u] as usize;
+        if d == INF || w0 == comp.word_offsets[u + 1] as usize || attached(u) {
             continue;
         }
-        let w0 = comp.word_offsets[u] as usize;
-        for &(v, port, lat) in
-            &comp.adj[comp.adj_offsets[u] as usize..comp.adj_offsets[u + 1] as usize]
-        {
-            if dist[v as usize] != INF && dist[v as usize] + lat == dist[u] {
-                bits[w0 + port as usize / 64] |= 1 << (port % 64);
-            }
+        for port in on_shortest_path(u) {
+            bits[w0 + port as usize / 64] |= 1 << (port % 64);
         }
+    }
+    let first_ports = comp
+        .foreign
+        .iter()
+        .map(|&u| {
+            let u = u as usize;
+            if attached(u) {
+                DIRECT_PORT
+            } else if dist[u] == INF {
+                NONE_PORT
+            } else {
+                on_shortest_path(u).min().unwrap_or(NONE_PORT)
+            }
+        })
+        .collect();
+    if !diameter {
+        return ClassOut {
+            bits,
+            first_ports,
+            adj_latency_ps: adj_latencies(comp, dist),
+            hops_from: Vec::new(),
+        };
     }
     // Hop counts for the diameter: BFS from the attachment switches.
     let mut hop = vec![u32::MAX; n];
@@ -676,13 +841,18 @@ fn class_routes(
         .collect();
     ClassOut {
         bits,
-        adj_latency_ps: comp
-            .host_adjacent
-            .iter()
-            .map(|&l| dist[l as usize])
-            .collect(),
+        first_ports,
+        adj_latency_ps: adj_latencies(comp, dist),
         hops_from,
     }
+}
+
+/// Latencies to the class from the component's host-adjacent switches.
+fn adj_latencies(comp: &Comp, dist: &[u64]) -> Vec<u64> {
+    comp.host_adjacent
+        .iter()
+        .map(|&l| dist[l as usize])
+        .collect()
 }
 
 /// One switch's row: per class a local set id (or DIRECT/NONE), and its distinct sets.

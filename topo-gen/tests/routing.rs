@@ -179,3 +179,70 @@ fn disconnected_fabric_is_an_error() {
         "{e}"
     );
 }
+
+/// Tables built for the nodes of one "rank" agree with the full tables wherever they
+/// answer, and are smaller.
+fn check_scoped(topo: &Topology, owned: &[bool]) {
+    let full = Routing::build(topo).unwrap();
+    let scoped = Routing::build_for(topo, owned).unwrap();
+    assert!(scoped.memory_bytes() < full.memory_bytes());
+    for node in 0..topo.node_count() {
+        for dst in topo.hosts() {
+            let all = full.next_hops(node, dst);
+            if owned[node as usize] {
+                assert_eq!(scoped.next_hops(node, dst), all, "{node} -> {dst}");
+                if topo.is_host(node) {
+                    assert_eq!(
+                        scoped.path_latency_ps(node, dst),
+                        full.path_latency_ps(node, dst)
+                    );
+                }
+            }
+            if owned[node as usize] || !topo.is_host(node) {
+                let first = (!all.is_empty()).then(|| all.get(0));
+                assert_eq!(scoped.first_next_hop(node, dst), first, "{node} -> {dst}");
+            }
+        }
+    }
+}
+
+#[test]
+fn tables_built_for_some_nodes_agree_with_the_full_tables() {
+    let fat_tree = build(&spec("fat-tree")).unwrap();
+    // The first half of the pods (hosts and switches), like a structural partition.
+    let half: Vec<bool> = (0..fat_tree.node_count())
+        .map(|n| fat_tree.node(n).coords.pod.is_some_and(|p| p < 4))
+        .collect();
+    check_scoped(&fat_tree, &half);
+    // Every third node: owned hosts behind foreign switches and the reverse.
+    let scattered: Vec<bool> = (0..fat_tree.node_count()).map(|n| n % 3 == 0).collect();
+    check_scoped(&fat_tree, &scattered);
+
+    let mut s = spec("dragonfly");
+    if let TopoSpec::Dragonfly(p) = &mut s {
+        (p.p, p.a, p.h) = (2, 4, 2);
+    }
+    let dragonfly = build(&s).unwrap();
+    let groups: Vec<bool> = (0..dragonfly.node_count())
+        .map(|n| dragonfly.node(n).coords.group.is_some_and(|g| g % 2 == 1))
+        .collect();
+    check_scoped(&dragonfly, &groups);
+
+    // Dual-ToR GPUs: hosts with several ports, NVSwitches as their own components.
+    let mut p = SimaiParams::defaults(SimaiTemplate::Hpn);
+    p.gpus = 128;
+    let hpn = build(&TopoSpec::Simai(p)).unwrap();
+    let odd: Vec<bool> = (0..hpn.node_count()).map(|n| n % 2 == 1).collect();
+    check_scoped(&hpn, &odd);
+}
+
+#[test]
+fn tables_built_for_some_nodes_still_check_reachability() {
+    let text = "4 1 0 2 2 H100\n2 3 \n0 2 100Gbps 0.001ms 0\n1 3 100Gbps 0.001ms 0\n";
+    let topo = netsim_topo::parse_simai(text, "mem").unwrap();
+    let e = Routing::build_for(&topo, &[true, false, false, false]).unwrap_err();
+    assert!(
+        matches!(e, netsim_topo::TopoError::Unreachable { .. }),
+        "{e}"
+    );
+}

@@ -1468,9 +1468,13 @@ pub fn ideal_fct(fabric: &Fabric, spec: &FlowSpec, first_port: u16) -> (SimTime,
         if at == spec.dst {
             break;
         }
-        let next = fabric.routing.next_hops(at, spec.dst);
-        assert!(!next.is_empty() && hops.len() <= topo.node_count() as usize);
-        port = next.get(0);
+        // The first next hop is known at every switch, also on MPI ranks that
+        // hold full routing rows only for their own.
+        port = fabric
+            .routing
+            .first_next_hop(at, spec.dst)
+            .unwrap_or_else(|| panic!("node {at} has no route to host {}", spec.dst));
+        assert!(hops.len() <= topo.node_count() as usize, "routing loop");
     }
     let bottleneck = hops.iter().map(|h| h.0).min().expect("a path has a link");
     let mut fct = Port::serialization(wire_total, bottleneck);

@@ -32,6 +32,9 @@ const NONE_PORT: PortIndex = PortIndex::MAX;
 const DIRECT_PORT: PortIndex = PortIndex::MAX - 1;
 /// Rows of switches (and latency rows of host-adjacent switches) not in the scope.
 const NO_ROW: u32 = u32::MAX;
+/// Destination classes routed at once: enough to keep every core busy, few enough that
+/// their next-hop bits stay small next to the tables.
+const CLASS_CHUNK: usize = 64;
 const INF: u64 = u64::MAX;
 const NO_COMP: u32 = u32::MAX;
 
@@ -329,18 +332,7 @@ impl Routing {
             comp.word_offsets = words;
         }
 
-        // Per destination class: shortest latencies, next-hop bits, hop counts (parallel).
-        let outs: Vec<Vec<ClassOut>> = comps
-            .iter()
-            .map(|comp| {
-                comp.classes
-                    .par_iter()
-                    .map(|&g| class_routes(comp, &class_keys, &local_of, g, diameter))
-                    .collect()
-            })
-            .collect();
-
-        // Intern each switch's next-hop sets (parallel over switches).
+        // Table layout: a row per switch in the scope, a first-hop row per other switch.
         let mut row_offset = vec![NO_ROW; n];
         let mut first_offset = vec![NO_ROW; n];
         let (mut total, mut first_total) = (0u64, 0u64);
@@ -362,59 +354,75 @@ impl Routing {
             }
         }
         let mut entries = vec![NONE_SET; total as usize];
+        let mut first_ports = vec![NONE_PORT; first_total as usize];
         let mut set_offsets = vec![0u32];
         let mut set_ports: Vec<PortIndex> = Vec::new();
-        for (ci, comp) in comps.iter().enumerate() {
-            let out = &outs[ci];
-            let owned_switches: Vec<usize> = (0..comp.switches.len())
-                .filter(|&li| in_scope(comp.switches[li] as usize))
-                .collect();
-            let rows: Vec<(Vec<u32>, Vec<Vec<PortIndex>>)> = owned_switches
-                .par_iter()
-                .map(|&li| intern_switch(comp, &class_keys, out, li))
-                .collect();
-            for (&li, (row, sets)) in owned_switches.iter().zip(rows) {
-                let base = (set_offsets.len() - 1) as u64;
-                if base + sets.len() as u64 > (u32::MAX - 2) as u64 {
-                    return Err(TopoError::TooLarge("too many next-hop sets".into()));
-                }
-                for set in sets {
-                    set_ports.extend_from_slice(&set);
-                    set_offsets.push(set_ports.len() as u32);
-                }
-                let off = row_offset[comp.switches[li] as usize] as usize;
-                for (k, v) in row.into_iter().enumerate() {
-                    entries[off + k] = if v >= DIRECT_SET { v } else { base as u32 + v };
-                }
-            }
-        }
-
-        // First next hops of the switches outside the scope, row by row.
-        let mut first_ports = vec![NONE_PORT; first_total as usize];
-        for (ci, comp) in comps.iter().enumerate() {
-            for (fi, &li) in comp.foreign.iter().enumerate() {
-                let off = first_offset[comp.switches[li as usize] as usize] as usize;
-                for (k, o) in outs[ci].iter().enumerate() {
-                    first_ports[off + k] = o.first_ports[fi];
-                }
-            }
-        }
-
-        // Latencies from host-adjacent switches to each class, for hosts' own choice.
         let mut adj_row = vec![NO_ROW; n];
         let mut adj_latency_ps = Vec::new();
-        for (ci, comp) in comps.iter().enumerate() {
-            for (ai, &li) in comp.host_adjacent.iter().enumerate() {
-                adj_row[comp.switches[li as usize] as usize] = adj_latency_ps.len() as u32;
-                adj_latency_ps.extend(outs[ci].iter().map(|o| o.adj_latency_ps[ai]));
-            }
-        }
+        let mut hop_tables: Vec<Vec<u32>> = Vec::new();
 
-        let hop_tables: Option<Vec<Vec<u32>>> = diameter.then(|| {
-            outs.into_iter()
-                .map(|o| o.into_iter().flat_map(|c| c.hops_from).collect())
-                .collect()
-        });
+        // Destination classes a chunk at a time (in parallel within a chunk): shortest
+        // latencies and next hops go straight into the tables, so the working memory is
+        // one chunk's, not every class's.
+        for comp in &comps {
+            let m = comp.classes.len();
+            let owned: Vec<usize> = (0..comp.switches.len())
+                .filter(|&li| in_scope(comp.switches[li] as usize))
+                .collect();
+            let rows_start = owned
+                .first()
+                .map_or(0, |&li| row_offset[comp.switches[li] as usize] as usize);
+            let rows = &mut entries[rows_start..rows_start + owned.len() * m];
+            let mut interners: Vec<SetInterner> =
+                owned.iter().map(|_| SetInterner::default()).collect();
+            let adj_base = adj_latency_ps.len();
+            for (ai, &li) in comp.host_adjacent.iter().enumerate() {
+                adj_row[comp.switches[li as usize] as usize] = (adj_base + ai * m) as u32;
+            }
+            adj_latency_ps.resize(adj_base + comp.host_adjacent.len() * m, INF);
+            let mut hops = vec![0u32; if diameter { m * m } else { 0 }];
+            for chunk_start in (0..m).step_by(CLASS_CHUNK) {
+                let chunk = &comp.classes[chunk_start..m.min(chunk_start + CLASS_CHUNK)];
+                let outs: Vec<ClassOut> = chunk
+                    .par_iter()
+                    .map(|&g| class_routes(comp, &class_keys, &local_of, g, diameter))
+                    .collect();
+                rows.par_chunks_mut(m.max(1))
+                    .zip(interners.par_iter_mut())
+                    .zip(owned.par_iter())
+                    .for_each(|((row, interner), &li)| {
+                        interner.add(comp, &class_keys, chunk, &outs, li, &mut row[chunk_start..]);
+                    });
+                for (k, o) in outs.iter().enumerate() {
+                    let class = chunk_start + k;
+                    for (fi, &li) in comp.foreign.iter().enumerate() {
+                        let off = first_offset[comp.switches[li as usize] as usize] as usize;
+                        first_ports[off + class] = o.first_ports[fi];
+                    }
+                    for (ai, &latency) in o.adj_latency_ps.iter().enumerate() {
+                        adj_latency_ps[adj_base + ai * m + class] = latency;
+                    }
+                    if diameter {
+                        hops[class * m..(class + 1) * m].copy_from_slice(&o.hops_from);
+                    }
+                }
+            }
+            // Local set ids become global ones.
+            for (row, interner) in rows.chunks_mut(m.max(1)).zip(interners) {
+                let base = (set_offsets.len() - 1) as u64;
+                if base + interner.offsets.len() as u64 > (u32::MAX - 2) as u64 {
+                    return Err(TopoError::TooLarge("too many next-hop sets".into()));
+                }
+                for v in row.iter_mut().filter(|v| **v < DIRECT_SET) {
+                    *v += base as u32;
+                }
+                let port_base = set_ports.len() as u32;
+                set_offsets.extend(interner.offsets.iter().map(|&o| port_base + o));
+                set_ports.extend_from_slice(&interner.ports);
+            }
+            hop_tables.push(hops);
+        }
+        let hop_tables = diameter.then_some(hop_tables);
         let attach_switch = attach.iter().map(|a| a.0).collect();
         let attach_port = attach.iter().map(|a| a.1).collect();
         let mut r = Routing {
@@ -855,46 +863,57 @@ fn adj_latencies(comp: &Comp, dist: &[u64]) -> Vec<u64> {
         .collect()
 }
 
-/// One switch's row: per class a local set id (or DIRECT/NONE), and its distinct sets.
-fn intern_switch(
-    comp: &Comp,
-    class_keys: &[Vec<(NodeIndex, u64)>],
-    out: &[ClassOut],
-    li: usize,
-) -> (Vec<u32>, Vec<Vec<PortIndex>>) {
-    let s = comp.switches[li];
-    let (w0, w1) = (
-        comp.word_offsets[li] as usize,
-        comp.word_offsets[li + 1] as usize,
-    );
-    let mut index: HashMap<&[u64], u32> = HashMap::new();
-    let mut sets = Vec::new();
-    let mut row = Vec::with_capacity(out.len());
-    for (k, o) in out.iter().enumerate() {
-        let g = comp.classes[k] as usize;
-        if class_keys[g].binary_search_by_key(&s, |x| x.0).is_ok() {
-            row.push(DIRECT_SET);
-            continue;
-        }
-        let words = &o.bits[w0..w1];
-        if words.iter().all(|&w| w == 0) {
-            row.push(NONE_SET);
-            continue;
-        }
-        let next = sets.len() as u32;
-        let id = *index.entry(words).or_insert_with(|| {
-            let mut ports = Vec::new();
-            for (wi, &w) in words.iter().enumerate() {
-                let mut w = w;
-                while w != 0 {
-                    ports.push((wi * 64 + w.trailing_zeros() as usize) as PortIndex);
-                    w &= w - 1;
+/// One switch's distinct next-hop sets, interned as the classes come by.
+#[derive(Default)]
+struct SetInterner {
+    index: HashMap<Box<[u64]>, u32>,
+    /// Set `i` is `ports[offsets[i - 1]..offsets[i]]` (from 0 for the first).
+    offsets: Vec<u32>,
+    ports: Vec<PortIndex>,
+}
+
+impl SetInterner {
+    /// Writes switch `li`'s entries for the classes of `outs` into `row`: a local set id,
+    /// `DIRECT_SET` or `NONE_SET`.
+    fn add(
+        &mut self,
+        comp: &Comp,
+        class_keys: &[Vec<(NodeIndex, u64)>],
+        classes: &[u32],
+        outs: &[ClassOut],
+        li: usize,
+        row: &mut [u32],
+    ) {
+        let s = comp.switches[li];
+        let (w0, w1) = (
+            comp.word_offsets[li] as usize,
+            comp.word_offsets[li + 1] as usize,
+        );
+        for ((o, &g), entry) in outs.iter().zip(classes).zip(row) {
+            let words = &o.bits[w0..w1];
+            *entry = if class_keys[g as usize]
+                .binary_search_by_key(&s, |x| x.0)
+                .is_ok()
+            {
+                DIRECT_SET
+            } else if words.iter().all(|&w| w == 0) {
+                NONE_SET
+            } else if let Some(&id) = self.index.get(words) {
+                id
+            } else {
+                let id = self.offsets.len() as u32;
+                for (wi, &w) in words.iter().enumerate() {
+                    let mut w = w;
+                    while w != 0 {
+                        self.ports
+                            .push((wi * 64 + w.trailing_zeros() as usize) as PortIndex);
+                        w &= w - 1;
+                    }
                 }
-            }
-            sets.push(ports);
-            next
-        });
-        row.push(id);
+                self.offsets.push(self.ports.len() as u32);
+                self.index.insert(words.into(), id);
+                id
+            };
+        }
     }
-    (row, sets)
 }

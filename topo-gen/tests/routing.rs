@@ -85,6 +85,27 @@ fn fat_tree_routes_and_compresses_by_tor() {
         assert_eq!(r.diameter_hops(), want);
         assert_eq!(check_all_pairs(&topo, &r), want as usize);
     }
+    // k = 16: 128 ToR classes, routed in more than one chunk.
+    let topo = build(&TopoSpec::FatTree(FatTreeParams {
+        k: 16,
+        ..FatTreeParams::default()
+    }))
+    .unwrap();
+    let r = Routing::build(&topo).unwrap();
+    assert_eq!(r.class_count(), 128);
+    assert_eq!(r.diameter_hops(), 6);
+    let mut rng = Lcg(11);
+    for s in topo.hosts().step_by(37) {
+        for d in topo.hosts().filter(|&d| d != s) {
+            let path = r.path(&topo, s, d, &mut |n| rng.pick(n));
+            assert_eq!(*path.last().unwrap(), d);
+            assert_eq!(Some(path_latency(&topo, &path)), r.path_latency_ps(s, d));
+        }
+    }
+    let half: Vec<bool> = (0..topo.node_count())
+        .map(|n| topo.node(n).coords.pod.is_some_and(|p| p >= 8))
+        .collect();
+    check_scoped(&topo, &half);
     // k = 8: an edge switch spreads traffic to another pod over all k/2 uplinks.
     let topo = build(&spec("fat-tree")).unwrap();
     let r = Routing::build(&topo).unwrap();

@@ -2,9 +2,9 @@
 //! 2 threads, write the same tables as one thread; bad input stops every rank
 //! quickly with one message.
 //!
-//! What is compared: every row of every table (flows, queues, pfc), each row
-//! rendered exactly (floats by their bits, nulls as such), all rows of a
-//! table sorted. Part files differ by name and by the rank recorded in their
+//! What is compared: every row of every table (flows, queues, pfc, links,
+//! collectives, switch_offload), each rendered exactly (floats by their bits,
+//! nulls as such), all rows of a table sorted. Part files differ by name and by the rank recorded in their
 //! metadata, so files are not compared byte for byte; their contents are.
 //!
 //! Needs Open MPI's `mpirun` on `PATH` (or in `MPIRUN`).
@@ -242,6 +242,25 @@ fn dragonfly_tables_are_identical_on_1_2_4_ranks_and_2x2() {
             "ugal",
             "--flow-size",
             "100000",
+        ],
+    );
+}
+
+#[test]
+fn collective_tables_are_identical_on_1_2_4_ranks_and_2x2() {
+    same_tables_across_ranks(
+        "collective",
+        &[
+            "--topo",
+            "fat-tree",
+            "--k",
+            "4",
+            "--workload",
+            "allreduce",
+            "--algo",
+            "ina",
+            "--size",
+            "262144",
         ],
     );
 }

@@ -25,6 +25,7 @@
 //! rank ends the job instead of leaving the others in a collective forever.
 
 use crate::executor::{rank_shards, Executor};
+use crate::shard::run_shard;
 use crate::sync::{Aborted, Barrier, Comm};
 use crate::threads::run_shards;
 use crate::wire::{decode_events, encode_event, Wire};
@@ -184,18 +185,17 @@ impl Executor for MpiWorld {
             leader: Some(Leader::new(&self.world, self.size)),
         };
         run_shards(
-            layout,
             local,
-            seed,
-            end,
-            progress,
-            make_model,
             |shard| RankComm {
                 exchange: &exchange,
                 shard,
                 leader: None,
             },
             Some(leader),
+            |shard, comm| {
+                let model = make_model(shard, layout.nodes(shard));
+                run_shard(layout, shard, seed, end, model, comm, progress)
+            },
         )
     }
 

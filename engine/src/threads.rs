@@ -30,43 +30,34 @@ where
 {
     let exchange = ThreadExchange::<M::Payload>::new(layout.shards());
     run_shards(
-        layout,
         0..layout.shards(),
-        seed,
-        end,
-        progress,
-        make_model,
         |s| exchange.endpoint(s),
         None,
+        |shard, comm| {
+            let model = make_model(shard, layout.nodes(shard));
+            run_shard(layout, shard, seed, end, model, comm, progress)
+        },
     )
 }
 
-/// Runs shards `shards` of `layout`, each on a worker thread, except that
-/// with `caller_comm` the first one runs on the calling thread with that
-/// endpoint (MPI wants its calls from the thread that initialised it).
-/// `endpoint(shard)` makes the other shards' endpoints on their threads.
-pub(crate) fn run_shards<M, F, C, E>(
-    layout: &Layout,
+/// Runs `run(shard, comm)` for each of `shards`, each on a worker thread,
+/// except that with `caller_comm` the first one runs on the calling thread
+/// with that endpoint (MPI wants its calls from the thread that initialised
+/// it). `endpoint(shard)` makes the other shards' endpoints on their threads.
+pub(crate) fn run_shards<M, C, E, R>(
     shards: Range<usize>,
-    seed: u64,
-    end: SimTime,
-    progress: Option<&Progress>,
-    make_model: F,
     endpoint: E,
     caller_comm: Option<C>,
+    run: R,
 ) -> Vec<ShardReport<M>>
 where
     M: Model,
-    F: Fn(ShardId, &[NodeId]) -> M + Sync,
     C: Comm<M::Payload>,
     E: Fn(usize) -> C + Sync,
+    R: Fn(ShardId, &mut C) -> Result<ShardReport<M>, Aborted> + Sync,
 {
     let run_one = |s: usize, mut comm: C| {
-        let shard = ShardId(s as u32);
-        let outcome = panic::catch_unwind(AssertUnwindSafe(|| {
-            let model = make_model(shard, layout.nodes(shard));
-            run_shard(layout, shard, seed, end, model, &mut comm, progress)
-        }));
+        let outcome = panic::catch_unwind(AssertUnwindSafe(|| run(ShardId(s as u32), &mut comm)));
         if outcome.is_err() {
             comm.abort();
         }

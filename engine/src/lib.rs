@@ -26,6 +26,10 @@
 //! timestamped at least `now + L`; the engine asserts it, since an earlier
 //! one could land inside a window the receiver has already run.
 //!
+//! Where the shards run is an [`Executor`]: [`Threads`] of this process, or
+//! (feature `mpi`) the ranks x threads of an MPI job (`mpi::MpiWorld`), where
+//! events for other ranks travel in their [`Wire`] encoding.
+//!
 //! # Hot path
 //!
 //! Handling an event allocates nothing once queues and outboxes have grown

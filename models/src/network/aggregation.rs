@@ -13,6 +13,7 @@
 //! (PFC, ECN) on their egress ports.
 
 use super::packet::{Packet, PacketKind};
+use super::transport::SenderReliability;
 use super::{NetEvent, Network, NO_NODE};
 use crate::telemetry::TelemetrySink;
 use crate::workload::{InaKind, InaOp};
@@ -255,12 +256,13 @@ impl<S: TelemetrySink> Network<'_, S> {
         let i = self.ina_sender_of[&(pkt.flow, ctx.node().0)] as usize;
         let s = &mut self.senders[i];
         assert_eq!(
-            pkt.psn, s.una,
+            pkt.psn,
+            s.qp.acked(),
             "aggregation results come back in chunk order along a tree"
         );
-        s.una += 1;
+        s.qp.on_ack(pkt.psn + 1);
         let port = s.port;
-        if s.una == s.packets {
+        if s.qp.acked() == s.packets {
             self.sender_finished(ctx, i);
         }
         self.host_try_send(ctx, port);

@@ -1,14 +1,20 @@
-//! Link samples for the `links` table: bytes each link direction carried in
-//! each sampling interval, and its utilisation.
+//! What the network writes to the telemetry sink besides PFC events: queue
+//! samples (`queues`), link samples (`links`) and flow records (`flows`).
 //!
-//! A port counts a packet's bytes when it starts serialising it. At a
-//! sampling instant the part of the packet still to go is taken back out,
-//! pro rata, so an interval holds exactly the bytes that crossed the wire in
-//! it and a line-rate link reads 1, never more.
+//! Samples are taken without events: a node's ports change only when it
+//! handles an event, so before handling one at time `t` the node writes the
+//! samples due up to `t`, and `finish` writes the rest.
+//!
+//! Link samples: a port counts a packet's bytes when it starts serialising
+//! it. At a sampling instant the part of the packet still to go is taken
+//! back out, pro rata, so an interval holds exactly the bytes that crossed
+//! the wire in it and a line-rate link reads 1, never more.
 
-use super::{Network, Port};
-use crate::telemetry::{LinkSample, TelemetrySink};
-use netsim_engine::SimTime;
+use super::packet::{PRIORITIES, PRIO_DATA};
+use super::port::Port;
+use super::Network;
+use crate::telemetry::{FlowRecord, LinkSample, QueueSample, TelemetrySink};
+use netsim_engine::{NodeId, SimTime};
 use netsim_topo::{Role, Topology};
 
 /// `<src role>-<dst role>` for every pair of roles, indexed like [`Role::ALL`].
@@ -99,6 +105,74 @@ impl Port {
 }
 
 impl<S: TelemetrySink> Network<'_, S> {
+    /// Writes the samples of local node `local` due at or before `now`:
+    /// queues of switches, links of every node.
+    pub(crate) fn sample_until(&mut self, local: usize, now: SimTime) {
+        let period = self.fabric.config.sample_period;
+        let node = self.nodes[local].0;
+        let (lo, hi) = (
+            self.port_base[local] as usize,
+            self.port_base[local + 1] as usize,
+        );
+        // Queues are sampled at switches only: a host's data waits in its
+        // flows, not in a port queue.
+        let queue_ports = if self.is_host(NodeId(node)) {
+            lo..lo
+        } else {
+            lo..hi
+        };
+        while self.next_sample[local] <= now {
+            let at = self.next_sample[local];
+            if at > SimTime::ZERO {
+                self.sample_links(local, at - period, at);
+            }
+            let time_ns = at.as_ns();
+            for (port, p) in self.ports[queue_ports.clone()].iter().enumerate() {
+                for prio in 0..PRIORITIES {
+                    self.sink.queue(QueueSample {
+                        time_ns,
+                        node,
+                        port: port as u32,
+                        priority: prio as u8,
+                        qlen_bytes: p.queued_bytes[prio],
+                        tx_bytes: p.tx_bytes[prio],
+                        ecn_marked_pkts: p.ecn_marked_pkts[prio],
+                        dropped_pkts: p.dropped_pkts[prio],
+                        paused: prio == PRIO_DATA && p.paused,
+                    });
+                }
+            }
+            self.next_sample[local] += period;
+        }
+    }
+
+    pub(crate) fn record_flow(&mut self, i: usize) {
+        let s = &self.senders[i];
+        let start_ns = s.start.as_ns();
+        let end_ns = s.end.map(SimTime::as_ns);
+        let fct_ns = s.end.map(|e| (e - s.start).as_ns());
+        let ideal_fct_ns = s.ideal_fct.as_ns();
+        self.sink.flow(FlowRecord {
+            flow_id: s.flow,
+            src: s.spec.src,
+            dst: s.spec.dst,
+            size_bytes: s.spec.size_bytes,
+            start_ns,
+            end_ns,
+            fct_ns,
+            ideal_fct_ns,
+            slowdown: fct_ns
+                .filter(|_| ideal_fct_ns > 0)
+                .map(|f| f as f64 / ideal_fct_ns as f64),
+            ecmp_path: s.path_hash,
+            ecn_marked_pkts: s.ecn_marked_pkts,
+            cnps: s.cnps,
+            retransmitted_pkts: s.retransmitted_pkts,
+            finished: s.end.is_some(),
+            collective_id: self.fabric.workload.flow_collective(s.flow),
+        });
+    }
+
     /// Writes one row per port of local node `local` for the interval
     /// `(from, to]`, which must be non-empty and follow the previous one.
     pub(super) fn sample_links(&mut self, local: usize, from: SimTime, to: SimTime) {

@@ -1,0 +1,132 @@
+//! The fabric: the read-only description of a run every shard shares
+//! (topology, routing, workload, configuration, seed), and the ideal
+//! completion time of a flow alone in it.
+
+use super::config::NetConfig;
+use super::port::Port;
+use crate::traffic::FlowSpec;
+use crate::workload::Workload;
+use netsim_engine::SimTime;
+use netsim_topo::{DragonflyIndex, Routing, Topology};
+
+/// The read-only description of a run that every shard shares.
+#[derive(Debug)]
+pub struct Fabric {
+    pub topo: Topology,
+    pub routing: Routing,
+    /// Flows, and for a workload the task DAG over them and the
+    /// aggregation trees of offloaded operations.
+    pub workload: Workload,
+    pub config: NetConfig,
+    pub seed: u64,
+    /// Dragonflies: routers by group, for Valiant and UGAL.
+    pub(crate) dragonfly: Option<DragonflyIndex>,
+    /// Per node: a host attached to it (routing toward that host reaches
+    /// the node minimally), `NO_NODE` for nodes without hosts.
+    pub(crate) proxy_host: Vec<u32>,
+}
+
+/// No node: an unset intermediate router, a node without an attached host.
+pub(crate) const NO_NODE: u32 = u32::MAX;
+
+impl Fabric {
+    /// A fabric running independent flows (traffic).
+    pub fn new(
+        topo: Topology,
+        routing: Routing,
+        flows: Vec<FlowSpec>,
+        config: NetConfig,
+        seed: u64,
+    ) -> Fabric {
+        Fabric::with_workload(topo, routing, Workload::from_flows(flows), config, seed)
+    }
+
+    /// A fabric running a workload (collectives and compute as a task DAG).
+    pub fn with_workload(
+        topo: Topology,
+        routing: Routing,
+        workload: Workload,
+        config: NetConfig,
+        seed: u64,
+    ) -> Fabric {
+        let proxy_host = (0..topo.node_count())
+            .map(|n| {
+                topo.ports(n)
+                    .iter()
+                    .map(|p| p.peer)
+                    .find(|&peer| topo.is_host(peer))
+                    .unwrap_or(NO_NODE)
+            })
+            .collect();
+        Fabric {
+            dragonfly: DragonflyIndex::new(&topo),
+            topo,
+            routing,
+            workload,
+            config,
+            seed,
+            proxy_host,
+        }
+    }
+
+    /// Dragonfly group of `node`, if it has one.
+    #[inline]
+    pub(crate) fn group(&self, node: u32) -> Option<u32> {
+        self.topo.node(node).coords.group
+    }
+}
+
+/// Ideal completion time of a flow alone in the network, as the sender sees
+/// it (last ACK received), and the round-trip time of a full packet and its
+/// ACK (what a window must cover to keep the path busy).
+///
+/// Along a minimum-latency path the flow's bytes cross the bottleneck link
+/// back to back; every other hop adds one store-and-forward of the last
+/// packet; the ACK returns over the same links.
+pub fn ideal_fct(fabric: &Fabric, spec: &FlowSpec, first_port: u16) -> (SimTime, SimTime) {
+    let topo = &fabric.topo;
+    let config = &fabric.config;
+    let mtu = u64::from(config.mtu_bytes);
+    let packets = spec.size_bytes.div_ceil(mtu);
+    let wire_total = spec.size_bytes + packets * u64::from(config.header_bytes);
+    let last_wire = spec.size_bytes - (packets - 1) * mtu + u64::from(config.header_bytes);
+    let control = u64::from(config.control_bytes);
+    let mut hops = Vec::new();
+    let mut at = spec.src;
+    let mut port = first_port;
+    loop {
+        let p = topo.port(at, port);
+        let link = topo.link(p.link);
+        hops.push((link.bandwidth_bps, link.latency_ps));
+        at = p.peer;
+        if at == spec.dst {
+            break;
+        }
+        // The first next hop is known at every switch, also on MPI ranks that
+        // hold full routing rows only for their own.
+        port = fabric
+            .routing
+            .first_next_hop(at, spec.dst)
+            .unwrap_or_else(|| panic!("node {at} has no route to host {}", spec.dst));
+        assert!(hops.len() <= topo.node_count() as usize, "routing loop");
+    }
+    let bottleneck = hops.iter().map(|h| h.0).min().expect("a path has a link");
+    let mut fct = Port::serialization(wire_total, bottleneck);
+    let mut rtt = SimTime::ZERO;
+    let mut bottleneck_counted = false;
+    for &(rate, latency) in &hops {
+        fct += SimTime(latency);
+        if rate == bottleneck && !bottleneck_counted {
+            bottleneck_counted = true;
+        } else {
+            fct += Port::serialization(last_wire, rate);
+        }
+        let back = SimTime(latency) + Port::serialization(control, rate);
+        fct += back;
+        // A full-size packet out and its ACK back, store-and-forward at every hop.
+        rtt += SimTime(latency)
+            + Port::serialization(mtu + u64::from(config.header_bytes), rate)
+            + back;
+    }
+    (fct, rtt)
+}

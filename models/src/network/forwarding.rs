@@ -1,0 +1,140 @@
+//! Forwarding at switches and NICs: ECMP by 5-tuple hash or per-packet
+//! spraying, and dragonfly Valiant and UGAL routing through an
+//! intermediate router.
+
+use super::config::{DragonflyRouting, EcmpMode};
+use super::fabric::NO_NODE;
+use super::packet::{Packet, PacketKind, PRIO_DATA};
+use super::{NetEvent, Network};
+use crate::telemetry::TelemetrySink;
+use netsim_engine::{splitmix64, Context};
+use netsim_topo::DragonflyIndex;
+
+impl<S: TelemetrySink> Network<'_, S> {
+    /// ECMP choice of `node` among `n` next hops for `pkt`.
+    #[inline]
+    pub(crate) fn ecmp_choice(
+        &self,
+        ctx: &mut Context<'_, NetEvent>,
+        pkt: &Packet,
+        n: usize,
+    ) -> usize {
+        if n == 1 {
+            return 0;
+        }
+        match self.fabric.config.ecmp {
+            EcmpMode::Hash => {
+                let mut h =
+                    self.ecmp_seed[ctx.local_index()] ^ five_tuple_hash(pkt.flow, pkt.src, pkt.dst);
+                (splitmix64(&mut h) % n as u64) as usize
+            }
+            EcmpMode::Spray => ctx.rng().below(n as u64) as usize,
+        }
+    }
+
+    /// The output port of the current switch for `pkt`, which arrived on
+    /// `in_port`. Dragonfly Valiant and UGAL decide at the source router and
+    /// steer the packet through an intermediate router (`pkt.via`).
+    pub(crate) fn route(
+        &mut self,
+        ctx: &mut Context<'_, NetEvent>,
+        in_port: u16,
+        pkt: &mut Packet,
+    ) -> u16 {
+        let fabric = self.fabric;
+        let node = ctx.node().0;
+        if pkt.via == node {
+            pkt.via = NO_NODE;
+        }
+        if let Some(index) = &fabric.dragonfly {
+            let adaptive = fabric.config.dragonfly_routing != DragonflyRouting::Minimal;
+            if adaptive
+                && pkt.kind == PacketKind::Data
+                && fabric.topo.is_host(fabric.topo.port(node, in_port).peer)
+            {
+                self.choose_intermediate(ctx, index, pkt);
+            }
+        }
+        let toward = if pkt.via == NO_NODE {
+            pkt.dst
+        } else {
+            fabric.proxy_host[pkt.via as usize]
+        };
+        let hops = fabric.routing.switch_next_hops(node, toward);
+        assert!(
+            !hops.is_empty(),
+            "switch {node} has no route to host {toward}"
+        );
+        hops[self.ecmp_choice(ctx, pkt, hops.len())]
+    }
+
+    /// Valiant: every packet of a flow crosses the same random intermediate
+    /// router of a third group (per flow, so a queue pair is not reordered).
+    /// UGAL (local): when a flow's first packet reaches its source router,
+    /// take that Valiant path if the minimal output queue is more than twice
+    /// as long as the Valiant one (the usual estimate of the Valiant path's
+    /// extra hops), and keep the choice for the whole flow: deciding per
+    /// packet reorders a RoCE queue pair into go-back-N storms.
+    pub(crate) fn choose_intermediate(
+        &mut self,
+        ctx: &mut Context<'_, NetEvent>,
+        index: &DragonflyIndex,
+        pkt: &mut Packet,
+    ) {
+        let fabric = self.fabric;
+        let node = ctx.node().0;
+        let (Some(here), Some(there)) = (
+            fabric.group(node),
+            fabric.group(fabric.topo.port(pkt.dst, 0).peer),
+        ) else {
+            return;
+        };
+        if here == there {
+            return;
+        }
+        let Some(intermediate) =
+            index.intermediate_router(here, there, five_tuple_hash(pkt.flow, pkt.src, pkt.dst))
+        else {
+            return;
+        };
+        if fabric.config.dragonfly_routing == DragonflyRouting::Ugal {
+            let key = (node, pkt.flow);
+            if let Some(&via) = self.ugal_choice.get(&key) {
+                pkt.via = via;
+                return;
+            }
+            let local = ctx.local_index();
+            let minimal = fabric.routing.switch_next_hops(node, pkt.dst);
+            let valiant = fabric
+                .routing
+                .switch_next_hops(node, fabric.proxy_host[intermediate as usize]);
+            let queue = |ports: &[u16], this: &Self| {
+                ports
+                    .iter()
+                    .map(|&p| this.ports[this.port_index(local, p)].queued_bytes[PRIO_DATA])
+                    .min()
+                    .unwrap_or(0)
+            };
+            let (q_minimal, q_valiant) = (queue(minimal, self), queue(valiant, self));
+            let via = if q_minimal > 2 * q_valiant + u64::from(fabric.config.mtu_bytes) {
+                intermediate
+            } else {
+                NO_NODE
+            };
+            self.ugal_choice.insert(key, via);
+            pkt.via = via;
+            return;
+        }
+        pkt.via = intermediate;
+    }
+}
+
+/// Hash of a flow's 5-tuple (source and destination address, the flow's
+/// source port, RoCEv2's UDP port 4791, UDP): the same for every packet of a
+/// flow in one direction.
+#[inline]
+pub fn five_tuple_hash(flow: u32, src: u32, dst: u32) -> u64 {
+    let mut h =
+        (u64::from(src) << 32 | u64::from(dst)) ^ (u64::from(flow) << 16) ^ 4791 ^ (17 << 56);
+    splitmix64(&mut h)
+}

@@ -1,0 +1,313 @@
+//! Host NICs: starting queue pairs, scheduling a free port over its flows
+//! (control first, then data round robin, each flow paced by its rate or
+//! window), and driving the senders' congestion control (CNPs and DCQCN's
+//! timers). Sequence numbers and acknowledgements are the transport's.
+//!
+//! A host port does not queue data: when it is free it pulls the next packet
+//! from its flows; when none may send yet it schedules one `Wake` for the
+//! earliest pacing deadline (stale ones are told apart by a generation).
+
+use super::cc::CcState;
+use super::fabric::{ideal_fct, NO_NODE};
+use super::forwarding::five_tuple_hash;
+use super::packet::{Packet, PacketKind, PRIO_CONTROL};
+use super::port::Port;
+use super::transport::SenderReliability;
+use super::{FlowTimer, NetEvent, Network, NO_WAKE};
+use crate::telemetry::TelemetrySink;
+use crate::workload::NONE as NO_TASK;
+use netsim_engine::Context;
+
+impl<S: TelemetrySink> Network<'_, S> {
+    /// Flow `flow` starts at its source host: pick its port (ECMP over the
+    /// host's uplinks), set its line rate and congestion control, arm the
+    /// retransmission timer and try to send.
+    pub(crate) fn flow_start(&mut self, ctx: &mut Context<'_, NetEvent>, flow: u32) {
+        let i = self.sender_of[&flow] as usize;
+        let fabric = self.fabric;
+        self.senders[i].start = ctx.now();
+        if let Some(info) = fabric.workload.flow_info.get(flow as usize) {
+            self.span_started(info.collective, ctx.now());
+        }
+        if self.senders[i].ina_op != NO_TASK {
+            return self.ina_stream_start(ctx, i);
+        }
+        let (src, dst) = (self.senders[i].spec.src, self.senders[i].spec.dst);
+        let probe = Packet {
+            flow,
+            src,
+            dst,
+            psn: 0,
+            wire_bytes: 0,
+            in_port: 0,
+            kind: PacketKind::Data,
+            ce: 0,
+            last: false,
+            via: NO_NODE,
+            util: 0,
+        };
+        let hops = fabric.routing.next_hops(src, dst);
+        assert!(!hops.is_empty(), "host {src} has no route to host {dst}");
+        let port = hops.get(self.ecmp_choice(ctx, &probe, hops.len()));
+        let local = ctx.local_index();
+        let gport = self.port_index(local, port);
+        let line_rate_bps = self.ports[gport].rate_bps;
+        let (ideal_fct, base_rtt) = ideal_fct(fabric, &self.senders[i].spec, port);
+        let s = &mut self.senders[i];
+        s.port = port;
+        s.line_rate_bps = line_rate_bps;
+        s.next_send = ctx.now();
+        s.ideal_fct = ideal_fct;
+        s.path_hash = five_tuple_hash(flow, src, dst);
+        let bdp_bytes = line_rate_bps as f64 * base_rtt.as_ps() as f64 / 8e12;
+        s.cc = CcState::new(
+            fabric.config.cc,
+            line_rate_bps,
+            bdp_bytes.max(f64::from(fabric.config.mtu_bytes)),
+        );
+        self.ports[gport].flows.push(i as u32);
+        // Even lossless fabrics reorder under spraying: every queue pair
+        // keeps the NIC's retransmission timer.
+        ctx.schedule_self(
+            fabric.config.rto,
+            NetEvent::Timer {
+                flow,
+                timer: FlowTimer::Retransmit,
+            },
+        );
+        self.host_try_send(ctx, port);
+    }
+
+    /// Sends the next packet on a free host port: control first, then data
+    /// from the flows round robin, as their rate or window allows.
+    pub(crate) fn host_try_send(&mut self, ctx: &mut Context<'_, NetEvent>, port: u16) {
+        let local = ctx.local_index();
+        let gport = self.port_index(local, port);
+        let now = ctx.now();
+        if !self.port_ready(ctx, gport, port) {
+            return;
+        }
+        let p = &mut self.ports[gport];
+        if let Some(pkt) = p.queues[PRIO_CONTROL].pop_front() {
+            p.queued_bytes[PRIO_CONTROL] -= u64::from(pkt.wire_bytes);
+            self.transmit(ctx, gport, pkt);
+            self.host_continue(ctx, gport, port);
+            return;
+        }
+        if p.paused || p.flows.is_empty() {
+            return;
+        }
+        let config = &self.fabric.config;
+        let mss = f64::from(config.mtu_bytes);
+        let n = p.flows.len();
+        let mut earliest = NO_WAKE;
+        for k in 0..n {
+            let slot = (p.round_robin + k) % n;
+            let s = &mut self.senders[p.flows[slot] as usize];
+            if s.qp.next_psn() >= s.packets {
+                continue;
+            }
+            let ina = s.ina_op != NO_TASK;
+            if ina && s.qp.next_psn() >= s.qp.acked() + s.ina_window {
+                // Every aggregation slot of the operation is in use.
+                continue;
+            }
+            let rate_bps = match &s.cc {
+                CcState::Dcqcn(d) => d.rate_bps as u64,
+                CcState::Hpcc(h) => h.rate_bps as u64,
+                CcState::Dctcp(d) => {
+                    let in_flight_bytes = f64::from(s.qp.in_flight()) * mss;
+                    if in_flight_bytes >= d.cwnd_bytes {
+                        continue;
+                    }
+                    s.line_rate_bps
+                }
+                CcState::LineRate => s.line_rate_bps,
+            };
+            if s.next_send > now {
+                earliest = earliest.min(s.next_send);
+                continue;
+            }
+            let psn = s.qp.next_psn();
+            let payload = (s.spec.size_bytes - u64::from(psn) * u64::from(config.mtu_bytes))
+                .min(u64::from(config.mtu_bytes));
+            let wire_bytes = (payload + u64::from(config.header_bytes)) as u16;
+            let pkt = Packet {
+                flow: if ina { s.ina_op } else { s.flow },
+                src: s.spec.src,
+                dst: s.spec.dst,
+                psn,
+                wire_bytes,
+                in_port: 0,
+                kind: if ina {
+                    PacketKind::InaUp
+                } else {
+                    PacketKind::Data
+                },
+                ce: 0,
+                last: psn + 1 == s.packets,
+                via: NO_NODE,
+                util: 0,
+            };
+            if s.qp.on_send() {
+                s.retransmitted_pkts += 1;
+            } else {
+                self.stats.sent_payload_bytes += payload;
+            }
+            s.next_send = now + Port::serialization(u64::from(wire_bytes), rate_bps.max(1));
+            p.round_robin = (slot + 1) % n;
+            self.transmit(ctx, gport, pkt);
+            self.host_continue(ctx, gport, port);
+            return;
+        }
+        if earliest != NO_WAKE && earliest < p.wake_at {
+            p.wake_generation = p.wake_generation.wrapping_add(1);
+            p.wake_at = earliest;
+            let generation = p.wake_generation;
+            ctx.schedule_self(earliest - now, NetEvent::Wake { port, generation });
+        }
+    }
+
+    /// After a host port started a packet: if it has more to send, come back
+    /// when the port is free.
+    #[inline]
+    pub(crate) fn host_continue(
+        &mut self,
+        ctx: &mut Context<'_, NetEvent>,
+        gport: usize,
+        port: u16,
+    ) {
+        let p = &self.ports[gport];
+        if !(p.queues[PRIO_CONTROL].is_empty() && p.flows.is_empty()) {
+            self.port_ready(ctx, gport, port);
+        }
+    }
+
+    /// Queues a control packet at the current host toward `pkt.dst`.
+    pub(crate) fn host_send_control(&mut self, ctx: &mut Context<'_, NetEvent>, pkt: Packet) {
+        let fabric = self.fabric;
+        let hops = fabric.routing.next_hops(ctx.node().0, pkt.dst);
+        assert!(
+            !hops.is_empty(),
+            "host {} has no route to host {}",
+            ctx.node(),
+            pkt.dst
+        );
+        let port = hops.get(self.ecmp_choice(ctx, &pkt, hops.len()));
+        let gport = self.port_index(ctx.local_index(), port);
+        let p = &mut self.ports[gport];
+        p.queued_bytes[PRIO_CONTROL] += u64::from(pkt.wire_bytes);
+        p.queues[PRIO_CONTROL].push_back(pkt);
+        self.host_try_send(ctx, port);
+    }
+
+    /// A packet reached its destination host: hand it to the transport, the
+    /// congestion control or the aggregation stream it belongs to.
+    pub(crate) fn host_receive(&mut self, ctx: &mut Context<'_, NetEvent>, pkt: Packet) {
+        debug_assert_eq!(pkt.dst, ctx.node().0);
+        match pkt.kind {
+            PacketKind::Data => self.receive_data(ctx, pkt),
+            PacketKind::Ack | PacketKind::Nack => self.receive_ack(ctx, pkt),
+            PacketKind::Cnp => self.receive_cnp(ctx, pkt),
+            PacketKind::InaDown => self.ina_result(ctx, pkt),
+            PacketKind::InaUp => unreachable!("aggregation packets go up to switches"),
+        }
+    }
+
+    /// A CNP reached the sender: DCQCN's reaction point cuts its rate (at
+    /// once the first time, then on its timers).
+    pub(crate) fn receive_cnp(&mut self, ctx: &mut Context<'_, NetEvent>, pkt: Packet) {
+        let Some(&i) = self.sender_of.get(&pkt.flow) else {
+            return;
+        };
+        let s = &mut self.senders[i as usize];
+        if s.end.is_some() {
+            return;
+        }
+        s.cnps += 1;
+        let flow = s.flow;
+        if let CcState::Dcqcn(d) = &mut s.cc {
+            d.cnp_since_alpha = true;
+            d.cnp_since_decrease = true;
+            if !d.timers_running {
+                // The first CNP cuts at once and starts the timers.
+                d.timers_running = true;
+                let c = &self.fabric.config.dcqcn;
+                d.check_decrease(c);
+                let generation = d.increase_generation;
+                ctx.schedule_self(
+                    c.alpha_update,
+                    NetEvent::Timer {
+                        flow,
+                        timer: FlowTimer::DcqcnAlpha,
+                    },
+                );
+                ctx.schedule_self(
+                    c.rate_decrease_interval,
+                    NetEvent::Timer {
+                        flow,
+                        timer: FlowTimer::DcqcnDecrease,
+                    },
+                );
+                ctx.schedule_self(
+                    c.rate_increase_timer,
+                    NetEvent::Timer {
+                        flow,
+                        timer: FlowTimer::DcqcnIncrease { generation },
+                    },
+                );
+            }
+        }
+    }
+
+    /// Sender `i` has every packet acknowledged (or every aggregation
+    /// result back): record it and let the tasks waiting for it go.
+    pub(crate) fn sender_finished(&mut self, ctx: &mut Context<'_, NetEvent>, i: usize) {
+        let s = &mut self.senders[i];
+        s.end = Some(ctx.now());
+        let (flow, port) = (s.flow, s.port);
+        self.stats.flows_finished += 1;
+        let gport = self.port_index(ctx.local_index(), port);
+        self.ports[gport].flows.retain(|&f| f as usize != i);
+        self.record_flow(i);
+        if let Some(info) = self.fabric.workload.flow_info.get(flow as usize) {
+            self.task_seen_complete(ctx, info.task, true);
+        }
+    }
+
+    /// A DCQCN timer of sender `i` fired (its reaction point's alpha
+    /// update, rate-decrease check or rate increase).
+    pub(crate) fn cc_timer(&mut self, ctx: &mut Context<'_, NetEvent>, i: usize, timer: FlowTimer) {
+        let c = &self.fabric.config.dcqcn;
+        let s = &mut self.senders[i];
+        let (flow, line_rate_bps) = (s.flow, s.line_rate_bps);
+        match (timer, &mut s.cc) {
+            (FlowTimer::DcqcnAlpha, CcState::Dcqcn(d)) => {
+                d.update_alpha(c);
+                ctx.schedule_self(c.alpha_update, NetEvent::Timer { flow, timer });
+            }
+            (FlowTimer::DcqcnDecrease, CcState::Dcqcn(d)) => {
+                if d.check_decrease(c) {
+                    let generation = d.increase_generation;
+                    ctx.schedule_self(
+                        c.rate_increase_timer,
+                        NetEvent::Timer {
+                            flow,
+                            timer: FlowTimer::DcqcnIncrease { generation },
+                        },
+                    );
+                }
+                ctx.schedule_self(c.rate_decrease_interval, NetEvent::Timer { flow, timer });
+            }
+            (FlowTimer::DcqcnIncrease { generation }, CcState::Dcqcn(d)) => {
+                if generation == d.increase_generation {
+                    d.increase(c, line_rate_bps);
+                    ctx.schedule_self(c.rate_increase_timer, NetEvent::Timer { flow, timer });
+                    let port = s.port;
+                    self.host_try_send(ctx, port);
+                }
+            }
+            _ => unreachable!("timer {timer:?} for a flow without that congestion control"),
+        }
+    }
+}

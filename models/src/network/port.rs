@@ -1,0 +1,217 @@
+//! Ports: a node's egress queues per priority, serialisation onto the link,
+//! the PFC pause state the peer imposes, and the HPCC telemetry stamp.
+//!
+//! A busy port with a queue keeps exactly one pending `TxDone` for when it
+//! frees up; a packet put on the wire is one `Arrive` event at the peer,
+//! after serialisation plus link latency. What to send next is the owner's
+//! choice: the switch's queues (`switch.rs`) or the NIC's flows (`nic.rs`).
+
+use super::config::{CcKind, EcnProfile};
+use super::packet::{self, Packet, PacketKind, PRIORITIES, PRIO_DATA};
+use super::{NetEvent, Network, NO_WAKE};
+use crate::telemetry::{PfcEvent, PfcRecord, TelemetrySink};
+use netsim_engine::{Context, NodeId, SimTime};
+use std::collections::VecDeque;
+
+/// One egress port of a node, and the ingress accounting of the same link.
+#[derive(Debug)]
+pub(crate) struct Port {
+    pub peer: NodeId,
+    pub peer_port: u16,
+    pub rate_bps: u64,
+    pub latency: SimTime,
+    pub ecn_kmin_bytes: u64,
+    pub ecn_kmax_bytes: u64,
+    pub ecn_pmax: f64,
+    pub queues: [VecDeque<Packet>; PRIORITIES],
+    pub queued_bytes: [u64; PRIORITIES],
+    /// The port is serialising until then.
+    pub busy_until: SimTime,
+    /// A `TxDone` is scheduled for `busy_until`.
+    pub tx_pending: bool,
+    /// HPCC: bytes sent since `rate_window_start`, and the rate measured
+    /// over the last full window of one base RTT.
+    pub rate_window_start: SimTime,
+    pub rate_window_bytes: u64,
+    pub measured_rate_bps: f64,
+    /// The data class is paused by the peer's PFC.
+    pub paused: bool,
+    pub paused_since: SimTime,
+    pub tx_bytes: [u64; PRIORITIES],
+    pub ecn_marked_pkts: [u64; PRIORITIES],
+    pub dropped_pkts: [u64; PRIORITIES],
+    /// Bytes on the wire by the last link sample.
+    pub sampled_tx_bytes: u64,
+    /// Switches: data bytes buffered that entered through this port.
+    pub ingress_bytes: u64,
+    /// Switches: this port's upstream is paused by us.
+    pub pause_sent: bool,
+    /// Hosts: flows (local sender indices) sending through this port.
+    pub flows: Vec<u32>,
+    pub round_robin: usize,
+    pub wake_generation: u32,
+    pub wake_at: SimTime,
+}
+
+impl Port {
+    /// Port of a node on link `link` toward `peer`, idle and empty.
+    pub(crate) fn new(
+        peer: NodeId,
+        peer_port: u16,
+        rate_bps: u64,
+        latency: SimTime,
+        ecn: EcnProfile,
+    ) -> Port {
+        Port {
+            peer,
+            peer_port,
+            rate_bps,
+            latency,
+            ecn_kmin_bytes: ecn.kmin_bytes,
+            ecn_kmax_bytes: ecn.kmax_bytes,
+            ecn_pmax: ecn.pmax,
+            queues: Default::default(),
+            queued_bytes: [0; PRIORITIES],
+            busy_until: SimTime::ZERO,
+            tx_pending: false,
+            rate_window_start: SimTime::ZERO,
+            rate_window_bytes: 0,
+            measured_rate_bps: 0.0,
+            paused: false,
+            paused_since: SimTime::ZERO,
+            tx_bytes: [0; PRIORITIES],
+            ecn_marked_pkts: [0; PRIORITIES],
+            dropped_pkts: [0; PRIORITIES],
+            sampled_tx_bytes: 0,
+            ingress_bytes: 0,
+            pause_sent: false,
+            flows: Vec::new(),
+            round_robin: 0,
+            wake_generation: 0,
+            wake_at: NO_WAKE,
+        }
+    }
+
+    /// Serialisation time of `bytes` at `rate_bps`.
+    #[inline]
+    pub(crate) fn serialization(bytes: u64, rate_bps: u64) -> SimTime {
+        SimTime(((u128::from(bytes) * 8_000_000_000_000) / u128::from(rate_bps)).max(1) as u64)
+    }
+}
+
+impl<S: TelemetrySink> Network<'_, S> {
+    /// Whether port `port` can start a packet now. When it is still
+    /// serialising, makes sure one `TxDone` will call again when it is free.
+    #[inline]
+    pub(crate) fn port_ready(
+        &mut self,
+        ctx: &mut Context<'_, NetEvent>,
+        gport: usize,
+        port: u16,
+    ) -> bool {
+        let p = &mut self.ports[gport];
+        if p.tx_pending {
+            return false;
+        }
+        if ctx.now() >= p.busy_until {
+            return true;
+        }
+        p.tx_pending = true;
+        ctx.schedule_self(p.busy_until - ctx.now(), NetEvent::TxDone { port });
+        false
+    }
+
+    /// Serialises `pkt` on port `gport` from now on. The packet's arrival at
+    /// the peer is the only event it needs: serialisation plus latency.
+    #[inline]
+    pub(crate) fn transmit(
+        &mut self,
+        ctx: &mut Context<'_, NetEvent>,
+        gport: usize,
+        mut pkt: Packet,
+    ) {
+        let config = &self.fabric.config;
+        let stamp = config.cc == CcKind::Hpcc && !self.is_host(ctx.node());
+        let p = &mut self.ports[gport];
+        debug_assert!(ctx.now() >= p.busy_until && !p.tx_pending);
+        if stamp {
+            let now = ctx.now();
+            let t = config.hpcc.base_rtt;
+            let elapsed = now - p.rate_window_start;
+            if elapsed >= t {
+                p.measured_rate_bps = p.rate_window_bytes as f64 * 8e12 / elapsed.as_ps() as f64;
+                p.rate_window_start = now;
+                p.rate_window_bytes = 0;
+            }
+            p.rate_window_bytes += u64::from(pkt.wire_bytes);
+            if pkt.kind == PacketKind::Data {
+                let rate = p.rate_bps as f64;
+                let queue_bits = (p.queued_bytes[PRIO_DATA] * 8) as f64;
+                let u = queue_bits * 1e12 / (rate * t.as_ps() as f64) + p.measured_rate_bps / rate;
+                let util = (u * packet::UTIL_ONE).min(f64::from(u16::MAX)) as u16;
+                pkt.util = pkt.util.max(util);
+            }
+        }
+        p.tx_bytes[pkt.priority()] += u64::from(pkt.wire_bytes);
+        let serialization = Port::serialization(u64::from(pkt.wire_bytes), p.rate_bps);
+        p.busy_until = ctx.now() + serialization;
+        ctx.send(
+            p.peer,
+            serialization + p.latency,
+            NetEvent::Arrive {
+                port: p.peer_port,
+                pkt,
+            },
+        );
+    }
+
+    /// Port `port` finished serialising: its owner sends the next packet.
+    pub(crate) fn tx_done(&mut self, ctx: &mut Context<'_, NetEvent>, port: u16) {
+        let gport = self.port_index(ctx.local_index(), port);
+        self.ports[gport].tx_pending = false;
+        if self.is_host(ctx.node()) {
+            self.host_try_send(ctx, port);
+        } else {
+            self.switch_try_send(ctx, port);
+        }
+    }
+
+    /// A PFC frame from the peer pauses or resumes the data class of port
+    /// `port`; the change is recorded in the `pfc` table.
+    pub(crate) fn pfc_frame(&mut self, ctx: &mut Context<'_, NetEvent>, port: u16, pause: bool) {
+        let local = ctx.local_index();
+        let gport = self.port_index(local, port);
+        let now = ctx.now();
+        let p = &mut self.ports[gport];
+        if p.paused == pause {
+            return;
+        }
+        p.paused = pause;
+        self.stats.pfc_pauses += u64::from(pause);
+        let duration_ns = if pause {
+            p.paused_since = now;
+            None
+        } else {
+            Some((now - p.paused_since).as_ns())
+        };
+        self.sink.pfc(PfcRecord {
+            time_ns: now.as_ns(),
+            node: ctx.node().0,
+            port: u32::from(port),
+            priority: PRIO_DATA as u8,
+            event: if pause {
+                PfcEvent::Pause
+            } else {
+                PfcEvent::Resume
+            },
+            duration_ns,
+        });
+        if !pause {
+            if self.is_host(ctx.node()) {
+                self.host_try_send(ctx, port);
+            } else {
+                self.switch_try_send(ctx, port);
+            }
+        }
+    }
+}

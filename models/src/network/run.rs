@@ -1,0 +1,208 @@
+//! Running a network: [`simulate`] on an executor's shards, what each shard
+//! hands back, and the run-wide counts and collective spans.
+
+use super::{Fabric, Network};
+use crate::telemetry::{CollectiveRecord, TelemetrySink};
+use crate::workload::Workload;
+use netsim_engine::{Executor, Layout, Progress, ShardId, SimTime, Threads};
+
+/// What one shard saw of one collective: when its hosts started the first
+/// task and completed the last, and how many tasks completed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CollectiveSpan {
+    pub start: SimTime,
+    pub end: SimTime,
+    pub tasks_done: u32,
+}
+
+impl CollectiveSpan {
+    pub(crate) const UNSEEN: CollectiveSpan = CollectiveSpan {
+        start: SimTime::MAX,
+        end: SimTime::ZERO,
+        tasks_done: 0,
+    };
+
+    /// Combines what two shards saw.
+    pub fn merge(&mut self, o: &CollectiveSpan) {
+        self.start = self.start.min(o.start);
+        self.end = self.end.max(o.end);
+        self.tasks_done += o.tasks_done;
+    }
+}
+
+/// Byte and packet counts of one shard, for conservation checks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NetStats {
+    /// Payload bytes sent for the first time by this shard's hosts.
+    pub sent_payload_bytes: u64,
+    /// Payload bytes delivered in order to this shard's hosts.
+    pub delivered_payload_bytes: u64,
+    pub dropped_pkts: u64,
+    pub pfc_pauses: u64,
+    pub flows_finished: u64,
+}
+
+impl std::ops::AddAssign for NetStats {
+    fn add_assign(&mut self, o: NetStats) {
+        self.sent_payload_bytes += o.sent_payload_bytes;
+        self.delivered_payload_bytes += o.delivered_payload_bytes;
+        self.dropped_pkts += o.dropped_pkts;
+        self.pfc_pauses += o.pfc_pauses;
+        self.flows_finished += o.flows_finished;
+    }
+}
+
+/// What one shard of a network run hands back.
+#[derive(Debug)]
+pub struct ShardOutcome<S> {
+    pub sink: S,
+    pub stats: NetStats,
+    pub handled_events: u64,
+    /// Per collective of the workload, what this shard's hosts saw.
+    pub spans: Vec<CollectiveSpan>,
+}
+
+/// Result of [`simulate`].
+#[derive(Debug)]
+pub struct NetRun<S> {
+    /// Per shard run by this process, in shard order.
+    pub shards: Vec<ShardOutcome<S>>,
+    /// Time of the last event that changed anything, anywhere.
+    pub sim_end: SimTime,
+    pub windows: u64,
+}
+
+impl<S> NetRun<S> {
+    pub fn events(&self) -> u64 {
+        self.shards.iter().map(|s| s.handled_events).sum()
+    }
+
+    pub fn stats(&self) -> NetStats {
+        let mut total = NetStats::default();
+        for s in &self.shards {
+            total += s.stats;
+        }
+        total
+    }
+
+    /// Per collective, what all shards saw together.
+    pub fn spans(&self) -> Vec<CollectiveSpan> {
+        merge_spans(self.shards.iter().map(|s| s.spans.as_slice()))
+    }
+}
+
+/// The `collectives` table: each collective of `workload` with its span.
+pub fn collective_records(workload: &Workload, spans: &[CollectiveSpan]) -> Vec<CollectiveRecord> {
+    workload
+        .collectives
+        .iter()
+        .zip(spans)
+        .enumerate()
+        .map(|(id, (c, span))| {
+            let started = span.start != SimTime::MAX;
+            let complete = started && span.tasks_done == c.tasks;
+            let start_ns = started.then(|| span.start.as_ns());
+            let end_ns = complete.then(|| span.end.as_ns());
+            CollectiveRecord {
+                collective_id: id as u32,
+                name: c.name.clone(),
+                op: c.op.name(),
+                algorithm: c.algorithm.clone(),
+                group_size: c.group_size,
+                size_bytes: c.size_bytes,
+                start_ns,
+                end_ns,
+                duration_ns: start_ns.zip(end_ns).map(|(s, e)| e - s),
+                offloaded: c.offloaded,
+                fallback_reason: c.fallback_reason.clone(),
+            }
+        })
+        .collect()
+}
+
+/// Per collective, the union of what several shards (or ranks) saw.
+pub fn merge_spans<'a>(parts: impl Iterator<Item = &'a [CollectiveSpan]>) -> Vec<CollectiveSpan> {
+    let mut total: Vec<CollectiveSpan> = Vec::new();
+    for part in parts {
+        if total.is_empty() {
+            total = vec![CollectiveSpan::UNSEEN; part.len()];
+        }
+        for (t, p) in total.iter_mut().zip(part) {
+            t.merge(p);
+        }
+    }
+    total
+}
+
+/// Runs the network of `fabric` on the shards of `layout`, one worker
+/// thread each, until every flow has finished or `end` is reached.
+/// `make_sink(shard)` gives each shard its telemetry sink; `progress`, if
+/// given, follows the run (for a progress display).
+pub fn simulate<S, F>(
+    fabric: &Fabric,
+    layout: &Layout,
+    end: SimTime,
+    progress: Option<&Progress>,
+    make_sink: F,
+) -> NetRun<S>
+where
+    S: TelemetrySink,
+    F: Fn(ShardId) -> S + Sync,
+{
+    simulate_on(&Threads, fabric, layout, end, progress, make_sink)
+}
+
+/// [`simulate`] on the shards `executor` runs in this process (all of them
+/// on threads; this rank's under MPI). The outcome holds those shards only;
+/// `sim_end` and `windows` are the run's.
+pub fn simulate_on<E, S, F>(
+    executor: &E,
+    fabric: &Fabric,
+    layout: &Layout,
+    end: SimTime,
+    progress: Option<&Progress>,
+    make_sink: F,
+) -> NetRun<S>
+where
+    E: Executor,
+    S: TelemetrySink,
+    F: Fn(ShardId) -> S + Sync,
+{
+    let reports = executor.run(layout, fabric.seed, end, progress, |shard, nodes| {
+        Network::new(fabric, nodes, make_sink(shard))
+    });
+    // Samples and links rows run to the end of the whole run, on every rank alike.
+    let last_activity = reports
+        .iter()
+        .map(|r| r.model.last_activity.as_ps())
+        .max()
+        .unwrap_or(0);
+    let sim_end = SimTime(executor.max_over_processes(last_activity));
+    let windows = reports.first().map_or(0, |r| r.windows);
+    // Finishing writes telemetry: do it for all shards in parallel.
+    let shards = std::thread::scope(|scope| {
+        let handles: Vec<_> = reports
+            .into_iter()
+            .map(|r| {
+                scope.spawn(move || {
+                    let (sink, stats, spans) = r.model.finish(sim_end);
+                    ShardOutcome {
+                        sink,
+                        stats,
+                        handled_events: r.handled_events,
+                        spans,
+                    }
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("finishing a shard panicked"))
+            .collect()
+    });
+    NetRun {
+        shards,
+        sim_end,
+        windows,
+    }
+}

@@ -1,0 +1,154 @@
+//! Switches: shared-buffer admission (tail drop in lossy mode), ECN
+//! marking, PFC thresholds toward upstream ports, and strict-priority
+//! scheduling of the egress queues. Where a packet goes is `forwarding.rs`.
+//!
+//! State: per switch, `used_bytes` and `headroom_bytes` of its buffer (in
+//! [`Network`]); per port, `ingress_bytes` and `pause_sent` (in `Port`).
+
+use super::packet::{Packet, PacketKind, PRIO_CONTROL, PRIO_DATA};
+use super::{NetEvent, Network};
+use crate::telemetry::TelemetrySink;
+use netsim_engine::Context;
+
+impl<S: TelemetrySink> Network<'_, S> {
+    /// Dynamic PFC threshold of the current switch.
+    #[inline]
+    pub(crate) fn pfc_xoff(&self, local: usize) -> u64 {
+        let config = &self.fabric.config;
+        let free = config
+            .buffer_bytes
+            .saturating_sub(self.headroom_bytes[local])
+            .saturating_sub(self.used_bytes[local]);
+        (free as f64 * config.pfc_alpha) as u64
+    }
+
+    /// A packet arrived at a switch: aggregation packets go to the
+    /// aggregator, every other packet is forwarded and queued.
+    pub(crate) fn switch_receive(
+        &mut self,
+        ctx: &mut Context<'_, NetEvent>,
+        in_port: u16,
+        mut pkt: Packet,
+    ) {
+        match pkt.kind {
+            PacketKind::InaUp => return self.ina_aggregate(ctx, in_port, pkt),
+            PacketKind::InaDown => return self.ina_down(ctx, in_port, pkt),
+            _ => {}
+        }
+        let out = self.route(ctx, in_port, &mut pkt);
+        self.switch_enqueue(ctx, in_port, out, pkt);
+    }
+
+    /// Queues `pkt`, which entered on `in_port`, on egress port `out`: tail
+    /// drop (lossy), ECN marking, buffer and PFC ingress accounting.
+    pub(crate) fn switch_enqueue(
+        &mut self,
+        ctx: &mut Context<'_, NetEvent>,
+        in_port: u16,
+        out: u16,
+        mut pkt: Packet,
+    ) {
+        let local = ctx.local_index();
+        let fabric = self.fabric;
+        let config = &fabric.config;
+        let gout = self.port_index(local, out);
+        let prio = pkt.priority();
+        let wire = u64::from(pkt.wire_bytes);
+        if prio == PRIO_DATA {
+            if !config.pfc {
+                let free = config.buffer_bytes.saturating_sub(self.used_bytes[local]);
+                let limit = (free as f64 * config.dt_alpha) as u64;
+                if self.ports[gout].queued_bytes[prio] + wire > limit {
+                    self.ports[gout].dropped_pkts[prio] += 1;
+                    return;
+                }
+            }
+            let p = &self.ports[gout];
+            let q = p.queued_bytes[prio];
+            let mark = if q >= p.ecn_kmax_bytes {
+                true
+            } else if q > p.ecn_kmin_bytes {
+                let probability = p.ecn_pmax * (q - p.ecn_kmin_bytes) as f64
+                    / (p.ecn_kmax_bytes - p.ecn_kmin_bytes) as f64;
+                ctx.rng().next_f64() < probability
+            } else {
+                false
+            };
+            if mark {
+                pkt.ce = 1;
+                self.ports[gout].ecn_marked_pkts[prio] += 1;
+            }
+            let gin = self.port_index(local, in_port);
+            self.ports[gin].ingress_bytes += wire;
+        }
+        pkt.in_port = in_port;
+        self.used_bytes[local] += wire;
+        let p = &mut self.ports[gout];
+        p.queues[prio].push_back(pkt);
+        p.queued_bytes[prio] += wire;
+        if prio == PRIO_DATA && config.pfc {
+            let gin = self.port_index(local, in_port);
+            let xoff = self.pfc_xoff(local);
+            let ingress = &mut self.ports[gin];
+            if !ingress.pause_sent && ingress.ingress_bytes > xoff {
+                ingress.pause_sent = true;
+                ctx.send(
+                    ingress.peer,
+                    ingress.latency,
+                    NetEvent::Pfc {
+                        port: ingress.peer_port,
+                        pause: true,
+                    },
+                );
+            }
+        }
+        self.switch_try_send(ctx, out);
+    }
+
+    /// Starts the next packet on a free switch port: control first, then
+    /// data unless the peer paused it; releases buffer and may resume upstream.
+    pub(crate) fn switch_try_send(&mut self, ctx: &mut Context<'_, NetEvent>, port: u16) {
+        let local = ctx.local_index();
+        let gport = self.port_index(local, port);
+        if !self.port_ready(ctx, gport, port) {
+            return;
+        }
+        let p = &mut self.ports[gport];
+        let prio = if !p.queues[PRIO_CONTROL].is_empty() {
+            PRIO_CONTROL
+        } else if !p.paused && !p.queues[PRIO_DATA].is_empty() {
+            PRIO_DATA
+        } else {
+            return;
+        };
+        let pkt = p.queues[prio].pop_front().expect("queue checked non-empty");
+        let wire = u64::from(pkt.wire_bytes);
+        p.queued_bytes[prio] -= wire;
+        self.used_bytes[local] -= wire;
+        if prio == PRIO_DATA {
+            let gin = self.port_index(local, pkt.in_port);
+            self.ports[gin].ingress_bytes -= wire;
+            if self.ports[gin].pause_sent {
+                let xoff = self.pfc_xoff(local);
+                let offset = self.fabric.config.pfc_xon_offset_bytes;
+                let ingress = &mut self.ports[gin];
+                if ingress.ingress_bytes + offset <= xoff || ingress.ingress_bytes <= offset {
+                    ingress.pause_sent = false;
+                    ctx.send(
+                        ingress.peer,
+                        ingress.latency,
+                        NetEvent::Pfc {
+                            port: ingress.peer_port,
+                            pause: false,
+                        },
+                    );
+                }
+            }
+        }
+        self.transmit(ctx, gport, pkt);
+        let p = &self.ports[gport];
+        if !(p.queues[PRIO_CONTROL].is_empty() && p.queues[PRIO_DATA].is_empty()) {
+            self.port_ready(ctx, gport, port);
+        }
+    }
+}

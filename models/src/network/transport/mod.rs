@@ -1,0 +1,128 @@
+//! Transports: the per-flow queue-pair state at the NICs, and the
+//! reliability logic behind two small traits (RoCE go-back-N today).
+//!
+//! A [`Sender`] is one queue pair at its source host: what the NIC's
+//! scheduler reads to pace it (`port`, `next_send`, `cc`), the flow's record,
+//! and `qp`, the transport's own sequence state. A [`Receiver`] is the same
+//! queue pair at the destination. The network calls the transport only
+//! through [`SenderReliability`] and [`ReceiverReliability`], statically:
+//! a second transport (Ultra Ethernet's packet-spraying RUD, say) implements
+//! both, and `qp` becomes an enum over the implementations, one `match` per
+//! call, no `dyn` dispatch and no allocation per packet.
+
+pub(crate) mod roce;
+
+use super::cc::CcState;
+use super::config::NetConfig;
+use super::packet::{Packet, PacketKind};
+use crate::traffic::FlowSpec;
+use crate::workload::NONE as NO_TASK;
+use netsim_engine::SimTime;
+pub(crate) use roce::{GoBackNReceiver, GoBackNSender};
+
+/// The sender's side of a reliable transport: which packet goes next, and
+/// what an acknowledgement or a timeout changes.
+pub(crate) trait SenderReliability {
+    /// The psn the next packet carries.
+    fn next_psn(&self) -> u32;
+    /// Packets acknowledged in order (the first unacknowledged psn).
+    fn acked(&self) -> u32;
+    /// Packets sent and not acknowledged.
+    #[inline]
+    fn in_flight(&self) -> u32 {
+        self.next_psn() - self.acked()
+    }
+    /// The packet `next_psn()` left; whether it was a retransmission.
+    fn on_send(&mut self) -> bool;
+    /// A cumulative acknowledgement up to `psn` (exclusive) arrived; the
+    /// number of packets it newly acknowledges.
+    fn on_ack(&mut self, psn: u32) -> u32;
+    /// The receiver reports `psn` missing.
+    fn on_nack(&mut self, psn: u32);
+    /// The retransmission timer fired; the message has `packets` packets.
+    fn on_timeout(&mut self, packets: u32);
+}
+
+/// The receiver's side of a reliable transport.
+pub(crate) trait ReceiverReliability {
+    /// A data packet arrived; `ack_interval` is how many in-order packets
+    /// one ACK covers.
+    fn on_data(&mut self, pkt: &Packet, ack_interval: u32) -> RxVerdict;
+}
+
+/// What a receiver made of one data packet.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RxVerdict {
+    /// The packet was delivered in order (its payload counts).
+    pub in_order: bool,
+    /// A control packet to send back: kind, psn, ECN-marked packets covered.
+    pub reply: Option<(PacketKind, u32, u8)>,
+}
+
+/// Sender-side state of one flow (RoCEv2 queue pair).
+#[derive(Debug)]
+pub(crate) struct Sender {
+    pub flow: u32,
+    pub spec: FlowSpec,
+    /// When the flow actually started (its dependencies may delay it).
+    pub start: SimTime,
+    pub packets: u32,
+    /// In-network aggregation stream: the operation, and the chunks it may
+    /// have outstanding; `NO_TASK` for a host-to-host flow.
+    pub ina_op: u32,
+    pub ina_window: u32,
+    /// Local port index at the source host.
+    pub port: u16,
+    pub line_rate_bps: u64,
+    /// The transport's sequence state.
+    pub qp: GoBackNSender,
+    /// Pacing: the NIC may send this flow's next packet from then on.
+    pub next_send: SimTime,
+    pub end: Option<SimTime>,
+    pub cc: CcState,
+    pub cnps: u64,
+    pub ecn_marked_pkts: u64,
+    pub retransmitted_pkts: u64,
+    pub ideal_fct: SimTime,
+    pub path_hash: u64,
+}
+
+/// Receiver-side state of one flow.
+#[derive(Debug, Default)]
+pub(crate) struct Receiver {
+    /// The transport's sequence state.
+    pub qp: GoBackNReceiver,
+    /// DCQCN notification point: when this flow's last CNP left.
+    pub last_cnp: Option<SimTime>,
+}
+
+impl Sender {
+    /// A queue pair for flow `flow`, not started: `start`, `port`, rate and
+    /// congestion control are set when it starts.
+    pub fn new(flow: u32, spec: FlowSpec, config: &NetConfig) -> Sender {
+        let packets = spec.size_bytes.div_ceil(u64::from(config.mtu_bytes));
+        assert!(
+            packets <= u64::from(u32::MAX),
+            "flow {flow} has too many packets"
+        );
+        Sender {
+            flow,
+            spec,
+            start: spec.start,
+            packets: packets as u32,
+            ina_op: NO_TASK,
+            ina_window: 0,
+            port: 0,
+            line_rate_bps: 1,
+            qp: GoBackNSender::default(),
+            next_send: SimTime::ZERO,
+            end: None,
+            cc: CcState::LineRate,
+            cnps: 0,
+            ecn_marked_pkts: 0,
+            retransmitted_pkts: 0,
+            ideal_fct: SimTime::ZERO,
+            path_hash: 0,
+        }
+    }
+}

@@ -1,0 +1,228 @@
+//! RoCEv2 reliability: go-back-N with cumulative ACKs and NACKs, and the
+//! retransmission timer, as the NICs' queue pairs run it.
+//!
+//! The receiver accepts only the next expected packet, acknowledges every
+//! `ack_interval` packets (and the last), NACKs the first gap once, and
+//! repeats the cumulative ACK on duplicates. The sender goes back to the
+//! NACKed psn, or to the first unacknowledged one when the timer fires
+//! twice without progress.
+
+use super::{Receiver, ReceiverReliability, RxVerdict, SenderReliability};
+use crate::network::packet::{self, Packet, PacketKind};
+use crate::network::{FlowTimer, NetEvent, Network, NO_NODE};
+use crate::telemetry::TelemetrySink;
+use netsim_engine::Context;
+
+use crate::network::cc::CcState;
+use crate::network::config::CcKind;
+
+/// Sender side of a go-back-N queue pair.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct GoBackNSender {
+    next_psn: u32,
+    /// First unacknowledged psn.
+    una: u32,
+    /// Highest psn sent + 1 (retransmissions are sends below it).
+    max_sent: u32,
+    /// `una` when the retransmission timer last fired.
+    rto_una: u32,
+}
+
+impl SenderReliability for GoBackNSender {
+    #[inline]
+    fn next_psn(&self) -> u32 {
+        self.next_psn
+    }
+
+    #[inline]
+    fn acked(&self) -> u32 {
+        self.una
+    }
+
+    #[inline]
+    fn on_send(&mut self) -> bool {
+        let retransmission = self.next_psn < self.max_sent;
+        self.next_psn += 1;
+        self.max_sent = self.max_sent.max(self.next_psn);
+        retransmission
+    }
+
+    #[inline]
+    fn on_ack(&mut self, psn: u32) -> u32 {
+        if psn <= self.una {
+            return 0;
+        }
+        let acked = psn - self.una;
+        self.una = psn;
+        // After a go-back, ACKs for packets sent before it can overtake.
+        self.next_psn = self.next_psn.max(self.una);
+        acked
+    }
+
+    #[inline]
+    fn on_nack(&mut self, psn: u32) {
+        if psn >= self.una && psn < self.next_psn {
+            // Go back N: resend everything from the first missing packet.
+            self.next_psn = psn;
+        }
+    }
+
+    fn on_timeout(&mut self, packets: u32) {
+        if self.una == self.rto_una && self.una < packets && self.next_psn > self.una {
+            self.next_psn = self.una;
+        }
+        self.rto_una = self.una;
+    }
+}
+
+/// Receiver side of a go-back-N queue pair.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct GoBackNReceiver {
+    expected_psn: u32,
+    since_ack: u32,
+    ce_since_ack: u32,
+    nacked_psn: Option<u32>,
+}
+
+impl ReceiverReliability for GoBackNReceiver {
+    fn on_data(&mut self, pkt: &Packet, ack_interval: u32) -> RxVerdict {
+        let mut verdict = RxVerdict {
+            in_order: false,
+            reply: None,
+        };
+        if pkt.psn == self.expected_psn {
+            self.expected_psn += 1;
+            verdict.in_order = true;
+            self.since_ack += 1;
+            self.ce_since_ack += u32::from(pkt.ce);
+            self.nacked_psn = None;
+            if self.since_ack >= ack_interval || pkt.last {
+                verdict.reply = Some((
+                    PacketKind::Ack,
+                    self.expected_psn,
+                    self.ce_since_ack.min(255) as u8,
+                ));
+                self.since_ack = 0;
+                self.ce_since_ack = 0;
+            }
+        } else if pkt.psn > self.expected_psn {
+            // A gap: packets were dropped or overtaken (spraying).
+            if self.nacked_psn != Some(self.expected_psn) {
+                self.nacked_psn = Some(self.expected_psn);
+                verdict.reply = Some((PacketKind::Nack, self.expected_psn, 0));
+            }
+        } else {
+            // A duplicate after go-back-N: repeat the cumulative ACK.
+            verdict.reply = Some((PacketKind::Ack, self.expected_psn, 0));
+        }
+        verdict
+    }
+}
+
+impl<S: TelemetrySink> Network<'_, S> {
+    /// A data packet reached its destination host: the transport decides
+    /// what to acknowledge; DCQCN's notification point may add a CNP.
+    pub(crate) fn receive_data(&mut self, ctx: &mut Context<'_, NetEvent>, pkt: Packet) {
+        let config = &self.fabric.config;
+        let (header_bytes, ack_interval, cnp_interval, control_bytes, dcqcn) = (
+            config.header_bytes,
+            config.ack_interval,
+            config.dcqcn.cnp_interval,
+            config.control_bytes as u16,
+            config.cc == CcKind::Dcqcn,
+        );
+        let now = ctx.now();
+        let rx: &mut Receiver = self.receivers.entry(pkt.flow).or_default();
+        let reply = |kind, psn, ce| Packet {
+            flow: pkt.flow,
+            src: pkt.dst,
+            dst: pkt.src,
+            psn,
+            wire_bytes: control_bytes,
+            in_port: 0,
+            kind,
+            ce,
+            last: false,
+            via: NO_NODE,
+            util: pkt.util,
+        };
+        let verdict = rx.qp.on_data(&pkt, ack_interval);
+        if verdict.in_order {
+            self.stats.delivered_payload_bytes +=
+                u64::from(pkt.wire_bytes) - u64::from(header_bytes);
+        }
+        let mut out: [Option<Packet>; 2] = [None, None];
+        out[0] = verdict.reply.map(|(kind, psn, ce)| reply(kind, psn, ce));
+        if dcqcn && pkt.ce != 0 && rx.last_cnp.is_none_or(|t| now >= t + cnp_interval) {
+            rx.last_cnp = Some(now);
+            out[1] = Some(reply(PacketKind::Cnp, pkt.psn, 0));
+        }
+        for reply in out.into_iter().flatten() {
+            self.host_send_control(ctx, reply);
+        }
+        if verdict.in_order && pkt.last {
+            // The destination has the whole message: its dependents may start.
+            if let Some(info) = self.fabric.workload.flow_info.get(pkt.flow as usize) {
+                self.task_seen_complete(ctx, info.task, false);
+            }
+        }
+    }
+
+    /// An ACK or NACK reached the sender: advance the window, feed the
+    /// window- and INT-based congestion controls, maybe go back.
+    pub(crate) fn receive_ack(&mut self, ctx: &mut Context<'_, NetEvent>, pkt: Packet) {
+        let Some(&i) = self.sender_of.get(&pkt.flow) else {
+            return;
+        };
+        let i = i as usize;
+        let config = &self.fabric.config;
+        let (g, mss) = (config.dctcp_g, f64::from(config.mtu_bytes));
+        let s = &mut self.senders[i];
+        if s.end.is_some() {
+            return;
+        }
+        let port = s.port;
+        let acked = s.qp.on_ack(pkt.psn);
+        if acked > 0 {
+            s.ecn_marked_pkts += u64::from(pkt.ce);
+            let (una, next_psn) = (s.qp.acked(), s.qp.next_psn());
+            match &mut s.cc {
+                CcState::Dctcp(d) => d.on_ack(g, mss, acked, u32::from(pkt.ce), una, next_psn),
+                CcState::Hpcc(h) => h.on_ack(
+                    &config.hpcc,
+                    f64::from(pkt.util) / packet::UTIL_ONE,
+                    una,
+                    next_psn,
+                    s.line_rate_bps,
+                    config.dcqcn.min_rate_bps,
+                ),
+                _ => {}
+            }
+        }
+        if pkt.kind == PacketKind::Nack {
+            s.qp.on_nack(pkt.psn);
+        }
+        if s.qp.acked() >= s.packets {
+            self.sender_finished(ctx, i);
+        }
+        self.host_try_send(ctx, port);
+    }
+
+    /// The retransmission timer of sender `i` fired: go back to the first
+    /// unacknowledged packet if nothing was acknowledged since last time.
+    pub(crate) fn retransmit_timer(&mut self, ctx: &mut Context<'_, NetEvent>, i: usize) {
+        let rto = self.fabric.config.rto;
+        let s = &mut self.senders[i];
+        s.qp.on_timeout(s.packets);
+        let flow = s.flow;
+        let port = s.port;
+        ctx.schedule_self(
+            rto,
+            NetEvent::Timer {
+                flow,
+                timer: FlowTimer::Retransmit,
+            },
+        );
+        self.host_try_send(ctx, port);
+    }
+}

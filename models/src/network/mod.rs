@@ -59,6 +59,7 @@ use hashbrown::HashMap;
 use netsim_engine::{splitmix64, Context, Model, NodeId, SimTime};
 use packet::Packet;
 use port::Port;
+use switch::SharedBuffer;
 use transport::{Receiver, Sender};
 
 /// Events of the network model.
@@ -93,48 +94,51 @@ pub enum FlowTimer {
     Retransmit,
 }
 
-/// The network nodes owned by one shard.
+/// The network nodes owned by one shard: every part's per-node state, in
+/// plain vectors indexed by local node, port, or sender index. The parts
+/// (`port`, `switch`, `forwarding`, `nic`, `transport`, `aggregation`,
+/// `tasks`, `telemetry`) are `impl Network` blocks over these fields.
 pub struct Network<'f, S> {
     fabric: &'f Fabric,
     sink: S,
     nodes: Vec<NodeId>,
-    /// Ports of local node `i` are `ports[port_base[i]..port_base[i + 1]]`.
+    /// port: ports of local node `i` are `ports[port_base[i]..port_base[i + 1]]`.
     port_base: Vec<u32>,
     ports: Vec<Port>,
-    /// Switches: buffer bytes in use; hosts: unused.
-    used_bytes: Vec<u64>,
-    headroom_bytes: Vec<u64>,
+    /// switch: per local node, its shared buffer (unused at hosts).
+    buffers: Vec<SharedBuffer>,
+    /// forwarding: per local node, the seed of its ECMP hash.
     ecmp_seed: Vec<u64>,
-    next_sample: Vec<SimTime>,
+    /// UGAL: the path (intermediate router or `NO_NODE`) each flow took at
+    /// its source router `(router, flow)`.
+    ugal_choice: HashMap<(u32, u32), u32>,
+    /// transport: queue pairs whose source is local, grouped by node.
     senders: Vec<Sender>,
     /// Senders of local node `i` are `senders[sender_base[i]..sender_base[i + 1]]`.
     sender_base: Vec<u32>,
     /// Global flow id -> local sender index, for flows whose source is local.
     sender_of: HashMap<u32, u32>,
+    /// transport: queue pairs whose destination is local, by global flow id.
     receivers: HashMap<u32, Receiver>,
-    /// UGAL: the path (intermediate router or `NO_NODE`) each flow took at
-    /// its source router `(router, flow)`.
-    ugal_choice: HashMap<(u32, u32), u32>,
-    stats: NetStats,
-    /// Workload: per task, dependencies not yet seen complete (only the
+    /// tasks: per task, dependencies not yet seen complete (only the
     /// entries of this shard's hosts are used).
     remaining: Vec<u32>,
     /// Workload tasks without dependencies, per local node: `(local, task)`, sorted.
     root_tasks: Vec<(u32, u32)>,
     /// Per collective: what this shard's hosts saw of it.
     spans: Vec<CollectiveSpan>,
-    /// In-network aggregation: local sender of `(op, host)`.
+    /// aggregation: local sender of `(op, host)`.
     ina_sender_of: HashMap<(u32, u32), u32>,
-    /// In-network aggregation: the state of `(op, switch)` for local switches.
+    /// aggregation: the state of `(op, switch)` for local switches.
     aggregators: HashMap<(u32, u32), Aggregator>,
-    /// Per local node: in-network computing counters (switches).
+    /// aggregation: per local node, in-network computing counters (switches).
     offload: Vec<SwitchOffloadRecord>,
+    /// telemetry: per local node, when its next queue and link samples are due.
+    next_sample: Vec<SimTime>,
+    stats: NetStats,
     /// Time of the last event that changed anything.
     last_activity: SimTime,
 }
-
-/// No `Wake` pending on a host port.
-const NO_WAKE: SimTime = SimTime::MAX;
 
 impl<'f, S: TelemetrySink> Network<'f, S> {
     /// State for the nodes `nodes` (increasing ids) of one shard.
@@ -143,7 +147,7 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
         let config = &fabric.config;
         let mut port_base = Vec::with_capacity(nodes.len() + 1);
         let mut ports = Vec::new();
-        let mut headroom_bytes = Vec::with_capacity(nodes.len());
+        let mut buffers = Vec::with_capacity(nodes.len());
         for &node in nodes {
             port_base.push(ports.len() as u32);
             let mut headroom = 0;
@@ -159,7 +163,10 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
                     ecn,
                 ));
             }
-            headroom_bytes.push(headroom);
+            buffers.push(SharedBuffer {
+                used_bytes: 0,
+                headroom_bytes: headroom,
+            });
         }
         port_base.push(ports.len() as u32);
         // Senders grouped by source node, in flow order within a node.
@@ -246,8 +253,7 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
                 nodes.len()
             ],
             sender_base,
-            used_bytes: vec![0; nodes.len()],
-            headroom_bytes,
+            buffers,
             nodes: nodes.to_vec(),
             port_base,
             ports,
@@ -358,6 +364,9 @@ impl<S: TelemetrySink> Model for Network<'_, S> {
         if self.next_sample[local] <= ctx.now() {
             self.sample_until(local, ctx.now());
         }
+        // Each event goes to the part it concerns: packets to the host's NIC
+        // or the switch, port events to the port, timers to the transport or
+        // the congestion control, workload events to the task driver.
         match event {
             NetEvent::Arrive { port, pkt } => {
                 if self.is_host(ctx.node()) {
@@ -369,13 +378,7 @@ impl<S: TelemetrySink> Model for Network<'_, S> {
             NetEvent::TxDone { port } => self.tx_done(ctx, port),
             NetEvent::Pfc { port, pause } => self.pfc_frame(ctx, port, pause),
             NetEvent::FlowStart { flow } => self.flow_start(ctx, flow),
-            NetEvent::Wake { port, generation } => {
-                let gport = self.port_index(local, port);
-                if self.ports[gport].wake_generation == generation {
-                    self.ports[gport].wake_at = NO_WAKE;
-                    self.host_try_send(ctx, port);
-                }
-            }
+            NetEvent::Wake { port, generation } => self.host_wake(ctx, port, generation),
             NetEvent::Timer { flow, timer } => {
                 let i = self.sender_of[&flow] as usize;
                 match timer {

@@ -13,10 +13,38 @@ use super::forwarding::five_tuple_hash;
 use super::packet::{Packet, PacketKind, PRIO_CONTROL};
 use super::port::Port;
 use super::transport::SenderReliability;
-use super::{FlowTimer, NetEvent, Network, NO_WAKE};
+use super::{FlowTimer, NetEvent, Network};
 use crate::telemetry::TelemetrySink;
 use crate::workload::NONE as NO_TASK;
 use netsim_engine::Context;
+use netsim_engine::SimTime;
+
+/// No `Wake` pending on a host port.
+pub(crate) const NO_WAKE: SimTime = SimTime::MAX;
+
+/// A host port's share of the NIC: the queue pairs (local sender indices)
+/// sending through it, whose turn is next, and the pending `Wake`.
+#[derive(Debug)]
+pub(crate) struct HostQueue {
+    pub flows: Vec<u32>,
+    pub round_robin: usize,
+    /// Tells the current `Wake` from stale ones.
+    pub wake_generation: u32,
+    /// When the pending `Wake` fires; `NO_WAKE` if none is pending.
+    pub wake_at: SimTime,
+}
+
+impl HostQueue {
+    /// No queue pairs, no `Wake` pending.
+    pub(crate) fn new() -> HostQueue {
+        HostQueue {
+            flows: Vec::new(),
+            round_robin: 0,
+            wake_generation: 0,
+            wake_at: NO_WAKE,
+        }
+    }
+}
 
 impl<S: TelemetrySink> Network<'_, S> {
     /// Flow `flow` starts at its source host: pick its port (ECMP over the
@@ -65,7 +93,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             line_rate_bps,
             bdp_bytes.max(f64::from(fabric.config.mtu_bytes)),
         );
-        self.ports[gport].flows.push(i as u32);
+        self.ports[gport].host.flows.push(i as u32);
         // Even lossless fabrics reorder under spraying: every queue pair
         // keeps the NIC's retransmission timer.
         ctx.schedule_self(
@@ -94,16 +122,16 @@ impl<S: TelemetrySink> Network<'_, S> {
             self.host_continue(ctx, gport, port);
             return;
         }
-        if p.paused || p.flows.is_empty() {
+        if p.paused || p.host.flows.is_empty() {
             return;
         }
         let config = &self.fabric.config;
         let mss = f64::from(config.mtu_bytes);
-        let n = p.flows.len();
+        let n = p.host.flows.len();
         let mut earliest = NO_WAKE;
         for k in 0..n {
-            let slot = (p.round_robin + k) % n;
-            let s = &mut self.senders[p.flows[slot] as usize];
+            let slot = (p.host.round_robin + k) % n;
+            let s = &mut self.senders[p.host.flows[slot] as usize];
             if s.qp.next_psn() >= s.packets {
                 continue;
             }
@@ -155,16 +183,32 @@ impl<S: TelemetrySink> Network<'_, S> {
                 self.stats.sent_payload_bytes += payload;
             }
             s.next_send = now + Port::serialization(u64::from(wire_bytes), rate_bps.max(1));
-            p.round_robin = (slot + 1) % n;
+            p.host.round_robin = (slot + 1) % n;
             self.transmit(ctx, gport, pkt);
             self.host_continue(ctx, gport, port);
             return;
         }
-        if earliest != NO_WAKE && earliest < p.wake_at {
-            p.wake_generation = p.wake_generation.wrapping_add(1);
-            p.wake_at = earliest;
-            let generation = p.wake_generation;
+        if earliest != NO_WAKE && earliest < p.host.wake_at {
+            p.host.wake_generation = p.host.wake_generation.wrapping_add(1);
+            p.host.wake_at = earliest;
+            let generation = p.host.wake_generation;
             ctx.schedule_self(earliest - now, NetEvent::Wake { port, generation });
+        }
+    }
+
+    /// A pacing deadline of host port `port` came; a `Wake` whose
+    /// generation moved on was superseded by an earlier one and is ignored.
+    pub(crate) fn host_wake(
+        &mut self,
+        ctx: &mut Context<'_, NetEvent>,
+        port: u16,
+        generation: u32,
+    ) {
+        let gport = self.port_index(ctx.local_index(), port);
+        let host = &mut self.ports[gport].host;
+        if host.wake_generation == generation {
+            host.wake_at = NO_WAKE;
+            self.host_try_send(ctx, port);
         }
     }
 
@@ -178,7 +222,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         port: u16,
     ) {
         let p = &self.ports[gport];
-        if !(p.queues[PRIO_CONTROL].is_empty() && p.flows.is_empty()) {
+        if !(p.queues[PRIO_CONTROL].is_empty() && p.host.flows.is_empty()) {
             self.port_ready(ctx, gport, port);
         }
     }
@@ -268,7 +312,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         let (flow, port) = (s.flow, s.port);
         self.stats.flows_finished += 1;
         let gport = self.port_index(ctx.local_index(), port);
-        self.ports[gport].flows.retain(|&f| f as usize != i);
+        self.ports[gport].host.flows.retain(|&f| f as usize != i);
         self.record_flow(i);
         if let Some(info) = self.fabric.workload.flow_info.get(flow as usize) {
             self.task_seen_complete(ctx, info.task, true);

@@ -7,8 +7,10 @@
 //! choice: the switch's queues (`switch.rs`) or the NIC's flows (`nic.rs`).
 
 use super::config::{CcKind, EcnProfile};
+use super::nic::HostQueue;
 use super::packet::{self, Packet, PacketKind, PRIORITIES, PRIO_DATA};
-use super::{NetEvent, Network, NO_WAKE};
+use super::switch::Ingress;
+use super::{NetEvent, Network};
 use crate::telemetry::{PfcEvent, PfcRecord, TelemetrySink};
 use netsim_engine::{Context, NodeId, SimTime};
 use std::collections::VecDeque;
@@ -42,15 +44,10 @@ pub(crate) struct Port {
     pub dropped_pkts: [u64; PRIORITIES],
     /// Bytes on the wire by the last link sample.
     pub sampled_tx_bytes: u64,
-    /// Switches: data bytes buffered that entered through this port.
-    pub ingress_bytes: u64,
-    /// Switches: this port's upstream is paused by us.
-    pub pause_sent: bool,
-    /// Hosts: flows (local sender indices) sending through this port.
-    pub flows: Vec<u32>,
-    pub round_robin: usize,
-    pub wake_generation: u32,
-    pub wake_at: SimTime,
+    /// Switches: ingress accounting of this port for PFC.
+    pub ingress: Ingress,
+    /// Hosts: the NIC's queue pairs on this port and their pacing.
+    pub host: HostQueue,
 }
 
 impl Port {
@@ -83,12 +80,8 @@ impl Port {
             ecn_marked_pkts: [0; PRIORITIES],
             dropped_pkts: [0; PRIORITIES],
             sampled_tx_bytes: 0,
-            ingress_bytes: 0,
-            pause_sent: false,
-            flows: Vec::new(),
-            round_robin: 0,
-            wake_generation: 0,
-            wake_at: NO_WAKE,
+            ingress: Ingress::default(),
+            host: HostQueue::new(),
         }
     }
 

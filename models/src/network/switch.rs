@@ -2,13 +2,32 @@
 //! marking, PFC thresholds toward upstream ports, and strict-priority
 //! scheduling of the egress queues. Where a packet goes is `forwarding.rs`.
 //!
-//! State: per switch, `used_bytes` and `headroom_bytes` of its buffer (in
-//! [`Network`]); per port, `ingress_bytes` and `pause_sent` (in `Port`).
+//! State: per switch, its [`SharedBuffer`]; per port, its [`Ingress`]
+//! (inside `Port`, beside the egress queues).
 
 use super::packet::{Packet, PacketKind, PRIO_CONTROL, PRIO_DATA};
 use super::{NetEvent, Network};
 use crate::telemetry::TelemetrySink;
 use netsim_engine::Context;
+
+/// A switch's shared packet buffer.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SharedBuffer {
+    /// Bytes of queued packets.
+    pub used_bytes: u64,
+    /// Reserved for bytes in flight after a pause, over all ports.
+    pub headroom_bytes: u64,
+}
+
+/// A switch port's ingress side: what entered through it is still buffered,
+/// and whether its upstream is paused by us.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Ingress {
+    /// Data bytes buffered that entered through this port.
+    pub bytes: u64,
+    /// A PFC pause went upstream and no resume yet.
+    pub pause_sent: bool,
+}
 
 impl<S: TelemetrySink> Network<'_, S> {
     /// Dynamic PFC threshold of the current switch.
@@ -17,8 +36,8 @@ impl<S: TelemetrySink> Network<'_, S> {
         let config = &self.fabric.config;
         let free = config
             .buffer_bytes
-            .saturating_sub(self.headroom_bytes[local])
-            .saturating_sub(self.used_bytes[local]);
+            .saturating_sub(self.buffers[local].headroom_bytes)
+            .saturating_sub(self.buffers[local].used_bytes);
         (free as f64 * config.pfc_alpha) as u64
     }
 
@@ -56,7 +75,9 @@ impl<S: TelemetrySink> Network<'_, S> {
         let wire = u64::from(pkt.wire_bytes);
         if prio == PRIO_DATA {
             if !config.pfc {
-                let free = config.buffer_bytes.saturating_sub(self.used_bytes[local]);
+                let free = config
+                    .buffer_bytes
+                    .saturating_sub(self.buffers[local].used_bytes);
                 let limit = (free as f64 * config.dt_alpha) as u64;
                 if self.ports[gout].queued_bytes[prio] + wire > limit {
                     self.ports[gout].dropped_pkts[prio] += 1;
@@ -79,24 +100,24 @@ impl<S: TelemetrySink> Network<'_, S> {
                 self.ports[gout].ecn_marked_pkts[prio] += 1;
             }
             let gin = self.port_index(local, in_port);
-            self.ports[gin].ingress_bytes += wire;
+            self.ports[gin].ingress.bytes += wire;
         }
         pkt.in_port = in_port;
-        self.used_bytes[local] += wire;
+        self.buffers[local].used_bytes += wire;
         let p = &mut self.ports[gout];
         p.queues[prio].push_back(pkt);
         p.queued_bytes[prio] += wire;
         if prio == PRIO_DATA && config.pfc {
             let gin = self.port_index(local, in_port);
             let xoff = self.pfc_xoff(local);
-            let ingress = &mut self.ports[gin];
-            if !ingress.pause_sent && ingress.ingress_bytes > xoff {
-                ingress.pause_sent = true;
+            let up = &mut self.ports[gin];
+            if !up.ingress.pause_sent && up.ingress.bytes > xoff {
+                up.ingress.pause_sent = true;
                 ctx.send(
-                    ingress.peer,
-                    ingress.latency,
+                    up.peer,
+                    up.latency,
                     NetEvent::Pfc {
-                        port: ingress.peer_port,
+                        port: up.peer_port,
                         pause: true,
                     },
                 );
@@ -124,21 +145,21 @@ impl<S: TelemetrySink> Network<'_, S> {
         let pkt = p.queues[prio].pop_front().expect("queue checked non-empty");
         let wire = u64::from(pkt.wire_bytes);
         p.queued_bytes[prio] -= wire;
-        self.used_bytes[local] -= wire;
+        self.buffers[local].used_bytes -= wire;
         if prio == PRIO_DATA {
             let gin = self.port_index(local, pkt.in_port);
-            self.ports[gin].ingress_bytes -= wire;
-            if self.ports[gin].pause_sent {
+            self.ports[gin].ingress.bytes -= wire;
+            if self.ports[gin].ingress.pause_sent {
                 let xoff = self.pfc_xoff(local);
                 let offset = self.fabric.config.pfc_xon_offset_bytes;
-                let ingress = &mut self.ports[gin];
-                if ingress.ingress_bytes + offset <= xoff || ingress.ingress_bytes <= offset {
-                    ingress.pause_sent = false;
+                let up = &mut self.ports[gin];
+                if up.ingress.bytes + offset <= xoff || up.ingress.bytes <= offset {
+                    up.ingress.pause_sent = false;
                     ctx.send(
-                        ingress.peer,
-                        ingress.latency,
+                        up.peer,
+                        up.latency,
                         NetEvent::Pfc {
-                            port: ingress.peer_port,
+                            port: up.peer_port,
                             pause: false,
                         },
                     );

@@ -51,7 +51,8 @@ pub(crate) struct Port {
 }
 
 impl Port {
-    /// Port of a node on link `link` toward `peer`, idle and empty.
+    /// An idle, empty port toward `peer`'s port `peer_port` over a link of
+    /// `rate_bps` and `latency`, marking ECN by `ecn`.
     pub(crate) fn new(
         peer: NodeId,
         peer_port: u16,

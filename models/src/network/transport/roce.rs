@@ -8,13 +8,12 @@
 //! twice without progress.
 
 use super::{Receiver, ReceiverReliability, RxVerdict, SenderReliability};
+use crate::network::cc::CcState;
+use crate::network::config::CcKind;
 use crate::network::packet::{self, Packet, PacketKind};
 use crate::network::{FlowTimer, NetEvent, Network, NO_NODE};
 use crate::telemetry::TelemetrySink;
 use netsim_engine::Context;
-
-use crate::network::cc::CcState;
-use crate::network::config::CcKind;
 
 /// Sender side of a go-back-N queue pair.
 #[derive(Clone, Copy, Debug, Default)]

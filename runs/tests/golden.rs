@@ -2,14 +2,17 @@
 //! change that alters simulated results does so knowingly.
 //!
 //! The runs cover DCQCN, DCTCP, HPCC, per-packet spraying, lossy mode with
-//! go-back-N, UGAL and Valiant dragonfly routing, incast with PFC, ring, tree and
+//! go-back-N, UGAL (on adversarial traffic, where it leaves the minimal path) and
+//! Valiant dragonfly routing, incast with PFC, ring, tree and
 //! in-network collectives, a switch barrier and a SimAI workload. Each table's
 //! rows are rendered column by column (floats by their bits), sorted, and hashed
 //! with FNV-1a; `golden/checksums.txt` holds `run table rows hash` lines.
 //!
 //! Bless after an intended change of behaviour:
 //! `NETSIM_BLESS=1 cargo test -p netsim --test golden`, then review and commit
-//! the diff of `runs/tests/golden/checksums.txt`.
+//! the diff of `runs/tests/golden/checksums.txt`. `NETSIM_GOLDEN_BIN=path`
+//! runs another `netsim` binary instead of this build's (to bless with the
+//! build from before a refactoring, say).
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -41,6 +44,7 @@ fn runs() -> Vec<Golden> {
     };
     let collectives = file("allreduce-ring-tree-ina.toml");
     let simai = file("simai-micro.txt");
+    let adversarial = file("dragonfly-adversarial.cm");
     vec![
         run(
             "incast-dcqcn-pfc",
@@ -163,13 +167,9 @@ fn runs() -> Vec<Golden> {
                 "--routing",
                 "ugal",
                 "--traffic",
-                "uniform",
-                "--flows-per-host",
-                "2",
-                "--flow-size",
-                "100000",
+                &format!("tm:{adversarial}"),
                 "--cc",
-                "dctcp",
+                "none",
                 "--sample-ns",
                 "5000",
             ],
@@ -307,7 +307,13 @@ fn tables(out: &Path) -> BTreeMap<String, Vec<String>> {
 /// `run table rows hash` lines for one run.
 fn checksum_lines(run: &Golden, scratch: &Path) -> Vec<String> {
     let out = scratch.join(run.name);
-    let output = Command::new(env!("CARGO_BIN_EXE_netsim"))
+    // NETSIM_GOLDEN_BIN runs another build (say, one from before a change)
+    // against the same checksums, or blesses with it.
+    let binary = std::env::var_os("NETSIM_GOLDEN_BIN").map_or_else(
+        || PathBuf::from(env!("CARGO_BIN_EXE_netsim")),
+        PathBuf::from,
+    );
+    let output = Command::new(binary)
         .arg("run")
         .args(&run.args)
         .args(["--threads", "1", "--seed", "1", "--quiet", "--out"])

@@ -31,9 +31,10 @@ impl Progress {
         self.events.load(Ordering::Relaxed)
     }
 
-    /// A shard starts the window beginning at `window_start` (all shards
-    /// agree on it), having handled `events` events since its last report.
-    pub(crate) fn window(&self, window_start: SimTime, events: u64) {
+    /// Every event before `window_start` has been handled (a shard starts
+    /// the window beginning there, and all shards agree on it; a sequential
+    /// run reports its own time), `events` of them since the last report.
+    pub fn window(&self, window_start: SimTime, events: u64) {
         // `fetch_max`, not a store by one shard: under MPI shard 0 may live
         // on another rank, and the value must never move backwards.
         self.time_ps

@@ -10,6 +10,7 @@ use crate::topology_args::TopologyArgs;
 use crate::workload_args::WorkloadArgs;
 use anyhow::Context as _;
 use netsim_engine::{process::peak_rss_bytes, rank_shards, splitmix64, Layout, Progress, SimTime};
+use netsim_models::flow;
 use netsim_models::network::{collective_records, merge_spans, CollectiveSpan, Fabric, NetStats};
 use netsim_models::telemetry::{
     CollectiveRecord, FlowRecord, LinkSample, PfcRecord, QueueSample, SwitchOffloadRecord,
@@ -57,6 +58,10 @@ pub struct RunArgs {
     /// Root seed; every node derives its random stream from it.
     #[arg(long, default_value_t = 1, help_heading = "Engine")]
     pub seed: u64,
+    /// Fidelity: packet (every packet, queues, PFC, congestion control) or
+    /// flow (max-min fair fluid flows over the same routes; sequential).
+    #[arg(long, value_enum, default_value_t = Fidelity::Packet, help_heading = "Engine")]
+    pub fidelity: Fidelity,
     /// Simulated time limit in microseconds; unfinished flows are reported.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..), help_heading = "Engine")]
     pub end_us: Option<u64>,
@@ -67,6 +72,24 @@ pub struct RunArgs {
     /// No progress display.
     #[arg(long, help_heading = "Output")]
     pub quiet: bool,
+}
+
+/// How closely a run follows the network.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fidelity {
+    /// Every packet through every queue.
+    Packet,
+    /// Flows at max-min fair rates, recomputed as flows start and finish.
+    Flow,
+}
+
+impl Fidelity {
+    fn name(self) -> &'static str {
+        match self {
+            Fidelity::Packet => "packet",
+            Fidelity::Flow => "flow",
+        }
+    }
 }
 
 /// Everything a run needs, built and checked from the flags.
@@ -145,9 +168,13 @@ impl RunArgs {
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get() as u32))
     }
 
-    /// Shards per process: the flag, or one per thread.
+    /// Shards per process: the flag, or one per thread; flow level runs
+    /// as one.
     pub fn shards(&self) -> u32 {
-        self.shards.unwrap_or_else(|| self.threads())
+        match self.fidelity {
+            Fidelity::Flow => 1,
+            Fidelity::Packet => self.shards.unwrap_or_else(|| self.threads()),
+        }
     }
 
     /// Builds and checks everything a run needs, without running it.
@@ -215,8 +242,15 @@ impl RunArgs {
             (None, Some(w)) => format!("{} {w}", self.topo),
             (None, None) => format!("{} {}", self.topo, self.traffic.traffic),
         };
+        let fabric = Fabric::with_workload(topo, routing, workload, config, self.seed);
+        if self.fidelity == Fidelity::Flow {
+            netsim_models::flow::check(&fabric)?;
+            if ranks > 1 {
+                anyhow::bail!("--fidelity flow: runs in one process; start it without mpirun");
+            }
+        }
         Ok(Plan {
-            fabric: Fabric::with_workload(topo, routing, workload, config, self.seed),
+            fabric,
             partition,
             layout,
             scenario,
@@ -273,14 +307,22 @@ impl RunArgs {
         let known_end = self.end_us.map(SimTime::from_us);
         // Under MPI the bar is rank 0's (its shards' events).
         let show_progress = !self.quiet && rank == 0;
+        let take_sink = |shard: usize| {
+            sinks[shard - local.start]
+                .lock()
+                .expect("sink lock")
+                .take()
+                .expect("each shard takes its sink once")
+        };
         let run = with_progress_bar(&progress, known_end, show_progress, || {
-            ranks.simulate(&plan.fabric, layout, end, Some(&progress), |shard| {
-                sinks[shard.index() - local.start]
-                    .lock()
-                    .expect("sink lock")
-                    .take()
-                    .expect("each shard takes its sink once")
-            })
+            match self.fidelity {
+                Fidelity::Packet => {
+                    ranks.simulate(&plan.fabric, layout, end, Some(&progress), |shard| {
+                        take_sink(shard.index())
+                    })
+                }
+                Fidelity::Flow => flow::simulate(&plan.fabric, end, Some(&progress), take_sink(0)),
+            }
         });
         let sim_s = sim_started.elapsed().as_secs_f64();
 
@@ -387,7 +429,7 @@ impl RunArgs {
             (!fcts.is_empty()).then(|| fcts[((fcts.len() - 1) as f64 * p).round() as usize])
         };
         let shards = plan.partition.shards;
-        let summary = serde_json::json!({
+        let mut summary = serde_json::json!({
             "scenario": plan.scenario,
             "topology": plan.fabric.topo.kind(),
             "hosts": plan.fabric.topo.host_count(),
@@ -431,6 +473,8 @@ impl RunArgs {
                 "links": rows[4],
             },
         });
+        // Past what one json! invocation can nest.
+        summary["fidelity"] = self.fidelity.name().into();
         write_run_json(&self.out, &summary)?;
         if !self.quiet {
             let collectives_note = if collectives.is_empty() {

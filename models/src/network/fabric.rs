@@ -6,7 +6,7 @@ use super::config::NetConfig;
 use super::port::Port;
 use crate::traffic::FlowSpec;
 use crate::workload::Workload;
-use netsim_engine::SimTime;
+use netsim_engine::{splitmix64, SimTime};
 use netsim_topo::{DragonflyIndex, Routing, Topology};
 
 /// The read-only description of a run that every shard shares.
@@ -69,6 +69,13 @@ impl Fabric {
         }
     }
 
+    /// The seed of `node`'s ECMP hash: per node, so that switches of one
+    /// tier do not all make the same choice (polarisation).
+    pub(crate) fn ecmp_seed(&self, node: u32) -> u64 {
+        let mut s = self.seed ^ (u64::from(node) << 20) ^ 0xEC3F;
+        splitmix64(&mut s)
+    }
+
     /// Dragonfly group of `node`, if it has one.
     #[inline]
     pub(crate) fn group(&self, node: u32) -> Option<u32> {
@@ -78,19 +85,10 @@ impl Fabric {
 
 /// Ideal completion time of a flow alone in the network, as the sender sees
 /// it (last ACK received), and the round-trip time of a full packet and its
-/// ACK (what a window must cover to keep the path busy).
-///
-/// Along a minimum-latency path the flow's bytes cross the bottleneck link
-/// back to back; every other hop adds one store-and-forward of the last
-/// packet; the ACK returns over the same links.
+/// ACK (what a window must cover to keep the path busy), along a
+/// minimum-latency path.
 pub fn ideal_fct(fabric: &Fabric, spec: &FlowSpec, first_port: u16) -> (SimTime, SimTime) {
     let topo = &fabric.topo;
-    let config = &fabric.config;
-    let mtu = u64::from(config.mtu_bytes);
-    let packets = spec.size_bytes.div_ceil(mtu);
-    let wire_total = spec.size_bytes + packets * u64::from(config.header_bytes);
-    let last_wire = spec.size_bytes - (packets - 1) * mtu + u64::from(config.header_bytes);
-    let control = u64::from(config.control_bytes);
     let mut hops = Vec::new();
     let mut at = spec.src;
     let mut port = first_port;
@@ -110,23 +108,64 @@ pub fn ideal_fct(fabric: &Fabric, spec: &FlowSpec, first_port: u16) -> (SimTime,
             .unwrap_or_else(|| panic!("node {at} has no route to host {}", spec.dst));
         assert!(hops.len() <= topo.node_count() as usize, "routing loop");
     }
-    let bottleneck = hops.iter().map(|h| h.0).min().expect("a path has a link");
-    let mut fct = Port::serialization(wire_total, bottleneck);
-    let mut rtt = SimTime::ZERO;
-    let mut bottleneck_counted = false;
-    for &(rate, latency) in &hops {
-        fct += SimTime(latency);
-        if rate == bottleneck && !bottleneck_counted {
-            bottleneck_counted = true;
-        } else {
-            fct += Port::serialization(last_wire, rate);
+    let timing = PathTiming::new(&fabric.config, spec.size_bytes, &hops);
+    (timing.ideal_fct(), timing.rtt)
+}
+
+/// How long a flow alone on a path takes, in parts: its bytes cross the
+/// bottleneck link back to back; every other hop adds one store-and-forward
+/// of the last packet; the ACK returns over the same links.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct PathTiming {
+    pub bottleneck_bps: u64,
+    /// The flow's wire bytes: payload and one header per packet.
+    pub wire_bytes: u64,
+    /// From the bottleneck's last bit to the destination's last byte:
+    /// latencies and the other hops' store-and-forward.
+    pub forward_tail: SimTime,
+    /// The last ACK's way back.
+    pub ack_return: SimTime,
+    /// A full-size packet out and its ACK back, store-and-forward at every hop.
+    pub rtt: SimTime,
+}
+
+impl PathTiming {
+    /// Timing of `size_bytes` over `hops` (bandwidth in b/s, latency in ps).
+    pub fn new(config: &NetConfig, size_bytes: u64, hops: &[(u64, u64)]) -> PathTiming {
+        let mtu = u64::from(config.mtu_bytes);
+        let packets = size_bytes.div_ceil(mtu);
+        let wire_bytes = size_bytes + packets * u64::from(config.header_bytes);
+        let last_wire = size_bytes - (packets - 1) * mtu + u64::from(config.header_bytes);
+        let control = u64::from(config.control_bytes);
+        let bottleneck_bps = hops.iter().map(|h| h.0).min().expect("a path has a link");
+        let mut timing = PathTiming {
+            bottleneck_bps,
+            wire_bytes,
+            forward_tail: SimTime::ZERO,
+            ack_return: SimTime::ZERO,
+            rtt: SimTime::ZERO,
+        };
+        let mut bottleneck_counted = false;
+        for &(rate, latency) in hops {
+            timing.forward_tail += SimTime(latency);
+            if rate == bottleneck_bps && !bottleneck_counted {
+                bottleneck_counted = true;
+            } else {
+                timing.forward_tail += Port::serialization(last_wire, rate);
+            }
+            let back = SimTime(latency) + Port::serialization(control, rate);
+            timing.ack_return += back;
+            timing.rtt += SimTime(latency)
+                + Port::serialization(mtu + u64::from(config.header_bytes), rate)
+                + back;
         }
-        let back = SimTime(latency) + Port::serialization(control, rate);
-        fct += back;
-        // A full-size packet out and its ACK back, store-and-forward at every hop.
-        rtt += SimTime(latency)
-            + Port::serialization(mtu + u64::from(config.header_bytes), rate)
-            + back;
+        timing
     }
-    (fct, rtt)
+
+    /// Completion as the sender sees it, alone on the path.
+    pub fn ideal_fct(&self) -> SimTime {
+        Port::serialization(self.wire_bytes, self.bottleneck_bps)
+            + self.forward_tail
+            + self.ack_return
+    }
 }

@@ -23,11 +23,13 @@ impl<S: TelemetrySink> Network<'_, S> {
             return 0;
         }
         match self.fabric.config.ecmp {
-            EcmpMode::Hash => {
-                let mut h =
-                    self.ecmp_seed[ctx.local_index()] ^ five_tuple_hash(pkt.flow, pkt.src, pkt.dst);
-                (splitmix64(&mut h) % n as u64) as usize
-            }
+            EcmpMode::Hash => ecmp_pick(
+                self.ecmp_seed[ctx.local_index()],
+                pkt.flow,
+                pkt.src,
+                pkt.dst,
+                n,
+            ),
             EcmpMode::Spray => ctx.rng().below(n as u64) as usize,
         }
     }
@@ -127,6 +129,14 @@ impl<S: TelemetrySink> Network<'_, S> {
         }
         pkt.via = intermediate;
     }
+}
+
+/// Hash-based ECMP: which of `n` next hops a node with seed `node_seed`
+/// gives every packet of flow `flow` from `src` to `dst`.
+#[inline]
+pub(crate) fn ecmp_pick(node_seed: u64, flow: u32, src: u32, dst: u32, n: usize) -> usize {
+    let mut h = node_seed ^ five_tuple_hash(flow, src, dst);
+    (splitmix64(&mut h) % n as u64) as usize
 }
 
 /// Hash of a flow's 5-tuple (source and destination address, the flow's

@@ -44,6 +44,8 @@ mod transport;
 mod wire;
 
 pub use fabric::{ideal_fct, Fabric};
+pub(crate) use fabric::{PathTiming, NO_NODE};
+pub(crate) use forwarding::ecmp_pick;
 pub use forwarding::five_tuple_hash;
 pub use run::{
     collective_records, merge_spans, simulate, simulate_on, CollectiveSpan, NetRun, NetStats,
@@ -54,9 +56,8 @@ pub use telemetry::link_tier;
 use crate::telemetry::{SwitchOffloadRecord, TelemetrySink};
 use crate::workload::NONE as NO_TASK;
 use aggregation::Aggregator;
-use fabric::NO_NODE;
 use hashbrown::HashMap;
-use netsim_engine::{splitmix64, Context, Model, NodeId, SimTime};
+use netsim_engine::{Context, Model, NodeId, SimTime};
 use packet::Packet;
 use port::Port;
 use switch::SharedBuffer;
@@ -237,13 +238,7 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
         }
         let sampling = config.sample_period != SimTime::ZERO;
         Network {
-            ecmp_seed: nodes
-                .iter()
-                .map(|n| {
-                    let mut s = fabric.seed ^ (u64::from(n.0) << 20) ^ 0xEC3F;
-                    splitmix64(&mut s)
-                })
-                .collect(),
+            ecmp_seed: nodes.iter().map(|n| fabric.ecmp_seed(n.0)).collect(),
             next_sample: vec![
                 if sampling {
                     SimTime::ZERO

@@ -1,0 +1,448 @@
+//! Flow-level (fluid) mode: the same scenario as packet mode — topology,
+//! routes, traffic or workload DAG — with flows instead of packets.
+//!
+//! ```text
+//!  Start ──(route as packet mode would)──> FairShare: max-min rates over
+//!    │                                       the channels of each component
+//!    └─ drains its wire bytes at its rate ──> Drained
+//!                 + forward tail (latencies, store-and-forward) ──> Delivered (dst)
+//!                 + ACK return ──────────────────────────────────> Acked (src)
+//! ```
+//!
+//! A flow's bytes (with headers) drain at its max-min fair share of every
+//! channel (link direction) it crosses; shares are recomputed after each
+//! instant at which flows start or drain, only in the components those flows
+//! touch. Alone on its path a flow drains at the bottleneck rate, then pays
+//! exactly the latencies and store-and-forward delays of [`PathTiming`], so it
+//! completes at packet mode's `ideal_fct_ns`. Workload tasks start when their
+//! host sees their dependencies complete, as in packet mode: a flow is
+//! complete at its destination when delivered and at its source when acked.
+//!
+//! Not modelled: queues, ECN, PFC and congestion control (the `queues` and
+//! `pfc` tables stay empty), per-packet spraying and in-network aggregation
+//! (refused by [`check`]). The run is sequential, so it is identical for any
+//! number of threads.
+
+mod fair_share;
+mod meter;
+mod paths;
+
+use crate::network::config::EcmpMode;
+use crate::network::{
+    five_tuple_hash, ideal_fct, CollectiveSpan, Fabric, NetRun, NetStats, PathTiming, ShardOutcome,
+};
+use crate::telemetry::{FlowRecord, TelemetrySink};
+use crate::workload::{TaskKind, NONE};
+use fair_share::{FairShare, RateChange};
+use meter::LinkMeter;
+use netsim_engine::{Progress, SimTime};
+use paths::{route, Channels};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+/// A scenario that flow level cannot run faithfully.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FlowModeError {
+    #[error("--fidelity flow: {0} is not modelled at flow level; use --fidelity packet")]
+    Unsupported(&'static str),
+}
+
+/// Refuses what the fluid model cannot represent.
+pub fn check(fabric: &Fabric) -> Result<(), FlowModeError> {
+    if fabric.config.ecmp == EcmpMode::Spray {
+        return Err(FlowModeError::Unsupported(
+            "--ecmp spray (per-packet spraying)",
+        ));
+    }
+    if !fabric.workload.ina_ops.is_empty() {
+        return Err(FlowModeError::Unsupported(
+            "in-network aggregation (--algo ina)",
+        ));
+    }
+    Ok(())
+}
+
+/// What happens to a flow or task; ordered for the event queue's ties.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Event {
+    Start {
+        flow: u32,
+    },
+    /// The flow's last byte leaves the bottleneck, if its rate has not
+    /// changed since (`version`).
+    Drained {
+        flow: u32,
+        version: u32,
+    },
+    Delivered {
+        flow: u32,
+    },
+    Acked {
+        flow: u32,
+    },
+    TaskDone {
+        task: u32,
+    },
+}
+
+/// One flow's progress.
+#[derive(Clone, Copy, Debug)]
+struct FlowState {
+    /// `SimTime::MAX` until it starts.
+    start: SimTime,
+    /// Wire bits still to drain, times 10^12 (bit-picoseconds), as of `settled_at`.
+    left: u128,
+    settled_at: SimTime,
+    version: u32,
+    forward_tail: SimTime,
+    ack_return: SimTime,
+    ideal_fct: SimTime,
+    end: Option<SimTime>,
+}
+
+/// Events handled between two progress reports.
+const PROGRESS_EVERY: u64 = 4096;
+
+struct Fluid<'f, S> {
+    fabric: &'f Fabric,
+    channels: Channels,
+    share: FairShare,
+    meter: LinkMeter,
+    flows: Vec<FlowState>,
+    queue: BinaryHeap<Reverse<(SimTime, u64, Event)>>,
+    next_seq: u64,
+    /// Per task: dependencies not yet seen complete by its host.
+    remaining: Vec<u32>,
+    spans: Vec<CollectiveSpan>,
+    stats: NetStats,
+    sink: S,
+    now: SimTime,
+    handled_events: u64,
+    /// The next sampling instant (`SimTime::MAX`: no sampling).
+    next_sample: SimTime,
+    // Scratch, reused for every flow and instant.
+    path: Vec<u32>,
+    hops: Vec<(u64, u64)>,
+    changed: Vec<RateChange>,
+}
+
+/// Runs `fabric` at flow level until every flow has finished or `end` is
+/// reached, on the calling thread. The outcome has the shape of a packet
+/// run on one shard.
+pub fn simulate<S: TelemetrySink>(
+    fabric: &Fabric,
+    end: SimTime,
+    progress: Option<&Progress>,
+    sink: S,
+) -> NetRun<S> {
+    let channels = Channels::new(fabric);
+    let topo = &fabric.topo;
+    let capacity_bps = (0..topo.node_count())
+        .flat_map(|n| {
+            topo.ports(n)
+                .iter()
+                .map(|p| topo.link(p.link).bandwidth_bps)
+        })
+        .collect();
+    let workload = &fabric.workload;
+    let flow_count = workload.flows.len();
+    let period = fabric.config.sample_period;
+    let mut fluid = Fluid {
+        fabric,
+        share: FairShare::new(capacity_bps, flow_count),
+        meter: LinkMeter::new(channels.count()),
+        channels,
+        flows: vec![
+            FlowState {
+                start: SimTime::MAX,
+                left: 0,
+                settled_at: SimTime::ZERO,
+                version: 0,
+                forward_tail: SimTime::ZERO,
+                ack_return: SimTime::ZERO,
+                ideal_fct: SimTime::ZERO,
+                end: None,
+            };
+            flow_count
+        ],
+        queue: BinaryHeap::new(),
+        next_seq: 0,
+        remaining: workload.tasks.iter().map(|t| t.deps).collect(),
+        spans: vec![
+            CollectiveSpan {
+                start: SimTime::MAX,
+                end: SimTime::ZERO,
+                tasks_done: 0,
+            };
+            workload.collectives.len()
+        ],
+        stats: NetStats::default(),
+        sink,
+        now: SimTime::ZERO,
+        handled_events: 0,
+        next_sample: if period == SimTime::ZERO {
+            SimTime::MAX
+        } else {
+            period
+        },
+        path: Vec::new(),
+        hops: Vec::new(),
+        changed: Vec::new(),
+    };
+    if workload.has_tasks() {
+        for task in 0..workload.tasks.len() as u32 {
+            if workload.tasks[task as usize].deps == 0 {
+                fluid.start_task(task);
+            }
+        }
+    } else {
+        for (flow, spec) in workload.flows.iter().enumerate() {
+            fluid.push(spec.start, Event::Start { flow: flow as u32 });
+        }
+    }
+    let mut reported = 0;
+    while let Some(&Reverse((at, _, _))) = fluid.queue.peek() {
+        if at >= end {
+            break;
+        }
+        fluid.sample_until(at);
+        fluid.now = at;
+        while let Some(&Reverse((t, _, event))) = fluid.queue.peek() {
+            if t != at {
+                break;
+            }
+            fluid.queue.pop();
+            fluid.handle(event);
+        }
+        fluid.resolve();
+        if let Some(p) = progress {
+            if fluid.handled_events - reported >= PROGRESS_EVERY {
+                p.window(at, fluid.handled_events - reported);
+                reported = fluid.handled_events;
+            }
+        }
+    }
+    if let Some(p) = progress {
+        p.window(fluid.now, fluid.handled_events - reported);
+    }
+    fluid.finish()
+}
+
+impl<S: TelemetrySink> Fluid<'_, S> {
+    fn push(&mut self, at: SimTime, event: Event) {
+        self.queue.push(Reverse((at, self.next_seq, event)));
+        self.next_seq += 1;
+    }
+
+    fn handle(&mut self, event: Event) {
+        let workload = &self.fabric.workload;
+        match event {
+            Event::Start { flow } => self.start_flow(flow),
+            Event::Drained { flow, version } => {
+                if version != self.flows[flow as usize].version {
+                    return; // its rate changed since; a later event stands
+                }
+                let old_bps = self.share.remove(flow);
+                self.meter
+                    .change(self.share.path(flow), old_bps, 0, self.now);
+                let f = &mut self.flows[flow as usize];
+                f.left = 0;
+                let delivered = self.now.saturating_add(f.forward_tail);
+                let acked = delivered.saturating_add(f.ack_return);
+                self.stats.sent_payload_bytes += workload.flows[flow as usize].size_bytes;
+                self.push(delivered, Event::Delivered { flow });
+                self.push(acked, Event::Acked { flow });
+            }
+            Event::Delivered { flow } => {
+                let spec = workload.flows[flow as usize];
+                self.stats.delivered_payload_bytes += spec.size_bytes;
+                if let Some(info) = workload.flow_info.get(flow as usize) {
+                    self.seen_complete(info.task, spec.dst, false);
+                }
+            }
+            Event::Acked { flow } => {
+                let spec = workload.flows[flow as usize];
+                self.flows[flow as usize].end = Some(self.now);
+                self.stats.flows_finished += 1;
+                self.record_flow(flow);
+                if let Some(info) = workload.flow_info.get(flow as usize) {
+                    self.seen_complete(info.task, spec.src, true);
+                }
+            }
+            Event::TaskDone { task } => {
+                let host = workload.tasks[task as usize].host;
+                self.seen_complete(task, host, true);
+            }
+        }
+        self.handled_events += 1;
+    }
+
+    /// Flow `flow` starts sending now: its path, timing and share.
+    fn start_flow(&mut self, flow: u32) {
+        let fabric = self.fabric;
+        let spec = fabric.workload.flows[flow as usize];
+        let share = &self.share;
+        route(
+            fabric,
+            &self.channels,
+            flow,
+            &spec,
+            |c| share.load(c),
+            &mut self.path,
+            &mut self.hops,
+        );
+        let timing = PathTiming::new(&fabric.config, spec.size_bytes, &self.hops);
+        let first_port = (self.path[0] - self.channels.of(spec.src, 0)) as u16;
+        let f = &mut self.flows[flow as usize];
+        f.start = self.now;
+        f.settled_at = self.now;
+        f.left = u128::from(timing.wire_bytes) * 8_000_000_000_000;
+        f.forward_tail = timing.forward_tail;
+        f.ack_return = timing.ack_return;
+        f.ideal_fct = ideal_fct(fabric, &spec, first_port).0;
+        self.share.add(flow, &self.path);
+        if let Some(info) = fabric.workload.flow_info.get(flow as usize) {
+            self.span_started(info.collective);
+        }
+    }
+
+    /// New shares after the instant's starts and departures: every flow
+    /// whose rate changed drains what it had at the old rate and reschedules.
+    fn resolve(&mut self) {
+        let mut changed = std::mem::take(&mut self.changed);
+        self.share.resolve(&mut changed);
+        for &RateChange { flow, old_bps } in &changed {
+            let new_bps = self.share.rate_bps(flow);
+            self.meter
+                .change(self.share.path(flow), old_bps, new_bps, self.now);
+            let f = &mut self.flows[flow as usize];
+            let elapsed_ps = u128::from((self.now - f.settled_at).as_ps());
+            f.left = f.left.saturating_sub(u128::from(old_bps) * elapsed_ps);
+            f.settled_at = self.now;
+            f.version = f.version.wrapping_add(1);
+            let drain_ps = (f.left / u128::from(new_bps)).max(1);
+            let at = u64::try_from(drain_ps)
+                .map_or(SimTime::MAX, |ps| self.now.saturating_add(SimTime(ps)));
+            let version = f.version;
+            self.push(at, Event::Drained { flow, version });
+        }
+        changed.clear();
+        self.changed = changed;
+    }
+
+    /// Task `task` starts now on its host: a flow after the per-message
+    /// host overhead, a compute task for its duration.
+    fn start_task(&mut self, task: u32) {
+        let workload = &self.fabric.workload;
+        let t = workload.tasks[task as usize];
+        match t.kind {
+            TaskKind::Flow(flow) => {
+                let at = self.now.saturating_add(workload.host_overhead);
+                self.push(at, Event::Start { flow });
+            }
+            TaskKind::Compute(duration) => {
+                self.span_started(t.collective);
+                let at = self.now.saturating_add(duration);
+                self.push(at, Event::TaskDone { task });
+            }
+        }
+    }
+
+    /// Host `host` saw task `task` complete; starts its tasks that waited
+    /// only for it.
+    fn seen_complete(&mut self, task: u32, host: u32, at_source: bool) {
+        let workload = &self.fabric.workload;
+        let t = workload.tasks[task as usize];
+        if t.collective != NONE {
+            let span = &mut self.spans[t.collective as usize];
+            span.end = span.end.max(self.now);
+            span.tasks_done += u32::from(at_source);
+        }
+        for &d in workload.dependents(task) {
+            if workload.tasks[d as usize].host != host {
+                continue;
+            }
+            let left = &mut self.remaining[d as usize];
+            *left -= 1;
+            if *left == 0 {
+                self.start_task(d);
+            }
+        }
+    }
+
+    fn span_started(&mut self, collective: u32) {
+        if collective != NONE {
+            let span = &mut self.spans[collective as usize];
+            span.start = span.start.min(self.now);
+        }
+    }
+
+    /// Link rows for every sampling instant up to `now`.
+    fn sample_until(&mut self, now: SimTime) {
+        let period = self.fabric.config.sample_period;
+        while self.next_sample <= now {
+            let at = self.next_sample;
+            self.meter
+                .sample(&self.fabric.topo, at - period, at, &mut self.sink);
+            self.next_sample = at.saturating_add(period);
+        }
+    }
+
+    fn record_flow(&mut self, flow: u32) {
+        let spec = self.fabric.workload.flows[flow as usize];
+        let f = self.flows[flow as usize];
+        let fct_ns = f.end.map(|e| (e - f.start).as_ns());
+        let ideal_fct_ns = f.ideal_fct.as_ns();
+        self.sink.flow(FlowRecord {
+            flow_id: flow,
+            src: spec.src,
+            dst: spec.dst,
+            size_bytes: spec.size_bytes,
+            start_ns: f.start.as_ns(),
+            end_ns: f.end.map(SimTime::as_ns),
+            fct_ns,
+            ideal_fct_ns,
+            slowdown: fct_ns
+                .filter(|_| ideal_fct_ns > 0)
+                .map(|fct| fct as f64 / ideal_fct_ns as f64),
+            ecmp_path: five_tuple_hash(flow, spec.src, spec.dst),
+            ecn_marked_pkts: 0,
+            cnps: 0,
+            retransmitted_pkts: 0,
+            finished: f.end.is_some(),
+            collective_id: self.fabric.workload.flow_collective(flow),
+        });
+    }
+
+    /// The rows still due at the end of the run (`now`): the last samples,
+    /// a last shorter interval, and the flows that started but did not finish.
+    fn finish(mut self) -> NetRun<S> {
+        let sim_end = self.now;
+        self.sample_until(sim_end);
+        let period = self.fabric.config.sample_period;
+        if self.next_sample != SimTime::MAX {
+            let sampled = self.next_sample - period;
+            let last = SimTime::from_ns(sim_end.as_ps().div_ceil(1_000));
+            if sampled < last {
+                self.meter
+                    .sample(&self.fabric.topo, sampled, last, &mut self.sink);
+            }
+        }
+        for flow in 0..self.flows.len() as u32 {
+            let f = &self.flows[flow as usize];
+            if f.end.is_none() && f.start != SimTime::MAX {
+                self.record_flow(flow);
+            }
+        }
+        NetRun {
+            shards: vec![ShardOutcome {
+                sink: self.sink,
+                stats: self.stats,
+                handled_events: self.handled_events,
+                spans: self.spans,
+            }],
+            sim_end,
+            windows: 0,
+        }
+    }
+}

@@ -1,0 +1,309 @@
+//! Flow level (the fluid model) against closed forms, conservation, and
+//! packet level on the cases where both run.
+
+use netsim_engine::{Layout, SimTime};
+use netsim_models::flow::{self, FlowModeError};
+use netsim_models::network::config::{CcKind, DragonflyRouting, EcmpMode, NetConfig};
+use netsim_models::network::{collective_records, simulate, Fabric, NetRun};
+use netsim_models::telemetry::{FlowRecord, MemorySink};
+use netsim_models::traffic::{generate, FlowSpec, TrafficPattern};
+use netsim_models::workload::groups::GroupSpec;
+use netsim_models::workload::{
+    build, Algorithm, CollectiveOp, Dtype, OpSpec, ReduceOp, WorkloadSpec,
+};
+use netsim_topo::{
+    Arrangement, DragonflyParams, FatTreeParams, LinkParams, Routing, StarParams, TopoSpec,
+};
+
+const GBPS: u64 = 1_000_000_000;
+
+fn link() -> LinkParams {
+    LinkParams {
+        bandwidth_bps: 100 * GBPS,
+        latency_ps: 1_000_000,
+    }
+}
+
+fn star(hosts: u32) -> TopoSpec {
+    TopoSpec::Star(StarParams {
+        hosts,
+        host_link: link(),
+    })
+}
+
+fn fat_tree(k: u32) -> TopoSpec {
+    TopoSpec::FatTree(FatTreeParams {
+        k,
+        tiers: 3,
+        oversub: 1,
+        host_link: link(),
+        agg_link: link(),
+        core_link: link(),
+    })
+}
+
+fn config() -> NetConfig {
+    NetConfig {
+        cc: CcKind::None,
+        sample_period: SimTime::ZERO,
+        ..NetConfig::default()
+    }
+}
+
+fn traffic(topo: &TopoSpec, flows: Vec<FlowSpec>, config: NetConfig) -> Fabric {
+    let topo = netsim_topo::build(topo).unwrap();
+    let routing = Routing::build(&topo).unwrap();
+    Fabric::new(topo, routing, flows, config, 3)
+}
+
+fn workload(topo: &TopoSpec, spec: &WorkloadSpec, config: NetConfig) -> Fabric {
+    let topo = netsim_topo::build(topo).unwrap();
+    let routing = Routing::build(&topo).unwrap();
+    let workload = build(spec, &topo, &config).unwrap();
+    Fabric::with_workload(topo, routing, workload, config, 3)
+}
+
+fn fluid(fabric: &Fabric) -> NetRun<MemorySink> {
+    flow::check(fabric).unwrap();
+    flow::simulate(fabric, SimTime::MAX, None, MemorySink::default())
+}
+
+fn packets(fabric: &Fabric) -> NetRun<MemorySink> {
+    let layout = Layout::blocks(fabric.topo.node_count(), 1, SimTime::MAX).unwrap();
+    simulate(fabric, &layout, SimTime::MAX, None, |_| {
+        MemorySink::default()
+    })
+}
+
+fn flows(run: &NetRun<MemorySink>) -> Vec<FlowRecord> {
+    let mut flows: Vec<FlowRecord> = run
+        .shards
+        .iter()
+        .flat_map(|s| s.sink.flows.clone())
+        .collect();
+    flows.sort_by_key(|f| f.flow_id);
+    flows
+}
+
+fn flow(src: u32, dst: u32, size_bytes: u64) -> FlowSpec {
+    FlowSpec {
+        src,
+        dst,
+        size_bytes,
+        start: SimTime::ZERO,
+    }
+}
+
+/// Wire bytes of a message: payload plus one header per MTU-sized packet.
+fn wire_bytes(config: &NetConfig, size_bytes: u64) -> u64 {
+    size_bytes + size_bytes.div_ceil(u64::from(config.mtu_bytes)) * u64::from(config.header_bytes)
+}
+
+#[test]
+fn a_flow_alone_finishes_at_exactly_the_ideal_time() {
+    // Across pods of a k=4 fat-tree (six hops), sizes below, at and above
+    // one MTU: the fluid drain plus the path's tail is packet mode's ideal.
+    for size in [1, 4096, 1_000_000, 3_333_333] {
+        let fabric = traffic(&fat_tree(4), vec![flow(0, 15, size)], config());
+        let f = &flows(&fluid(&fabric))[0];
+        assert!(f.finished);
+        assert_eq!(f.fct_ns, Some(f.ideal_fct_ns), "{size} bytes");
+    }
+}
+
+#[test]
+fn flows_on_one_bottleneck_share_it_exactly() {
+    // n senders into one receiver of a star: each drains at 1/n of the
+    // receiver's link, so each takes (n - 1) more serialisations of its
+    // bytes than alone.
+    let config = config();
+    let size = 1_000_000;
+    let serialisation_ps = wire_bytes(&config, size) * 8_000_000_000_000 / (100 * GBPS);
+    for n in [2u32, 4, 7] {
+        let senders = (1..=n).map(|s| flow(s, 0, size)).collect();
+        let fabric = traffic(&star(n + 1), senders, config.clone());
+        for f in flows(&fluid(&fabric)) {
+            let expected_ps = f.ideal_fct_ns * 1000 + u64::from(n - 1) * serialisation_ps;
+            let fct_ns = f.fct_ns.unwrap();
+            assert!(
+                fct_ns.abs_diff(expected_ps / 1000) <= 1,
+                "n={n}: flow {} took {fct_ns} ns, expected {} ns",
+                f.flow_id,
+                expected_ps / 1000
+            );
+        }
+    }
+}
+
+#[test]
+fn a_short_flow_leaves_its_share_to_a_long_one() {
+    // Sizes S and 3S on one bottleneck: the short one drains at half rate
+    // (2 S of link time), the long one then has the link alone for what it
+    // has left: S + 3S of link time in all.
+    let config = config();
+    let size = 900_000;
+    let fabric = traffic(
+        &star(3),
+        vec![flow(1, 0, size), flow(2, 0, 3 * size)],
+        config.clone(),
+    );
+    let f = flows(&fluid(&fabric));
+    let ser_ns = |bytes: u64| wire_bytes(&config, bytes) as f64 * 8.0 / 100.0;
+    let tail_ns = |f: &FlowRecord| f.ideal_fct_ns as f64 - ser_ns(f.size_bytes);
+    let short = f[0].fct_ns.unwrap() as f64 - tail_ns(&f[0]);
+    let long = f[1].fct_ns.unwrap() as f64 - tail_ns(&f[1]);
+    assert!(
+        (short - 2.0 * ser_ns(size)).abs() < 2.0,
+        "short flow {short} ns"
+    );
+    let expected = ser_ns(size) + ser_ns(3 * size);
+    assert!(
+        (long - expected).abs() < 2.0,
+        "long flow {long} ns, expected {expected}"
+    );
+}
+
+#[test]
+fn links_carry_every_wire_byte_and_never_exceed_their_rate() {
+    let config = NetConfig {
+        sample_period: SimTime::from_us(20),
+        ..config()
+    };
+    let size = 2_000_000;
+    let senders = (1..=4).map(|s| flow(s, 0, size)).collect();
+    let fabric = traffic(&star(5), senders, config.clone());
+    let run = fluid(&fabric);
+    let links = &run.shards[0].sink.links;
+    assert!(links.iter().all(|l| l.utilization <= 1.0 + 1e-9));
+    let carried = |src: u32, dst: u32| -> u64 {
+        links
+            .iter()
+            .filter(|l| l.src == src && l.dst == dst)
+            .map(|l| l.tx_bytes)
+            .sum()
+    };
+    let wire = wire_bytes(&config, size);
+    let switch = 5;
+    for s in 1..=4 {
+        assert_eq!(carried(s, switch), wire, "uplink of host {s}");
+    }
+    assert_eq!(carried(switch, 0), 4 * wire, "the receiver's downlink");
+    // The receiver's link is full while all four drain together.
+    let busiest = links
+        .iter()
+        .filter(|l| l.src == switch && l.dst == 0)
+        .map(|l| l.utilization)
+        .fold(0.0, f64::max);
+    assert!(busiest > 0.999, "receiver link at most {busiest}");
+    let stats = run.stats();
+    assert_eq!(stats.sent_payload_bytes, 4 * size);
+    assert_eq!(stats.delivered_payload_bytes, 4 * size);
+}
+
+fn all_reduce(algorithm: Algorithm, ranks: u32, size_bytes: u64) -> WorkloadSpec {
+    let mut spec = WorkloadSpec::single(OpSpec {
+        op: CollectiveOp::AllReduce,
+        algorithm,
+        size_bytes,
+        group: GroupSpec::Ranks((0..ranks).collect()),
+        dtype: Dtype::Int32,
+        reduce_op: ReduceOp::Sum,
+    });
+    spec.host_overhead = SimTime::from_ns(500);
+    spec
+}
+
+fn collective_ns(fabric: &Fabric, run: &NetRun<MemorySink>) -> f64 {
+    let records = collective_records(&fabric.workload, &run.spans());
+    records[0].duration_ns.expect("the collective completes") as f64
+}
+
+#[test]
+fn ring_all_reduce_agrees_with_packet_level() {
+    // 16 ranks across a k=4 fat-tree, every step bandwidth-bound.
+    let fabric = workload(
+        &fat_tree(4),
+        &all_reduce(Algorithm::Ring, 16, 4 << 20),
+        config(),
+    );
+    let fluid_ns = collective_ns(&fabric, &fluid(&fabric));
+    let packet_ns = collective_ns(&fabric, &packets(&fabric));
+    let error = (fluid_ns - packet_ns).abs() / packet_ns;
+    assert!(
+        error < 0.05,
+        "flow level {fluid_ns} ns, packet level {packet_ns} ns: {:.1}% apart",
+        error * 100.0
+    );
+}
+
+#[test]
+fn permutation_on_a_fat_tree_agrees_with_packet_level_on_average() {
+    let config = NetConfig {
+        mtu_bytes: 9000,
+        ..config()
+    };
+    let flows_spec = generate(&TrafficPattern::Permutation, 64, 1_000_000, 5).unwrap();
+    let fabric = traffic(&fat_tree(8), flows_spec, config);
+    let (fluid, packet) = (flows(&fluid(&fabric)), flows(&packets(&fabric)));
+    let mean =
+        |f: &[FlowRecord]| f.iter().map(|r| r.fct_ns.unwrap() as f64).sum::<f64>() / f.len() as f64;
+    let (a, b) = (mean(&fluid), mean(&packet));
+    assert!(
+        (a - b).abs() / b < 0.10,
+        "mean FCT: flow level {a:.0} ns, packet level {b:.0} ns"
+    );
+    // Identical paths: the ECMP hash identifies the same route in both.
+    for (x, y) in fluid.iter().zip(&packet) {
+        assert_eq!((x.ecmp_path, x.ideal_fct_ns), (y.ecmp_path, y.ideal_fct_ns));
+    }
+}
+
+#[test]
+fn dragonfly_routings_deliver_every_byte() {
+    let topo = TopoSpec::Dragonfly(DragonflyParams {
+        p: 2,
+        a: 4,
+        h: 2,
+        groups: Some(9),
+        arrangement: Arrangement::Absolute,
+        host_link: link(),
+        local_link: link(),
+        global_link: link(),
+    });
+    for routing in [
+        DragonflyRouting::Minimal,
+        DragonflyRouting::Valiant,
+        DragonflyRouting::Ugal,
+    ] {
+        let config = NetConfig {
+            dragonfly_routing: routing,
+            ..config()
+        };
+        // Every host of group 0 sends to group 1: one global link minimally.
+        let senders = (0..8).map(|h| flow(h, 8 + h, 500_000)).collect();
+        let fabric = traffic(&topo, senders, config);
+        let run = fluid(&fabric);
+        let stats = run.stats();
+        assert_eq!(stats.flows_finished, 8, "{routing:?}");
+        assert_eq!(stats.delivered_payload_bytes, 8 * 500_000, "{routing:?}");
+    }
+}
+
+#[test]
+fn spraying_and_in_network_reduction_are_refused() {
+    let sprayed = NetConfig {
+        ecmp: EcmpMode::Spray,
+        ..config()
+    };
+    let fabric = traffic(&fat_tree(4), vec![flow(0, 15, 1000)], sprayed);
+    assert!(matches!(
+        flow::check(&fabric),
+        Err(FlowModeError::Unsupported(_))
+    ));
+    let ina = all_reduce(Algorithm::Ina, 4, 4096);
+    let fabric = workload(&star(4), &ina, config());
+    assert!(matches!(
+        flow::check(&fabric),
+        Err(FlowModeError::Unsupported(_))
+    ));
+}

@@ -1,0 +1,106 @@
+//! `--fidelity flow` end to end: the same dataset as packet level (empty
+//! queue and PFC tables), identical for any thread count, and clear refusals.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn netsim(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_netsim"))
+        .args(args)
+        .output()
+        .expect("netsim runs")
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("netsim-flow-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn run_json(out: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(out.join("run.json")).unwrap()).unwrap()
+}
+
+/// Every part file of a run, by its path under the output directory.
+fn parts(out: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut parts = Vec::new();
+    for table in ["flows", "queues", "pfc", "switch_offload", "collectives", "links"] {
+        let dir = out.join(table);
+        let mut names: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        names.sort();
+        for path in names {
+            let name = path.strip_prefix(out).unwrap().display().to_string();
+            parts.push((name, std::fs::read(&path).unwrap()));
+        }
+    }
+    parts
+}
+
+#[test]
+fn a_workload_at_flow_level_writes_the_same_tables_on_any_thread_count() {
+    let dir = scratch("workload");
+    let mut outputs = Vec::new();
+    for threads in ["1", "2"] {
+        let out = dir.join(format!("t{threads}"));
+        let o = netsim(&[
+            "--topo",
+            "spectrum-x",
+            "--gpus",
+            "32",
+            "--workload",
+            "allreduce",
+            "--size",
+            "1MiB",
+            "--fidelity",
+            "flow",
+            "--sample-ns",
+            "5000",
+            "--threads",
+            threads,
+            "--quiet",
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let run = run_json(&out);
+        assert_eq!(run["fidelity"], "flow");
+        assert_eq!(run["shards"], 1);
+        assert_eq!(run["collectives_finished"], 1);
+        assert_eq!(run["flows_finished"], run["flows"]);
+        assert_eq!(run["sent_payload_bytes"], run["delivered_payload_bytes"]);
+        let rows = &run["rows"];
+        assert_eq!(rows["queues"], 0);
+        assert_eq!(rows["pfc"], 0);
+        assert_eq!(rows["collectives"], 1);
+        assert!(rows["links"].as_u64().unwrap() > 0);
+        outputs.push(parts(&out));
+    }
+    assert_eq!(outputs[0].len(), outputs[1].len());
+    for (a, b) in outputs[0].iter().zip(&outputs[1]) {
+        assert!(a == b, "{} differs between 1 and 2 threads", a.0);
+    }
+}
+
+#[test]
+fn what_flow_level_cannot_model_is_refused_in_one_line() {
+    let dir = scratch("refused");
+    for extra in [
+        &["--ecmp", "spray"][..],
+        &["--workload", "allreduce", "--algo", "ina", "--dtype", "int32"][..],
+    ] {
+        let out = dir.join("out");
+        let mut args = vec!["--topo", "star", "--hosts", "8", "--fidelity", "flow"];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["--out", out.to_str().unwrap()]);
+        let o = netsim(&args);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{extra:?}: {stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+        assert!(stderr.contains("--fidelity flow"), "{stderr}");
+        assert!(!out.join("run.json").exists());
+    }
+}

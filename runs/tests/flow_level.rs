@@ -25,7 +25,14 @@ fn run_json(out: &Path) -> serde_json::Value {
 /// Every part file of a run, by its path under the output directory.
 fn parts(out: &Path) -> Vec<(String, Vec<u8>)> {
     let mut parts = Vec::new();
-    for table in ["flows", "queues", "pfc", "switch_offload", "collectives", "links"] {
+    for table in [
+        "flows",
+        "queues",
+        "pfc",
+        "switch_offload",
+        "collectives",
+        "links",
+    ] {
         let dir = out.join(table);
         let mut names: Vec<_> = std::fs::read_dir(&dir)
             .unwrap()
@@ -90,7 +97,14 @@ fn what_flow_level_cannot_model_is_refused_in_one_line() {
     let dir = scratch("refused");
     for extra in [
         &["--ecmp", "spray"][..],
-        &["--workload", "allreduce", "--algo", "ina", "--dtype", "int32"][..],
+        &[
+            "--workload",
+            "allreduce",
+            "--algo",
+            "ina",
+            "--dtype",
+            "int32",
+        ][..],
     ] {
         let out = dir.join("out");
         let mut args = vec!["--topo", "star", "--hosts", "8", "--fidelity", "flow"];

@@ -49,6 +49,15 @@ impl LinkMeter {
         }
     }
 
+    /// Adds `bit_ps` a flow over `channels` carried beyond its rate: what is
+    /// left of its last picosecond when it drains, so that every channel
+    /// carries exactly the flow's wire bytes.
+    pub fn credit(&mut self, channels: &[u32], bit_ps: u128) {
+        for &c in channels {
+            self.carried[c as usize] += bit_ps;
+        }
+    }
+
     /// One row per channel for the interval `(from, to]`, node by node and
     /// port by port (the order channels are numbered in).
     pub fn sample(

@@ -243,10 +243,14 @@ impl<S: TelemetrySink> Fluid<'_, S> {
                     return; // its rate changed since; a later event stands
                 }
                 let old_bps = self.share.remove(flow);
-                self.meter
-                    .change(self.share.path(flow), old_bps, 0, self.now);
                 let f = &mut self.flows[flow as usize];
+                let elapsed_ps = u128::from((self.now - f.settled_at).as_ps());
+                let residue = f.left.saturating_sub(u128::from(old_bps) * elapsed_ps);
                 f.left = 0;
+                let path = self.share.path(flow);
+                self.meter.change(path, old_bps, 0, self.now);
+                self.meter.credit(path, residue);
+                let f = &self.flows[flow as usize];
                 let delivered = self.now.saturating_add(f.forward_tail);
                 let acked = delivered.saturating_add(f.ack_return);
                 self.stats.sent_payload_bytes += workload.flows[flow as usize].size_bytes;

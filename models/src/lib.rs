@@ -1,5 +1,6 @@
 //! netsim-models: the network (ports, switches, NICs, congestion control) and workload models.
 
+pub mod load;
 pub mod network;
 pub mod telemetry;
 pub mod traffic;

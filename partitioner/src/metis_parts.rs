@@ -163,40 +163,50 @@ fn fill_empty_shards(atom_shard: &mut [u32], weight: &[u64], shards: u32) {
     }
 }
 
+/// Serialises [`Quiet`] sections: each saves the descriptors it restores, so two at once on
+/// different threads could restore /dev/null for good.
+static QUIET: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Points the process's stdout and stderr at /dev/null until dropped, flushing both the Rust
 /// and the C buffers on either side so nothing written before leaks in and nothing written
-/// inside leaks out. Partitioning runs before any worker thread starts, so nothing else
-/// writes meanwhile. If /dev/null cannot be opened, output is left as it is.
+/// inside leaks out. `netsim` partitions before any worker thread starts; in a process that
+/// writes from other threads meanwhile (a test harness), their lines in that window are lost.
+/// If /dev/null cannot be opened, output is left as it is.
 struct Quiet {
     saved: Option<[libc::c_int; 2]>,
+    _only: std::sync::MutexGuard<'static, ()>,
 }
 
 impl Quiet {
     fn new() -> Quiet {
         use std::io::Write as _;
+        let only = QUIET.lock().unwrap_or_else(|e| e.into_inner());
         let _ = std::io::stdout().flush();
         let _ = std::io::stderr().flush();
         // SAFETY: plain POSIX calls on descriptors this process owns; each duplicate is
         // checked before use and restored (then closed) in `drop`.
-        unsafe {
+        let saved = unsafe {
             libc::fflush(std::ptr::null_mut());
             let null = libc::open(c"/dev/null".as_ptr(), libc::O_WRONLY);
             if null < 0 {
-                return Quiet { saved: None };
-            }
-            let saved = [libc::dup(1), libc::dup(2)];
-            if saved.iter().any(|&fd| fd < 0) {
-                for fd in saved.into_iter().filter(|&fd| fd >= 0) {
-                    libc::close(fd);
+                None
+            } else {
+                let saved = [libc::dup(1), libc::dup(2)];
+                if saved.iter().any(|&fd| fd < 0) {
+                    for fd in saved.into_iter().filter(|&fd| fd >= 0) {
+                        libc::close(fd);
+                    }
+                    libc::close(null);
+                    None
+                } else {
+                    libc::dup2(null, 1);
+                    libc::dup2(null, 2);
+                    libc::close(null);
+                    Some(saved)
                 }
-                libc::close(null);
-                return Quiet { saved: None };
             }
-            libc::dup2(null, 1);
-            libc::dup2(null, 2);
-            libc::close(null);
-            Quiet { saved: Some(saved) }
-        }
+        };
+        Quiet { saved, _only: only }
     }
 }
 

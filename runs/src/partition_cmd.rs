@@ -116,8 +116,8 @@ pub(crate) fn balanced_partition(
             cfg.shards = atoms / ranks * ranks;
             if note {
                 eprintln!(
-                    "netsim: note: only {atoms} groups of nodes can be separated; using {} \
-                     shards instead of {shards}",
+                    "netsim: note: {shards} shards asked, but only {atoms} groups of nodes can \
+                     be separated; using {}",
                     cfg.shards
                 );
             }

@@ -10,6 +10,8 @@ pub(crate) struct Atoms {
     pub(crate) atom_of: Vec<u32>,
     /// Weight of each atom (sum of its nodes' weights).
     pub(crate) weight: Vec<u64>,
+    /// The part of each atom's weight on its hosts (the endpoints' work).
+    pub(crate) host_weight: Vec<u64>,
     /// Lowest node id of each atom.
     pub(crate) first: Vec<NodeIndex>,
 }
@@ -39,21 +41,28 @@ impl Atoms {
         }
         let mut atom_of = vec![u32::MAX; n];
         let mut weight: Vec<u64> = Vec::new();
+        let mut host_weight: Vec<u64> = Vec::new();
         let mut first = Vec::new();
         for x in 0..n as u32 {
             let r = find(&mut parent, x);
             if atom_of[r as usize] == u32::MAX {
                 atom_of[r as usize] = weight.len() as u32;
                 weight.push(0);
+                host_weight.push(0);
                 first.push(x);
             }
             let a = atom_of[r as usize];
             atom_of[x as usize] = a;
             weight[a as usize] = weight[a as usize].saturating_add(weights[x as usize]);
+            if topo.is_host(x) {
+                host_weight[a as usize] =
+                    host_weight[a as usize].saturating_add(weights[x as usize]);
+            }
         }
         Atoms {
             atom_of,
             weight,
+            host_weight,
             first,
         }
     }

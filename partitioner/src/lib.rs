@@ -19,9 +19,11 @@
 //!   templates); whole groups no heavier than a shard's share, and single atoms otherwise,
 //!   are placed heaviest first on the least-loaded shard (LPT). When whole groups leave a
 //!   shard more than 5% over the mean, every atom is placed on its own instead.
-//! - **metis**: METIS k-way on the graph of atoms (vertex weight = atom weight, edge weight
-//!   = number of links between two atoms), 3% imbalance tolerance, fixed seed, its console
-//!   output silenced; parts METIS leaves empty get one atom each.
+//! - **metis**: METIS k-way on the graph of atoms (vertex weights: the atom's weight and its
+//!   hosts' part of it; edge weight = number of links between two atoms), 3% imbalance
+//!   tolerance, fixed seed, its console output silenced; parts METIS leaves empty get one
+//!   atom each, then atoms move from the heaviest to the lightest shard while the largest is
+//!   more than 3% over the mean.
 
 mod atoms;
 mod metis_parts;

@@ -6,8 +6,8 @@ use netsim_topo::Topology;
 use crate::atoms::Atoms;
 use crate::PartitionError;
 
-/// METIS k-way over the atom graph (vertex weight = atom weight, edge weight = links between
-/// two atoms, 3% imbalance tolerance, fixed seed); empty parts are then given one light atom
+/// METIS k-way over the atom graph (vertex weights = atom weight and its hosts' part, edge
+/// weight = links between two atoms, 3% imbalance tolerance, fixed seed); empty parts are then given one light atom
 /// each. With as many shards as atoms, each atom is its own shard without asking METIS.
 pub(crate) fn metis_parts(
     topo: &Topology,
@@ -45,16 +45,21 @@ pub(crate) fn metis_parts(
     for a in 0..na {
         xadj[a + 1] += xadj[a];
     }
-    // METIS weights are i32 whose sum must not overflow: scale the total under 2^30.
-    let total: u64 = atoms.weight.iter().sum();
-    let scale = (total >> 30) + 1;
-    let vwgt: Vec<metis::Idx> = atoms
-        .weight
-        .iter()
-        .map(|&w| (w / scale).max(1) as metis::Idx)
-        .collect();
+    // Two constraints: all work, and the hosts' part of it. Endpoint and fabric work peak
+    // at different times (a TP all-reduce over NVLink keeps servers busy while the rail
+    // switches idle), so balancing both keeps every phase balanced, not just the total.
+    // METIS weights are positive i32s whose sums must not overflow: scale each total
+    // under 2^30.
+    let scaled = |w: &[u64]| -> Vec<metis::Idx> {
+        let scale = (w.iter().sum::<u64>() >> 30) + 1;
+        w.iter()
+            .map(|&w| (w / scale).max(1) as metis::Idx)
+            .collect()
+    };
+    let (all, hosts) = (scaled(&atoms.weight), scaled(&atoms.host_weight));
+    let vwgt: Vec<metis::Idx> = all.iter().zip(&hosts).flat_map(|(&a, &h)| [a, h]).collect();
     let mut part = vec![0 as metis::Idx; na];
-    let graph = metis::Graph::new(1, shards as metis::Idx, &xadj, &adjncy)
+    let graph = metis::Graph::new(2, shards as metis::Idx, &xadj, &adjncy)
         .map_err(|e| PartitionError::Metis(e.to_string()))?
         .set_vwgt(&vwgt)
         .set_adjwgt(&adjwgt)

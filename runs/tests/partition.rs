@@ -194,3 +194,31 @@ fn a_tp_dp_workload_is_balanced_in_estimate_and_in_events() {
     assert!(run["load_imbalance"].as_f64().unwrap() <= 0.05);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Far more shards than servers: METIS's recursive bisection meets empty subgraphs and its C
+/// code prints "***Cannot bisect a graph with 0 vertices!" (it does on this input when not
+/// silenced). Nothing of it may reach the terminal: the report is its seven lines.
+#[test]
+fn metis_diagnostics_never_reach_the_terminal() {
+    for shards in ["40", "70"] {
+        let o = netsim(&[
+            "partition",
+            "spectrum-x",
+            "--gpus",
+            "64",
+            "--shards",
+            shards,
+            "--partition",
+            "metis",
+        ]);
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        let out = text(&o.stdout);
+        assert!(!out.contains("***"), "{out}");
+        assert!(text(&o.stderr).is_empty(), "{}", text(&o.stderr));
+        assert!(
+            out.contains(&format!("shards:         {shards} (metis)")),
+            "{out}"
+        );
+        assert_eq!(out.lines().count(), 7, "{out}");
+    }
+}

@@ -1,22 +1,33 @@
 //! netsim-partition: assigns every node of a topology to a shard, computes the lookahead
 //! (minimum latency over cut links) and reports the partition's quality.
 //!
-//! Some links are never cut: every link that touches a host or an NVSwitch (NIC and NVLink
-//! links: cutting them would shrink the lookahead to tens of nanoseconds and split a
-//! server), and every link with latency below the configured floor. The nodes joined by
-//! such links form *atoms*; both strategies place whole atoms.
+//! Some links are never cut: NVLink (every link touching an NVSwitch), the link of a host
+//! that is not a GPU of a server (a fat-tree or dragonfly NIC: cutting it buys nothing and
+//! would split a host from its only switch), and every link with latency below the
+//! configured floor. The nodes joined by such links form *atoms*: a GPU server (its GPUs and
+//! NVSwitches), a ToR with its hosts, a lone switch. Both strategies place whole atoms. A
+//! GPU's links to its rail or ToR switches may be cut: their latency then bounds the
+//! lookahead like any switch-to-switch link.
 //!
-//! Node weights model expected traffic: a node's weight is the sum of its ports' line
-//! rates (in Mb/s), since packet events at a node scale with the bytes through its ports
-//! at full load. A shard's load is the sum of its nodes' weights.
+//! Node weights are the work each node will do. The caller passes them (the network model
+//! estimates packets sent, received and forwarded per node from the run's flows and routes;
+//! this crate knows nothing of models); [`partition`] alone weighs a node by its ports' line
+//! rates. A shard's load is the sum of its nodes' weights.
 //!
 //! Strategies:
 //! - **structural**: atoms grouped by pod (fat-tree), group (dragonfly) or segment (SimAI
-//!   templates); whole groups, and the atoms with no such coordinate (cores, PSWs), are
-//!   placed heaviest first on the least-loaded shard (LPT). A group heavier than one shard's
-//!   share is split into its atoms.
-//! - **metis**: METIS k-way on the graph of atoms (vertex weight = atom weight, edge weight
-//!   = number of links between two atoms), 3% imbalance tolerance, fixed seed.
+//!   templates); whole groups no heavier than a shard's share, and single atoms otherwise,
+//!   are placed heaviest first on the least-loaded shard (LPT). When whole groups leave a
+//!   shard more than 5% over the mean, every atom is placed on its own instead.
+//! - **metis**: METIS k-way on the graph of atoms (vertex weights: the atom's weight and its
+//!   hosts' part of it; edge weight = number of links between two atoms), 3% imbalance
+//!   tolerance, fixed seed, its console output silenced; parts METIS leaves empty get one
+//!   atom each, then atoms move from the heaviest to the lightest shard while the largest is
+//!   more than 3% over the mean.
+
+mod atoms;
+mod metis_parts;
+mod structural;
 
 use std::fmt;
 use std::str::FromStr;
@@ -104,7 +115,7 @@ pub struct Report {
     pub load_imbalance: f64,
     /// Minimum latency over cut links; `SimTime::MAX` when no link is cut.
     pub lookahead: SimTime,
-    /// Load of each shard (sum of node weights, Mb/s of port capacity).
+    /// Load of each shard (sum of its nodes' weights).
     pub shard_weights: Vec<u64>,
 }
 
@@ -115,7 +126,7 @@ pub enum PartitionError {
     #[error("--shards: need at least 1 shard")]
     NoShards,
     /// Fewer separable atoms than shards, so some shard would be empty.
-    #[error("--shards: cannot cut into {shards} shards: only {atoms} groups of nodes can be separated (links touching hosts or NVSwitches, and links under --latency-floor-ns, are never cut)")]
+    #[error("--shards: cannot cut into {shards} shards: only {atoms} groups of nodes can be separated (NVLink, the links of hosts outside GPU servers, and links under --latency-floor-ns are never cut)")]
     TooManyShards {
         /// Shards requested.
         shards: u32,
@@ -127,13 +138,32 @@ pub enum PartitionError {
     Metis(String),
 }
 
-/// Partitions `topo` as `cfg` asks.
+/// Partitions `topo` as `cfg` asks, weighing each node by its ports' line rates
+/// ([`node_weights`]).
 pub fn partition(topo: &Topology, cfg: &PartitionConfig) -> Result<Partition, PartitionError> {
+    partition_weighted(topo, cfg, &node_weights(topo))
+}
+
+/// Partitions `topo` as `cfg` asks, balancing `weights` (one per node, the work each node
+/// will do; a weight of 0 counts as 1 so every atom weighs something).
+///
+/// # Panics
+/// If `weights` does not have one entry per node.
+pub fn partition_weighted(
+    topo: &Topology,
+    cfg: &PartitionConfig,
+    weights: &[u64],
+) -> Result<Partition, PartitionError> {
+    assert_eq!(
+        weights.len(),
+        topo.node_count() as usize,
+        "one weight per node"
+    );
     if cfg.shards == 0 {
         return Err(PartitionError::NoShards);
     }
-    let weights = node_weights(topo);
-    let atoms = Atoms::new(topo, cfg.latency_floor_ps, &weights);
+    let weights: Vec<u64> = weights.iter().map(|&w| w.max(1)).collect();
+    let atoms = atoms::Atoms::new(topo, cfg.latency_floor_ps, &weights);
     if atoms.count() < cfg.shards {
         return Err(PartitionError::TooManyShards {
             shards: cfg.shards,
@@ -144,8 +174,8 @@ pub fn partition(topo: &Topology, cfg: &PartitionConfig) -> Result<Partition, Pa
         vec![0; atoms.count() as usize]
     } else {
         match cfg.strategy {
-            Strategy::Structural => structural(topo, &atoms, cfg.shards),
-            Strategy::Metis => metis_parts(topo, &atoms, cfg.shards)?,
+            Strategy::Structural => structural::structural(topo, &atoms, cfg.shards),
+            Strategy::Metis => metis_parts::metis_parts(topo, &atoms, cfg.shards)?,
         }
     };
     let shard_of: Vec<ShardId> = atoms
@@ -153,7 +183,7 @@ pub fn partition(topo: &Topology, cfg: &PartitionConfig) -> Result<Partition, Pa
         .iter()
         .map(|&a| ShardId(atom_shard[a as usize]))
         .collect();
-    let report = evaluate(topo, &shard_of, cfg.shards, cfg.strategy);
+    let report = evaluate(topo, &shard_of, cfg.shards, cfg.strategy, &weights);
     Ok(Partition {
         shard_of,
         shards: cfg.shards,
@@ -162,7 +192,14 @@ pub fn partition(topo: &Topology, cfg: &PartitionConfig) -> Result<Partition, Pa
     })
 }
 
-/// Each node's weight: the sum of its links' bandwidths in Mb/s (at least 1).
+/// Number of atoms (pieces that are never split) of `topo` under `latency_floor_ps`: the
+/// most shards it can be cut into.
+pub fn max_shards(topo: &Topology, latency_floor_ps: u64) -> u32 {
+    let ones = vec![1; topo.node_count() as usize];
+    atoms::Atoms::new(topo, latency_floor_ps, &ones).count()
+}
+
+/// Each node's weight by capacity: the sum of its links' bandwidths in Mb/s (at least 1).
 pub fn node_weights(topo: &Topology) -> Vec<u64> {
     (0..topo.node_count())
         .map(|n| {
@@ -176,32 +213,43 @@ pub fn node_weights(topo: &Topology) -> Vec<u64> {
         .collect()
 }
 
-/// True if the partitioner may never cut `link` under `latency_floor_ps`.
+/// True if the partitioner may never cut `link` under `latency_floor_ps`: it touches an
+/// NVSwitch (NVLink), or a host that is not a GPU of a server, or is faster than the floor.
 pub fn is_uncuttable(topo: &Topology, link: u32, latency_floor_ps: u64) -> bool {
     let l = topo.link(link);
-    let pinned = |n: NodeIndex| matches!(topo.role(n), Role::Host | Role::NvSwitch);
+    let pinned = |n: NodeIndex| match topo.role(n) {
+        Role::NvSwitch => true,
+        Role::Host => topo.node(n).coords.server.is_none(),
+        _ => false,
+    };
     pinned(l.a) || pinned(l.b) || l.latency_ps < latency_floor_ps
 }
 
-/// Computes the quality report of any node -> shard map.
+/// Computes the quality report of any node -> shard map under node weights `weights`.
 ///
-/// Panics if `shard_of` does not have one entry per node.
-pub fn evaluate(topo: &Topology, shard_of: &[ShardId], shards: u32, strategy: Strategy) -> Report {
+/// Panics if `shard_of` or `weights` does not have one entry per node.
+pub fn evaluate(
+    topo: &Topology,
+    shard_of: &[ShardId],
+    shards: u32,
+    strategy: Strategy,
+    weights: &[u64],
+) -> Report {
     assert_eq!(shard_of.len(), topo.node_count() as usize);
-    let weights = node_weights(topo);
+    assert_eq!(weights.len(), topo.node_count() as usize);
     let mut shard_weights = vec![0u64; shards as usize];
     for (n, s) in shard_of.iter().enumerate() {
-        shard_weights[s.index()] += weights[n];
+        shard_weights[s.index()] = shard_weights[s.index()].saturating_add(weights[n]);
     }
-    let (mut edge_cut, mut cut_bandwidth_bps, mut lookahead) = (0, 0, SimTime::MAX);
+    let (mut edge_cut, mut cut_bandwidth_bps, mut lookahead) = (0, 0u64, SimTime::MAX);
     for l in topo.links() {
         if shard_of[l.a as usize] != shard_of[l.b as usize] {
             edge_cut += 1;
-            cut_bandwidth_bps += l.bandwidth_bps;
+            cut_bandwidth_bps = cut_bandwidth_bps.saturating_add(l.bandwidth_bps);
             lookahead = lookahead.min(SimTime(l.latency_ps));
         }
     }
-    let total: u64 = shard_weights.iter().sum();
+    let total: u64 = shard_weights.iter().fold(0u64, |a, &w| a.saturating_add(w));
     let max = shard_weights.iter().copied().max().unwrap_or(0);
     let load_imbalance = if total == 0 {
         0.0
@@ -215,185 +263,6 @@ pub fn evaluate(topo: &Topology, shard_of: &[ShardId], shards: u32, strategy: St
         load_imbalance,
         lookahead,
         shard_weights,
-    }
-}
-
-/// Connected components of the never-cut links.
-struct Atoms {
-    /// Atom of each node; atoms are numbered by their lowest node id.
-    atom_of: Vec<u32>,
-    /// Weight of each atom.
-    weight: Vec<u64>,
-    /// Lowest node id of each atom.
-    first: Vec<NodeIndex>,
-}
-
-impl Atoms {
-    fn new(topo: &Topology, latency_floor_ps: u64, weights: &[u64]) -> Atoms {
-        let n = topo.node_count() as usize;
-        let mut parent: Vec<u32> = (0..n as u32).collect();
-        fn find(parent: &mut [u32], mut x: u32) -> u32 {
-            while parent[x as usize] != x {
-                parent[x as usize] = parent[parent[x as usize] as usize];
-                x = parent[x as usize];
-            }
-            x
-        }
-        for l in 0..topo.link_count() {
-            if is_uncuttable(topo, l, latency_floor_ps) {
-                let link = topo.link(l);
-                let (ra, rb) = (find(&mut parent, link.a), find(&mut parent, link.b));
-                if ra != rb {
-                    // The lower root wins so atom numbering follows node ids.
-                    let (lo, hi) = (ra.min(rb), ra.max(rb));
-                    parent[hi as usize] = lo;
-                }
-            }
-        }
-        let mut atom_of = vec![u32::MAX; n];
-        let mut weight = Vec::new();
-        let mut first = Vec::new();
-        for x in 0..n as u32 {
-            let r = find(&mut parent, x);
-            if atom_of[r as usize] == u32::MAX {
-                atom_of[r as usize] = weight.len() as u32;
-                weight.push(0);
-                first.push(x);
-            }
-            let a = atom_of[r as usize];
-            atom_of[x as usize] = a;
-            weight[a as usize] += weights[x as usize];
-        }
-        Atoms {
-            atom_of,
-            weight,
-            first,
-        }
-    }
-
-    fn count(&self) -> u32 {
-        self.weight.len() as u32
-    }
-}
-
-/// Structural coordinate of a node: pod, else group, else segment.
-fn block_of(topo: &Topology, n: NodeIndex) -> Option<u32> {
-    let c = topo.node(n).coords;
-    c.pod.or(c.group).or(c.segment)
-}
-
-/// Places blocks of atoms (by pod/group/segment) and free atoms heaviest first on the
-/// least-loaded shard.
-fn structural(topo: &Topology, atoms: &Atoms, shards: u32) -> Vec<u32> {
-    let total: u64 = atoms.weight.iter().sum();
-    let share = total.div_ceil(shards as u64);
-    // Units: (weight, first node, atoms). An atom belongs to the block of its first node.
-    let mut blocks: std::collections::BTreeMap<u32, Vec<u32>> = Default::default();
-    let mut units: Vec<(u64, NodeIndex, Vec<u32>)> = Vec::new();
-    for a in 0..atoms.count() {
-        match block_of(topo, atoms.first[a as usize]) {
-            Some(b) => blocks.entry(b).or_default().push(a),
-            None => units.push((atoms.weight[a as usize], atoms.first[a as usize], vec![a])),
-        }
-    }
-    let whole = blocks.len() as u64 >= shards as u64;
-    for (_, members) in blocks {
-        let w: u64 = members.iter().map(|&a| atoms.weight[a as usize]).sum();
-        if whole && w <= share {
-            units.push((w, atoms.first[members[0] as usize], members));
-        } else {
-            units.extend(
-                members
-                    .into_iter()
-                    .map(|a| (atoms.weight[a as usize], atoms.first[a as usize], vec![a])),
-            );
-        }
-    }
-    units.sort_unstable_by(|x, y| y.0.cmp(&x.0).then(x.1.cmp(&y.1)));
-    let mut load = vec![0u64; shards as usize];
-    let mut atom_shard = vec![0u32; atoms.count() as usize];
-    for (w, _, members) in units {
-        let s = (0..shards as usize)
-            .min_by_key(|&s| (load[s], s))
-            .expect("at least one shard");
-        load[s] += w;
-        for a in members {
-            atom_shard[a as usize] = s as u32;
-        }
-    }
-    atom_shard
-}
-
-/// METIS k-way over the atom graph; empty parts are then given one light atom each.
-fn metis_parts(topo: &Topology, atoms: &Atoms, shards: u32) -> Result<Vec<u32>, PartitionError> {
-    let na = atoms.count() as usize;
-    let mut edges: Vec<(u32, u32)> = Vec::new();
-    for l in topo.links() {
-        let (a, b) = (atoms.atom_of[l.a as usize], atoms.atom_of[l.b as usize]);
-        if a != b {
-            edges.push((a, b));
-            edges.push((b, a));
-        }
-    }
-    edges.sort_unstable();
-    let mut xadj: Vec<metis::Idx> = vec![0; na + 1];
-    let mut adjncy: Vec<metis::Idx> = Vec::new();
-    let mut adjwgt: Vec<metis::Idx> = Vec::new();
-    let mut i = 0;
-    while i < edges.len() {
-        let mut j = i;
-        while j < edges.len() && edges[j] == edges[i] {
-            j += 1;
-        }
-        let (a, b) = edges[i];
-        xadj[a as usize + 1] += 1;
-        adjncy.push(b as metis::Idx);
-        adjwgt.push((j - i).min(metis::Idx::MAX as usize) as metis::Idx);
-        i = j;
-    }
-    for a in 0..na {
-        xadj[a + 1] += xadj[a];
-    }
-    // METIS weights are i32 whose sum must not overflow: scale the total under 2^30.
-    let total: u64 = atoms.weight.iter().sum();
-    let scale = (total >> 30) + 1;
-    let vwgt: Vec<metis::Idx> = atoms
-        .weight
-        .iter()
-        .map(|&w| (w / scale).max(1) as metis::Idx)
-        .collect();
-    let mut part = vec![0 as metis::Idx; na];
-    metis::Graph::new(1, shards as metis::Idx, &xadj, &adjncy)
-        .map_err(|e| PartitionError::Metis(e.to_string()))?
-        .set_vwgt(&vwgt)
-        .set_adjwgt(&adjwgt)
-        .set_option(metis::option::UFactor(30))
-        .set_option(metis::option::Seed(1))
-        .part_kway(&mut part)
-        .map_err(|e| PartitionError::Metis(e.to_string()))?;
-    let mut atom_shard: Vec<u32> = part.into_iter().map(|p| p as u32).collect();
-    fill_empty_shards(&mut atom_shard, &atoms.weight, shards);
-    Ok(atom_shard)
-}
-
-/// Gives every empty shard the lightest atom of the shard that holds the most atoms.
-fn fill_empty_shards(atom_shard: &mut [u32], weight: &[u64], shards: u32) {
-    loop {
-        let mut count = vec![0usize; shards as usize];
-        for &s in atom_shard.iter() {
-            count[s as usize] += 1;
-        }
-        let Some(empty) = count.iter().position(|&c| c == 0) else {
-            return;
-        };
-        let donor = (0..shards as usize)
-            .max_by_key(|&s| (count[s], std::cmp::Reverse(s)))
-            .expect("at least one shard") as u32;
-        let atom = (0..atom_shard.len())
-            .filter(|&a| atom_shard[a] == donor)
-            .min_by_key(|&a| (weight[a], a))
-            .expect("the donor holds atoms");
-        atom_shard[atom] = empty as u32;
     }
 }
 

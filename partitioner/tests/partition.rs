@@ -1,9 +1,12 @@
 //! Partition invariants and balance on standard fabrics, for both strategies.
 
 use netsim_engine::SimTime;
-use netsim_partition::{is_uncuttable, partition, PartitionConfig, PartitionError, Strategy};
+use netsim_partition::{
+    is_uncuttable, max_shards, partition, partition_weighted, PartitionConfig, PartitionError,
+    Strategy,
+};
 use netsim_topo::{
-    build, FatTreeParams, LinkParams, SimaiParams, SimaiTemplate, TopoSpec, Topology,
+    build, FatTreeParams, LinkParams, Role, SimaiParams, SimaiTemplate, TopoSpec, Topology,
 };
 
 fn check(topo: &Topology, cfg: &PartitionConfig) -> netsim_partition::Partition {
@@ -88,7 +91,7 @@ fn latency_floor_keeps_fast_links_inside_shards() {
 }
 
 #[test]
-fn nvlink_and_nic_links_are_never_cut() {
+fn gpu_servers_stay_whole_and_their_nic_links_are_cut() {
     let mut p = SimaiParams::defaults(SimaiTemplate::Hpn);
     p.gpus = 4096;
     let topo = build(&TopoSpec::Simai(p)).unwrap();
@@ -96,7 +99,7 @@ fn nvlink_and_nic_links_are_never_cut() {
         let part = check(
             &topo,
             &PartitionConfig {
-                shards: 4,
+                shards: 16,
                 strategy,
                 latency_floor_ps: 0,
             },
@@ -107,6 +110,91 @@ fn nvlink_and_nic_links_are_never_cut() {
             "{strategy}: {}",
             part.report.load_imbalance
         );
+        // Every GPU shares its server's shard (NVLink uncut), while some GPU-to-ASW links
+        // are cut: a segment no longer has to stay in one shard.
+        let mut server_shard = std::collections::HashMap::new();
+        for n in 0..topo.node_count() {
+            if let Some(server) = topo.node(n).coords.server {
+                let s = *server_shard
+                    .entry(server)
+                    .or_insert(part.shard_of[n as usize]);
+                assert_eq!(s, part.shard_of[n as usize], "server {server} split");
+            }
+        }
+        let cut_nics = topo
+            .links()
+            .iter()
+            .filter(|l| topo.is_host(l.a) || topo.is_host(l.b))
+            .filter(|l| part.shard_of[l.a as usize] != part.shard_of[l.b as usize])
+            .count();
+        assert!(cut_nics > 0, "{strategy}: no NIC link cut");
+    }
+    // As many shards as servers plus switches, and no more.
+    let atoms = max_shards(&topo, 0);
+    assert_eq!(
+        atoms,
+        4096 / 8 + topo.count_role(Role::Tor) + topo.count_role(Role::Core)
+    );
+    assert!(partition(
+        &topo,
+        &PartitionConfig {
+            shards: atoms + 1,
+            strategy: Strategy::Metis,
+            latency_floor_ps: 0,
+        }
+    )
+    .is_err());
+}
+
+#[test]
+fn fat_tree_hosts_stay_with_their_tor() {
+    let topo = fat_tree(8);
+    let p = check(
+        &topo,
+        &PartitionConfig {
+            shards: 8,
+            strategy: Strategy::Metis,
+            latency_floor_ps: 0,
+        },
+    );
+    for l in topo.links() {
+        if topo.is_host(l.a) || topo.is_host(l.b) {
+            assert_eq!(p.shard_of[l.a as usize], p.shard_of[l.b as usize]);
+        }
+    }
+}
+
+/// Weights as an incast to host 0 would give them: the receiver, its ToR and the pod's
+/// switches carry most of the work. Both strategies still balance it, the structural one
+/// by splitting the heavy pod.
+#[test]
+fn skewed_weights_are_balanced_by_splitting_the_heavy_pod() {
+    let topo = fat_tree(8);
+    let mut weights = vec![10u64; topo.node_count() as usize];
+    for n in 0..topo.node_count() {
+        if topo.node(n).coords.pod == Some(0) {
+            weights[n as usize] = 200;
+        }
+    }
+    weights[0] = 3000;
+    for strategy in [Strategy::Structural, Strategy::Metis] {
+        let cfg = PartitionConfig {
+            shards: 8,
+            strategy,
+            latency_floor_ps: 0,
+        };
+        let p = partition_weighted(&topo, &cfg, &weights).unwrap();
+        // The heaviest atom (host 0 with its ToR) bounds what any placement can do.
+        let total: u64 = weights.iter().sum();
+        let atom0 = 3000 + 200 * 4;
+        let bound = (atom0 as f64 * 8.0 / total as f64 - 1.0).max(0.05);
+        assert!(
+            p.report.load_imbalance <= bound + 1e-9,
+            "{strategy}: {} > {bound}",
+            p.report.load_imbalance
+        );
+        let loads: u64 = p.report.shard_weights.iter().sum();
+        assert_eq!(loads, total);
     }
 }
 

@@ -20,9 +20,9 @@ pub enum Command {
     /// Simulate a scenario (the default subcommand).
     Run(Box<RunArgs>),
     /// Generate a topology, print its summary, optionally export it.
-    Topo(TopoCmd),
+    Topo(Box<TopoCmd>),
     /// Cut a topology into shards and report the partition's quality.
-    Partition(PartitionCmd),
+    Partition(Box<PartitionCmd>),
     /// Check a scenario file without running it.
     Validate {
         /// Scenario file (TOML).

@@ -1,6 +1,7 @@
 //! `netsim run`: the flags of a simulation and wiring them into a run.
 
 use crate::network_args::{NetworkArgs, TrafficArgs};
+use crate::partition_cmd::balanced_partition;
 use crate::progress::with_progress_bar;
 use crate::ranks::Ranks;
 use crate::telemetry::{
@@ -17,7 +18,7 @@ use netsim_models::telemetry::{
     TelemetrySink,
 };
 use netsim_models::workload::Workload;
-use netsim_partition::{partition, Partition, PartitionConfig, PartitionError, Strategy};
+use netsim_partition::{Partition, PartitionConfig, Strategy};
 use netsim_topo::Routing;
 use std::path::PathBuf;
 use std::sync::Mutex;
@@ -200,22 +201,25 @@ impl RunArgs {
             .parse()
             .map_err(|e| anyhow::anyhow!("--partition: {e}"))?;
         let ranks_u32 = ranks as u32;
-        let mut partition_config = PartitionConfig {
+        let partition_config = PartitionConfig {
             shards: self.shards() * ranks_u32,
             strategy,
             latency_floor_ps: 0,
         };
-        let partition = match partition(&topo, &partition_config) {
-            // Unless --shards asks for more, use as many shards (per rank) as
-            // the topology can be cut into (a star is one shard).
-            Err(PartitionError::TooManyShards { atoms, .. })
-                if self.shards.is_none() && atoms >= ranks_u32 =>
-            {
-                partition_config.shards = atoms / ranks_u32 * ranks_u32;
-                partition(&topo, &partition_config)
-            }
-            other => other,
-        }
+        // The work estimate follows ECMP at every switch, so it needs every switch's rows;
+        // one process keeps them for the run, ranks then keep only their own.
+        let all = vec![true; topo.node_count() as usize];
+        let full =
+            Routing::build_for(&topo, &all).with_context(|| format!("--topo {}", self.topo))?;
+        let (partition, _) = balanced_partition(
+            &topo,
+            &full,
+            &workload,
+            &config,
+            partition_config,
+            ranks_u32,
+            self.shards.is_some() && rank == 0,
+        )
         .map_err(|e| match ranks {
             1 => anyhow::Error::from(e),
             _ => {
@@ -227,16 +231,20 @@ impl RunArgs {
             partition.shards,
             partition.lookahead,
         )?;
-        // Routing rows for the switches this rank owns: they dominate the
-        // memory of a large fabric.
-        let local = rank_shards(layout.shards(), rank, ranks);
-        let owned: Vec<bool> = partition
-            .shard_of
-            .iter()
-            .map(|s| local.contains(&s.index()))
-            .collect();
-        let routing =
-            Routing::build_for(&topo, &owned).with_context(|| format!("--topo {}", self.topo))?;
+        let routing = if ranks == 1 {
+            full
+        } else {
+            drop(full);
+            // Routing rows for the switches this rank owns: they dominate the memory of a
+            // large fabric.
+            let local = rank_shards(layout.shards(), rank, ranks);
+            let owned: Vec<bool> = partition
+                .shard_of
+                .iter()
+                .map(|s| local.contains(&s.index()))
+                .collect();
+            Routing::build_for(&topo, &owned).with_context(|| format!("--topo {}", self.topo))?
+        };
         let scenario = match (&self.config, &self.workload.workload) {
             (Some(path), _) => path.display().to_string(),
             (None, Some(w)) => format!("{} {w}", self.topo),
@@ -473,7 +481,10 @@ impl RunArgs {
                 "links": rows[4],
             },
         });
-        // Past what one json! invocation can nest.
+        // Added apart from the literal above, which is at the json! macro's
+        // recursion limit: the truth next to the estimate (`load_imbalance`),
+        // and the fidelity.
+        summary["events_imbalance"] = imbalance(&events_per_shard).into();
         summary["fidelity"] = self.fidelity.name().into();
         write_run_json(&self.out, &summary)?;
         if !self.quiet {
@@ -499,6 +510,17 @@ impl RunArgs {
             );
         }
         Ok(())
+    }
+}
+
+/// The largest of `per_shard` over their mean, minus 1 (0 when all are 0).
+fn imbalance(per_shard: &[u64]) -> f64 {
+    let total: u64 = per_shard.iter().sum();
+    let max = per_shard.iter().copied().max().unwrap_or(0);
+    if total == 0 {
+        0.0
+    } else {
+        max as f64 * per_shard.len() as f64 / total as f64 - 1.0
     }
 }
 

@@ -216,7 +216,7 @@ fn topo_and_partition_reject_bad_input_without_output() {
         ],
         vec!["topo", "spectrum-x", "--gpus", "100"],
         vec!["topo", "torus"],
-        vec!["partition", "star", "--shards", "2"],
+        vec!["partition", "fat-tree", "--shards", "0"],
     ] {
         let mut args: Vec<&str> = args;
         args.extend(["-o", file.to_str().unwrap()]);

@@ -1,27 +1,40 @@
 //! The network model on 1, 2 and 4 shards writes identical telemetry: the
-//! same flow rows, queue samples, PFC events and link samples, value for value.
+//! same flow rows, queue samples, PFC events and link samples, value for value,
+//! on fat-trees, dragonflies and rail-optimized GPU fabrics (whose partitions
+//! cut GPU-to-rail-switch links), partitioned by estimated work as `netsim run`
+//! does.
 
 use netsim_engine::{Layout, SimTime};
+use netsim_models::load::node_work;
 use netsim_models::network::config::{CcKind, EcmpMode, NetConfig};
 use netsim_models::network::{simulate, Fabric};
 use netsim_models::telemetry::MemorySink;
 use netsim_models::traffic::{generate, TrafficPattern};
-use netsim_partition::{partition, PartitionConfig, Strategy};
-use netsim_topo::{build, DragonflyParams, FatTreeParams, Routing, TopoSpec};
+use netsim_partition::{partition_weighted, PartitionConfig, Strategy};
+use netsim_topo::{
+    build, DragonflyParams, FatTreeParams, Routing, SimaiParams, SimaiTemplate, TopoSpec,
+};
 
 /// Every row the run wrote, in a canonical order, as text: flows, queues,
 /// PFC, links.
-fn telemetry(fabric: &Fabric, shards: u32) -> [Vec<String>; 4] {
+fn telemetry(fabric: &Fabric, shards: u32, strategy: Strategy) -> [Vec<String>; 4] {
     let layout = if shards == 1 {
         Layout::blocks(fabric.topo.node_count(), 1, SimTime::MAX).unwrap()
     } else {
-        let p = partition(
+        let work = node_work(
+            &fabric.topo,
+            &fabric.routing,
+            &fabric.workload,
+            &fabric.config,
+        );
+        let p = partition_weighted(
             &fabric.topo,
             &PartitionConfig {
                 shards,
-                strategy: Strategy::Structural,
+                strategy,
                 latency_floor_ps: 0,
             },
+            &work,
         )
         .unwrap();
         assert!(p.report.edge_cut > 0);
@@ -61,12 +74,16 @@ fn fabric(spec: TopoSpec, config: NetConfig, flow_size: u64) -> Fabric {
 }
 
 fn assert_same_on_1_2_4_shards(fabric: &Fabric) {
-    let reference = telemetry(fabric, 1);
+    assert_same_on(fabric, &[2, 4], Strategy::Structural);
+}
+
+fn assert_same_on(fabric: &Fabric, shard_counts: &[u32], strategy: Strategy) {
+    let reference = telemetry(fabric, 1, strategy);
     assert!(reference[0].len() == fabric.workload.flows.len());
     assert!(!reference[1].is_empty());
     assert!(!reference[3].is_empty());
-    for shards in [2, 4] {
-        let other = telemetry(fabric, shards);
+    for &shards in shard_counts {
+        let other = telemetry(fabric, shards, strategy);
         for (table, (a, b)) in ["flows", "queues", "pfc", "links"]
             .iter()
             .zip(other.iter().zip(&reference))
@@ -128,5 +145,69 @@ fn dragonfly_hpcc_ugal_is_identical_on_1_2_4_shards() {
         ..NetConfig::default()
     };
     let fabric = fabric(small_dragonfly(), config, 300_000);
+    assert_same_on_1_2_4_shards(&fabric);
+}
+
+/// A 32-GPU Spectrum-X (4 servers, 8 rail switches): every multi-shard partition cuts
+/// GPU-to-rail links, since a server's 8 GPUs hang off 8 different rail switches.
+fn small_spectrum_x() -> TopoSpec {
+    let mut p = SimaiParams::defaults(SimaiTemplate::SpectrumX);
+    p.gpus = 32;
+    TopoSpec::Simai(p)
+}
+
+#[test]
+fn spectrum_x_traffic_is_identical_on_1_2_4_shards_both_strategies() {
+    let config = NetConfig {
+        sample_period: SimTime::from_us(5),
+        ..NetConfig::default()
+    };
+    let fabric = fabric(small_spectrum_x(), config, 300_000);
+    assert_same_on(&fabric, &[2, 4], Strategy::Structural);
+    assert_same_on(&fabric, &[3, 4], Strategy::Metis);
+}
+
+/// TP 4 all-reduces over NVSwitch, then DP all-reduces over the rails, with compute in
+/// between: the AICB shape, on an HPN fabric (dual ToR) cut into 2 and 4 shards.
+#[test]
+fn hpn_tp_dp_workload_is_identical_on_1_2_4_shards() {
+    use netsim_models::workload::groups::{GroupSpec, Parallelism};
+    use netsim_models::workload::{
+        build as build_workload, Algorithm, CollectiveOp, Dtype, OpSpec, Phase, PhaseKind,
+        ReduceOp, WorkloadSpec,
+    };
+    let mut p = SimaiParams::defaults(SimaiTemplate::Hpn);
+    p.gpus = 32;
+    let topo = build(&TopoSpec::Simai(p)).unwrap();
+    let routing = Routing::build(&topo).unwrap();
+    let config = NetConfig {
+        sample_period: SimTime::from_us(5),
+        ..NetConfig::default()
+    };
+    let allreduce = |group: GroupSpec, size_bytes: u64| OpSpec {
+        op: CollectiveOp::AllReduce,
+        algorithm: Algorithm::Ring,
+        size_bytes,
+        group,
+        dtype: Dtype::Float32,
+        reduce_op: ReduceOp::Sum,
+    };
+    let mut spec = WorkloadSpec::single(allreduce(GroupSpec::Tp, 256 << 10));
+    spec.parallelism = Some(Parallelism::new(32, 4, 1, 1).unwrap());
+    spec.phases.push(Phase {
+        name: "compute".into(),
+        kind: PhaseKind::Compute {
+            duration: SimTime::from_us(2),
+            group: GroupSpec::All,
+        },
+        after: vec![0],
+    });
+    spec.phases.push(Phase {
+        name: "dp".into(),
+        kind: PhaseKind::Collective(allreduce(GroupSpec::Dp, 512 << 10)),
+        after: vec![1],
+    });
+    let workload = build_workload(&spec, &topo, &config).unwrap();
+    let fabric = Fabric::with_workload(topo, routing, workload, config, 3);
     assert_same_on_1_2_4_shards(&fabric);
 }

@@ -6,6 +6,7 @@ use super::groups::{GroupSpec, Parallelism};
 use super::offload::{self, Dtype, InaKind, InaOp, ReduceOp, Resources, SwitchProfile};
 use super::{Builder, Collective, Workload};
 use crate::network::config::NetConfig;
+use crate::traffic::FlowSpec;
 use netsim_engine::SimTime;
 use netsim_topo::{NodeIndex, Role, Topology};
 
@@ -19,6 +20,9 @@ pub enum CollectiveOp {
     Broadcast,
     Reduce,
     Barrier,
+    /// Point-to-point transfer between two ranks (pipeline activations and
+    /// gradients); only SimAI workloads make these, so it is not in `ALL`.
+    Send,
 }
 
 impl CollectiveOp {
@@ -41,6 +45,7 @@ impl CollectiveOp {
             CollectiveOp::Broadcast => "broadcast",
             CollectiveOp::Reduce => "reduce",
             CollectiveOp::Barrier => "barrier",
+            CollectiveOp::Send => "send",
         }
     }
 
@@ -51,7 +56,7 @@ impl CollectiveOp {
     /// The algorithm used when none is asked for.
     pub fn default_algorithm(self) -> Algorithm {
         match self {
-            CollectiveOp::AllToAll => Algorithm::Direct,
+            CollectiveOp::AllToAll | CollectiveOp::Send => Algorithm::Direct,
             CollectiveOp::Barrier => Algorithm::Dissemination,
             _ => Algorithm::Ring,
         }
@@ -63,7 +68,7 @@ impl CollectiveOp {
         match self {
             CollectiveOp::AllReduce => &[Ring, Tree, Hd, Ina],
             CollectiveOp::AllGather | CollectiveOp::ReduceScatter => &[Ring, Hd],
-            CollectiveOp::AllToAll => &[Direct],
+            CollectiveOp::AllToAll | CollectiveOp::Send => &[Direct],
             CollectiveOp::Broadcast | CollectiveOp::Reduce => &[Ring, Tree],
             CollectiveOp::Barrier => &[Dissemination, Ina],
         }
@@ -127,7 +132,17 @@ pub struct OpSpec {
 #[derive(Clone, Debug, PartialEq)]
 pub enum PhaseKind {
     Collective(OpSpec),
-    Compute { duration: SimTime, group: GroupSpec },
+    Compute {
+        duration: SimTime,
+        group: GroupSpec,
+    },
+    /// Every rank of pipeline stage `from` sends `size_bytes` to the rank of
+    /// stage `to` with the same TP and DP coordinates (one `send` row each).
+    Send {
+        size_bytes: u64,
+        from: u32,
+        to: u32,
+    },
 }
 
 /// One step of a workload program.
@@ -137,6 +152,8 @@ pub struct Phase {
     pub kind: PhaseKind,
     /// Indices of earlier phases it waits for (at each host).
     pub after: Vec<usize>,
+    /// Runs only on this pipeline stage's ranks; `None`: on every stage.
+    pub stage: Option<u32>,
 }
 
 /// A workload: phases in dependency order, repeated `iterations` times.
@@ -170,6 +187,7 @@ impl WorkloadSpec {
                 name: op.op.name().into(),
                 kind: PhaseKind::Collective(op),
                 after: Vec::new(),
+                stage: None,
             }],
             iterations: 1,
             channels: 1,
@@ -189,24 +207,101 @@ pub enum BuildError {
     Invalid(String),
 }
 
-/// The DAG of `spec` on `topo`, with fallback decisions taken for `config`.
+/// One workload placed on some hosts of a shared fabric.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Job {
+    /// Reported in the `job` column; `None` for a lone unnamed workload.
+    pub name: Option<String>,
+    pub spec: WorkloadSpec,
+    /// Rank `r` runs on host `hosts[r]`; at least as many as the layout's ranks.
+    pub hosts: Vec<NodeIndex>,
+    /// When its first tasks may start.
+    pub start: SimTime,
+}
+
+/// The DAG of `spec` on `topo` (rank `r` on host `r`), with fallback
+/// decisions taken for `config`.
 pub fn build(
     spec: &WorkloadSpec,
     topo: &Topology,
     config: &NetConfig,
 ) -> Result<Workload, BuildError> {
+    let job = Job {
+        name: None,
+        spec: spec.clone(),
+        hosts: (0..topo.host_count()).collect(),
+        start: SimTime::ZERO,
+    };
+    build_jobs(&[job], &[], topo, config)
+}
+
+/// The DAG of several jobs sharing `topo` (switch offload resources
+/// included), plus `background` flows, each starting at its own time; the
+/// per-message host overhead is the first job's.
+pub fn build_jobs(
+    jobs: &[Job],
+    background: &[FlowSpec],
+    topo: &Topology,
+    config: &NetConfig,
+) -> Result<Workload, BuildError> {
+    let host_overhead = jobs.first().map_or(SimTime::ZERO, |j| j.spec.host_overhead);
+    // Background traffic alone needs no job's settings.
+    let none = WorkloadSpec::single(OpSpec {
+        op: CollectiveOp::Barrier,
+        algorithm: Algorithm::Dissemination,
+        size_bytes: 0,
+        group: GroupSpec::All,
+        dtype: Dtype::Float32,
+        reduce_op: ReduceOp::Sum,
+    });
+    let mut cx = Cx {
+        b: Builder::new(host_overhead),
+        topo,
+        spec: jobs.first().map_or(&none, |j| &j.spec),
+        config,
+        resources: Resources::new(topo.node_count()),
+        nvswitch: (0..topo.node_count()).any(|n| topo.role(n) == Role::NvSwitch),
+        job: super::NONE,
+    };
     let hosts = topo.host_count();
+    for job in jobs {
+        if let Some(&h) = job.hosts.iter().find(|&&h| h >= hosts) {
+            return Err(BuildError::Invalid(format!(
+                "placement names host {h} but the topology has {hosts} hosts"
+            )));
+        }
+        cx.spec = &job.spec;
+        cx.job = match &job.name {
+            Some(name) => cx.b.job(name.clone()),
+            None => super::NONE,
+        };
+        build_job(&mut cx, job)?;
+    }
+    for f in background {
+        let deps = if f.start > SimTime::ZERO {
+            vec![cx.b.compute(f.src, f.start, super::NONE, &[])]
+        } else {
+            Vec::new()
+        };
+        cx.b.flow(f.src, f.dst, f.size_bytes, super::NONE, &deps);
+    }
+    Ok(cx.b.finish())
+}
+
+fn build_job<'a>(cx: &mut Cx<'a>, job: &'a Job) -> Result<(), BuildError> {
+    let spec = cx.spec;
+    let ranks = job.hosts.len() as u32;
     let parallelism = match spec.parallelism {
         Some(p) => p,
-        None => Parallelism::data_parallel(hosts),
+        None => Parallelism::data_parallel(ranks),
     };
-    if parallelism.ranks() > hosts {
+    if parallelism.ranks() > ranks {
         return Err(BuildError::Invalid(format!(
-            "the parallel layout needs {} ranks (tp {} x dp {} x pp {}) but the topology has {hosts} hosts",
+            "the parallel layout needs {} ranks (tp {} x pp {} x dp {}) but {ranks} hosts are given",
             parallelism.ranks(),
             parallelism.tp,
-            parallelism.dp,
-            parallelism.pp
+            parallelism.pp,
+            parallelism.dp
         )));
     }
     if spec.channels == 0 || spec.chunks == Some(0) || spec.iterations == 0 {
@@ -214,15 +309,26 @@ pub fn build(
             "channels, chunks and iterations must be positive".into(),
         ));
     }
-    let mut cx = Cx {
-        b: Builder::new(spec.host_overhead),
-        topo,
-        spec,
-        config,
-        resources: Resources::new(topo.node_count()),
-        nvswitch: (0..topo.node_count()).any(|n| topo.role(n) == Role::NvSwitch),
+    let place = |g: Vec<NodeIndex>| -> Result<Vec<NodeIndex>, String> {
+        g.into_iter()
+            .map(|r| {
+                job.hosts.get(r as usize).copied().ok_or_else(|| {
+                    format!(
+                        "group names host {r} but the job has {ranks} hosts (ranks 0..{})",
+                        ranks.saturating_sub(1)
+                    )
+                })
+            })
+            .collect()
     };
+    // Before the first iteration: the job's start time at each of its hosts.
     let mut previous_iteration: HostTasks = HostTasks::new();
+    if job.start > SimTime::ZERO {
+        for r in 0..parallelism.ranks() {
+            let h = job.hosts[r as usize];
+            previous_iteration.insert(h, vec![cx.b.compute(h, job.start, super::NONE, &[])]);
+        }
+    }
     for iteration in 0..spec.iterations {
         let mut exits: Vec<HostTasks> = Vec::with_capacity(spec.phases.len());
         for phase in &spec.phases {
@@ -251,9 +357,8 @@ pub fn build(
             let mut exit = HostTasks::new();
             match &phase.kind {
                 PhaseKind::Compute { duration, group } => {
-                    for g in parallelism.groups(group) {
-                        check_group(&g, hosts).map_err(err)?;
-                        for h in g {
+                    for g in parallelism.groups_in(group, phase.stage) {
+                        for h in place(g).map_err(err)? {
                             let deps = entry.get(&h).map_or(&[][..], Vec::as_slice);
                             let t = cx.b.compute(h, *duration, super::NONE, deps);
                             exit.insert(h, vec![t]);
@@ -264,13 +369,45 @@ pub fn build(
                     if op.size_bytes == 0 && op.op != CollectiveOp::Barrier {
                         return Err(err("size must be positive".into()));
                     }
-                    for g in parallelism.groups(&op.group) {
-                        check_group(&g, hosts).map_err(err)?;
+                    for g in parallelism.groups_in(&op.group, phase.stage) {
+                        let g = place(g).map_err(err)?;
                         if g.len() < 2 {
-                            // A group of one has nothing to communicate.
+                            // A group of one has nothing to communicate:
+                            // its member goes on from its entry.
+                            for h in g {
+                                exit.insert(h, entry.get(&h).cloned().unwrap_or_default());
+                            }
                             continue;
                         }
                         exit.extend(cx.collective(&name, op, &g, &entry));
+                    }
+                }
+                PhaseKind::Send {
+                    size_bytes,
+                    from,
+                    to,
+                } => {
+                    if *size_bytes == 0 || *from >= parallelism.pp || *to >= parallelism.pp {
+                        return Err(err(format!(
+                            "a send of {size_bytes} bytes from stage {from} to stage {to} of {}",
+                            parallelism.pp
+                        )));
+                    }
+                    let op = OpSpec {
+                        op: CollectiveOp::Send,
+                        algorithm: Algorithm::Direct,
+                        size_bytes: *size_bytes,
+                        group: GroupSpec::Pp,
+                        dtype: Dtype::Float32,
+                        reduce_op: ReduceOp::Sum,
+                    };
+                    for d in 0..parallelism.dp {
+                        for t in 0..parallelism.tp {
+                            let pair =
+                                vec![parallelism.rank(t, d, *from), parallelism.rank(t, d, *to)];
+                            let pair = place(pair).map_err(err)?;
+                            exit.extend(cx.collective(&name, &op, &pair, &entry));
+                        }
                     }
                 }
             }
@@ -288,17 +425,7 @@ pub fn build(
             .map(|(h, deps)| (h, vec![cx.b.join(h, super::NONE, &deps)]))
             .collect();
     }
-    Ok(cx.b.finish())
-}
-
-fn check_group(g: &[NodeIndex], hosts: u32) -> Result<(), String> {
-    match g.iter().find(|&&h| h >= hosts) {
-        Some(h) => Err(format!(
-            "group names host {h} but the topology has {hosts} hosts (0..{})",
-            hosts - 1
-        )),
-        None => Ok(()),
-    }
+    Ok(())
 }
 
 struct Cx<'a> {
@@ -308,6 +435,8 @@ struct Cx<'a> {
     config: &'a NetConfig,
     resources: Resources,
     nvswitch: bool,
+    /// The job being built ([`super::NONE`]: none).
+    job: u32,
 }
 
 impl Cx<'_> {
@@ -342,6 +471,7 @@ impl Cx<'_> {
             offloaded: false,
             fallback_reason: None,
             tasks: 0,
+            job: self.job,
         });
         let first = self.b.task_count();
         let mut algorithm = op.algorithm;
@@ -411,6 +541,10 @@ impl Cx<'_> {
                 algo::rooted(b, coll, group, size, shape, tree_whole, entry);
             }
             (CollectiveOp::Barrier, _) => algo::dissemination_barrier(b, coll, group, entry),
+            (CollectiveOp::Send, _) => {
+                let deps = entry.get(&group[0]).map_or(&[][..], Vec::as_slice);
+                b.flow(group[0], group[1], size, coll, deps);
+            }
             (op, algorithm) => {
                 unreachable!("{} with {} passed validation", op.name(), algorithm.name())
             }

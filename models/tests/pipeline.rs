@@ -90,10 +90,7 @@ fn a_gpipe_iteration_matches_the_hand_computed_schedule() {
     assert_eq!(act.start_ns, Some(3 * fwd_ns));
     // Complete at the sender when the last ACK is back: two more link latencies.
     let took = act.duration_ns.unwrap();
-    assert!(
-        took > t_ns && took < t_ns + 3 * LINK_NS,
-        "{took} vs {t_ns}"
-    );
+    assert!(took > t_ns && took < t_ns + 3 * LINK_NS, "{took} vs {t_ns}");
 }
 
 #[test]
@@ -120,7 +117,10 @@ fn a_128_gpu_pp4_ep2_tp8_workload_runs_in_pipeline_order() {
     assert_eq!(count("send"), 384);
     // 16 EP groups of 2 per stage x 4 stages x 4 all-to-all lines x 2 micro-batches.
     assert_eq!(count("alltoall"), 512);
-    assert!(rows.iter().filter(|r| r.op == "alltoall").all(|r| r.group_size == 2));
+    assert!(rows
+        .iter()
+        .filter(|r| r.op == "alltoall")
+        .all(|r| r.group_size == 2));
 
     let min = |name: &str, f: &dyn Fn(&CollectiveRecord) -> Option<u64>| {
         rows.iter()
@@ -135,8 +135,8 @@ fn a_128_gpu_pp4_ep2_tp8_workload_runs_in_pipeline_order() {
     for m in 0..2 {
         for s in 1..4 {
             // Forward: the embedding layer's compute (20 us) then its TP all-reduce.
-            let arrived = min(&format!("s{}.mb{m}.activations", s - 1), &|r| r.start_ns)
-                + transfer_ns;
+            let arrived =
+                min(&format!("s{}.mb{m}.activations", s - 1), &|r| r.start_ns) + transfer_ns;
             let started = min(&format!("s{s}.mb{m}.embedding_layer.fwd.allreduce"), &|r| {
                 r.start_ns
             });

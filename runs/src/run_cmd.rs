@@ -164,9 +164,18 @@ impl RunArgs {
             .generate(&self.topo)
             .with_context(|| format!("--topo {}", self.topo))?;
         let config = self.network.config()?;
-        let workload = match self.workload.workload(&topo, &config)? {
-            Some(w) => w,
-            None => Workload::from_flows(self.traffic.flows(topo.host_count(), self.seed)?),
+        // Traffic alone, or background flows under the workload when asked for.
+        let traffic = match (&self.traffic.traffic, &self.workload.workload) {
+            (None, Some(_)) => Vec::new(),
+            (None, None) if !self.workload.job.is_empty() => Vec::new(),
+            _ => self.traffic.flows(topo.host_count(), self.seed)?,
+        };
+        let workload = if self.workload.workload.is_none() && self.workload.job.is_empty() {
+            Workload::from_flows(traffic)
+        } else {
+            self.workload
+                .workload(&topo, &config, traffic)?
+                .expect("a workload was asked for")
         };
         let strategy: Strategy = self
             .partition
@@ -213,7 +222,10 @@ impl RunArgs {
         let scenario = match (&self.config, &self.workload.workload) {
             (Some(path), _) => path.display().to_string(),
             (None, Some(w)) => format!("{} {w}", self.topo),
-            (None, None) => format!("{} {}", self.topo, self.traffic.traffic),
+            (None, None) if !self.workload.job.is_empty() => {
+                format!("{} {} jobs", self.topo, self.workload.job.len())
+            }
+            (None, None) => format!("{} {}", self.topo, self.traffic.pattern()),
         };
         Ok(Plan {
             fabric: Fabric::with_workload(topo, routing, workload, config, self.seed),

@@ -1396,6 +1396,7 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
             retransmitted_pkts: s.retransmitted_pkts,
             finished: s.end.is_some(),
             collective_id: self.fabric.workload.flow_collective(s.flow),
+            job: self.fabric.workload.flow_job(s.flow).cloned(),
         });
     }
 }
@@ -1560,6 +1561,7 @@ pub fn collective_records(workload: &Workload, spans: &[CollectiveSpan]) -> Vec<
                 duration_ns: start_ns.zip(end_ns).map(|(s, e)| e - s),
                 offloaded: c.offloaded,
                 fallback_reason: c.fallback_reason.clone(),
+                job: workload.collective_job(id as u32).cloned(),
             }
         })
         .collect()

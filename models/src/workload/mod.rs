@@ -28,6 +28,7 @@ pub mod spec;
 use crate::traffic::FlowSpec;
 use netsim_engine::SimTime;
 use netsim_topo::NodeIndex;
+use std::sync::Arc;
 
 pub use offload::{Dtype, InaKind, InaOp, ReduceOp, SwitchProfile, TreeNode};
 pub use spec::{
@@ -105,7 +106,7 @@ pub struct Workload {
     dependent_base: Vec<u32>,
     pub collectives: Vec<Collective>,
     /// Names of the jobs sharing the fabric.
-    pub jobs: Vec<String>,
+    pub jobs: Vec<Arc<str>>,
     pub ina_ops: Vec<InaOp>,
     /// Per switch with a fallback: `(node, counts)`, sorted by node.
     pub fallbacks: Vec<(NodeIndex, FallbackCount)>,
@@ -134,15 +135,15 @@ impl Workload {
     }
 
     /// The name of the job flow `flow` belongs to, if any.
-    pub fn flow_job(&self, flow: u32) -> Option<&str> {
+    pub fn flow_job(&self, flow: u32) -> Option<&Arc<str>> {
         self.flow_collective(flow)
             .and_then(|c| self.collective_job(c))
     }
 
     /// The name of the job collective `collective` belongs to, if any.
-    pub fn collective_job(&self, collective: u32) -> Option<&str> {
+    pub fn collective_job(&self, collective: u32) -> Option<&Arc<str>> {
         let job = self.collectives.get(collective as usize)?.job;
-        self.jobs.get(job as usize).map(String::as_str)
+        self.jobs.get(job as usize)
     }
 
     /// The collective of flow `flow`, if it belongs to one.
@@ -183,7 +184,7 @@ impl Builder {
 
     /// Registers a job and returns its id.
     pub fn job(&mut self, name: String) -> u32 {
-        self.w.jobs.push(name);
+        self.w.jobs.push(name.into());
         (self.w.jobs.len() - 1) as u32
     }
 

@@ -45,7 +45,10 @@ fn jobs(dir: &Path, start: &str) -> Vec<(Option<String>, Option<u64>)> {
     let mut rows = Vec::new();
     for b in batches(dir) {
         let job = b.column_by_name("job").unwrap().as_string::<i32>();
-        let s = b.column_by_name(start).unwrap().as_primitive::<UInt64Type>();
+        let s = b
+            .column_by_name(start)
+            .unwrap()
+            .as_primitive::<UInt64Type>();
         for i in 0..b.num_rows() {
             rows.push((
                 job.is_valid(i).then(|| job.value(i).to_string()),
@@ -125,7 +128,14 @@ fn placement_errors_exit_with_code_2() {
             "start_us",
         ),
     ] {
-        let mut args = vec!["--topo", "fat-tree", "--k", "4", "--out", out.to_str().unwrap()];
+        let mut args = vec![
+            "--topo",
+            "fat-tree",
+            "--k",
+            "4",
+            "--out",
+            out.to_str().unwrap(),
+        ];
         for j in &jobs {
             args.extend(["--job", j]);
         }

@@ -44,6 +44,12 @@ struct JobTable {
     iterations: Option<u32>,
 }
 
+/// A `--job` value parsed as `job = <value>`.
+#[derive(Deserialize)]
+struct JobValue {
+    job: JobTable,
+}
+
 /// Where a job's ranks go.
 enum Placement {
     Consecutive,
@@ -59,15 +65,9 @@ pub fn place(args: &WorkloadArgs, topo: &Topology) -> anyhow::Result<Vec<Job>> {
     let mut names: Vec<String> = Vec::new();
     let mut jobs = Vec::with_capacity(args.job.len());
     for (i, text) in args.job.iter().enumerate() {
-        let t: JobTable = toml::from_str(&format!("job = {text}"))
-            .map_err(|e| anyhow::anyhow!("{}", e.message()))
-            .and_then(|mut v: toml::Table| {
-                Ok(v.remove("job")
-                    .context("a table")?
-                    .try_into::<JobTable>()
-                    .map_err(|e| anyhow::anyhow!("{}", e.message()))?)
-            })
-            .with_context(|| format!("--job {}: `{text}`", i + 1))?;
+        let t = toml::from_str::<JobValue>(&format!("job = {text}"))
+            .map_err(|e| anyhow::anyhow!("--job {}: `{text}`: {}", i + 1, e.message()))?
+            .job;
         let at = format!("--job `{}`", t.name);
         if names.contains(&t.name) {
             bail!("{at}: a job of that name already exists");
@@ -145,9 +145,7 @@ pub fn place(args: &WorkloadArgs, topo: &Topology) -> anyhow::Result<Vec<Job>> {
         }
         let start = match t.start_us {
             None => SimTime::ZERO,
-            Some(us) if us.is_finite() && us >= 0.0 && us < 1e12 => {
-                SimTime((us * 1e6).round() as u64)
-            }
+            Some(us) if (0.0..1e12).contains(&us) => SimTime((us * 1e6).round() as u64),
             Some(us) => bail!("{at}: start_us: {us} is not a non-negative number of microseconds"),
         };
         jobs.push(Job {

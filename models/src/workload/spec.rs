@@ -207,6 +207,13 @@ pub enum BuildError {
     Invalid(String),
 }
 
+/// Most tasks (flows and compute steps) a workload may have: the DAG is
+/// built before the run, at about 140 bytes a task with its flow and
+/// edges, so this bounds it near 5 GB rather than letting a large workload
+/// (SimAI's 9,216-GPU MoE example: about 10^8 all-to-all flows per
+/// iteration) exhaust memory.
+pub const MAX_TASKS: u32 = 1 << 25;
+
 /// One workload placed on some hosts of a shared fabric.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Job {
@@ -412,6 +419,12 @@ fn build_job<'a>(cx: &mut Cx<'a>, job: &'a Job) -> Result<(), BuildError> {
                 }
             }
             exits.push(exit);
+            if cx.b.task_count() > MAX_TASKS {
+                return Err(BuildError::Invalid(format!(
+                    "the workload needs more than {MAX_TASKS} tasks (flows and compute steps), more than netsim builds; phase `{}` of iteration {iteration} passed it",
+                    phase.name
+                )));
+            }
         }
         // The next iteration starts at each host when all of this one is done there.
         let mut all = HostTasks::new();

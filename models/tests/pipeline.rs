@@ -7,6 +7,7 @@ use netsim_models::network::config::{CcKind, NetConfig};
 use netsim_models::network::{collective_records, simulate, Fabric, NetRun};
 use netsim_models::telemetry::{CollectiveRecord, MemorySink};
 use netsim_models::workload::{build, simai, Algorithm, WorkloadSpec};
+use netsim_partition::{partition, PartitionConfig, Strategy};
 use netsim_topo::{FatTreeParams, LinkParams, Routing, StarParams, TopoSpec};
 
 const LINK_NS: u64 = 1000;
@@ -27,11 +28,32 @@ fn config() -> NetConfig {
 }
 
 fn run(topo: &TopoSpec, spec: &WorkloadSpec) -> (Vec<CollectiveRecord>, NetRun<MemorySink>) {
+    run_on(topo, spec, 1)
+}
+
+fn run_on(
+    topo: &TopoSpec,
+    spec: &WorkloadSpec,
+    shards: u32,
+) -> (Vec<CollectiveRecord>, NetRun<MemorySink>) {
     let topo = netsim_topo::build(topo).unwrap();
     let routing = Routing::build(&topo).unwrap();
     let workload = build(spec, &topo, &config()).unwrap();
     let fabric = Fabric::with_workload(topo, routing, workload, config(), 7);
-    let layout = Layout::blocks(fabric.topo.node_count(), 1, SimTime::MAX).unwrap();
+    let layout = if shards == 1 {
+        Layout::blocks(fabric.topo.node_count(), 1, SimTime::MAX).unwrap()
+    } else {
+        let p = partition(
+            &fabric.topo,
+            &PartitionConfig {
+                shards,
+                strategy: Strategy::Structural,
+                latency_floor_ps: 0,
+            },
+        )
+        .unwrap();
+        Layout::new(p.shard_of, p.shards, p.lookahead).unwrap()
+    };
     let run = simulate(&fabric, &layout, SimTime::from_us(1_000_000), None, |_| {
         MemorySink::default()
     });
@@ -106,6 +128,8 @@ fn a_128_gpu_pp4_ep2_tp8_workload_runs_in_pipeline_order() {
         core_link: link(),
     });
     let (rows, _) = run(&topo, &spec);
+    // The same collectives, to the picosecond, on 4 shards.
+    assert_eq!(run_on(&topo, &spec, 4).0, rows);
     let unfinished: Vec<&str> = rows
         .iter()
         .filter(|r| r.end_ns.is_none())

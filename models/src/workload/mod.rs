@@ -12,6 +12,7 @@
 //!
 //! ```text
 //! WorkloadSpec (CLI op, TOML file, SimAI text)  --build-->  Workload (tasks + flows + trees)
+//!   spec.rs        what is asked for; build.rs  specs placed on hosts -> the DAG
 //!   groups.rs      who takes part (rank lists, TP/DP/PP/EP)
 //!   algorithms.rs  ring, double binary tree, halving-doubling, ... -> flows
 //!   offload.rs     switch profiles, aggregation trees, fallback decisions
@@ -19,6 +20,7 @@
 //! ```
 
 pub mod algorithms;
+pub mod build;
 pub mod file;
 pub mod groups;
 pub mod offload;
@@ -30,10 +32,9 @@ use netsim_engine::SimTime;
 use netsim_topo::NodeIndex;
 use std::sync::Arc;
 
+pub use build::{build, build_jobs, Job, MAX_TASKS};
 pub use offload::{Dtype, InaKind, InaOp, ReduceOp, SwitchProfile, TreeNode};
-pub use spec::{
-    build, build_jobs, Algorithm, CollectiveOp, Job, OpSpec, Phase, PhaseKind, WorkloadSpec,
-};
+pub use spec::{Algorithm, CollectiveOp, OpSpec, Phase, PhaseKind, WorkloadSpec};
 
 /// "No such id" in the dense id vectors of a workload.
 pub const NONE: u32 = u32::MAX;

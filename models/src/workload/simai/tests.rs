@@ -187,3 +187,51 @@ fn bad_input_names_the_line_and_field() {
         assert!(e.message.contains(needle), "{text:?}: {e}");
     }
 }
+
+/// Seeded token mutations of SimAI's examples (and of a pipelined file):
+/// the importer never panics, and every error names a line of the file.
+#[test]
+fn mutated_files_fail_cleanly() {
+    let pipelined = include_str!("../../../../runs/scenarios/workloads/moe-pp4-ep2-tp8-128.txt");
+    let micro = include_str!("../../../../runs/scenarios/workloads/simai-microAllReduce.txt");
+    let replacements = [
+        "-1",
+        "0",
+        "18446744073709551616",
+        "4294967297",
+        "NONE",
+        "ALLTOALL_DP_EP",
+        "x",
+        "pp:",
+        "embedding_layer",
+        "",
+    ];
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = |n: usize| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state % n as u64) as usize
+    };
+    for (text, hosts) in [(pipelined, 128), (micro, 8)] {
+        let lines: Vec<Vec<&str>> = text
+            .lines()
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        for _ in 0..2000 {
+            let mut mutated = lines.clone();
+            for _ in 0..1 + next(3) {
+                let l = next(mutated.len());
+                if mutated[l].is_empty() {
+                    continue;
+                }
+                let t = next(mutated[l].len());
+                mutated[l][t] = replacements[next(replacements.len())];
+            }
+            let text: String = mutated.iter().map(|l| l.join(" ") + "\n").collect();
+            if let Err(e) = parse(&text, "m.txt", hosts, Algorithm::Ring) {
+                assert!((1..=lines.len()).contains(&e.line), "{e} for\n{text}");
+            }
+        }
+    }
+}

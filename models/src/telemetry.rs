@@ -3,6 +3,8 @@
 //! Plain rows with units in their names. `None` marks a value that does not
 //! exist yet (a flow unfinished at the end of the run).
 
+use std::sync::Arc;
+
 /// One flow, finished or not, at the end of a run.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FlowRecord {
@@ -25,6 +27,8 @@ pub struct FlowRecord {
     pub finished: bool,
     /// The collective the flow belongs to, if any.
     pub collective_id: Option<u32>,
+    /// The job it belongs to; `None` for background traffic.
+    pub job: Option<Arc<str>>,
 }
 
 /// One egress queue (switch port and priority) at one sampling instant.
@@ -133,6 +137,8 @@ pub struct CollectiveRecord {
     pub duration_ns: Option<u64>,
     pub offloaded: bool,
     pub fallback_reason: Option<String>,
+    /// The job it belongs to.
+    pub job: Option<Arc<str>>,
 }
 
 /// Where a shard's model writes its telemetry rows, in the order it makes

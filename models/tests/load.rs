@@ -115,6 +115,7 @@ fn a_tp_dp_workload_loads_every_gpu_alike() {
         name: "dp".into(),
         kind: PhaseKind::Collective(allreduce(GroupSpec::Dp)),
         after: vec![0],
+        stage: None,
     });
     let workload = build(&spec, &topo, &config).unwrap();
     let work = node_work(&topo, &routing, &workload, &config);

@@ -106,9 +106,10 @@ pub struct NetworkArgs {
 #[derive(clap::Args, Debug, Clone)]
 #[command(next_help_heading = "Traffic")]
 pub struct TrafficArgs {
-    /// permutation, uniform, incast, alltoall, or tm:FILE (htsim connection matrix).
-    #[arg(long, default_value = "permutation")]
-    pub traffic: String,
+    /// permutation (default), uniform, incast, alltoall, or tm:FILE (htsim
+    /// connection matrix); with --workload or --job, background flows on top.
+    #[arg(long)]
+    pub traffic: Option<String>,
     /// Bytes per flow for the generated patterns.
     #[arg(long, default_value_t = 1 << 20)]
     pub flow_size: u64,
@@ -214,13 +215,18 @@ impl NetworkArgs {
 }
 
 impl TrafficArgs {
+    /// The pattern asked for, `permutation` by default.
+    pub fn pattern(&self) -> &str {
+        self.traffic.as_deref().unwrap_or("permutation")
+    }
+
     /// The flows to simulate over `hosts` hosts.
     pub fn flows(&self, hosts: u32, seed: u64) -> anyhow::Result<Vec<FlowSpec>> {
-        if let Some(path) = self.traffic.strip_prefix("tm:") {
+        if let Some(path) = self.pattern().strip_prefix("tm:") {
             return traffic::read_connection_matrix(Path::new(path), hosts)
                 .with_context(|| "--traffic".to_string());
         }
-        let pattern = match self.traffic.as_str() {
+        let pattern = match self.pattern() {
             "permutation" => TrafficPattern::Permutation,
             "uniform" => TrafficPattern::Uniform {
                 flows_per_host: self.flows_per_host,

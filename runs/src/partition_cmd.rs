@@ -58,10 +58,9 @@ impl PartitionCmd {
             route_s,
         } = self.topology.build(&self.kind)?;
         let config = self.network.config()?;
-        let workload = match self.workload.workload(&topo, &config)? {
-            Some(w) => w,
-            None => Workload::from_flows(self.traffic.flows(topo.host_count(), self.seed)?),
-        };
+        let workload = self
+            .workload
+            .with_traffic(&self.traffic, &topo, &config, self.seed)?;
         let started = Instant::now();
         let cfg = PartitionConfig {
             shards: self.shards,
@@ -77,7 +76,8 @@ impl PartitionCmd {
         );
         let load = match &self.workload.workload {
             Some(w) => w.clone(),
-            None => self.traffic.traffic.clone(),
+            None if !self.workload.job.is_empty() => "jobs".to_string(),
+            None => self.traffic.pattern().to_string(),
         };
         println!(
             "load estimate:  {load}: {} flows, {:.3} M packet events",

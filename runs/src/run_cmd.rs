@@ -17,7 +17,6 @@ use netsim_models::telemetry::{
     CollectiveRecord, FlowRecord, LinkSample, PfcRecord, QueueSample, SwitchOffloadRecord,
     TelemetrySink,
 };
-use netsim_models::workload::Workload;
 use netsim_partition::{Partition, PartitionConfig, Strategy};
 use netsim_topo::Routing;
 use std::path::PathBuf;
@@ -192,10 +191,9 @@ impl RunArgs {
             .generate(&self.topo)
             .with_context(|| format!("--topo {}", self.topo))?;
         let config = self.network.config()?;
-        let workload = match self.workload.workload(&topo, &config)? {
-            Some(w) => w,
-            None => Workload::from_flows(self.traffic.flows(topo.host_count(), self.seed)?),
-        };
+        let workload = self
+            .workload
+            .with_traffic(&self.traffic, &topo, &config, self.seed)?;
         let strategy: Strategy = self
             .partition
             .parse()
@@ -248,7 +246,10 @@ impl RunArgs {
         let scenario = match (&self.config, &self.workload.workload) {
             (Some(path), _) => path.display().to_string(),
             (None, Some(w)) => format!("{} {w}", self.topo),
-            (None, None) => format!("{} {}", self.topo, self.traffic.traffic),
+            (None, None) if !self.workload.job.is_empty() => {
+                format!("{} {} jobs", self.topo, self.workload.job.len())
+            }
+            (None, None) => format!("{} {}", self.topo, self.traffic.pattern()),
         };
         let fabric = Fabric::with_workload(topo, routing, workload, config, self.seed);
         if self.fidelity == Fidelity::Flow {

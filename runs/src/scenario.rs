@@ -122,6 +122,24 @@ fn collect_fields(
             toml::Value::Table(inner) if section.is_none() && SECTIONS.contains(&key.as_str()) => {
                 collect_fields(text, inner, Some(key), out, path)?;
             }
+            // `[[job]]` tables: one `--job` each, its workload found beside the scenario.
+            toml::Value::Array(tables) if section.is_none() && key == "job" => {
+                for table in tables {
+                    let toml::Value::Table(table) = table else {
+                        bail!("{}:{line}: `job` must be [[job]] tables", path.display());
+                    };
+                    let mut table = table.clone();
+                    if let Some(toml::Value::String(w)) = table.get("workload") {
+                        let resolved = relative_to(path, "workload", w);
+                        table.insert("workload".into(), toml::Value::String(resolved));
+                    }
+                    out.push(Field {
+                        key: key.clone(),
+                        value: toml::Value::String(toml::Value::Table(table).to_string()),
+                        line,
+                    });
+                }
+            }
             toml::Value::Table(_) => bail!(
                 "{}:{line}: unknown section `{key}` (sections: {})",
                 path.display(),

@@ -1,12 +1,14 @@
 //! Flags of a collective workload and their translation into the task DAG.
 
+use crate::network_args::TrafficArgs;
 use anyhow::{bail, Context as _};
 use netsim_engine::SimTime;
 use netsim_models::network::config::NetConfig;
+use netsim_models::traffic::FlowSpec;
 use netsim_models::workload::file::{self, parse_size};
 use netsim_models::workload::groups::{GroupSpec, Parallelism};
 use netsim_models::workload::{
-    self, simai, Algorithm, CollectiveOp, Dtype, OpSpec, ReduceOp, SwitchProfile, Workload,
+    self, simai, Algorithm, CollectiveOp, Dtype, Job, OpSpec, ReduceOp, SwitchProfile, Workload,
     WorkloadSpec,
 };
 use netsim_topo::Topology;
@@ -72,19 +74,81 @@ pub struct WorkloadArgs {
     /// Repetitions of the workload (each waits for the previous at every host).
     #[arg(long, default_value_t = 1)]
     pub iterations: u32,
+    /// A job sharing the fabric, as a TOML inline table (repeatable):
+    /// `{name = "train", workload = "w.txt", hosts = "consecutive", ranks = 32, start_us = 10}`.
+    #[arg(long, value_name = "TABLE")]
+    pub job: Vec<String>,
 }
 
 impl WorkloadArgs {
-    /// The workload, or `None` when the run simulates traffic.
+    /// The run's workload: `--workload` on the first hosts, or the `--job`s,
+    /// with `background` flows on top; `None` when neither is given.
     pub fn workload(
         &self,
         topo: &Topology,
         config: &NetConfig,
+        background: Vec<FlowSpec>,
     ) -> anyhow::Result<Option<Workload>> {
-        let Some(name) = &self.workload else {
+        let jobs = if !self.job.is_empty() {
+            if self.workload.is_some() {
+                bail!("--workload: give either --workload or --job, not both");
+            }
+            crate::jobs::place(self, topo)?
+        } else if let Some(name) = &self.workload {
+            let hosts = topo.host_count();
+            let spec = self.spec(name, hosts)?;
+            let ranks = spec.parallelism.map_or(hosts, |p| p.ranks());
+            if ranks < hosts {
+                eprintln!(
+                    "note: the workload has {ranks} ranks; it runs on hosts 0-{} of {hosts}",
+                    ranks - 1
+                );
+            }
+            vec![Job {
+                name: Some(job_name(name)),
+                spec,
+                hosts: (0..ranks).collect(),
+                start: SimTime::ZERO,
+            }]
+        } else {
             return Ok(None);
         };
-        let hosts = topo.host_count();
+        let what = if self.job.is_empty() {
+            "--workload"
+        } else {
+            "--job"
+        };
+        Ok(Some(
+            workload::build_jobs(&jobs, &background, topo, config).context(what)?,
+        ))
+    }
+
+    /// What a run executes: the traffic alone, or the workload (or jobs)
+    /// with the traffic as background flows when `--traffic` is given too.
+    pub fn with_traffic(
+        &self,
+        traffic: &TrafficArgs,
+        topo: &Topology,
+        config: &NetConfig,
+        seed: u64,
+    ) -> anyhow::Result<Workload> {
+        let jobs = self.workload.is_some() || !self.job.is_empty();
+        let flows = if jobs && traffic.traffic.is_none() {
+            Vec::new()
+        } else {
+            traffic.flows(topo.host_count(), seed)?
+        };
+        if !jobs {
+            return Ok(Workload::from_flows(flows));
+        }
+        Ok(self
+            .workload(topo, config, flows)?
+            .expect("a workload was asked for"))
+    }
+
+    /// The workload `name` (a collective, or a TOML or SimAI file) for
+    /// `hosts` ranks, with this run's settings.
+    pub fn spec(&self, name: &str, hosts: u32) -> anyhow::Result<WorkloadSpec> {
         let algorithm = match &self.algo {
             None => None,
             Some(a) => Some(Algorithm::parse(a).with_context(|| {
@@ -198,8 +262,14 @@ impl WorkloadArgs {
             // Otherwise keep what a workload file chose (ring by default).
             spec.fallback = fallback;
         }
-        Ok(Some(
-            workload::build(&spec, topo, config).context("--workload")?,
-        ))
+        Ok(spec)
     }
+}
+
+/// A job's default name: the collective, or the file's stem.
+pub fn job_name(workload: &str) -> String {
+    Path::new(workload).file_stem().map_or_else(
+        || workload.to_string(),
+        |s| s.to_string_lossy().into_owned(),
+    )
 }

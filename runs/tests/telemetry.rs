@@ -53,6 +53,7 @@ fn flows(count: u32) -> Vec<FlowRecord> {
                 retransmitted_pkts: u64::from(i % 2),
                 finished,
                 collective_id: (i % 4 == 0).then_some(i / 4),
+                job: (i % 4 == 0).then(|| format!("job{}", i % 3).into()),
             }
         })
         .collect()
@@ -144,6 +145,10 @@ fn flows_from(batches: &[RecordBatch]) -> Vec<FlowRecord> {
                 collective_id: {
                     let c = u32s("collective_id");
                     c.is_valid(i).then(|| c.value(i))
+                },
+                job: {
+                    let j = b.column_by_name("job").unwrap().as_string::<i32>();
+                    j.is_valid(i).then(|| j.value(i).into())
                 },
             });
         }

@@ -201,11 +201,13 @@ fn hpn_tp_dp_workload_is_identical_on_1_2_4_shards() {
             group: GroupSpec::All,
         },
         after: vec![0],
+        stage: None,
     });
     spec.phases.push(Phase {
         name: "dp".into(),
         kind: PhaseKind::Collective(allreduce(GroupSpec::Dp, 512 << 10)),
         after: vec![1],
+        stage: None,
     });
     let workload = build_workload(&spec, &topo, &config).unwrap();
     let fabric = Fabric::with_workload(topo, routing, workload, config, 3);

@@ -415,6 +415,7 @@ impl<S: TelemetrySink> Fluid<'_, S> {
             retransmitted_pkts: 0,
             finished: f.end.is_some(),
             collective_id: self.fabric.workload.flow_collective(flow),
+            job: self.fabric.workload.flow_job(flow).cloned(),
         });
     }
 

@@ -115,6 +115,7 @@ pub fn collective_records(workload: &Workload, spans: &[CollectiveSpan]) -> Vec<
                 duration_ns: start_ns.zip(end_ns).map(|(s, e)| e - s),
                 offloaded: c.offloaded,
                 fallback_reason: c.fallback_reason.clone(),
+                job: workload.collective_job(id as u32).cloned(),
             }
         })
         .collect()

@@ -170,6 +170,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             retransmitted_pkts: s.retransmitted_pkts,
             finished: s.end.is_some(),
             collective_id: self.fabric.workload.flow_collective(s.flow),
+            job: self.fabric.workload.flow_job(s.flow).cloned(),
         });
     }
 

@@ -350,7 +350,15 @@ pub fn parse(text: &str, path: &str, hosts: u32) -> Result<WorkloadSpec, Workloa
                 idx
             }
         };
-        phases.push((Phase { name, kind, after }, p.span()));
+        phases.push((
+            Phase {
+                name,
+                kind,
+                after,
+                stage: None,
+            },
+            p.span(),
+        ));
     }
     spec.phases = topological(phases)
         .map_err(|(cycle, span)| at(span, format!("dependency cycle: {cycle}")))?;

@@ -1,12 +1,18 @@
 //! Communication groups: explicit rank lists, or the groups of a
 //! parallelism layout (TP, DP, PP, EP) over the GPUs.
 //!
-//! Ranks are hosts: rank `r` is host `r`, and the SimAI fabrics number the
-//! GPUs of one server consecutively. The layout is Megatron's: TP is the
-//! fastest-varying dimension (so a TP group stays inside a server), then DP,
-//! then PP: `rank = (pp * dp_size + dp) * tp_size + tp`. EP splits each DP
-//! group into consecutive expert groups of `ep` ranks; DP_EP groups the DP
-//! ranks that hold the same expert (stride `ep` within the DP group).
+//! Ranks are a job's GPUs (rank `r` is host `r` unless the job is placed
+//! elsewhere), and the SimAI fabrics number the GPUs of one server
+//! consecutively. The layout is SimAI's (`MockNcclGroup`): TP is the
+//! fastest-varying dimension (a TP group stays inside a server), then PP,
+//! then DP: `rank = (dp * pp_size + pp) * tp_size + tp`, so a DP group is
+//! the ranks `q, q + tp*pp, q + 2*tp*pp, ...`. EP splits each DP group into
+//! consecutive expert groups of `ep` ranks; DP_EP groups the DP ranks that
+//! hold the same expert (stride `ep` within the DP group). With `pp = 1`
+//! these are exactly SimAI's groups; SimAI builds EP groups from `ep`
+//! consecutive TP groups whatever `pp` is (it does not run the pipeline),
+//! which with `pp > 1` would put one expert group across stages; netsim
+//! keeps every EP group inside one stage.
 
 use netsim_topo::NodeIndex;
 
@@ -75,8 +81,32 @@ impl Parallelism {
         self.tp * self.dp * self.pp
     }
 
-    fn rank(&self, tp: u32, dp: u32, pp: u32) -> u32 {
-        (pp * self.dp + dp) * self.tp + tp
+    /// The rank at coordinates (`tp`, `dp`, `pp`).
+    pub fn rank(&self, tp: u32, dp: u32, pp: u32) -> u32 {
+        (dp * self.pp + pp) * self.tp + tp
+    }
+
+    /// The pipeline stage of `rank`.
+    pub fn stage_of(&self, rank: u32) -> u32 {
+        (rank / self.tp) % self.pp
+    }
+
+    /// The groups of kind `spec` inside pipeline stage `stage` (all stages
+    /// for `None`); `All` becomes the stage's ranks.
+    pub fn groups_in(&self, spec: &GroupSpec, stage: Option<u32>) -> Vec<Vec<NodeIndex>> {
+        let Some(s) = stage else {
+            return self.groups(spec);
+        };
+        match spec {
+            GroupSpec::All => vec![(0..self.ranks())
+                .filter(|&r| self.stage_of(r) == s)
+                .collect()],
+            _ => self
+                .groups(spec)
+                .into_iter()
+                .filter(|g| g.first().is_some_and(|&r| self.stage_of(r) == s))
+                .collect(),
+        }
     }
 
     /// The groups of kind `spec`, each a list of ranks in group order.
@@ -87,8 +117,8 @@ impl Parallelism {
             GroupSpec::All => out.push((0..self.ranks()).collect()),
             GroupSpec::Ranks(r) => out.push(r.clone()),
             GroupSpec::Tp => {
-                for p in 0..pp {
-                    for d in 0..dp {
+                for d in 0..dp {
+                    for p in 0..pp {
                         out.push((0..tp).map(|t| self.rank(t, d, p)).collect());
                     }
                 }
@@ -208,16 +238,46 @@ mod tests {
         assert_eq!(tp[0], vec![0, 1, 2, 3]);
         assert_eq!(tp[1], vec![4, 5, 6, 7]);
         let dp = p.groups(&GroupSpec::Dp);
-        assert_eq!(dp[0], vec![0, 4]);
-        assert_eq!(dp[4], vec![8, 12]);
+        assert_eq!(dp[0], vec![0, 8]);
+        assert_eq!(dp[4], vec![4, 12]);
+        // SimAI's DP stride is tp * pp.
+        assert_eq!(dp[1], vec![1, 9]);
         let pp = p.groups(&GroupSpec::Pp);
-        assert_eq!(pp[0], vec![0, 8]);
+        assert_eq!(pp[0], vec![0, 4]);
+        assert_eq!(p.stage_of(4), 1);
+        assert_eq!(p.stage_of(8), 0);
         // Every rank is in exactly one group of each kind.
         for kind in [GroupSpec::Tp, GroupSpec::Dp, GroupSpec::Pp] {
             let mut all: Vec<u32> = p.groups(&kind).concat();
             all.sort_unstable();
             assert_eq!(all, (0..16).collect::<Vec<_>>());
         }
+    }
+
+    /// PP 4 x EP 2 x TP 8 on 128 GPUs (DP 4), worked by hand from SimAI's
+    /// layout: rank 37 is tp 5 of TP group 4 = (dp 1, pp 0).
+    #[test]
+    fn hand_worked_128_gpu_layout() {
+        let p = Parallelism::new(128, 8, 4, 2).unwrap();
+        assert_eq!(p.dp, 4);
+        let of = |kind: GroupSpec, rank: u32| {
+            p.groups(&kind)
+                .into_iter()
+                .find(|g| g.contains(&rank))
+                .unwrap()
+        };
+        assert_eq!(of(GroupSpec::Tp, 37), (32..40).collect::<Vec<_>>());
+        assert_eq!(of(GroupSpec::Dp, 37), vec![5, 37, 69, 101]);
+        assert_eq!(of(GroupSpec::Ep, 37), vec![5, 37]);
+        assert_eq!(of(GroupSpec::DpEp, 37), vec![37, 101]);
+        assert_eq!(of(GroupSpec::Pp, 37), vec![37, 45, 53, 61]);
+        assert_eq!(p.stage_of(45), 1);
+        assert_eq!(p.stage_of(127), 3);
+        // Stage 2's EP groups: 4 of them per tp index, all inside stage 2.
+        let ep2 = p.groups_in(&GroupSpec::Ep, Some(2));
+        assert_eq!(ep2.len(), 16);
+        assert!(ep2.concat().iter().all(|&r| p.stage_of(r) == 2));
+        assert_eq!(p.groups_in(&GroupSpec::All, Some(3))[0].len(), 32);
     }
 
     #[test]

@@ -12,6 +12,7 @@
 //!
 //! ```text
 //! WorkloadSpec (CLI op, TOML file, SimAI text)  --build-->  Workload (tasks + flows + trees)
+//!   spec.rs        what is asked for; build.rs  specs placed on hosts -> the DAG
 //!   groups.rs      who takes part (rank lists, TP/DP/PP/EP)
 //!   algorithms.rs  ring, double binary tree, halving-doubling, ... -> flows
 //!   offload.rs     switch profiles, aggregation trees, fallback decisions
@@ -19,6 +20,7 @@
 //! ```
 
 pub mod algorithms;
+pub mod build;
 pub mod file;
 pub mod groups;
 pub mod offload;
@@ -28,9 +30,11 @@ pub mod spec;
 use crate::traffic::FlowSpec;
 use netsim_engine::SimTime;
 use netsim_topo::NodeIndex;
+use std::sync::Arc;
 
+pub use build::{build, build_jobs, Job, MAX_TASKS};
 pub use offload::{Dtype, InaKind, InaOp, ReduceOp, SwitchProfile, TreeNode};
-pub use spec::{build, Algorithm, CollectiveOp, OpSpec, Phase, PhaseKind, WorkloadSpec};
+pub use spec::{Algorithm, CollectiveOp, OpSpec, Phase, PhaseKind, WorkloadSpec};
 
 /// "No such id" in the dense id vectors of a workload.
 pub const NONE: u32 = u32::MAX;
@@ -78,6 +82,8 @@ pub struct Collective {
     pub fallback_reason: Option<String>,
     /// Number of tasks; the collective is complete when all have completed.
     pub tasks: u32,
+    /// The job it belongs to (index into [`Workload::jobs`]), or [`NONE`].
+    pub job: u32,
 }
 
 /// Switch offload attempts that fell back, counted when the workload is
@@ -100,6 +106,8 @@ pub struct Workload {
     dependents: Vec<u32>,
     dependent_base: Vec<u32>,
     pub collectives: Vec<Collective>,
+    /// Names of the jobs sharing the fabric.
+    pub jobs: Vec<Arc<str>>,
     pub ina_ops: Vec<InaOp>,
     /// Per switch with a fallback: `(node, counts)`, sorted by node.
     pub fallbacks: Vec<(NodeIndex, FallbackCount)>,
@@ -125,6 +133,18 @@ impl Workload {
     pub fn dependents(&self, task: u32) -> &[u32] {
         let t = task as usize;
         &self.dependents[self.dependent_base[t] as usize..self.dependent_base[t + 1] as usize]
+    }
+
+    /// The name of the job flow `flow` belongs to, if any.
+    pub fn flow_job(&self, flow: u32) -> Option<&Arc<str>> {
+        self.flow_collective(flow)
+            .and_then(|c| self.collective_job(c))
+    }
+
+    /// The name of the job collective `collective` belongs to, if any.
+    pub fn collective_job(&self, collective: u32) -> Option<&Arc<str>> {
+        let job = self.collectives.get(collective as usize)?.job;
+        self.jobs.get(job as usize)
     }
 
     /// The collective of flow `flow`, if it belongs to one.
@@ -161,6 +181,12 @@ impl Builder {
     pub fn collective(&mut self, c: Collective) -> u32 {
         self.w.collectives.push(c);
         (self.w.collectives.len() - 1) as u32
+    }
+
+    /// Registers a job and returns its id.
+    pub fn job(&mut self, name: String) -> u32 {
+        self.w.jobs.push(name.into());
+        (self.w.jobs.len() - 1) as u32
     }
 
     pub fn collective_mut(&mut self, id: u32) -> &mut Collective {

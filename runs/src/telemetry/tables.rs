@@ -43,6 +43,8 @@ impl TableRow for FlowRecord {
             Field::new("finished", DataType::Boolean, false),
             // Null for plain traffic flows.
             Field::new("collective_id", DataType::UInt32, true),
+            // The job's name; null for background traffic.
+            Field::new("job", DataType::Utf8, true),
         ]))
     }
 
@@ -62,6 +64,7 @@ impl TableRow for FlowRecord {
         row.u64(self.retransmitted_pkts);
         row.bool(self.finished);
         row.opt_u32(self.collective_id);
+        row.opt_str(self.job.as_deref());
     }
 }
 
@@ -140,6 +143,7 @@ impl TableRow for CollectiveRecord {
             Field::new("offloaded", DataType::Boolean, false),
             // Set when an in-network operation fell back to a host algorithm.
             Field::new("fallback_reason", DataType::Utf8, true),
+            Field::new("job", DataType::Utf8, true),
         ]))
     }
 
@@ -155,6 +159,7 @@ impl TableRow for CollectiveRecord {
         row.opt_u64(self.duration_ns);
         row.bool(self.offloaded);
         row.opt_str(self.fallback_reason.as_deref());
+        row.opt_str(self.job.as_deref());
     }
 }
 

@@ -1,0 +1,499 @@
+//! [`build`] and [`build_jobs`]: workload specs, placed on hosts, into the
+//! task DAG for a topology, with offload decisions taken as they are built.
+
+use super::algorithms::{self as algo, HalvingDoubling, HostTasks, Pieces, Rooted};
+use super::groups::{GroupSpec, Parallelism};
+use super::offload::{self, Dtype, InaKind, InaOp, ReduceOp, Resources};
+use super::spec::{
+    Algorithm, BuildError, CollectiveOp, OpSpec, PhaseKind, WorkloadSpec, TREE_CHUNK_BYTES,
+};
+use super::{Builder, Collective, Workload};
+use crate::network::config::NetConfig;
+use crate::traffic::FlowSpec;
+use netsim_engine::SimTime;
+use netsim_topo::{NodeIndex, Role, Topology};
+
+/// Most tasks (flows and compute steps) a workload may have: the DAG is
+/// built before the run, at about 140 bytes a task with its flow and
+/// edges, so this bounds it near 5 GB rather than letting a large workload
+/// (SimAI's 9,216-GPU MoE example: about 10^8 all-to-all flows per
+/// iteration) exhaust memory.
+pub const MAX_TASKS: u32 = 1 << 25;
+
+/// One workload placed on some hosts of a shared fabric.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Job {
+    /// Reported in the `job` column; `None` for a lone unnamed workload.
+    pub name: Option<String>,
+    pub spec: WorkloadSpec,
+    /// Rank `r` runs on host `hosts[r]`; at least as many as the layout's ranks.
+    pub hosts: Vec<NodeIndex>,
+    /// When its first tasks may start.
+    pub start: SimTime,
+}
+
+/// The DAG of `spec` on `topo` (rank `r` on host `r`), with fallback
+/// decisions taken for `config`.
+pub fn build(
+    spec: &WorkloadSpec,
+    topo: &Topology,
+    config: &NetConfig,
+) -> Result<Workload, BuildError> {
+    let job = Job {
+        name: None,
+        spec: spec.clone(),
+        hosts: (0..topo.host_count()).collect(),
+        start: SimTime::ZERO,
+    };
+    build_jobs(&[job], &[], topo, config)
+}
+
+/// The DAG of several jobs sharing `topo` (switch offload resources
+/// included), plus `background` flows, each starting at its own time; the
+/// per-message host overhead is the first job's.
+pub fn build_jobs(
+    jobs: &[Job],
+    background: &[FlowSpec],
+    topo: &Topology,
+    config: &NetConfig,
+) -> Result<Workload, BuildError> {
+    let host_overhead = jobs.first().map_or(SimTime::ZERO, |j| j.spec.host_overhead);
+    // Background traffic alone needs no job's settings.
+    let none = WorkloadSpec::single(OpSpec {
+        op: CollectiveOp::Barrier,
+        algorithm: Algorithm::Dissemination,
+        size_bytes: 0,
+        group: GroupSpec::All,
+        dtype: Dtype::Float32,
+        reduce_op: ReduceOp::Sum,
+    });
+    let mut cx = Cx {
+        b: Builder::new(host_overhead),
+        topo,
+        spec: jobs.first().map_or(&none, |j| &j.spec),
+        config,
+        resources: Resources::new(topo.node_count()),
+        nvswitch: (0..topo.node_count()).any(|n| topo.role(n) == Role::NvSwitch),
+        job: super::NONE,
+    };
+    let hosts = topo.host_count();
+    for job in jobs {
+        if let Some(&h) = job.hosts.iter().find(|&&h| h >= hosts) {
+            return Err(BuildError::Invalid(format!(
+                "placement names host {h} but the topology has {hosts} hosts"
+            )));
+        }
+        cx.spec = &job.spec;
+        cx.job = match &job.name {
+            Some(name) => cx.b.job(name.clone()),
+            None => super::NONE,
+        };
+        build_job(&mut cx, job)?;
+    }
+    for f in background {
+        let deps = if f.start > SimTime::ZERO {
+            vec![cx.b.compute(f.src, f.start, super::NONE, &[])]
+        } else {
+            Vec::new()
+        };
+        cx.b.flow(f.src, f.dst, f.size_bytes, super::NONE, &deps);
+    }
+    Ok(cx.b.finish())
+}
+
+fn build_job<'a>(cx: &mut Cx<'a>, job: &'a Job) -> Result<(), BuildError> {
+    let spec = cx.spec;
+    let ranks = job.hosts.len() as u32;
+    let parallelism = match spec.parallelism {
+        Some(p) => p,
+        None => Parallelism::data_parallel(ranks),
+    };
+    if parallelism.ranks() > ranks {
+        return Err(BuildError::Invalid(format!(
+            "the parallel layout needs {} ranks (tp {} x pp {} x dp {}) but {ranks} hosts are given",
+            parallelism.ranks(),
+            parallelism.tp,
+            parallelism.pp,
+            parallelism.dp
+        )));
+    }
+    if spec.channels == 0 || spec.chunks == Some(0) || spec.iterations == 0 {
+        return Err(BuildError::Invalid(
+            "channels, chunks and iterations must be positive".into(),
+        ));
+    }
+    let place = |g: Vec<NodeIndex>| -> Result<Vec<NodeIndex>, String> {
+        g.into_iter()
+            .map(|r| {
+                job.hosts.get(r as usize).copied().ok_or_else(|| {
+                    format!(
+                        "group names host {r} but the job has {ranks} hosts (ranks 0..{})",
+                        ranks.saturating_sub(1)
+                    )
+                })
+            })
+            .collect()
+    };
+    // Before the first iteration: the job's start time at each of its hosts.
+    let mut previous_iteration: HostTasks = HostTasks::new();
+    if job.start > SimTime::ZERO {
+        for r in 0..parallelism.ranks() {
+            let h = job.hosts[r as usize];
+            previous_iteration.insert(h, vec![cx.b.compute(h, job.start, super::NONE, &[])]);
+        }
+    }
+    for iteration in 0..spec.iterations {
+        let mut exits: Vec<HostTasks> = Vec::with_capacity(spec.phases.len());
+        for phase in &spec.phases {
+            let err = |message: String| BuildError::Phase {
+                phase: phase.name.clone(),
+                message,
+            };
+            // Entry at each host: the phases it waits for, or the whole
+            // previous iteration for a phase that waits for none.
+            let mut entry = HostTasks::new();
+            let sources: Vec<&HostTasks> = if phase.after.is_empty() {
+                vec![&previous_iteration]
+            } else {
+                phase.after.iter().map(|&i| &exits[i]).collect()
+            };
+            for s in sources {
+                for (&h, tasks) in s {
+                    entry.entry(h).or_default().extend_from_slice(tasks);
+                }
+            }
+            let name = if spec.iterations > 1 {
+                format!("{}#{iteration}", phase.name)
+            } else {
+                phase.name.clone()
+            };
+            let mut exit = HostTasks::new();
+            match &phase.kind {
+                PhaseKind::Compute { duration, group } => {
+                    for g in parallelism.groups_in(group, phase.stage) {
+                        for h in place(g).map_err(err)? {
+                            let deps = entry.get(&h).map_or(&[][..], Vec::as_slice);
+                            let t = cx.b.compute(h, *duration, super::NONE, deps);
+                            exit.insert(h, vec![t]);
+                        }
+                    }
+                }
+                PhaseKind::Collective(op) => {
+                    if op.size_bytes == 0 && op.op != CollectiveOp::Barrier {
+                        return Err(err("size must be positive".into()));
+                    }
+                    for g in parallelism.groups_in(&op.group, phase.stage) {
+                        let g = place(g).map_err(err)?;
+                        if g.len() < 2 {
+                            // A group of one has nothing to communicate:
+                            // its member goes on from its entry.
+                            for h in g {
+                                exit.insert(h, entry.get(&h).cloned().unwrap_or_default());
+                            }
+                            continue;
+                        }
+                        exit.extend(cx.collective(&name, op, &g, &entry));
+                    }
+                }
+                PhaseKind::Send {
+                    size_bytes,
+                    from,
+                    to,
+                } => {
+                    if *size_bytes == 0 || *from >= parallelism.pp || *to >= parallelism.pp {
+                        return Err(err(format!(
+                            "a send of {size_bytes} bytes from stage {from} to stage {to} of {}",
+                            parallelism.pp
+                        )));
+                    }
+                    let op = OpSpec {
+                        op: CollectiveOp::Send,
+                        algorithm: Algorithm::Direct,
+                        size_bytes: *size_bytes,
+                        group: GroupSpec::Pp,
+                        dtype: Dtype::Float32,
+                        reduce_op: ReduceOp::Sum,
+                    };
+                    for d in 0..parallelism.dp {
+                        for t in 0..parallelism.tp {
+                            let pair =
+                                vec![parallelism.rank(t, d, *from), parallelism.rank(t, d, *to)];
+                            let pair = place(pair).map_err(err)?;
+                            exit.extend(cx.collective(&name, &op, &pair, &entry));
+                        }
+                    }
+                }
+            }
+            exits.push(exit);
+            if cx.b.task_count() > MAX_TASKS {
+                return Err(BuildError::Invalid(format!(
+                    "the workload needs more than {MAX_TASKS} tasks (flows and compute steps), more than netsim builds; phase `{}` of iteration {iteration} passed it",
+                    phase.name
+                )));
+            }
+        }
+        // The next iteration starts at each host when all of this one is done there.
+        let mut all = HostTasks::new();
+        for e in &exits {
+            for (&h, tasks) in e {
+                all.entry(h).or_default().extend_from_slice(tasks);
+            }
+        }
+        previous_iteration = all
+            .into_iter()
+            .map(|(h, deps)| (h, vec![cx.b.join(h, super::NONE, &deps)]))
+            .collect();
+    }
+    Ok(())
+}
+
+struct Cx<'a> {
+    b: Builder,
+    topo: &'a Topology,
+    spec: &'a WorkloadSpec,
+    config: &'a NetConfig,
+    resources: Resources,
+    nvswitch: bool,
+    /// The job being built ([`super::NONE`]: none).
+    job: u32,
+}
+
+impl Cx<'_> {
+    fn pieces(&self, size_bytes: u64, tree: bool) -> Pieces {
+        let chunks = self.spec.chunks.unwrap_or_else(|| {
+            if tree {
+                size_bytes.div_ceil(TREE_CHUNK_BYTES).clamp(1, 64) as u32
+            } else {
+                1
+            }
+        });
+        Pieces {
+            channels: self.spec.channels,
+            chunks,
+        }
+    }
+
+    /// Adds one collective on `group` and returns each member's exit.
+    fn collective(
+        &mut self,
+        name: &str,
+        op: &OpSpec,
+        group: &[NodeIndex],
+        entry: &HostTasks,
+    ) -> HostTasks {
+        let coll = self.b.collective(Collective {
+            name: name.into(),
+            op: op.op,
+            algorithm: op.algorithm.name().into(),
+            group_size: group.len() as u32,
+            size_bytes: op.size_bytes,
+            offloaded: false,
+            fallback_reason: None,
+            tasks: 0,
+            job: self.job,
+        });
+        let first = self.b.task_count();
+        let mut algorithm = op.algorithm;
+        if algorithm == Algorithm::Ina {
+            match self.offload(coll, op, group, entry) {
+                Ok(()) => {
+                    self.b.collective_mut(coll).offloaded = true;
+                    return algo::exits(&mut self.b, coll, first, group);
+                }
+                Err(reason) => {
+                    algorithm = if op.op == CollectiveOp::Barrier {
+                        Algorithm::Dissemination
+                    } else {
+                        self.spec.fallback
+                    };
+                    let c = self.b.collective_mut(coll);
+                    c.algorithm = algorithm.name().into();
+                    c.fallback_reason = Some(reason);
+                }
+            }
+        }
+        let size = op.size_bytes;
+        let (flat, tree_halves, tree_whole) = (
+            self.pieces(size, false),
+            self.pieces(size / 2, true),
+            self.pieces(size, true),
+        );
+        let (topo, nvswitch) = (self.topo, self.nvswitch);
+        let b = &mut self.b;
+        match (op.op, algorithm) {
+            (CollectiveOp::AllReduce, Algorithm::Ring) => {
+                let pieces = flat;
+                match servers(topo, group).filter(|_| nvswitch) {
+                    Some(servers) => {
+                        b.collective_mut(coll).algorithm = "ring+nvswitch".into();
+                        nvswitch_all_reduce(b, coll, &servers, size, pieces, entry);
+                    }
+                    None => {
+                        let steps = 2 * (group.len() as u32 - 1);
+                        algo::ring(b, coll, group, size, steps, pieces, entry);
+                    }
+                }
+            }
+            (CollectiveOp::AllGather | CollectiveOp::ReduceScatter, Algorithm::Ring) => {
+                algo::ring(b, coll, group, size, group.len() as u32 - 1, flat, entry);
+            }
+            (CollectiveOp::AllReduce, Algorithm::Tree) => {
+                algo::double_binary_tree(b, coll, group, size, tree_halves, entry);
+            }
+            (CollectiveOp::AllReduce, Algorithm::Hd) => {
+                algo::halving_doubling(b, coll, group, size, HalvingDoubling::AllReduce, entry)
+            }
+            (CollectiveOp::ReduceScatter, Algorithm::Hd) => {
+                algo::halving_doubling(b, coll, group, size, HalvingDoubling::ReduceScatter, entry)
+            }
+            (CollectiveOp::AllGather, Algorithm::Hd) => {
+                algo::halving_doubling(b, coll, group, size, HalvingDoubling::AllGather, entry)
+            }
+            (CollectiveOp::AllToAll, _) => {
+                algo::all_to_all(b, coll, group, size, flat, entry);
+            }
+            (CollectiveOp::Broadcast | CollectiveOp::Reduce, algorithm) => {
+                let shape = Rooted {
+                    reduce: op.op == CollectiveOp::Reduce,
+                    tree: algorithm == Algorithm::Tree,
+                };
+                algo::rooted(b, coll, group, size, shape, tree_whole, entry);
+            }
+            (CollectiveOp::Barrier, _) => algo::dissemination_barrier(b, coll, group, entry),
+            (CollectiveOp::Send, _) => {
+                let deps = entry.get(&group[0]).map_or(&[][..], Vec::as_slice);
+                b.flow(group[0], group[1], size, coll, deps);
+            }
+            (op, algorithm) => {
+                unreachable!("{} with {} passed validation", op.name(), algorithm.name())
+            }
+        }
+        algo::exits(&mut self.b, coll, first, group)
+    }
+
+    /// Sets up the aggregation tree of an offloaded all-reduce or barrier,
+    /// or says why it cannot be.
+    fn offload(
+        &mut self,
+        coll: u32,
+        op: &OpSpec,
+        group: &[NodeIndex],
+        entry: &HostTasks,
+    ) -> Result<(), String> {
+        let kind = if op.op == CollectiveOp::Barrier {
+            InaKind::Barrier
+        } else {
+            InaKind::Reduce
+        };
+        let Some((tree, members)) = offload::aggregation_tree(self.topo, group) else {
+            return Err("a member has no network switch".into());
+        };
+        let blame = |b: &mut Builder, nodes: &[NodeIndex]| {
+            for &n in nodes {
+                b.count_fallback(n, kind);
+            }
+        };
+        if kind == InaKind::Reduce && !self.config.pfc {
+            blame(
+                &mut self.b,
+                &tree.iter().map(|t| t.node).collect::<Vec<_>>(),
+            );
+            return Err("in-network aggregation needs a lossless fabric (--pfc on)".into());
+        }
+        let slots = match offload::admit(
+            &self.spec.profile,
+            kind,
+            op.dtype,
+            op.reduce_op,
+            &tree,
+            &mut self.resources,
+        ) {
+            Ok(slots) => slots,
+            Err((reason, nodes)) => {
+                blame(&mut self.b, &nodes);
+                return Err(reason);
+            }
+        };
+        let (chunk_bytes, chunks, size) = match kind {
+            InaKind::Barrier => {
+                let b = algo::BARRIER_MESSAGE_BYTES;
+                (b as u32, 1, b)
+            }
+            InaKind::Reduce => {
+                let mtu = u64::from(self.config.mtu_bytes);
+                let chunks = op.size_bytes.div_ceil(mtu);
+                if chunks > u64::from(u32::MAX) {
+                    return Err("too many chunks".into());
+                }
+                (self.config.mtu_bytes, chunks as u32, op.size_bytes)
+            }
+        };
+        let op_id = self.b.ina_op(InaOp {
+            collective: coll,
+            kind,
+            tree,
+            size_bytes: size,
+            chunk_bytes,
+            chunks,
+            slots,
+            processing: self.spec.profile.processing,
+            members: members.clone(),
+        });
+        for (host, port) in members {
+            let leaf = self.topo.port(host, port).peer;
+            let deps = entry.get(&host).map_or(&[][..], Vec::as_slice);
+            self.b.flow_into(host, leaf, size, coll, op_id, deps);
+        }
+        Ok(())
+    }
+}
+
+/// The group's GPUs by server, when the group spans several servers with
+/// the same number (more than one) of its GPUs in each: then an all-reduce
+/// can reduce inside servers over NVSwitch and across them per rail.
+fn servers(topo: &Topology, group: &[NodeIndex]) -> Option<Vec<Vec<NodeIndex>>> {
+    let mut by_server: std::collections::BTreeMap<u32, Vec<NodeIndex>> = Default::default();
+    for &h in group {
+        by_server
+            .entry(topo.node(h).coords.server?)
+            .or_default()
+            .push(h);
+    }
+    let servers: Vec<Vec<NodeIndex>> = by_server.into_values().collect();
+    let local = servers[0].len();
+    (servers.len() > 1 && local > 1 && servers.iter().all(|s| s.len() == local)).then_some(servers)
+}
+
+/// Hierarchical all-reduce: reduce-scatter inside each server (ring over
+/// NVSwitch), all-reduce of each `1/L` shard across servers among the GPUs
+/// of the same local rank (ring over the rails), all-gather inside servers.
+fn nvswitch_all_reduce(
+    b: &mut Builder,
+    coll: u32,
+    servers: &[Vec<NodeIndex>],
+    size_bytes: u64,
+    pieces: Pieces,
+    entry: &HostTasks,
+) {
+    let local = servers[0].len();
+    let stage = |b: &mut Builder,
+                 groups: &[Vec<NodeIndex>],
+                 size: u64,
+                 steps_of: &dyn Fn(usize) -> u32,
+                 entry: &HostTasks| {
+        let mut next = HostTasks::new();
+        for g in groups {
+            let first = b.task_count();
+            algo::ring(b, coll, g, size, steps_of(g.len()), pieces, entry);
+            next.extend(algo::exits(b, coll, first, g));
+        }
+        next
+    };
+    let rails: Vec<Vec<NodeIndex>> = (0..local)
+        .map(|r| servers.iter().map(|s| s[r]).collect())
+        .collect();
+    let after_rs = stage(b, servers, size_bytes, &|n| n as u32 - 1, entry);
+    let shard = size_bytes.div_ceil(local as u64);
+    let after_ar = stage(b, &rails, shard, &|n| 2 * (n as u32 - 1), &after_rs);
+    stage(b, servers, size_bytes, &|n| n as u32 - 1, &after_ar);
+}

@@ -1,0 +1,185 @@
+//! Several jobs on one fabric with background traffic: placement, start
+//! times, the `job` column, and placement errors.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::UInt64Type;
+use arrow_array::{Array, RecordBatch};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+fn netsim(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_netsim"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("netsim-jobs-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Every row of a table's parts.
+fn batches(dir: &Path) -> Vec<RecordBatch> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "parquet") {
+            let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(&path).unwrap())
+                .unwrap()
+                .build()
+                .unwrap();
+            out.extend(reader.map(Result::unwrap));
+        }
+    }
+    out
+}
+
+/// `(job, start_ns)` of every row.
+fn jobs(dir: &Path, start: &str) -> Vec<(Option<String>, Option<u64>)> {
+    let mut rows = Vec::new();
+    for b in batches(dir) {
+        let job = b.column_by_name("job").unwrap().as_string::<i32>();
+        let s = b
+            .column_by_name(start)
+            .unwrap()
+            .as_primitive::<UInt64Type>();
+        for i in 0..b.num_rows() {
+            rows.push((
+                job.is_valid(i).then(|| job.value(i).to_string()),
+                s.is_valid(i).then(|| s.value(i)),
+            ));
+        }
+    }
+    rows
+}
+
+#[test]
+fn two_jobs_and_background_traffic_share_a_fabric() {
+    let out = scratch("two");
+    let o = netsim(&[
+        "--topo",
+        "fat-tree",
+        "--k",
+        "4",
+        "--traffic",
+        "permutation",
+        "--flow-size",
+        "20000",
+        "--job",
+        r#"{name = "a", workload = "allreduce", size = "256KiB", ranks = 8}"#,
+        "--job",
+        r#"{name = "b", workload = "alltoall", size = "64KiB", hosts = "8-11", start_us = 5}"#,
+        "--out",
+        out.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let collectives = jobs(&out.join("collectives"), "start_ns");
+    assert_eq!(collectives.len(), 2);
+    for (job, start) in &collectives {
+        let start = start.expect("every collective ran");
+        match job.as_deref() {
+            Some("a") => {}
+            Some("b") => assert!(start >= 5_000, "job b started at {start} ns"),
+            other => panic!("collective of job {other:?}"),
+        }
+    }
+    let flows = jobs(&out.join("flows"), "start_ns");
+    let count = |name: Option<&str>| flows.iter().filter(|f| f.0.as_deref() == name).count();
+    // Ring all-reduce over 8: 2 x 7 steps x 8 flows; all-to-all over 4: 12.
+    assert_eq!(count(Some("a")), 2 * 7 * 8);
+    assert_eq!(count(Some("b")), 12);
+    // The permutation: one background flow per host, no job.
+    assert_eq!(count(None), 16);
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn placement_errors_exit_with_code_2() {
+    let out = scratch("bad");
+    for (jobs, needle) in [
+        (
+            vec![
+                r#"{name = "a", workload = "allreduce", hosts = "0-7"}"#,
+                r#"{name = "b", workload = "allreduce", hosts = "6-9"}"#,
+            ],
+            "host 6 already runs job `a`",
+        ),
+        (
+            vec![r#"{name = "a", workload = "allreduce", ranks = 17}"#],
+            "17 ranks but only 16",
+        ),
+        (
+            vec![r#"{name = "a", workload = "allreduce", hosts = "pods"}"#],
+            "ranks: needed",
+        ),
+        (
+            vec![r#"{name = "a", workload = "allreduce", rank = 4}"#],
+            "unknown field `rank`",
+        ),
+        (
+            vec![r#"{name = "a", workload = "allreduce", hosts = "0-3", start_us = -1}"#],
+            "start_us",
+        ),
+    ] {
+        let mut args = vec![
+            "--topo",
+            "fat-tree",
+            "--k",
+            "4",
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        for j in &jobs {
+            args.extend(["--job", j]);
+        }
+        let o = netsim(&args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{jobs:?}: {err}");
+        assert!(err.contains(needle), "{jobs:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+    }
+}
+
+#[test]
+fn strided_placements_deal_ranks_over_pods_and_servers() {
+    let out = scratch("strided");
+    let o = netsim(&[
+        "--topo",
+        "fat-tree",
+        "--k",
+        "4",
+        "--traffic",
+        "permutation",
+        "--flow-size",
+        "1000",
+        "--job",
+        r#"{name = "p", workload = "barrier", hosts = "pods", ranks = 4}"#,
+        "--out",
+        out.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // One host in each of the 4 pods (4 hosts per pod): 0, 4, 8, 12.
+    let mut hosts = std::collections::BTreeSet::new();
+    for b in batches(&out.join("flows")) {
+        let job = b.column_by_name("job").unwrap().as_string::<i32>();
+        let src = b
+            .column_by_name("src")
+            .unwrap()
+            .as_primitive::<arrow_array::types::UInt32Type>();
+        for i in 0..b.num_rows() {
+            if job.is_valid(i) {
+                hosts.insert(src.value(i));
+            }
+        }
+    }
+    assert_eq!(hosts.into_iter().collect::<Vec<_>>(), [0, 4, 8, 12]);
+    let _ = std::fs::remove_dir_all(&out);
+}

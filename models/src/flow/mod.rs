@@ -29,10 +29,10 @@ mod paths;
 
 use crate::network::config::EcmpMode;
 use crate::network::{
-    five_tuple_hash, ideal_fct, CollectiveSpan, Fabric, NetRun, NetStats, PathTiming, ShardOutcome,
+    five_tuple_hash, ideal_fct, Fabric, NetRun, NetStats, PathTiming, ShardOutcome,
 };
 use crate::telemetry::{FlowRecord, TelemetrySink};
-use crate::workload::{TaskKind, NONE};
+use crate::workload::progress::{DagProgress, Start};
 use fair_share::{FairShare, RateChange};
 use meter::LinkMeter;
 use netsim_engine::{Progress, SimTime};
@@ -111,9 +111,7 @@ struct Fluid<'f, S> {
     flows: Vec<FlowState>,
     queue: BinaryHeap<Reverse<(SimTime, u64, Event)>>,
     next_seq: u64,
-    /// Per task: dependencies not yet seen complete by its host.
-    remaining: Vec<u32>,
-    spans: Vec<CollectiveSpan>,
+    dag: DagProgress,
     stats: NetStats,
     sink: S,
     now: SimTime,
@@ -124,6 +122,7 @@ struct Fluid<'f, S> {
     path: Vec<u32>,
     hops: Vec<(u64, u64)>,
     changed: Vec<RateChange>,
+    ready: Vec<u32>,
 }
 
 /// Runs `fabric` at flow level until every flow has finished or `end` is
@@ -167,15 +166,7 @@ pub fn simulate<S: TelemetrySink>(
         ],
         queue: BinaryHeap::new(),
         next_seq: 0,
-        remaining: workload.tasks.iter().map(|t| t.deps).collect(),
-        spans: vec![
-            CollectiveSpan {
-                start: SimTime::MAX,
-                end: SimTime::ZERO,
-                tasks_done: 0,
-            };
-            workload.collectives.len()
-        ],
+        dag: DagProgress::new(workload),
         stats: NetStats::default(),
         sink,
         now: SimTime::ZERO,
@@ -188,6 +179,7 @@ pub fn simulate<S: TelemetrySink>(
         path: Vec::new(),
         hops: Vec::new(),
         changed: Vec::new(),
+        ready: Vec::new(),
     };
     if workload.has_tasks() {
         for task in 0..workload.tasks.len() as u32 {
@@ -306,7 +298,7 @@ impl<S: TelemetrySink> Fluid<'_, S> {
         f.ideal_fct = ideal_fct(fabric, &spec, first_port).0;
         self.share.add(flow, &self.path);
         if let Some(info) = fabric.workload.flow_info.get(flow as usize) {
-            self.span_started(info.collective);
+            self.dag.span_started(info.collective, self.now);
         }
     }
 
@@ -334,20 +326,14 @@ impl<S: TelemetrySink> Fluid<'_, S> {
         self.changed = changed;
     }
 
-    /// Task `task` starts now on its host: a flow after the per-message
-    /// host overhead, a compute task for its duration.
+    /// Task `task` starts now on its host.
     fn start_task(&mut self, task: u32) {
-        let workload = &self.fabric.workload;
-        let t = workload.tasks[task as usize];
-        match t.kind {
-            TaskKind::Flow(flow) => {
-                let at = self.now.saturating_add(workload.host_overhead);
-                self.push(at, Event::Start { flow });
+        match self.dag.start(&self.fabric.workload, task, self.now) {
+            Start::Flow { flow, after } => {
+                self.push(self.now.saturating_add(after), Event::Start { flow })
             }
-            TaskKind::Compute(duration) => {
-                self.span_started(t.collective);
-                let at = self.now.saturating_add(duration);
-                self.push(at, Event::TaskDone { task });
+            Start::Compute { task, after } => {
+                self.push(self.now.saturating_add(after), Event::TaskDone { task })
             }
         }
     }
@@ -355,30 +341,15 @@ impl<S: TelemetrySink> Fluid<'_, S> {
     /// Host `host` saw task `task` complete; starts its tasks that waited
     /// only for it.
     fn seen_complete(&mut self, task: u32, host: u32, at_source: bool) {
-        let workload = &self.fabric.workload;
-        let t = workload.tasks[task as usize];
-        if t.collective != NONE {
-            let span = &mut self.spans[t.collective as usize];
-            span.end = span.end.max(self.now);
-            span.tasks_done += u32::from(at_source);
+        let mut ready = std::mem::take(&mut self.ready);
+        let (workload, now) = (&self.fabric.workload, self.now);
+        self.dag
+            .seen_complete(workload, task, host, at_source, now, &mut ready);
+        for &t in &ready {
+            self.start_task(t);
         }
-        for &d in workload.dependents(task) {
-            if workload.tasks[d as usize].host != host {
-                continue;
-            }
-            let left = &mut self.remaining[d as usize];
-            *left -= 1;
-            if *left == 0 {
-                self.start_task(d);
-            }
-        }
-    }
-
-    fn span_started(&mut self, collective: u32) {
-        if collective != NONE {
-            let span = &mut self.spans[collective as usize];
-            span.start = span.start.min(self.now);
-        }
+        ready.clear();
+        self.ready = ready;
     }
 
     /// Link rows for every sampling instant up to `now`.
@@ -444,7 +415,7 @@ impl<S: TelemetrySink> Fluid<'_, S> {
                 sink: self.sink,
                 stats: self.stats,
                 handled_events: self.handled_events,
-                spans: self.spans,
+                spans: self.dag.into_spans(),
             }],
             sim_end,
             windows: 0,

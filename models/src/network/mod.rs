@@ -43,17 +43,18 @@ mod telemetry;
 mod transport;
 mod wire;
 
+pub use crate::workload::progress::CollectiveSpan;
 pub use fabric::{ideal_fct, Fabric};
 pub(crate) use fabric::{PathTiming, NO_NODE};
 pub(crate) use forwarding::ecmp_pick;
 pub use forwarding::five_tuple_hash;
 pub use run::{
-    collective_records, merge_spans, simulate, simulate_on, CollectiveSpan, NetRun, NetStats,
-    ShardOutcome,
+    collective_records, merge_spans, simulate, simulate_on, NetRun, NetStats, ShardOutcome,
 };
 pub use telemetry::link_tier;
 
 use crate::telemetry::{SwitchOffloadRecord, TelemetrySink};
+use crate::workload::progress::DagProgress;
 use crate::workload::NONE as NO_TASK;
 use aggregation::Aggregator;
 use hashbrown::HashMap;
@@ -121,13 +122,13 @@ pub struct Network<'f, S> {
     sender_of: HashMap<u32, u32>,
     /// transport: queue pairs whose destination is local, by global flow id.
     receivers: HashMap<u32, Receiver>,
-    /// tasks: per task, dependencies not yet seen complete (only the
-    /// entries of this shard's hosts are used).
-    remaining: Vec<u32>,
+    /// tasks: the DAG as this shard's hosts saw it (dependencies not yet
+    /// complete, only this shard's hosts' entries used; collective spans).
+    dag: DagProgress,
+    /// tasks: scratch for the tasks a completion releases.
+    ready: Vec<u32>,
     /// Workload tasks without dependencies, per local node: `(local, task)`, sorted.
     root_tasks: Vec<(u32, u32)>,
-    /// Per collective: what this shard's hosts saw of it.
-    spans: Vec<CollectiveSpan>,
     /// aggregation: local sender of `(op, host)`.
     ina_sender_of: HashMap<(u32, u32), u32>,
     /// aggregation: the state of `(op, switch)` for local switches.
@@ -257,9 +258,9 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
             receivers: HashMap::new(),
             ugal_choice: HashMap::new(),
             stats: NetStats::default(),
-            remaining: workload.tasks.iter().map(|t| t.deps).collect(),
+            dag: DagProgress::new(workload),
+            ready: Vec::new(),
             root_tasks,
-            spans: vec![CollectiveSpan::UNSEEN; workload.collectives.len()],
             ina_sender_of,
             aggregators,
             offload,
@@ -307,7 +308,7 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
                 self.sink.switch_offload(record);
             }
         }
-        (self.sink, self.stats, self.spans)
+        (self.sink, self.stats, self.dag.into_spans())
     }
 
     #[inline]

@@ -55,7 +55,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         let fabric = self.fabric;
         self.senders[i].start = ctx.now();
         if let Some(info) = fabric.workload.flow_info.get(flow as usize) {
-            self.span_started(info.collective, ctx.now());
+            self.dag.span_started(info.collective, ctx.now());
         }
         if self.senders[i].ina_op != NO_TASK {
             return self.ina_stream_start(ctx, i);

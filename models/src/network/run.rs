@@ -3,32 +3,9 @@
 
 use super::{Fabric, Network};
 use crate::telemetry::{CollectiveRecord, TelemetrySink};
+use crate::workload::progress::CollectiveSpan;
 use crate::workload::Workload;
 use netsim_engine::{Executor, Layout, Progress, ShardId, SimTime, Threads};
-
-/// What one shard saw of one collective: when its hosts started the first
-/// task and completed the last, and how many tasks completed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct CollectiveSpan {
-    pub start: SimTime,
-    pub end: SimTime,
-    pub tasks_done: u32,
-}
-
-impl CollectiveSpan {
-    pub(crate) const UNSEEN: CollectiveSpan = CollectiveSpan {
-        start: SimTime::MAX,
-        end: SimTime::ZERO,
-        tasks_done: 0,
-    };
-
-    /// Combines what two shards saw.
-    pub fn merge(&mut self, o: &CollectiveSpan) {
-        self.start = self.start.min(o.start);
-        self.end = self.end.max(o.end);
-        self.tasks_done += o.tasks_done;
-    }
-}
 
 /// Byte and packet counts of one shard, for conservation checks.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -24,6 +24,7 @@ pub mod build;
 pub mod file;
 pub mod groups;
 pub mod offload;
+pub mod progress;
 pub mod simai;
 pub mod spec;
 

@@ -1,0 +1,119 @@
+//! How far a run has got through a workload's DAG: which dependencies each
+//! task still waits for, and what each collective's hosts saw of it. Packet
+//! level (per shard) and flow level drive it alike.
+
+use super::{TaskKind, Workload, NONE};
+use netsim_engine::SimTime;
+
+/// What one shard saw of one collective: when its hosts started the first
+/// task and completed the last, and how many tasks completed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CollectiveSpan {
+    pub start: SimTime,
+    pub end: SimTime,
+    pub tasks_done: u32,
+}
+
+impl CollectiveSpan {
+    pub const UNSEEN: CollectiveSpan = CollectiveSpan {
+        start: SimTime::MAX,
+        end: SimTime::ZERO,
+        tasks_done: 0,
+    };
+
+    /// Combines what two shards saw.
+    pub fn merge(&mut self, o: &CollectiveSpan) {
+        self.start = self.start.min(o.start);
+        self.end = self.end.max(o.end);
+        self.tasks_done += o.tasks_done;
+    }
+}
+
+/// What a task does once its host may start it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Start {
+    /// Flow `flow` starts sending after the per-message host overhead.
+    Flow { flow: u32, after: SimTime },
+    /// The task is busy on its host until `after` has passed.
+    Compute { task: u32, after: SimTime },
+}
+
+/// Per task, the dependencies not yet seen complete by its host; per
+/// collective, its span.
+#[derive(Clone, Debug)]
+pub struct DagProgress {
+    remaining: Vec<u32>,
+    spans: Vec<CollectiveSpan>,
+}
+
+impl DagProgress {
+    pub fn new(workload: &Workload) -> DagProgress {
+        DagProgress {
+            remaining: workload.tasks.iter().map(|t| t.deps).collect(),
+            spans: vec![CollectiveSpan::UNSEEN; workload.collectives.len()],
+        }
+    }
+
+    /// A task of `collective` (or [`NONE`]) started at `now`.
+    pub fn span_started(&mut self, collective: u32, now: SimTime) {
+        if collective != NONE {
+            let span = &mut self.spans[collective as usize];
+            span.start = span.start.min(now);
+        }
+    }
+
+    /// Task `task` starts at `now` on its host: what to schedule.
+    pub fn start(&mut self, workload: &Workload, task: u32, now: SimTime) -> Start {
+        let t = workload.tasks[task as usize];
+        match t.kind {
+            TaskKind::Flow(flow) => Start::Flow {
+                flow,
+                after: workload.host_overhead,
+            },
+            TaskKind::Compute(duration) => {
+                self.span_started(t.collective, now);
+                Start::Compute {
+                    task,
+                    after: duration,
+                }
+            }
+        }
+    }
+
+    /// Host `host` saw task `task` complete at `now`: at a flow's source
+    /// (`at_source`, every byte acknowledged), at its destination (every
+    /// byte delivered), or where a compute task ran. Appends to `ready` the
+    /// tasks on `host` that were waiting only for it.
+    pub fn seen_complete(
+        &mut self,
+        workload: &Workload,
+        task: u32,
+        host: u32,
+        at_source: bool,
+        now: SimTime,
+        ready: &mut Vec<u32>,
+    ) {
+        let t = workload.tasks[task as usize];
+        if t.collective != NONE {
+            let span = &mut self.spans[t.collective as usize];
+            span.end = span.end.max(now);
+            // Counted once, where the task started.
+            span.tasks_done += u32::from(at_source);
+        }
+        for &d in workload.dependents(task) {
+            if workload.tasks[d as usize].host != host {
+                continue;
+            }
+            let left = &mut self.remaining[d as usize];
+            *left -= 1;
+            if *left == 0 {
+                ready.push(d);
+            }
+        }
+    }
+
+    /// Per collective, what was seen of it.
+    pub fn into_spans(self) -> Vec<CollectiveSpan> {
+        self.spans
+    }
+}

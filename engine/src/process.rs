@@ -12,3 +12,37 @@ pub fn peak_rss_bytes() -> u64 {
         })
         .unwrap_or(0)
 }
+
+/// The memory this process may use, in bytes: the smaller of the machine's
+/// physical memory (`MemTotal`) and the address-space limit (`ulimit -v`),
+/// or `u64::MAX` where neither is known. Counts a user's input asks for are
+/// checked against it before anything is allocated for them.
+pub fn memory_limit_bytes() -> u64 {
+    let kib_field = |text: &str, key: &str| -> Option<u64> {
+        let line = text.lines().find(|l| l.starts_with(key))?;
+        line.split_whitespace().nth(1)?.parse::<u64>().ok()
+    };
+    let total = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| kib_field(&m, "MemTotal:"))
+        .map_or(u64::MAX, |kib| kib.saturating_mul(1024));
+    // "Max address space   <soft> <hard> bytes", soft may be "unlimited".
+    let address_space = std::fs::read_to_string("/proc/self/limits")
+        .ok()
+        .and_then(|l| {
+            let line = l.lines().find(|l| l.starts_with("Max address space"))?;
+            line.split_whitespace().nth(3)?.parse::<u64>().ok()
+        })
+        .unwrap_or(u64::MAX);
+    total.min(address_space)
+}
+
+/// `bytes` for an error message: `3.2 GiB`, `512 MiB`.
+pub fn human_bytes(bytes: u64) -> String {
+    const GIB: f64 = (1u64 << 30) as f64;
+    if bytes >= 1 << 30 {
+        format!("{:.1} GiB", bytes as f64 / GIB)
+    } else {
+        format!("{} MiB", bytes.div_ceil(1 << 20))
+    }
+}

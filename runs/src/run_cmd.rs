@@ -8,8 +8,11 @@ use crate::telemetry::{
 };
 use crate::topology_args::TopologyArgs;
 use crate::workload_args::WorkloadArgs;
-use anyhow::Context as _;
-use netsim_engine::{process::peak_rss_bytes, rank_shards, splitmix64, Layout, Progress, SimTime};
+use anyhow::{bail, Context as _};
+use netsim_engine::{
+    process::{memory_limit_bytes, peak_rss_bytes},
+    rank_shards, splitmix64, Layout, Progress, SimTime,
+};
 use netsim_models::network::{collective_records, merge_spans, CollectiveSpan, Fabric, NetStats};
 use netsim_models::telemetry::{
     CollectiveRecord, FlowRecord, LinkSample, PfcRecord, QueueSample, SwitchOffloadRecord,
@@ -67,6 +70,10 @@ pub struct RunArgs {
     /// No progress display.
     #[arg(long, help_heading = "Output")]
     pub quiet: bool,
+
+    /// Where the flags a scenario file set came from, for errors.
+    #[arg(skip)]
+    pub origins: crate::cli::Origins,
 }
 
 /// Everything a run needs, built and checked from the flags.
@@ -150,15 +157,59 @@ impl RunArgs {
         self.shards.unwrap_or_else(|| self.threads())
     }
 
+    /// Fails when a flow has more packets than a sender counts (2^32): the
+    /// error names where its size came from.
+    fn check_packets(&self, workload: &Workload, mtu_bytes: u32) -> anyhow::Result<()> {
+        let max_bytes = u64::from(u32::MAX) * u64::from(mtu_bytes);
+        let Some((i, flow)) = workload
+            .flows
+            .iter()
+            .enumerate()
+            .find(|(_, f)| f.size_bytes > max_bytes)
+        else {
+            return Ok(());
+        };
+        let origin = match (
+            &self.workload.workload,
+            self.traffic.traffic.strip_prefix("tm:"),
+        ) {
+            (Some(w), _) if std::path::Path::new(w).exists() => format!("--workload {w}"),
+            (Some(_), _) => "--size".to_string(),
+            (None, Some(file)) => format!("--traffic tm:{file}"),
+            (None, None) => "--flow-size".to_string(),
+        };
+        bail!(
+            "{origin}: flow {i} ({} -> {}) carries {} bytes, more than 2^32 packets of \
+             --mtu {mtu_bytes} bytes ({max_bytes} bytes at most)",
+            flow.src,
+            flow.dst,
+            flow.size_bytes
+        )
+    }
+
+    /// The simulated time limit (`--end-us`), checked to fit; `MAX` without one.
+    pub fn end(&self) -> anyhow::Result<SimTime> {
+        self.end_us.map_or(Ok(SimTime::MAX), |us| {
+            SimTime::try_from_us(us).map_err(|e| anyhow::anyhow!("--end-us: {e}"))
+        })
+    }
+
     /// Builds and checks everything a run needs, without running it.
     pub fn plan(&self) -> anyhow::Result<Plan> {
         self.plan_for(0, 1)
     }
 
+    /// [`RunArgs::plan_for_unlocated`], its errors located in the scenario file.
+    fn plan_for(&self, rank: usize, ranks: usize) -> anyhow::Result<Plan> {
+        self.plan_for_unlocated(rank, ranks)
+            .map_err(|e| self.origins.locate(e))
+    }
+
     /// The plan of rank `rank` out of `ranks`: every rank computes the same
     /// partition of `ranks` x [`RunArgs::shards`] shards, and routing tables
     /// for the switches it owns.
-    fn plan_for(&self, rank: usize, ranks: usize) -> anyhow::Result<Plan> {
+    fn plan_for_unlocated(&self, rank: usize, ranks: usize) -> anyhow::Result<Plan> {
+        self.end()?;
         let topo = self
             .topology
             .generate(&self.topo)
@@ -168,6 +219,8 @@ impl RunArgs {
             Some(w) => w,
             None => Workload::from_flows(self.traffic.flows(topo.host_count(), self.seed)?),
         };
+        self.check_packets(&workload, config.mtu_bytes)?;
+        check_samples(&workload, config.sample_period, topo.link_count())?;
         let strategy: Strategy = self
             .partition
             .parse()
@@ -208,8 +261,8 @@ impl RunArgs {
             .iter()
             .map(|s| local.contains(&s.index()))
             .collect();
-        let routing =
-            Routing::build_for(&topo, &owned).with_context(|| format!("--topo {}", self.topo))?;
+        let routing = Routing::build_within(&topo, Some(&owned), memory_limit_bytes())
+            .with_context(|| format!("--topo {}", self.topo))?;
         let scenario = match (&self.config, &self.workload.workload) {
             (Some(path), _) => path.display().to_string(),
             (None, Some(w)) => format!("{} {w}", self.topo),
@@ -266,11 +319,11 @@ impl RunArgs {
                 .map_err(Into::into),
         )?;
         let setup_s = started.elapsed().as_secs_f64();
-        let end = self.end_us.map_or(SimTime::MAX, SimTime::from_us);
+        let end = self.end()?;
 
         let sim_started = Instant::now();
         let progress = Progress::new();
-        let known_end = self.end_us.map(SimTime::from_us);
+        let known_end = (end != SimTime::MAX).then_some(end);
         // Under MPI the bar is rank 0's (its shards' events).
         let show_progress = !self.quiet && rank == 0;
         let run = with_progress_bar(&progress, known_end, show_progress, || {
@@ -456,6 +509,42 @@ impl RunArgs {
         }
         Ok(())
     }
+}
+
+/// The most rows the `links` and `queues` tables may be asked for: beyond
+/// this a run writes samples for hours.
+const MAX_SAMPLE_ROWS: u64 = 1_000_000_000;
+
+/// Fails when the workload surely runs so long that sampling every
+/// `period` would write more than [`MAX_SAMPLE_ROWS`] rows: the run lasts at
+/// least as long as its latest flow start, its longest compute task and the
+/// host overhead, and every period adds a row per link direction.
+fn check_samples(workload: &Workload, period: SimTime, links: u32) -> anyhow::Result<()> {
+    if period == SimTime::ZERO {
+        return Ok(());
+    }
+    let latest_start = workload.flows.iter().map(|f| f.start).max();
+    let longest_compute = workload.tasks.iter().filter_map(|t| match t.kind {
+        netsim_models::workload::TaskKind::Compute(d) => Some(d),
+        netsim_models::workload::TaskKind::Flow(_) => None,
+    });
+    let overhead = workload.has_tasks().then_some(workload.host_overhead);
+    let span = latest_start
+        .into_iter()
+        .chain(longest_compute)
+        .chain(overhead)
+        .max()
+        .unwrap_or(SimTime::ZERO);
+    let rows = (span.as_ps() / period.as_ps()).saturating_mul(2 * u64::from(links));
+    if rows > MAX_SAMPLE_ROWS {
+        bail!(
+            "--sample-ns: the run lasts at least {:.3} s of simulated time, so sampling every {} ns \
+             writes over {rows} rows (at most {MAX_SAMPLE_ROWS}): raise --sample-ns or set it to 0",
+            span.as_ps() as f64 / 1e12,
+            period.as_ns()
+        );
+    }
+    Ok(())
 }
 
 /// A hash of the node -> shard map and lookahead, to check that all ranks

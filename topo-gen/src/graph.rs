@@ -324,6 +324,9 @@ impl TopologyBuilder {
                     "link {i} has zero latency; links need >= 1 ps"
                 )));
             }
+            if let Err(m) = crate::units::check_latency(l.latency_ps) {
+                return Err(TopoError::Invalid(format!("link {i}: {m}")));
+            }
             degree[l.a as usize] += 1;
             degree[l.b as usize] += 1;
         }

@@ -271,8 +271,14 @@ pub fn build(
                             continue;
                         }
                         exit.extend(cx.collective(&name, op, &g, &entry));
+                        if cx.b.over() {
+                            return Err(err(too_large(&cx.b)));
+                        }
                     }
                 }
+            }
+            if cx.b.over() {
+                return Err(err(too_large(&cx.b)));
             }
             exits.push(exit);
         }
@@ -287,8 +293,35 @@ pub fn build(
             .into_iter()
             .map(|(h, deps)| (h, vec![cx.b.join(h, super::NONE, &deps)]))
             .collect();
+        // Every iteration adds as many tasks as the first.
+        let needed = u64::from(cx.b.task_count()).saturating_mul(u64::from(spec.iterations));
+        if iteration == 0 && (needed > cx.b.max_tasks() || cx.b.over()) {
+            return Err(BuildError::Invalid(format!(
+                "{} iterations of {} tasks each: {}",
+                spec.iterations,
+                cx.b.task_count(),
+                too_large(&cx.b)
+            )));
+        }
+        if cx.b.task_count() == 0 {
+            // Nothing to repeat (every group has one member).
+            break;
+        }
     }
     Ok(cx.b.finish())
+}
+
+/// The error of a workload with more tasks than fit, and what they would cost.
+fn too_large(b: &Builder) -> String {
+    use netsim_engine::process::{human_bytes, memory_limit_bytes};
+    format!(
+        "the workload needs more than {} tasks (~{} at {} B each; this process may use {}): \
+         use fewer --iterations, --channels or --chunks, smaller groups or larger messages",
+        b.max_tasks(),
+        human_bytes(b.max_tasks().saturating_mul(super::BYTES_PER_TASK)),
+        super::BYTES_PER_TASK,
+        human_bytes(memory_limit_bytes())
+    )
 }
 
 fn check_group(g: &[NodeIndex], hosts: u32) -> Result<(), String> {
@@ -369,6 +402,17 @@ impl Cx<'_> {
             self.pieces(size / 2, true),
             self.pieces(size, true),
         );
+        // Every piece visits every member at least once: refuse before the
+        // algorithms size their buffers for that many flows.
+        let pieces_max = [flat, tree_halves, tree_whole]
+            .iter()
+            .map(|p| u64::from(p.channels) * u64::from(p.chunks))
+            .max()
+            .unwrap_or(1);
+        if pieces_max.saturating_mul(group.len() as u64) > self.b.max_tasks() {
+            self.b.refuse();
+            return HostTasks::new();
+        }
         let (topo, nvswitch) = (self.topo, self.nvswitch);
         let b = &mut self.b;
         match (op.op, algorithm) {

@@ -74,6 +74,32 @@ pub struct WorkloadArgs {
     pub iterations: u32,
 }
 
+/// Fails when the layer count of SimAI workload file `path` (its second
+/// non-empty line) is more than the file has lines: the count is checked
+/// against the file before the parser sizes its layer list by it.
+fn check_simai_layer_count(path: &Path) -> anyhow::Result<()> {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        // The parser reports what it cannot read.
+        return Ok(());
+    };
+    let mut lines = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty());
+    let Some((n, count)) = lines.nth(1) else {
+        return Ok(());
+    };
+    let layer_lines = lines.count();
+    match count.trim().parse::<u64>() {
+        Ok(layers) if layers > layer_lines as u64 => bail!(
+            "{}:{}: layer count says {layers} but the file has {layer_lines} layer lines",
+            path.display(),
+            n + 1
+        ),
+        _ => Ok(()),
+    }
+}
+
 impl WorkloadArgs {
     /// The workload, or `None` when the run simulates traffic.
     pub fn workload(
@@ -152,6 +178,7 @@ impl WorkloadArgs {
             if path.extension().is_some_and(|e| e == "toml") {
                 file::read(path, hosts)?
             } else {
+                check_simai_layer_count(path)?;
                 let mut spec = simai::read(path, hosts, algorithm.unwrap_or(Algorithm::Ring))?;
                 spec.iterations = self.iterations;
                 spec.channels = self.channels;

@@ -4,59 +4,15 @@
 //! value came from, or with 0 where the input is valid.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
-/// The address space a case may use: a count that escapes its check aborts
-/// on allocation instead of passing on a large machine.
-const ADDRESS_SPACE_BYTES: u64 = 4 << 30;
+mod common;
 
 fn netsim_in(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_netsim"));
-    command.args(args).current_dir(dir);
-    for var in MPI_VARS {
-        command.env_remove(var);
-    }
-    command.envs(env.iter().copied());
-    limit_address_space(&mut command, ADDRESS_SPACE_BYTES);
-    command.output().expect("netsim runs")
+    common::netsim_command(dir, args, env)
+        .output()
+        .expect("netsim runs")
 }
-
-/// The launcher variables `Ranks::init` looks for, cleared so that the
-/// tests pass under `srun` or `mpirun` too.
-const MPI_VARS: [&str; 10] = [
-    "OMPI_COMM_WORLD_SIZE",
-    "OMPI_COMM_WORLD_RANK",
-    "PMI_SIZE",
-    "PMI_RANK",
-    "PMIX_SIZE",
-    "PMIX_RANK",
-    "MPI_LOCALNRANKS",
-    "SLURM_NTASKS",
-    "SLURM_PROCID",
-    "SLURM_NPROCS",
-];
-
-#[cfg(unix)]
-fn limit_address_space(command: &mut Command, bytes: u64) {
-    use std::os::unix::process::CommandExt;
-    // SAFETY: setrlimit is async-signal-safe; nothing else runs between
-    // fork and exec.
-    unsafe {
-        command.pre_exec(move || {
-            let limit = libc::rlimit {
-                rlim_cur: bytes as libc::rlim_t,
-                rlim_max: bytes as libc::rlim_t,
-            };
-            if libc::setrlimit(libc::RLIMIT_AS, &limit) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-}
-
-#[cfg(not(unix))]
-fn limit_address_space(_: &mut Command, _: u64) {}
 
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("netsim-bad-{}-{name}", std::process::id()));
@@ -395,6 +351,35 @@ fn connection_matrix_errors_name_a_real_line() {
         &[],
         "--traffic tm:cm.txt: flow 0",
     );
+}
+
+#[test]
+fn a_simai_layer_count_is_checked_against_the_file() {
+    let dir = scratch("simai");
+    // Found by the fuzz campaign (seed 1795438864475018702): the parser
+    // sized its layer list by the count before reading the layers.
+    for count in ["18446744073709551615", "100000000"] {
+        let text = format!(
+            "HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 2 ep: 1 pp: 1 vpp: 1 \
+             ga: 1 all_gpus: 8 checkpoints: 0 checkpoint_initiates: 0\n{count}\n\
+             embedding -1 2000 ALLREDUCE 65536 2000 NONE 0 2000 ALLREDUCE 131072 100\n"
+        );
+        std::fs::write(dir.join("w.txt"), text).unwrap();
+        rejects(
+            &dir,
+            &[
+                "--topo",
+                "fat-tree",
+                "--k",
+                "4",
+                "--workload",
+                "w.txt",
+                "--quiet",
+            ],
+            &[],
+            "w.txt:2: layer count",
+        );
+    }
 }
 
 #[test]

@@ -400,7 +400,8 @@ fn make_case(rng: &mut Rng, seeds: &Seeds) -> Case {
                 &["--topo", "dragonfly", "--p", "2", "--a", "2", "--h", "1"],
                 &["--topo", "spectrum-x", "--gpus", "16"],
             ];
-            let mut args = s(*rng.pick(base));
+            let chosen = base[rng.below(base.len())];
+            let mut args = s(chosen);
             short_run(&mut args);
             random_flags(rng, seeds, &mut args);
             ("flags", args)

@@ -59,11 +59,13 @@ pub fn build(p: &DragonflyParams) -> Result<Topology, TopoError> {
         &p.global_link,
     )?;
     let (pp, a, h) = (p.p as u64, p.a as u64, p.h as u64);
+    // Blamed only when given: by default the count follows from a and h.
+    let given_groups = p.groups.unwrap_or(0);
     let routers = g * a;
     let hosts = routers * pp;
     if hosts + routers > MAX_NODES {
         return Err(TopoError::param(
-            largest(&[("--p", p.p), ("--a", p.a), ("--groups", g as u32)]),
+            largest(&[("--p", p.p), ("--a", p.a), ("--groups", given_groups)]),
             format!(
                 "{hosts} hosts and {routers} routers exceed the supported size ({MAX_NODES} nodes)"
             ),
@@ -76,7 +78,7 @@ pub fn build(p: &DragonflyParams) -> Result<Topology, TopoError> {
                 ("--p", p.p),
                 ("--a", p.a),
                 ("--h", p.h),
-                ("--groups", g as u32),
+                ("--groups", given_groups),
             ]),
             format!("{links} links exceed the supported {MAX_LINKS}"),
         ));

@@ -324,7 +324,9 @@ impl TopologyBuilder {
                     "link {i} has zero latency; links need >= 1 ps"
                 )));
             }
-            if let Err(m) = crate::units::check_latency(l.latency_ps) {
+            if let Err(m) = crate::units::check_latency(l.latency_ps)
+                .and_then(|_| crate::units::check_bandwidth(l.bandwidth_bps))
+            {
                 return Err(TopoError::Invalid(format!("link {i}: {m}")));
             }
             degree[l.a as usize] += 1;

@@ -71,7 +71,22 @@ pub fn parse_bandwidth_bps(tok: &str) -> Result<u64, String> {
     if v == 0 {
         return Err(format!("`{tok}`: bandwidth must be > 0"));
     }
-    Ok(v)
+    check_bandwidth(v).map_err(|m| format!("`{tok}`: {m}"))
+}
+
+/// The highest link bandwidth accepted, 100 Tb/s: the bandwidths of a
+/// node's 65,535 ports at most still add up within 64 bits (partition
+/// weights, a switch's capacity).
+pub const MAX_BANDWIDTH_BPS: u64 = 100_000_000_000_000;
+
+/// `bps` if it is at most [`MAX_BANDWIDTH_BPS`].
+pub fn check_bandwidth(bps: u64) -> Result<u64, String> {
+    if bps > MAX_BANDWIDTH_BPS {
+        return Err(format!(
+            "bandwidth {bps} b/s is above the highest link bandwidth supported, 100 Tb/s"
+        ));
+    }
+    Ok(bps)
 }
 
 /// Parses a SimAI/ns-3 time such as `0.0005ms` into picoseconds (>= 1).
@@ -106,7 +121,7 @@ pub fn check_latency(ps: u64) -> Result<u64, String> {
 pub fn parse_gbps(s: &str) -> Result<u64, String> {
     match parse_decimal(s, 9) {
         Some(0) => Err("bandwidth must be > 0".to_string()),
-        Some(v) => Ok(v),
+        Some(v) => check_bandwidth(v),
         None => Err(format!("`{s}` is not a decimal number of Gb/s")),
     }
 }

@@ -26,15 +26,38 @@ pub fn memory_limit_bytes() -> u64 {
         .ok()
         .and_then(|m| kib_field(&m, "MemTotal:"))
         .map_or(u64::MAX, |kib| kib.saturating_mul(1024));
+    total.min(address_space_limit_bytes())
+}
+
+/// What this process holds against [`memory_limit_bytes`]: its address
+/// space (`VmSize`) when an address-space limit is set, since that is what
+/// the limit counts, else its resident set (`VmRSS`); 0 where unknown.
+pub fn memory_in_use_bytes() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |key: &str| -> u64 {
+        status
+            .lines()
+            .find(|l| l.starts_with(key))
+            .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+            .map_or(0, |kib| kib * 1024)
+    };
+    if address_space_limit_bytes() != u64::MAX {
+        field("VmSize:")
+    } else {
+        field("VmRSS:")
+    }
+}
+
+/// The soft address-space limit (`ulimit -v`), or `u64::MAX` when unlimited.
+fn address_space_limit_bytes() -> u64 {
     // "Max address space   <soft> <hard> bytes", soft may be "unlimited".
-    let address_space = std::fs::read_to_string("/proc/self/limits")
+    std::fs::read_to_string("/proc/self/limits")
         .ok()
         .and_then(|l| {
             let line = l.lines().find(|l| l.starts_with("Max address space"))?;
             line.split_whitespace().nth(3)?.parse::<u64>().ok()
         })
-        .unwrap_or(u64::MAX);
-    total.min(address_space)
+        .unwrap_or(u64::MAX)
 }
 
 /// `bytes` for an error message: `3.2 GiB`, `512 MiB`.

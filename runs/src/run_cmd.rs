@@ -10,7 +10,7 @@ use crate::topology_args::TopologyArgs;
 use crate::workload_args::WorkloadArgs;
 use anyhow::{bail, Context as _};
 use netsim_engine::{
-    process::{memory_limit_bytes, peak_rss_bytes},
+    process::{memory_in_use_bytes, memory_limit_bytes, peak_rss_bytes},
     rank_shards, splitmix64, Layout, Progress, SimTime,
 };
 use netsim_models::network::{collective_records, merge_spans, CollectiveSpan, Fabric, NetStats};
@@ -263,6 +263,8 @@ impl RunArgs {
             .collect();
         let routing = Routing::build_within(&topo, Some(&owned), memory_limit_bytes())
             .with_context(|| format!("--topo {}", self.topo))?;
+        check_model_memory(&topo, workload.flows.len(), ranks)
+            .with_context(|| format!("--topo {}", self.topo))?;
         let scenario = match (&self.config, &self.workload.workload) {
             (Some(path), _) => path.display().to_string(),
             (None, Some(w)) => format!("{} {w}", self.topo),
@@ -509,6 +511,37 @@ impl RunArgs {
         }
         Ok(())
     }
+}
+
+/// What the network model holds per port (queues, counters, pause state),
+/// a generous estimate for the memory check.
+const BYTES_PER_PORT: u64 = 192;
+
+/// Fails when the network model's ports and senders (this rank's share of
+/// them) would not fit beside what this process already holds.
+fn check_model_memory(
+    topo: &netsim_topo::Topology,
+    flows: usize,
+    ranks: usize,
+) -> anyhow::Result<()> {
+    use netsim_engine::process::human_bytes;
+    use netsim_models::workload::BYTES_PER_TASK;
+    let ports = 2 * u64::from(topo.link_count()) / ranks as u64;
+    let senders = flows as u64 / ranks as u64;
+    let need = ports
+        .saturating_mul(BYTES_PER_PORT)
+        .saturating_add(senders.saturating_mul(BYTES_PER_TASK));
+    let (limit, held) = (memory_limit_bytes(), memory_in_use_bytes());
+    if need > limit.saturating_sub(held) {
+        bail!(
+            "the network model needs ~{} for {ports} ports and {senders} flows; this process \
+             may use {} and holds {} already (a smaller topology or fewer flows fit)",
+            human_bytes(need),
+            human_bytes(limit),
+            human_bytes(held)
+        );
+    }
+    Ok(())
 }
 
 /// The most rows the `links` and `queues` tables may be asked for: beyond

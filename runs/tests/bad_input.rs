@@ -150,6 +150,16 @@ const FLAG_CASES: &[(&[&str], &str)] = &[
         "--flows-per-host",
     ),
     (&["--topo", "fat-tree", "--k", "256"], "routing tables need"),
+    // Found while checking sizes: a topology or a model too large for the
+    // address space aborted on allocation.
+    (
+        &["--topo", "dragonfly", "--p", "1", "--a", "700", "--h", "1"],
+        "links need",
+    ),
+    (
+        &["--topo", "fat-tree", "--k", "64", "--oversub", "64"],
+        "network model needs",
+    ),
     // Simulated time wrapped: wrong results with exit 0.
     (
         &["--topo", "star", "--end-us", "18446744073710"],

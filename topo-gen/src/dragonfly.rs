@@ -84,7 +84,7 @@ pub fn build(p: &DragonflyParams) -> Result<Topology, TopoError> {
         ));
     }
     let mut b = TopologyBuilder::new("dragonfly");
-    b.reserve((hosts + routers) as usize, links as usize);
+    b.reserve((hosts + routers) as usize, links as usize)?;
     for x in 0..hosts {
         b.add_node(Role::Host, group_coords((x / pp / a) as u32));
     }

@@ -10,7 +10,7 @@ use crate::topology_args::TopologyArgs;
 use crate::workload_args::WorkloadArgs;
 use anyhow::{bail, Context as _};
 use netsim_engine::{
-    process::{memory_in_use_bytes, memory_limit_bytes, peak_rss_bytes},
+    process::{memory_limit_bytes, peak_rss_bytes},
     rank_shards, splitmix64, Layout, Progress, SimTime,
 };
 use netsim_models::network::{collective_records, merge_spans, CollectiveSpan, Fabric, NetStats};
@@ -220,7 +220,7 @@ impl RunArgs {
             None => Workload::from_flows(self.traffic.flows(topo.host_count(), self.seed)?),
         };
         self.check_packets(&workload, config.mtu_bytes)?;
-        check_samples(&workload, config.sample_period, topo.link_count())?;
+        crate::limits::check_samples(&workload, config.sample_period, topo.link_count())?;
         let strategy: Strategy = self
             .partition
             .parse()
@@ -263,7 +263,7 @@ impl RunArgs {
             .collect();
         let routing = Routing::build_within(&topo, Some(&owned), memory_limit_bytes())
             .with_context(|| format!("--topo {}", self.topo))?;
-        check_model_memory(&topo, workload.flows.len(), ranks)
+        crate::limits::check_model_memory(&topo, workload.flows.len(), ranks)
             .with_context(|| format!("--topo {}", self.topo))?;
         let scenario = match (&self.config, &self.workload.workload) {
             (Some(path), _) => path.display().to_string(),
@@ -511,73 +511,6 @@ impl RunArgs {
         }
         Ok(())
     }
-}
-
-/// What the network model holds per port (queues, counters, pause state),
-/// a generous estimate for the memory check.
-const BYTES_PER_PORT: u64 = 192;
-
-/// Fails when the network model's ports and senders (this rank's share of
-/// them) would not fit beside what this process already holds.
-fn check_model_memory(
-    topo: &netsim_topo::Topology,
-    flows: usize,
-    ranks: usize,
-) -> anyhow::Result<()> {
-    use netsim_engine::process::human_bytes;
-    use netsim_models::workload::BYTES_PER_TASK;
-    let ports = 2 * u64::from(topo.link_count()) / ranks as u64;
-    let senders = flows as u64 / ranks as u64;
-    let need = ports
-        .saturating_mul(BYTES_PER_PORT)
-        .saturating_add(senders.saturating_mul(BYTES_PER_TASK));
-    let (limit, held) = (memory_limit_bytes(), memory_in_use_bytes());
-    if need > limit.saturating_sub(held) {
-        bail!(
-            "the network model needs ~{} for {ports} ports and {senders} flows; this process \
-             may use {} and holds {} already (a smaller topology or fewer flows fit)",
-            human_bytes(need),
-            human_bytes(limit),
-            human_bytes(held)
-        );
-    }
-    Ok(())
-}
-
-/// The most rows the `links` and `queues` tables may be asked for: beyond
-/// this a run writes samples for hours.
-const MAX_SAMPLE_ROWS: u64 = 1_000_000_000;
-
-/// Fails when the workload surely runs so long that sampling every
-/// `period` would write more than [`MAX_SAMPLE_ROWS`] rows: the run lasts at
-/// least as long as its latest flow start, its longest compute task and the
-/// host overhead, and every period adds a row per link direction.
-fn check_samples(workload: &Workload, period: SimTime, links: u32) -> anyhow::Result<()> {
-    if period == SimTime::ZERO {
-        return Ok(());
-    }
-    let latest_start = workload.flows.iter().map(|f| f.start).max();
-    let longest_compute = workload.tasks.iter().filter_map(|t| match t.kind {
-        netsim_models::workload::TaskKind::Compute(d) => Some(d),
-        netsim_models::workload::TaskKind::Flow(_) => None,
-    });
-    let overhead = workload.has_tasks().then_some(workload.host_overhead);
-    let span = latest_start
-        .into_iter()
-        .chain(longest_compute)
-        .chain(overhead)
-        .max()
-        .unwrap_or(SimTime::ZERO);
-    let rows = (span.as_ps() / period.as_ps()).saturating_mul(2 * u64::from(links));
-    if rows > MAX_SAMPLE_ROWS {
-        bail!(
-            "--sample-ns: the run lasts at least {:.3} s of simulated time, so sampling every {} ns \
-             writes over {rows} rows (at most {MAX_SAMPLE_ROWS}): raise --sample-ns or set it to 0",
-            span.as_ps() as f64 / 1e12,
-            period.as_ns()
-        );
-    }
-    Ok(())
 }
 
 /// A hash of the node -> shard map and lookahead, to check that all ranks

@@ -60,5 +60,5 @@ pub use rng::{splitmix64, NodeRng};
 pub use shard::{run_shard, Context, Model, ShardReport};
 pub use sync::{Aborted, Comm};
 pub use threads::run_on_threads;
-pub use time::SimTime;
+pub use time::{SimTime, TimeRangeError};
 pub use wire::Wire;

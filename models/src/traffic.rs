@@ -32,7 +32,8 @@ pub enum TrafficPattern {
 /// Bad traffic input: where, and what.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TrafficError {
-    #[error("{path}:{line}: {message}")]
+    /// A connection matrix is malformed at `line` (0: the file as a whole).
+    #[error("{path}{}: {message}", at_line(*line))]
     File {
         path: String,
         line: usize,
@@ -40,6 +41,14 @@ pub enum TrafficError {
     },
     #[error("{0}")]
     Invalid(String),
+}
+
+/// `:N` for line N, nothing for the file as a whole.
+fn at_line(line: usize) -> String {
+    match line {
+        0 => String::new(),
+        n => format!(":{n}"),
+    }
 }
 
 /// Flows of `pattern` over `hosts` hosts, each of `size_bytes`, all starting
@@ -141,7 +150,7 @@ pub fn parse_connection_matrix(
         message,
     };
     let mut nodes: Option<u32> = None;
-    let mut connections: Option<usize> = None;
+    let mut connections: Option<(u64, usize)> = None;
     let mut flows = Vec::new();
     for (index, raw) in text.lines().enumerate() {
         let line = index + 1;
@@ -166,7 +175,7 @@ pub fn parse_connection_matrix(
                     }
                     nodes = Some(value as u32);
                 } else {
-                    connections = Some(value as usize);
+                    connections = Some((value, line));
                 }
             }
             "Triggers" | "Failures" => {
@@ -214,7 +223,9 @@ pub fn parse_connection_matrix(
                                 .ok_or_else(|| {
                                     err(line, format!("start `{value}` is not a non-negative number of microseconds"))
                                 })?;
-                            start = Some(SimTime((us * 1e6).round() as u64));
+                            let t = SimTime::try_from_f64(us, 1e6, "us")
+                                .map_err(|e| err(line, format!("start: {e}")))?;
+                            start = Some(t);
                         }
                         "size" => {
                             let bytes: u64 =
@@ -244,10 +255,10 @@ pub fn parse_connection_matrix(
             }
         }
     }
-    if let Some(expected) = connections {
-        if expected != flows.len() {
+    if let Some((expected, line)) = connections {
+        if expected != flows.len() as u64 {
             return Err(err(
-                0,
+                line,
                 format!(
                     "header says Connections {expected}, the file lists {}",
                     flows.len()

@@ -71,6 +71,81 @@ pub fn is_run(args: &[OsString]) -> bool {
     !names_subcommand(args) || args[1] == "run"
 }
 
+/// Where the flags a scenario file set came from (`file:line`), so that an
+/// error about one of them names the file and line rather than a flag the
+/// user never typed. Flags typed on the command line are not listed.
+#[derive(Debug, Clone, Default)]
+pub struct Origins(Vec<(String, String)>);
+
+impl Origins {
+    /// The origins of the scenario flags in the process arguments `args`
+    /// (empty without `--config`).
+    pub fn of(args: &[OsString]) -> Origins {
+        let first = if names_subcommand(args) { 2 } else { 1 };
+        let Some(config) = args.get(first..).and_then(config_path) else {
+            return Origins::default();
+        };
+        // The scenario was read and checked by `expand_args` already.
+        let fields = crate::scenario::field_lines(&config).unwrap_or_default();
+        let typed = |flag: &str| {
+            args[first..].iter().any(|a| {
+                a.to_str().is_some_and(|a| {
+                    a == flag || a.strip_prefix(flag).is_some_and(|r| r.starts_with('='))
+                })
+            })
+        };
+        Origins(
+            fields
+                .into_iter()
+                .map(|(key, line)| (format!("--{key}"), format!("{}:{line}", config.display())))
+                .filter(|(flag, _)| !typed(flag))
+                .collect(),
+        )
+    }
+
+    /// `error`, with the file and line of the scenario field it blames (the
+    /// last `--flag:` it names, else the first `--flag`) when a scenario set it.
+    pub fn locate(&self, error: anyhow::Error) -> anyhow::Error {
+        let text = format!("{error:#}");
+        let flags = flags_in(&text);
+        let blamed = flags
+            .iter()
+            .rev()
+            .find(|(_, colon)| *colon)
+            .or(flags.first())
+            .map(|(flag, _)| flag.as_str());
+        match self
+            .0
+            .iter()
+            .find(|(flag, _)| Some(flag.as_str()) == blamed)
+        {
+            Some((flag, at)) => error.context(format!("{at}: field `{}`", &flag[2..])),
+            None => error,
+        }
+    }
+}
+
+/// The `--flag`s named in `text`, each with whether a `:` follows it.
+fn flags_in(text: &str) -> Vec<(String, bool)> {
+    let mut flags = Vec::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("--") {
+        let after = &rest[at + 2..];
+        let len = after
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+            .unwrap_or(after.len());
+        let preceded_ok = at == 0 || !rest[..at].ends_with(|c: char| c.is_ascii_alphanumeric());
+        if len > 0 && preceded_ok {
+            flags.push((
+                format!("--{}", &after[..len]),
+                after[len..].starts_with(':'),
+            ));
+        }
+        rest = &after[len..];
+    }
+    flags
+}
+
 fn config_path(args: &[OsString]) -> Option<PathBuf> {
     let mut path = None;
     let mut iter = args.iter();

@@ -2,6 +2,7 @@
 
 pub mod cli;
 pub mod jobs;
+pub mod limits;
 pub mod network_args;
 pub mod partition_cmd;
 pub mod progress;

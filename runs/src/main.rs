@@ -30,8 +30,9 @@ struct Exit(u8);
 fn run() -> anyhow::Result<()> {
     let args: Vec<OsString> = std::env::args_os().collect();
     let is_validate = args.get(1).is_some_and(|a| a == "validate");
+    let origins = netsim::cli::Origins::of(&args);
     if !is_run(&args) {
-        return dispatch(parse_or_exit(args)?, is_validate, None);
+        return dispatch(parse_or_exit(args)?, is_validate, None, origins);
     }
     // Under MPI the ranks start together before anything can fail, so that
     // bad input stops all of them with one message.
@@ -43,28 +44,58 @@ fn run() -> anyhow::Result<()> {
         // prints, all leave with clap's exit code.
         Err(e) => {
             if ranks.rank() == 0 {
-                let _ = e.print();
+                print_clap(&e);
             }
             // Printed before anyone exits (see `Ranks::agree`).
             ranks.barrier();
             return Err(Exit(e.exit_code() as u8).into());
         }
     };
-    dispatch(cli, false, Some(&ranks))
+    dispatch(cli, false, Some(&ranks), origins)
 }
 
 fn parse_or_exit(args: Vec<OsString>) -> anyhow::Result<Cli> {
-    Ok(Cli::try_parse_from(expand_args(args)?).unwrap_or_else(|e| e.exit()))
+    Cli::try_parse_from(expand_args(args)?).map_err(|e| {
+        print_clap(&e);
+        Exit(e.exit_code() as u8).into()
+    })
 }
 
-fn dispatch(cli: Cli, is_validate: bool, ranks: Option<&Ranks>) -> anyhow::Result<()> {
-    match cli.command {
-        Command::Run(run) if is_validate => {
-            run.plan()?;
-            println!("scenario is valid");
-            Ok(())
+/// Help and the version as clap writes them; a usage error on one line,
+/// the way every other error is reported.
+fn print_clap(e: &clap::Error) {
+    use clap::error::ErrorKind;
+    match e.kind() {
+        ErrorKind::DisplayHelp
+        | ErrorKind::DisplayVersion
+        | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = e.print();
         }
-        Command::Run(run) => run.run(ranks.expect("a run starts its ranks")),
+        _ => {
+            let text = e.to_string();
+            let first = text.lines().next().unwrap_or("invalid arguments");
+            print_error(&anyhow::anyhow!("{}", first.trim_start_matches("error: ")));
+        }
+    }
+}
+
+fn dispatch(
+    cli: Cli,
+    is_validate: bool,
+    ranks: Option<&Ranks>,
+    origins: netsim::cli::Origins,
+) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Run(mut run) => {
+            run.origins = origins;
+            if is_validate {
+                run.plan()?;
+                println!("scenario is valid");
+                Ok(())
+            } else {
+                run.run(ranks.expect("a run starts its ranks"))
+            }
+        }
         Command::Topo(topo) => topo.run(),
         Command::Partition(partition) => partition.run(),
         Command::Validate { .. } => unreachable!("validate is parsed as a run"),

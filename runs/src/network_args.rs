@@ -121,11 +121,36 @@ pub struct TrafficArgs {
     pub incast_degree: u32,
 }
 
+/// `kb` kilobytes from flag `--field` in bytes, checked to fit.
+fn kilobytes(field: &str, kb: u64) -> anyhow::Result<u64> {
+    kb.checked_mul(1000)
+        .ok_or_else(|| anyhow::anyhow!("--{field}: {kb} KB is more bytes than fit in 64 bits"))
+}
+
+/// `mbps` Mb/s from flag `--field` in bits per second, checked to fit.
+fn megabits(field: &str, mbps: u64) -> anyhow::Result<u64> {
+    mbps.checked_mul(1_000_000)
+        .ok_or_else(|| anyhow::anyhow!("--{field}: {mbps} Mb/s is more than fits in 64 bits"))
+}
+
+/// The longest timer or period of the network model a flag may set, 1 s:
+/// the model's timers run for as long as flows do, and the samples written
+/// up to the last event grow with it.
+const MAX_PERIOD_US: f64 = 1e6;
+
+/// A positive number of microseconds, at most [`MAX_PERIOD_US`], from flag `--field`.
 fn micros(field: &str, us: f64) -> anyhow::Result<SimTime> {
     if !(us.is_finite() && us > 0.0) {
         bail!("--{field}: {us} is not a positive number of microseconds");
     }
-    Ok(SimTime((us * 1e6).round() as u64))
+    if us > MAX_PERIOD_US {
+        bail!("--{field}: {us} us is above 1 s, the longest period supported");
+    }
+    let t = SimTime::try_from_f64(us, 1e6, "us").map_err(|e| anyhow::anyhow!("--{field}: {e}"))?;
+    if t == SimTime::ZERO {
+        bail!("--{field}: {us} us rounds to 0 ps");
+    }
+    Ok(t)
 }
 
 impl NetworkArgs {
@@ -155,19 +180,24 @@ impl NetworkArgs {
             "ugal" => DragonflyRouting::Ugal,
             other => bail!("--routing: expected minimal, valiant or ugal, found `{other}`"),
         };
-        let ecn = match (self.ecn_kmin_kb, self.ecn_kmax_kb, self.ecn_pmax) {
-            (None, None, None) => defaults.ecn.clone(),
-            (kmin, kmax, pmax) => {
-                let (Some(kmin), Some(kmax)) = (kmin, kmax) else {
-                    bail!("--ecn-kmin-kb and --ecn-kmax-kb go together");
-                };
-                vec![EcnProfile {
-                    rate_bps: 0,
-                    kmin_bytes: kmin * 1000,
-                    kmax_bytes: kmax * 1000,
-                    pmax: pmax.unwrap_or(0.2),
-                }]
-            }
+        let ecn = match (self.ecn_kmin_kb, self.ecn_kmax_kb) {
+            // --ecn-pmax alone sets the probability of SimAI's profiles.
+            (None, None) => defaults
+                .ecn
+                .iter()
+                .map(|p| EcnProfile {
+                    pmax: self.ecn_pmax.unwrap_or(p.pmax),
+                    ..*p
+                })
+                .collect(),
+            (Some(kmin), Some(kmax)) => vec![EcnProfile {
+                rate_bps: 0,
+                kmin_bytes: kilobytes("ecn-kmin-kb", kmin)?,
+                kmax_bytes: kilobytes("ecn-kmax-kb", kmax)?,
+                pmax: self.ecn_pmax.unwrap_or(0.2),
+            }],
+            (Some(_), None) => bail!("--ecn-kmin-kb: needs --ecn-kmax-kb too"),
+            (None, Some(_)) => bail!("--ecn-kmax-kb: needs --ecn-kmin-kb too"),
         };
         let config = NetConfig {
             mtu_bytes: self.mtu,
@@ -181,30 +211,31 @@ impl NetworkArgs {
                 )?,
                 rate_increase_timer: micros("dcqcn-rate-increase-us", self.dcqcn_rate_increase_us)?,
                 fast_recovery_times: self.dcqcn_fast_recovery,
-                additive_increase_bps: self.dcqcn_ai_mbps * 1_000_000,
-                hyper_increase_bps: self.dcqcn_hai_mbps * 1_000_000,
-                min_rate_bps: self.dcqcn_min_rate_mbps * 1_000_000,
+                additive_increase_bps: megabits("dcqcn-ai-mbps", self.dcqcn_ai_mbps)?,
+                hyper_increase_bps: megabits("dcqcn-hai-mbps", self.dcqcn_hai_mbps)?,
+                min_rate_bps: megabits("dcqcn-min-rate-mbps", self.dcqcn_min_rate_mbps)?,
                 cnp_interval: micros("dcqcn-cnp-interval-us", self.dcqcn_cnp_interval_us)?,
             },
             hpcc: HpccConfig {
                 eta: self.hpcc_eta,
                 max_stage: self.hpcc_max_stage,
-                additive_increase_bps: self.hpcc_ai_mbps * 1_000_000,
+                additive_increase_bps: megabits("hpcc-ai-mbps", self.hpcc_ai_mbps)?,
                 base_rtt: micros("hpcc-base-rtt-us", self.hpcc_base_rtt_us)?,
             },
             dctcp_g: self.dctcp_g,
             dt_alpha: self.dt_alpha,
             pfc_alpha: self.pfc_alpha,
-            pfc_headroom_bytes: self.pfc_headroom_kb * 1000,
+            pfc_headroom_bytes: kilobytes("pfc-headroom-kb", self.pfc_headroom_kb)?,
             pfc,
             ecmp,
             dragonfly_routing,
-            buffer_bytes: self.buffer_kb * 1000,
-            pfc_xon_offset_bytes: 2 * u64::from(self.mtu + defaults.header_bytes),
+            buffer_bytes: kilobytes("buffer-kb", self.buffer_kb)?,
+            pfc_xon_offset_bytes: 2 * u64::from(self.mtu.saturating_add(defaults.header_bytes)),
             ecn,
             ack_interval: self.ack_interval,
             rto: micros("rto-us", self.rto_us)?,
-            sample_period: SimTime::from_ns(self.sample_ns),
+            sample_period: SimTime::try_from_ns(self.sample_ns)
+                .map_err(|e| anyhow::anyhow!("--sample-ns: {e}"))?,
             ..defaults
         };
         config
@@ -212,6 +243,25 @@ impl NetworkArgs {
             .map_err(|e| anyhow::anyhow!("--{}: {}", e.field, e.problem))?;
         Ok(config)
     }
+}
+
+/// Fails when `flows` flows (and the sender state of each during the run)
+/// would not fit in the memory this process may use, or in `u32` ids.
+pub fn check_flow_count(flag: &str, flows: u64) -> anyhow::Result<()> {
+    use netsim_engine::process::{human_bytes, memory_limit_bytes};
+    use netsim_models::workload::BYTES_PER_TASK;
+    let bytes = flows.saturating_mul(BYTES_PER_TASK);
+    let limit = memory_limit_bytes();
+    if bytes > limit || flows >= u64::from(u32::MAX) {
+        bail!(
+            "{flag}: {flows} flows need ~{} at {BYTES_PER_TASK} B each; this process may use {} \
+             (and at most {} flows are supported)",
+            human_bytes(bytes),
+            human_bytes(limit),
+            u32::MAX - 1
+        );
+    }
+    Ok(())
 }
 
 impl TrafficArgs {
@@ -239,6 +289,17 @@ impl TrafficArgs {
                 "--traffic: unknown pattern `{other}` (permutation, uniform, incast, alltoall, tm:FILE)"
             ),
         };
+        // Counted before the flows are drawn, so that too many is an error
+        // rather than an abort.
+        let (flag, flows) = match &pattern {
+            TrafficPattern::Uniform { flows_per_host } => (
+                "--flows-per-host",
+                u64::from(hosts) * u64::from(*flows_per_host),
+            ),
+            TrafficPattern::AllToAll => ("--traffic alltoall", u64::from(hosts) * u64::from(hosts)),
+            _ => ("--traffic", u64::from(hosts)),
+        };
+        check_flow_count(flag, flows)?;
         Ok(traffic::generate(&pattern, hosts, self.flow_size, seed)?)
     }
 }

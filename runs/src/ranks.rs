@@ -20,9 +20,91 @@ use std::ops::Range;
 #[error("rank {0} failed")]
 pub struct OtherRankFailed(pub usize);
 
-/// How the binary reports an error (with its causes).
+/// How the binary reports an error (with its causes): one line.
 pub fn print_error(error: &anyhow::Error) {
-    eprintln!("netsim: error: {error:#}");
+    eprintln!("netsim: error: {}", one_line(error));
+}
+
+/// `error` and its causes on one line: a cause whose text the message
+/// already carries (an OS error a library quoted) is not repeated, line
+/// breaks become `; `, and long values are shortened.
+pub fn one_line(error: &anyhow::Error) -> String {
+    let mut message = String::new();
+    for cause in error.chain() {
+        let text = cause.to_string();
+        if message.contains(&text) {
+            continue;
+        }
+        if !message.is_empty() {
+            message.push_str(": ");
+        }
+        message.push_str(&text);
+    }
+    let joined = message
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join("; ");
+    let words: Vec<String> = joined.split(' ').map(|w| shorten(w, 100)).collect();
+    shorten(&words.join(" "), 1000)
+}
+
+/// `s` itself when at most `max` bytes, else its start and end around the
+/// number of bytes left out: an error never echoes a huge value whole.
+pub fn shorten(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let keep = max / 3;
+    let mut head = keep;
+    while !s.is_char_boundary(head) {
+        head -= 1;
+    }
+    let mut tail = s.len() - keep;
+    while !s.is_char_boundary(tail) {
+        tail += 1;
+    }
+    format!("{}...[{} bytes]...{}", &s[..head], tail - head, &s[tail..])
+}
+
+/// The MPI launcher that started this process as one of several, found by
+/// the environment it sets (`var` reads a variable): the launcher and the
+/// variable that tells, e.g. `OMPI_COMM_WORLD_SIZE=4`; `None` when this
+/// process runs alone. Open MPI, MPICH/Hydra (PMI), PMIx and Slurm's `srun`
+/// are recognised.
+pub fn mpi_launcher(var: impl Fn(&str) -> Option<String>) -> Option<(&'static str, String)> {
+    // Process counts, then ranks (a rank past 0 means several processes).
+    const SIZES: [(&str, &str); 5] = [
+        ("OMPI_COMM_WORLD_SIZE", "Open MPI's mpirun"),
+        ("PMI_SIZE", "mpirun (MPICH/Hydra, PMI)"),
+        ("PMIX_SIZE", "a PMIx launcher"),
+        ("MPI_LOCALNRANKS", "mpirun (MPICH/Hydra)"),
+        ("SLURM_NTASKS", "Slurm's srun"),
+    ];
+    const RANKS: [(&str, &str); 3] = [
+        ("OMPI_COMM_WORLD_RANK", "Open MPI's mpirun"),
+        ("PMI_RANK", "mpirun (MPICH/Hydra, PMI)"),
+        ("PMIX_RANK", "a PMIx launcher"),
+    ];
+    let number = |name: &str| var(name).and_then(|v| v.trim().parse::<u64>().ok());
+    let found = |name: &str, launcher| Some((launcher, format!("{name}={}", var(name)?.trim())));
+    for (name, launcher) in SIZES {
+        // Slurm sets SLURM_NTASKS for a whole allocation; only the tasks
+        // srun starts have a SLURM_PROCID.
+        if name == "SLURM_NTASKS" && var("SLURM_PROCID").is_none() {
+            continue;
+        }
+        if number(name).is_some_and(|n| n > 1) {
+            return found(name, launcher);
+        }
+    }
+    for (name, launcher) in RANKS {
+        if number(name).is_some_and(|r| r > 0) {
+            return found(name, launcher);
+        }
+    }
+    None
 }
 
 /// The processes taking part in a run.
@@ -35,6 +117,16 @@ impl Ranks {
     /// This process alone, or (with feature `mpi`) the MPI job it belongs to;
     /// MPI is initialised here and finalised when the value drops.
     pub fn init() -> anyhow::Result<Ranks> {
+        #[cfg(not(feature = "mpi"))]
+        if let Some((launcher, evidence)) = mpi_launcher(|name| std::env::var(name).ok()) {
+            // Each launched process would run the whole simulation alone,
+            // all of them racing on one output directory.
+            anyhow::bail!(
+                "started by {launcher} ({evidence}) as one of several processes, but this netsim \
+                 was built without MPI: rebuild it with `cargo build --release -p netsim \
+                 --features mpi`"
+            );
+        }
         Ok(Ranks {
             #[cfg(feature = "mpi")]
             world: netsim_engine::mpi::MpiWorld::init()?,

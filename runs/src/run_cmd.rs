@@ -9,14 +9,18 @@ use crate::telemetry::{
 };
 use crate::topology_args::TopologyArgs;
 use crate::workload_args::WorkloadArgs;
-use anyhow::Context as _;
-use netsim_engine::{process::peak_rss_bytes, rank_shards, splitmix64, Layout, Progress, SimTime};
+use anyhow::{bail, Context as _};
+use netsim_engine::{
+    process::{memory_limit_bytes, peak_rss_bytes},
+    rank_shards, splitmix64, Layout, Progress, SimTime,
+};
 use netsim_models::flow;
 use netsim_models::network::{collective_records, merge_spans, CollectiveSpan, Fabric, NetStats};
 use netsim_models::telemetry::{
     CollectiveRecord, FlowRecord, LinkSample, PfcRecord, QueueSample, SwitchOffloadRecord,
     TelemetrySink,
 };
+use netsim_models::workload::Workload;
 use netsim_partition::{Partition, PartitionConfig, Strategy};
 use netsim_topo::Routing;
 use std::path::PathBuf;
@@ -72,6 +76,10 @@ pub struct RunArgs {
     /// No progress display.
     #[arg(long, help_heading = "Output")]
     pub quiet: bool,
+
+    /// Where the flags a scenario file set came from, for errors.
+    #[arg(skip)]
+    pub origins: crate::cli::Origins,
 }
 
 /// How closely a run follows the network.
@@ -177,15 +185,64 @@ impl RunArgs {
         }
     }
 
+    /// Fails when a flow has more packets than a sender counts (2^32): the
+    /// error names where its size came from.
+    fn check_packets(&self, workload: &Workload, mtu_bytes: u32) -> anyhow::Result<()> {
+        let max_bytes = u64::from(u32::MAX) * u64::from(mtu_bytes);
+        let Some((i, flow)) = workload
+            .flows
+            .iter()
+            .enumerate()
+            .find(|(_, f)| f.size_bytes > max_bytes)
+        else {
+            return Ok(());
+        };
+        // A flow of a collective came from the workload (or a job), any
+        // other from the traffic.
+        let origin = if workload.flow_collective(i as u32).is_some() {
+            match &self.workload.workload {
+                Some(w) if std::path::Path::new(w).exists() => format!("--workload {w}"),
+                Some(_) => "--size".to_string(),
+                None => "--job".to_string(),
+            }
+        } else {
+            match self.traffic.pattern().strip_prefix("tm:") {
+                Some(file) => format!("--traffic tm:{file}"),
+                None => "--flow-size".to_string(),
+            }
+        };
+        bail!(
+            "{origin}: flow {i} ({} -> {}) carries {} bytes, more than 2^32 packets of \
+             --mtu {mtu_bytes} bytes ({max_bytes} bytes at most)",
+            flow.src,
+            flow.dst,
+            flow.size_bytes
+        )
+    }
+
+    /// The simulated time limit (`--end-us`), checked to fit; `MAX` without one.
+    pub fn end(&self) -> anyhow::Result<SimTime> {
+        self.end_us.map_or(Ok(SimTime::MAX), |us| {
+            SimTime::try_from_us(us).map_err(|e| anyhow::anyhow!("--end-us: {e}"))
+        })
+    }
+
     /// Builds and checks everything a run needs, without running it.
     pub fn plan(&self) -> anyhow::Result<Plan> {
         self.plan_for(0, 1)
     }
 
+    /// [`RunArgs::plan_for_unlocated`], its errors located in the scenario file.
+    fn plan_for(&self, rank: usize, ranks: usize) -> anyhow::Result<Plan> {
+        self.plan_for_unlocated(rank, ranks)
+            .map_err(|e| self.origins.locate(e))
+    }
+
     /// The plan of rank `rank` out of `ranks`: every rank computes the same
     /// partition of `ranks` x [`RunArgs::shards`] shards, and routing tables
     /// for the switches it owns.
-    fn plan_for(&self, rank: usize, ranks: usize) -> anyhow::Result<Plan> {
+    fn plan_for_unlocated(&self, rank: usize, ranks: usize) -> anyhow::Result<Plan> {
+        self.end()?;
         let topo = self
             .topology
             .generate(&self.topo)
@@ -194,6 +251,8 @@ impl RunArgs {
         let workload = self
             .workload
             .with_traffic(&self.traffic, &topo, &config, self.seed)?;
+        self.check_packets(&workload, config.mtu_bytes)?;
+        crate::limits::check_samples(&workload, config.sample_period, topo.link_count())?;
         let strategy: Strategy = self
             .partition
             .parse()
@@ -206,9 +265,8 @@ impl RunArgs {
         };
         // The work estimate follows ECMP at every switch, so it needs every switch's rows;
         // one process keeps them for the run, ranks then keep only their own.
-        let all = vec![true; topo.node_count() as usize];
-        let full =
-            Routing::build_for(&topo, &all).with_context(|| format!("--topo {}", self.topo))?;
+        let full = Routing::build_within(&topo, None, memory_limit_bytes())
+            .with_context(|| format!("--topo {}", self.topo))?;
         let (partition, _) = balanced_partition(
             &topo,
             &full,
@@ -241,8 +299,11 @@ impl RunArgs {
                 .iter()
                 .map(|s| local.contains(&s.index()))
                 .collect();
-            Routing::build_for(&topo, &owned).with_context(|| format!("--topo {}", self.topo))?
+            Routing::build_within(&topo, Some(&owned), memory_limit_bytes())
+                .with_context(|| format!("--topo {}", self.topo))?
         };
+        crate::limits::check_model_memory(&topo, workload.flows.len(), ranks)
+            .with_context(|| format!("--topo {}", self.topo))?;
         let scenario = match (&self.config, &self.workload.workload) {
             (Some(path), _) => path.display().to_string(),
             (None, Some(w)) => format!("{} {w}", self.topo),
@@ -309,11 +370,11 @@ impl RunArgs {
                 .map_err(Into::into),
         )?;
         let setup_s = started.elapsed().as_secs_f64();
-        let end = self.end_us.map_or(SimTime::MAX, SimTime::from_us);
+        let end = self.end()?;
 
         let sim_started = Instant::now();
         let progress = Progress::new();
-        let known_end = self.end_us.map(SimTime::from_us);
+        let known_end = (end != SimTime::MAX).then_some(end);
         // Under MPI the bar is rank 0's (its shards' events).
         let show_progress = !self.quiet && rank == 0;
         let take_sink = |shard: usize| {

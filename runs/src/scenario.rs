@@ -30,7 +30,8 @@ pub fn expand<C: CommandFactory>(path: &Path, subcommand: &str) -> anyhow::Resul
         .with_context(|| format!("cannot read scenario file {}", path.display()))?;
     let table: toml::Table = toml::from_str(&text).map_err(|e| {
         let line = e.span().map_or(0, |s| line_of(&text, s.start));
-        anyhow::anyhow!("{}:{line}: {}", path.display(), e.message())
+        let message = e.message().lines().next().unwrap_or("invalid TOML").trim();
+        anyhow::anyhow!("{}:{line}: {message}", path.display())
     })?;
     let mut fields = Vec::new();
     collect_fields(&text, &table, None, &mut fields, path)?;
@@ -162,9 +163,12 @@ fn line_of(text: &str, at: usize) -> usize {
 
 /// Line on which `key` is assigned, inside `[section]` when given. The toml
 /// crate keeps no spans for keys of a table read as a whole, so look for the
-/// assignment in the text; 0 when it cannot be found (inline tables).
+/// assignment in the text: `key = `, `section.key = `, or else the line that
+/// opens the section (an inline table); 0 when none is found.
 fn find_key_line(text: &str, section: Option<&str>, key: &str) -> usize {
     let mut current: Option<String> = None;
+    let dotted = section.map(|s| format!("{s}.{key}"));
+    let mut section_line = 0;
     for (n, raw) in text.lines().enumerate() {
         let line = raw.trim();
         if let Some(name) = line.strip_prefix('[').and_then(|l| l.split(']').next()) {
@@ -174,10 +178,31 @@ fn find_key_line(text: &str, section: Option<&str>, key: &str) -> usize {
         let Some((lhs, _)) = line.split_once('=') else {
             continue;
         };
-        let lhs = lhs.trim().trim_matches('"');
+        let lhs: String = lhs
+            .trim()
+            .chars()
+            .filter(|c| !matches!(c, '"' | ' '))
+            .collect();
         if lhs == key && current.as_deref() == section {
             return n + 1;
         }
+        if current.is_none() && dotted.as_deref() == Some(lhs.as_str()) {
+            return n + 1;
+        }
+        if current.is_none() && section == Some(lhs.as_str()) && section_line == 0 {
+            section_line = n + 1;
+        }
     }
-    0
+    section_line
+}
+
+/// The fields of scenario file `path` with the lines they are set on, for
+/// errors found after expansion (a value that parses but is out of range).
+pub fn field_lines(path: &Path) -> anyhow::Result<Vec<(String, usize)>> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read scenario file {}", path.display()))?;
+    let table: toml::Table = toml::from_str(&text)?;
+    let mut fields = Vec::new();
+    collect_fields(&text, &table, None, &mut fields, path)?;
+    Ok(fields.into_iter().map(|f| (f.key, f.line)).collect())
 }

@@ -55,8 +55,8 @@ pub enum TelemetryError {
         /// The OS error.
         source: io::Error,
     },
-    /// A part file left by a previous run could not be removed.
-    #[error("cannot remove stale part file {path}: {source}")]
+    /// A part file or `run.json` left by a previous run could not be removed.
+    #[error("cannot remove the previous run's {path}: {source}")]
     RemoveStale {
         /// The part file.
         path: PathBuf,
@@ -103,12 +103,26 @@ pub enum TelemetryError {
 /// previous run left in them, so a re-run into the same directory never mixes
 /// old parts into the new dataset.
 ///
-/// Only files named `part-*.parquet` directly inside the listed table
-/// directories are removed; everything else (`run.json`, figures, notes, other
-/// directories) stays. Call it once per run before any [`TableWriter`] is
-/// created; under MPI, on one rank before the others start writing.
+/// The previous run's `run.json` goes first: from then on the directory is
+/// visibly incomplete until [`write_run_json`] writes the new one last, so it
+/// never looks like a finished run it is not (a run that fails midway leaves
+/// no `run.json`). Otherwise only files named `part-*.parquet` directly
+/// inside the listed table directories are removed; everything else
+/// (figures, notes, other directories) stays. Call it once per run before any
+/// [`TableWriter`] is created; under MPI, on one rank before the others start
+/// writing.
 pub fn prepare_output_dir(out_dir: &Path, tables: &[&str]) -> Result<(), TelemetryError> {
     create_dir(out_dir)?;
+    let summary = out_dir.join("run.json");
+    match fs::remove_file(&summary) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => {
+            return Err(TelemetryError::RemoveStale {
+                path: summary,
+                source: e,
+            })
+        }
+        _ => {}
+    }
     for table in tables {
         let dir = out_dir.join(table);
         create_dir(&dir)?;

@@ -133,7 +133,8 @@ impl TopologyArgs {
         let started = Instant::now();
         let topo = self.generate(kind)?;
         let generated = Instant::now();
-        let routing = Routing::build(&topo)?;
+        let routing =
+            Routing::build_within(&topo, None, netsim_engine::process::memory_limit_bytes())?;
         Ok(BuiltTopology {
             topo,
             routing,

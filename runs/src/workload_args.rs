@@ -223,6 +223,14 @@ impl WorkloadArgs {
                 spec
             }
         };
+        // Per-message costs of a NIC or switch: at most a link's latency.
+        let max_ns = netsim_topo::units::MAX_LATENCY_PS / 1_000;
+        if self.host_overhead_ns > max_ns {
+            bail!(
+                "--host-overhead-ns: {} ns is above 100 ms, the longest supported",
+                self.host_overhead_ns
+            );
+        }
         spec.host_overhead = SimTime::from_ns(self.host_overhead_ns);
         let mut profile = SwitchProfile::by_name(&self.switch_profile).with_context(|| {
             format!(
@@ -235,6 +243,9 @@ impl WorkloadArgs {
             profile = spec.profile.clone();
         }
         if let Some(ns) = self.ina_latency_ns {
+            if ns > max_ns {
+                bail!("--ina-latency-ns: {ns} ns is above 100 ms, the longest supported");
+            }
             profile.processing = SimTime::from_ns(ns);
         }
         if let Some(slots) = self.ina_slots {

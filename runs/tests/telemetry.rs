@@ -403,10 +403,12 @@ fn prepare_removes_stale_parts_and_nothing_else() {
             "links",
             "pfc",
             "queues",
-            "run.json",
             "switch_offload"
         ]
     );
+    // The previous run's run.json goes first: until the new one is written
+    // last, the directory is visibly incomplete.
+    assert!(!root.join("run.json").exists());
     assert_eq!(listing(&root.join("figures")), ["fct.png"]);
     assert!(listing(&root.join("queues")).is_empty());
 

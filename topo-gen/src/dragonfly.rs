@@ -12,6 +12,12 @@ use crate::graph::{Coords, NodeIndex, Role, Topology, TopologyBuilder};
 use crate::routing::Routing;
 use crate::spec::{check_link, Arrangement, DragonflyParams};
 
+/// The flag with the largest value: the one to blame when a product of them
+/// is too large.
+fn largest(flags: &[(&'static str, u32)]) -> &'static str {
+    flags.iter().max_by_key(|f| f.1).map_or("--a", |f| f.0)
+}
+
 /// Builds the dragonfly `p` describes.
 pub fn build(p: &DragonflyParams) -> Result<Topology, TopoError> {
     for (flag, v) in [("--p", p.p), ("--a", p.a), ("--h", p.h)] {
@@ -22,7 +28,7 @@ pub fn build(p: &DragonflyParams) -> Result<Topology, TopoError> {
     // Checked first so that the products below cannot overflow.
     if p.p as u64 + p.a as u64 + p.h as u64 > u16::MAX as u64 {
         return Err(TopoError::param(
-            "--a",
+            largest(&[("--p", p.p), ("--a", p.a), ("--h", p.h)]),
             format!(
                 "a router would have p + a-1 + h = {} ports; at most {} are supported",
                 p.p as u64 + p.a as u64 - 1 + p.h as u64,
@@ -53,11 +59,13 @@ pub fn build(p: &DragonflyParams) -> Result<Topology, TopoError> {
         &p.global_link,
     )?;
     let (pp, a, h) = (p.p as u64, p.a as u64, p.h as u64);
+    // Blamed only when given: by default the count follows from a and h.
+    let given_groups = p.groups.unwrap_or(0);
     let routers = g * a;
     let hosts = routers * pp;
     if hosts + routers > MAX_NODES {
         return Err(TopoError::param(
-            "--a",
+            largest(&[("--p", p.p), ("--a", p.a), ("--groups", given_groups)]),
             format!(
                 "{hosts} hosts and {routers} routers exceed the supported size ({MAX_NODES} nodes)"
             ),
@@ -66,12 +74,17 @@ pub fn build(p: &DragonflyParams) -> Result<Topology, TopoError> {
     let links = hosts + g * a * (a - 1) / 2 + g * a * h / 2;
     if links > MAX_LINKS {
         return Err(TopoError::param(
-            "--a",
+            largest(&[
+                ("--p", p.p),
+                ("--a", p.a),
+                ("--h", p.h),
+                ("--groups", given_groups),
+            ]),
             format!("{links} links exceed the supported {MAX_LINKS}"),
         ));
     }
     let mut b = TopologyBuilder::new("dragonfly");
-    b.reserve((hosts + routers) as usize, links as usize);
+    b.reserve((hosts + routers) as usize, links as usize)?;
     for x in 0..hosts {
         b.add_node(Role::Host, group_coords((x / pp / a) as u32));
     }

@@ -72,7 +72,7 @@ pub fn build(p: &FatTreeParams) -> Result<Topology, TopoError> {
     }
     let mut b = TopologyBuilder::new("fat-tree");
     let links = hosts + edges * half + aggs * if p.tiers == 3 { half } else { 0 };
-    b.reserve(nodes as usize, links as usize);
+    b.reserve(nodes as usize, links as usize)?;
     // In 2 tiers each leaf is its own "pod" so structural partitioning has a unit to use.
     let edges_per_pod = if p.tiers == 3 { half } else { 1 };
     for h in 0..hosts {

@@ -244,9 +244,29 @@ impl TopologyBuilder {
     }
 
     /// Reserves room for `nodes` nodes and `links` links.
-    pub fn reserve(&mut self, nodes: usize, links: usize) {
+    ///
+    /// Fails with [`TopoError::TooLarge`] before allocating when the graph
+    /// would not fit in the memory this process may use.
+    pub fn reserve(&mut self, nodes: usize, links: usize) -> Result<(), TopoError> {
+        // Per node: the node, its port offset and degree; per link: the link
+        // and a port at each end.
+        let node_bytes = std::mem::size_of::<Node>() + 8;
+        let link_bytes = std::mem::size_of::<Link>() + 2 * std::mem::size_of::<Port>();
+        let bytes = (nodes as u64)
+            .saturating_mul(node_bytes as u64)
+            .saturating_add((links as u64).saturating_mul(link_bytes as u64));
+        let limit = netsim_engine::process::memory_limit_bytes();
+        if bytes > limit {
+            return Err(TopoError::TooLarge(format!(
+                "{nodes} nodes and {links} links need ~{} before routing, more than the {} \
+                 this process may use",
+                netsim_engine::process::human_bytes(bytes),
+                netsim_engine::process::human_bytes(limit)
+            )));
+        }
         self.nodes.reserve(nodes);
         self.links.reserve(links);
+        Ok(())
     }
 
     /// Adds a node and returns its index.
@@ -323,6 +343,11 @@ impl TopologyBuilder {
                 return Err(TopoError::Invalid(format!(
                     "link {i} has zero latency; links need >= 1 ps"
                 )));
+            }
+            if let Err(m) = crate::units::check_latency(l.latency_ps)
+                .and_then(|_| crate::units::check_bandwidth(l.bandwidth_bps))
+            {
+                return Err(TopoError::Invalid(format!("link {i}: {m}")));
             }
             degree[l.a as usize] += 1;
             degree[l.b as usize] += 1;

@@ -153,7 +153,7 @@ impl Routing {
     /// classes. Fails if a link joins two hosts, a host has more than 64 ports, the tables
     /// would exceed `u32` indexing, or some host cannot reach another.
     pub fn build(topo: &Topology) -> Result<Routing, TopoError> {
-        Routing::build_scoped(topo, None)
+        Routing::build_scoped(topo, None, u64::MAX)
     }
 
     /// Builds the tables a process simulating the nodes with `owned[node]` needs: full rows
@@ -169,10 +169,32 @@ impl Routing {
             topo.node_count() as usize,
             "one owned flag per node"
         );
-        Routing::build_scoped(topo, Some(owned))
+        Routing::build_scoped(topo, Some(owned), u64::MAX)
     }
 
-    fn build_scoped(topo: &Topology, owned: Option<&[bool]>) -> Result<Routing, TopoError> {
+    /// [`Routing::build`] (`owned` `None`) or [`Routing::build_for`], failing
+    /// with [`TopoError::TooLarge`] before allocating tables of more than
+    /// `max_bytes`.
+    pub fn build_within(
+        topo: &Topology,
+        owned: Option<&[bool]>,
+        max_bytes: u64,
+    ) -> Result<Routing, TopoError> {
+        if let Some(owned) = owned {
+            assert_eq!(
+                owned.len(),
+                topo.node_count() as usize,
+                "one owned flag per node"
+            );
+        }
+        Routing::build_scoped(topo, owned, max_bytes)
+    }
+
+    fn build_scoped(
+        topo: &Topology,
+        owned: Option<&[bool]>,
+        max_bytes: u64,
+    ) -> Result<Routing, TopoError> {
         let n = topo.node_count() as usize;
         let hosts = topo.host_count() as usize;
         let in_scope = |node: usize| owned.is_none_or(|o| o[node]);
@@ -352,6 +374,16 @@ impl Routing {
                     )));
                 }
             }
+        }
+        let table_bytes = total * std::mem::size_of::<u32>() as u64
+            + first_total * std::mem::size_of::<PortIndex>() as u64;
+        if table_bytes > max_bytes {
+            return Err(TopoError::TooLarge(format!(
+                "its routing tables need ~{:.1} GiB ({total} entries), more than the {:.1} GiB \
+                 this process may use",
+                table_bytes as f64 / (1u64 << 30) as f64,
+                max_bytes as f64 / (1u64 << 30) as f64
+            )));
         }
         let mut entries = vec![NONE_SET; total as usize];
         let mut first_ports = vec![NONE_PORT; first_total as usize];

@@ -82,7 +82,7 @@ pub fn build_template(p: &SimaiParams) -> Result<Topology, TopoError> {
             ),
         ));
     }
-    b.reserve(nodes as usize, links as usize);
+    b.reserve(nodes as usize, links as usize)?;
     for i in 0..p.gpus {
         b.add_node(
             Role::Host,
@@ -447,7 +447,7 @@ pub fn parse_simai(text: &str, origin: &str) -> Result<Topology, TopoError> {
 
     classify_switches(&mut role, gpus, &links);
     let mut b = TopologyBuilder::new("simai").gpu_info(gpu_type, gps);
-    b.reserve(node_num as usize, links.len());
+    b.reserve(node_num as usize, links.len())?;
     let mut nv_server = vec![None; node_num as usize];
     for &(a, x, _, _) in &links {
         for (s, g) in [(a, x), (x, a)] {

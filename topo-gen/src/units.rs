@@ -71,7 +71,22 @@ pub fn parse_bandwidth_bps(tok: &str) -> Result<u64, String> {
     if v == 0 {
         return Err(format!("`{tok}`: bandwidth must be > 0"));
     }
-    Ok(v)
+    check_bandwidth(v).map_err(|m| format!("`{tok}`: {m}"))
+}
+
+/// The highest link bandwidth accepted, 100 Tb/s: the bandwidths of a
+/// node's 65,535 ports at most still add up within 64 bits (partition
+/// weights, a switch's capacity).
+pub const MAX_BANDWIDTH_BPS: u64 = 100_000_000_000_000;
+
+/// `bps` if it is at most [`MAX_BANDWIDTH_BPS`].
+pub fn check_bandwidth(bps: u64) -> Result<u64, String> {
+    if bps > MAX_BANDWIDTH_BPS {
+        return Err(format!(
+            "bandwidth {bps} b/s is above the highest link bandwidth supported, 100 Tb/s"
+        ));
+    }
+    Ok(bps)
 }
 
 /// Parses a SimAI/ns-3 time such as `0.0005ms` into picoseconds (>= 1).
@@ -84,14 +99,29 @@ pub fn parse_latency_ps(tok: &str) -> Result<u64, String> {
     if v == 0 {
         return Err(format!("`{tok}`: latency must be >= 1 ps"));
     }
-    Ok(v)
+    check_latency(v).map_err(|m| format!("`{tok}`: {m}"))
+}
+
+/// The longest link latency accepted, 100 ms: with at most 2^26 nodes a
+/// path's summed latency stays below 2^63 ps, so routing distances and the
+/// times the model adds to them never overflow.
+pub const MAX_LATENCY_PS: u64 = 100_000_000_000;
+
+/// `ps` if it is at most [`MAX_LATENCY_PS`].
+pub fn check_latency(ps: u64) -> Result<u64, String> {
+    if ps > MAX_LATENCY_PS {
+        return Err(format!(
+            "latency {ps} ps is above the longest link latency supported, 100 ms"
+        ));
+    }
+    Ok(ps)
 }
 
 /// Parses a command-line bandwidth in Gb/s (`100`, `12.5`) into bits per second (> 0).
 pub fn parse_gbps(s: &str) -> Result<u64, String> {
     match parse_decimal(s, 9) {
         Some(0) => Err("bandwidth must be > 0".to_string()),
-        Some(v) => Ok(v),
+        Some(v) => check_bandwidth(v),
         None => Err(format!("`{s}` is not a decimal number of Gb/s")),
     }
 }
@@ -100,9 +130,10 @@ pub fn parse_gbps(s: &str) -> Result<u64, String> {
 pub fn parse_ns(s: &str) -> Result<u64, String> {
     match parse_decimal(s, 3) {
         Some(0) => Err("latency must be >= 1 ps".to_string()),
-        Some(v) => Ok(v),
+        Some(v) => check_latency(v),
         None => Err(format!(
-            "`{s}` is not a decimal number of ns with at most 3 decimals (whole picoseconds)"
+            "`{}` is not a decimal number of ns with at most 3 decimals (whole picoseconds)",
+            s
         )),
     }
 }

@@ -73,11 +73,11 @@ pub(super) fn ideal_stream(
         .map(|l| l.bandwidth_bps)
         .min()
         .expect("a path has a link");
-    let mut t = serialization(total_wire, bottleneck) + SimTime(op.processing.as_ps() * switches);
+    let mut t = serialization(total_wire, bottleneck) + op.processing.saturating_mul(switches);
     let mut bottleneck_counted = false;
     for l in &links {
         // Up and down.
-        t += SimTime(2 * l.latency_ps) + serialization(chunk_wire, l.bandwidth_bps);
+        t += SimTime(l.latency_ps.saturating_mul(2)) + serialization(chunk_wire, l.bandwidth_bps);
         if l.bandwidth_bps == bottleneck && !bottleneck_counted {
             bottleneck_counted = true;
         } else {

@@ -246,26 +246,27 @@ impl NetConfig {
         if self.buffer_bytes < 4 * u64::from(self.mtu_bytes + self.header_bytes) {
             return bad("buffer-kb", "smaller than four packets".into());
         }
-        if self.dt_alpha.is_nan()
-            || self.dt_alpha <= 0.0
-            || self.pfc_alpha.is_nan()
-            || self.pfc_alpha <= 0.0
-        {
-            return bad("dt-alpha", "dt-alpha and pfc-alpha must be positive".into());
+        for (field, alpha) in [("dt-alpha", self.dt_alpha), ("pfc-alpha", self.pfc_alpha)] {
+            if !(alpha.is_finite() && alpha > 0.0) {
+                return bad(field, format!("{alpha} is not a positive number"));
+            }
         }
         for p in &self.ecn {
-            if p.kmin_bytes > p.kmax_bytes || !(0.0..=1.0).contains(&p.pmax) {
+            if !(0.0..=1.0).contains(&p.pmax) {
+                return bad("ecn-pmax", format!("{} is outside [0, 1]", p.pmax));
+            }
+            if p.kmin_bytes > p.kmax_bytes {
                 return bad(
-                    "ecn",
+                    "ecn-kmin-kb",
                     format!(
-                        "kmin {} > kmax {} or pmax {} outside [0, 1]",
-                        p.kmin_bytes, p.kmax_bytes, p.pmax
+                        "kmin {} bytes is above kmax {} bytes",
+                        p.kmin_bytes, p.kmax_bytes
                     ),
                 );
             }
         }
         if self.ecn.is_empty() {
-            return bad("ecn", "no ECN profile".into());
+            return bad("ecn-kmin-kb", "no ECN profile".into());
         }
         if self.ack_interval == 0 || self.ack_interval > 255 {
             return bad(

@@ -67,6 +67,9 @@ pub fn ring(
     // the previous step (it arrives at rank i + 1).
     let mut prev: Vec<u32> = Vec::with_capacity(n * flows_per_step as usize);
     for step in 0..steps {
+        if b.over() {
+            return;
+        }
         let mut sent = Vec::with_capacity(prev.capacity());
         for i in 0..n {
             let (src, dst) = (group[i], group[(i + 1) % n]);
@@ -108,6 +111,9 @@ pub fn double_binary_tree(
     let mirrored: Vec<NodeIndex> = group.iter().rev().copied().collect();
     let trees = 2 * u64::from(pieces.channels);
     for t in 0..trees {
+        if b.over() {
+            return;
+        }
         let order = if t % 2 == 0 { group } else { &mirrored[..] };
         let tree_bytes = part(size_bytes, trees, t);
         let mut up = vec![NONE; n];
@@ -228,6 +234,9 @@ pub fn all_to_all(
     let n = group.len();
     let per_peer = size_bytes.div_ceil(n as u64);
     for shift in 1..n {
+        if b.over() {
+            return;
+        }
         for i in 0..n {
             let (src, dst) = (group[i], group[(i + shift) % n]);
             for c in 0..u64::from(pieces.channels) {
@@ -270,6 +279,9 @@ pub fn rooted(
     };
     let chunks = u64::from(pieces.chunks) * u64::from(pieces.channels);
     for chunk in 0..chunks {
+        if b.over() {
+            return;
+        }
         let bytes = part(size_bytes, chunks, chunk);
         let mut flow_into = vec![NONE; n];
         if reduce {

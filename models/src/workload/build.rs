@@ -13,13 +13,6 @@ use crate::traffic::FlowSpec;
 use netsim_engine::SimTime;
 use netsim_topo::{NodeIndex, Role, Topology};
 
-/// Most tasks (flows and compute steps) a workload may have: the DAG is
-/// built before the run, at about 140 bytes a task with its flow and
-/// edges, so this bounds it near 5 GB rather than letting a large workload
-/// (SimAI's 9,216-GPU MoE example: about 10^8 all-to-all flows per
-/// iteration) exhaust memory.
-pub const MAX_TASKS: u32 = 1 << 25;
-
 /// One workload placed on some hosts of a shared fabric.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Job {
@@ -134,6 +127,7 @@ fn build_job<'a>(cx: &mut Cx<'a>, job: &'a Job) -> Result<(), BuildError> {
             })
             .collect()
     };
+    let job_first_task = cx.b.task_count();
     // Before the first iteration: the job's start time at each of its hosts.
     let mut previous_iteration: HostTasks = HostTasks::new();
     if job.start > SimTime::ZERO {
@@ -193,6 +187,9 @@ fn build_job<'a>(cx: &mut Cx<'a>, job: &'a Job) -> Result<(), BuildError> {
                             continue;
                         }
                         exit.extend(cx.collective(&name, op, &g, &entry));
+                        if cx.b.over() {
+                            return Err(err(too_large(&cx.b)));
+                        }
                     }
                 }
                 PhaseKind::Send {
@@ -224,13 +221,10 @@ fn build_job<'a>(cx: &mut Cx<'a>, job: &'a Job) -> Result<(), BuildError> {
                     }
                 }
             }
-            exits.push(exit);
-            if cx.b.task_count() > MAX_TASKS {
-                return Err(BuildError::Invalid(format!(
-                    "the workload needs more than {MAX_TASKS} tasks (flows and compute steps), more than netsim builds; phase `{}` of iteration {iteration} passed it",
-                    phase.name
-                )));
+            if cx.b.over() {
+                return Err(err(too_large(&cx.b)));
             }
+            exits.push(exit);
         }
         // The next iteration starts at each host when all of this one is done there.
         let mut all = HostTasks::new();
@@ -243,8 +237,36 @@ fn build_job<'a>(cx: &mut Cx<'a>, job: &'a Job) -> Result<(), BuildError> {
             .into_iter()
             .map(|(h, deps)| (h, vec![cx.b.join(h, super::NONE, &deps)]))
             .collect();
+        // Every iteration adds as many tasks as the first.
+        let per_iteration = u64::from(cx.b.task_count() - job_first_task);
+        let needed = u64::from(job_first_task)
+            .saturating_add(per_iteration.saturating_mul(u64::from(spec.iterations)));
+        if iteration == 0 && (needed > cx.b.max_tasks() || cx.b.over()) {
+            return Err(BuildError::Invalid(format!(
+                "{} iterations of {per_iteration} tasks each: {}",
+                spec.iterations,
+                too_large(&cx.b)
+            )));
+        }
+        if per_iteration == 0 {
+            // Nothing to repeat (every group has one member).
+            break;
+        }
     }
     Ok(())
+}
+
+/// The error of a workload with more tasks than fit, and what they would cost.
+fn too_large(b: &Builder) -> String {
+    use netsim_engine::process::{human_bytes, memory_limit_bytes};
+    format!(
+        "the workload needs more than {} tasks (~{} at {} B each; this process may use {}): \
+         use fewer --iterations, --channels or --chunks, smaller groups or larger messages",
+        b.max_tasks(),
+        human_bytes(b.max_tasks().saturating_mul(super::BYTES_PER_TASK)),
+        super::BYTES_PER_TASK,
+        human_bytes(memory_limit_bytes())
+    )
 }
 
 struct Cx<'a> {
@@ -318,6 +340,17 @@ impl Cx<'_> {
             self.pieces(size / 2, true),
             self.pieces(size, true),
         );
+        // Every piece visits every member at least once: refuse before the
+        // algorithms size their buffers for that many flows.
+        let pieces_max = [flat, tree_halves, tree_whole]
+            .iter()
+            .map(|p| u64::from(p.channels) * u64::from(p.chunks))
+            .max()
+            .unwrap_or(1);
+        if pieces_max.saturating_mul(group.len() as u64) > self.b.max_tasks() {
+            self.b.refuse();
+            return HostTasks::new();
+        }
         let (topo, nvswitch) = (self.topo, self.nvswitch);
         let b = &mut self.b;
         match (op.op, algorithm) {

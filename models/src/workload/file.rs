@@ -98,8 +98,11 @@ pub fn parse(text: &str, path: &str, hosts: u32) -> Result<WorkloadSpec, Workloa
         line: text[..span.start.min(text.len())].matches('\n').count() + 1,
         message,
     };
-    let file: FileSpec =
-        toml::from_str(text).map_err(|e| at(e.span().unwrap_or(0..0), e.message().to_string()))?;
+    let file: FileSpec = toml::from_str(text).map_err(|e| {
+        // The toml crate's message may go on with a hint on the next line.
+        let first = e.message().lines().next().unwrap_or("invalid TOML").trim();
+        at(e.span().unwrap_or(0..0), first.to_string())
+    })?;
     let parallelism = match &file.parallelism {
         None => None,
         Some(p) => {
@@ -300,7 +303,8 @@ pub fn parse(text: &str, path: &str, hosts: u32) -> Result<WorkloadSpec, Workloa
                 })
             }
             (None, Some(ns), None) => PhaseKind::Compute {
-                duration: SimTime::from_ns(*ns.get_ref()),
+                duration: SimTime::try_from_ns(*ns.get_ref())
+                    .map_err(|e| field_err(ns.span(), "compute_ns", e.to_string()))?,
                 group,
             },
             (None, None, Some(us)) => {
@@ -313,7 +317,8 @@ pub fn parse(text: &str, path: &str, hosts: u32) -> Result<WorkloadSpec, Workloa
                     ));
                 }
                 PhaseKind::Compute {
-                    duration: SimTime((v * 1e6).round() as u64),
+                    duration: SimTime::try_from_f64(v, 1e6, "us")
+                        .map_err(|e| field_err(us.span(), "compute_us", e.to_string()))?,
                     group,
                 }
             }

@@ -193,7 +193,12 @@ impl GroupSpec {
     }
 }
 
-/// `0,1,4-7` -> `[0, 1, 4, 5, 6, 7]`; ranks must be distinct.
+/// Ranks are hosts, and no topology has more nodes than this: a rank list
+/// is checked against it before anything is allocated for it.
+pub const MAX_RANKS: u32 = 1 << 26;
+
+/// `0,1,4-7` -> `[0, 1, 4, 5, 6, 7]`; ranks must be distinct and below
+/// [`MAX_RANKS`].
 pub fn parse_rank_list(s: &str) -> Result<Vec<NodeIndex>, GroupError> {
     let bad = |part: &str| {
         GroupError::Invalid(format!(
@@ -209,9 +214,17 @@ pub fn parse_rank_list(s: &str) -> Result<Vec<NodeIndex>, GroupError> {
             if a > b {
                 return Err(bad(part));
             }
+            check_rank(b)?;
+            if ranks.len() as u64 + u64::from(b - a) >= u64::from(MAX_RANKS) {
+                return Err(GroupError::Invalid(format!(
+                    "the group lists more than {MAX_RANKS} ranks, more than any topology's hosts"
+                )));
+            }
             ranks.extend(a..=b);
         } else {
-            ranks.push(part.parse().map_err(|_| bad(part))?);
+            let rank = part.parse().map_err(|_| bad(part))?;
+            check_rank(rank)?;
+            ranks.push(rank);
         }
     }
     let mut sorted = ranks.clone();
@@ -223,6 +236,15 @@ pub fn parse_rank_list(s: &str) -> Result<Vec<NodeIndex>, GroupError> {
         )));
     }
     Ok(ranks)
+}
+
+fn check_rank(rank: u32) -> Result<(), GroupError> {
+    if rank >= MAX_RANKS {
+        return Err(GroupError::Invalid(format!(
+            "rank {rank} is beyond the largest topology ({MAX_RANKS} hosts)"
+        )));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -33,7 +33,7 @@ use netsim_engine::SimTime;
 use netsim_topo::NodeIndex;
 use std::sync::Arc;
 
-pub use build::{build, build_jobs, Job, MAX_TASKS};
+pub use build::{build, build_jobs, Job};
 pub use offload::{Dtype, InaKind, InaOp, ReduceOp, SwitchProfile, TreeNode};
 pub use spec::{Algorithm, CollectiveOp, OpSpec, Phase, PhaseKind, WorkloadSpec};
 
@@ -160,22 +160,53 @@ impl Workload {
 
 /// Builds a [`Workload`] task by task; dependencies must already exist, so
 /// the DAG is acyclic by construction.
-#[derive(Debug, Default)]
+///
+/// The builder holds at most [`Builder::max_tasks`] tasks: past that it adds
+/// nothing more and [`Builder::over`] turns true, so that a workload too
+/// large for memory ends in an error rather than an abort.
+#[derive(Debug)]
 pub struct Builder {
     w: Workload,
     /// `(dependency, dependent)` edges.
     edges: Vec<(u32, u32)>,
+    max_tasks: u64,
+    over: bool,
 }
 
+/// What one task costs while the workload is built and run (the task, its
+/// flow, edges, and the sender state a flow has during the run), a generous
+/// estimate for the memory check.
+pub const BYTES_PER_TASK: u64 = 256;
+
 impl Builder {
+    /// A builder with room for as many tasks as ids (`u32`) and the memory
+    /// this process may use (at [`BYTES_PER_TASK`]) allow.
     pub fn new(host_overhead: SimTime) -> Builder {
+        let by_memory = netsim_engine::process::memory_limit_bytes() / BYTES_PER_TASK;
         Builder {
             w: Workload {
                 host_overhead,
                 ..Workload::default()
             },
             edges: Vec::new(),
+            max_tasks: by_memory.min(u64::from(NONE - 1)),
+            over: false,
         }
+    }
+
+    /// The most tasks this builder holds.
+    pub fn max_tasks(&self) -> u64 {
+        self.max_tasks
+    }
+
+    /// Refuses every further task: what is being added would not fit.
+    pub fn refuse(&mut self) {
+        self.over = true;
+    }
+
+    /// Whether a task was refused for lack of room: the workload is incomplete.
+    pub fn over(&self) -> bool {
+        self.over
     }
 
     /// Registers a collective and returns its id.
@@ -239,6 +270,9 @@ impl Builder {
         assert!(size_bytes > 0, "a flow carries at least one byte");
         let flow = self.w.flows.len() as u32;
         let task = self.task(src, TaskKind::Flow(flow), collective, deps);
+        if self.over {
+            return task;
+        }
         self.w.flows.push(FlowSpec {
             src,
             dst,
@@ -270,6 +304,11 @@ impl Builder {
     }
 
     fn task(&mut self, host: NodeIndex, kind: TaskKind, collective: u32, deps: &[u32]) -> u32 {
+        if self.over || self.w.tasks.len() as u64 >= self.max_tasks {
+            // Ids handed out from here on are never used: the build fails.
+            self.over = true;
+            return 0;
+        }
         let id = self.w.tasks.len() as u32;
         for &d in deps {
             assert!(d < id, "task {id} depends on a later task {d}");

@@ -1,0 +1,65 @@
+//! What the bad-input tests share: running the binary in a directory with
+//! its address space limited and no MPI launcher in its environment.
+
+use std::path::Path;
+use std::process::Command;
+
+/// The address space a case may use: a count that escapes its check aborts
+/// on allocation instead of passing on a large machine.
+pub const ADDRESS_SPACE_BYTES: u64 = 4 << 30;
+
+/// The launcher variables `Ranks::init` looks for, cleared so that the
+/// tests pass under `srun` or `mpirun` too.
+const MPI_VARS: [&str; 9] = [
+    "OMPI_COMM_WORLD_SIZE",
+    "OMPI_COMM_WORLD_RANK",
+    "PMI_SIZE",
+    "PMI_RANK",
+    "PMIX_SIZE",
+    "PMIX_RANK",
+    "MPI_LOCALNRANKS",
+    "SLURM_NTASKS",
+    "SLURM_PROCID",
+];
+
+/// `netsim args` in `dir` with the extra environment `env`, the address
+/// space limited to [`ADDRESS_SPACE_BYTES`]; not yet started.
+pub fn netsim_command(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_netsim"));
+    command.args(args).current_dir(dir);
+    for var in MPI_VARS {
+        command.env_remove(var);
+    }
+    command.envs(env.iter().copied());
+    limit_address_space(&mut command, ADDRESS_SPACE_BYTES);
+    command
+}
+
+#[cfg(unix)]
+fn limit_address_space(command: &mut Command, bytes: u64) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: only setrlimit, which is async-signal-safe, runs between fork
+    // and exec.
+    unsafe {
+        command.pre_exec(move || {
+            let limit = libc::rlimit {
+                rlim_cur: bytes as libc::rlim_t,
+                rlim_max: bytes as libc::rlim_t,
+            };
+            if libc::setrlimit(libc::RLIMIT_AS, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+#[cfg(not(unix))]
+fn limit_address_space(_: &mut Command, _: u64) {}
+
+/// Whether `stderr` of a run that exited with 2 is the promised error: one
+/// line, `netsim: error: ...`, of reasonable length.
+pub fn is_one_line_error(stderr: &str) -> bool {
+    let lines: Vec<&str> = stderr.lines().collect();
+    lines.len() == 1 && lines[0].starts_with("netsim: error: ") && lines[0].len() < 1500
+}

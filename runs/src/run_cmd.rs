@@ -267,6 +267,9 @@ impl RunArgs {
         // one process keeps them for the run, ranks then keep only their own.
         let full = Routing::build_within(&topo, None, memory_limit_bytes())
             .with_context(|| format!("--topo {}", self.topo))?;
+        // Beside the routing tables, before the estimate and the partition walk every flow.
+        crate::limits::check_model_memory(&topo, workload.flows.len(), ranks)
+            .with_context(|| format!("--topo {}", self.topo))?;
         let (partition, _) = balanced_partition(
             &topo,
             &full,
@@ -302,8 +305,6 @@ impl RunArgs {
             Routing::build_within(&topo, Some(&owned), memory_limit_bytes())
                 .with_context(|| format!("--topo {}", self.topo))?
         };
-        crate::limits::check_model_memory(&topo, workload.flows.len(), ranks)
-            .with_context(|| format!("--topo {}", self.topo))?;
         let scenario = match (&self.config, &self.workload.workload) {
             (Some(path), _) => path.display().to_string(),
             (None, Some(w)) => format!("{} {w}", self.topo),

@@ -21,7 +21,7 @@ use netsim_models::telemetry::{
     TelemetrySink,
 };
 use netsim_models::workload::Workload;
-use netsim_partition::{Partition, PartitionConfig, Strategy};
+use netsim_partition::{partition, Partition, PartitionConfig, Strategy};
 use netsim_topo::Routing;
 use std::path::PathBuf;
 use std::sync::Mutex;
@@ -270,16 +270,22 @@ impl RunArgs {
         // Beside the routing tables, before the estimate and the partition walk every flow.
         crate::limits::check_model_memory(&topo, workload.flows.len(), ranks)
             .with_context(|| format!("--topo {}", self.topo))?;
-        let (partition, _) = balanced_partition(
-            &topo,
-            &full,
-            &workload,
-            &config,
-            partition_config,
-            ranks_u32,
-            self.shards.is_some() && rank == 0,
-        )
-        .map_err(|e| match ranks {
+        // One shard has nothing to balance: no need to walk every flow.
+        let partitioned = if partition_config.shards == 1 {
+            partition(&topo, &partition_config)
+        } else {
+            balanced_partition(
+                &topo,
+                &full,
+                &workload,
+                &config,
+                partition_config,
+                ranks_u32,
+                self.shards.is_some() && rank == 0,
+            )
+            .map(|(partition, _)| partition)
+        };
+        let partition = partitioned.map_err(|e| match ranks {
             1 => anyhow::Error::from(e),
             _ => {
                 anyhow::Error::from(e).context(format!("{ranks} ranks x {} shards", self.shards()))

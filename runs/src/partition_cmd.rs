@@ -58,9 +58,12 @@ impl PartitionCmd {
             route_s,
         } = self.topology.build(&self.kind)?;
         let config = self.network.config()?;
-        let workload = self
-            .workload
-            .with_traffic(&self.traffic, &topo, &config, self.seed)?;
+        let (workload, note) =
+            self.workload
+                .with_traffic(&self.traffic, &topo, &config, self.seed)?;
+        if let Some(note) = note {
+            eprintln!("{note}");
+        }
         let started = Instant::now();
         let cfg = PartitionConfig {
             shards: self.shards,

@@ -106,6 +106,8 @@ pub struct Plan {
     pub partition: Partition,
     pub layout: Layout,
     pub scenario: String,
+    /// Said before the run starts (a workload on fewer hosts than the fabric).
+    pub note: Option<String>,
 }
 
 /// The telemetry of one shard, streamed to its Parquet part files. The first
@@ -248,9 +250,9 @@ impl RunArgs {
             .generate(&self.topo)
             .with_context(|| format!("--topo {}", self.topo))?;
         let config = self.network.config()?;
-        let workload = self
-            .workload
-            .with_traffic(&self.traffic, &topo, &config, self.seed)?;
+        let (workload, note) =
+            self.workload
+                .with_traffic(&self.traffic, &topo, &config, self.seed)?;
         self.check_packets(&workload, config.mtu_bytes)?;
         crate::limits::check_samples(&workload, config.sample_period, topo.link_count())?;
         let strategy: Strategy = self
@@ -331,6 +333,7 @@ impl RunArgs {
             partition,
             layout,
             scenario,
+            note,
         })
     }
 
@@ -341,6 +344,9 @@ impl RunArgs {
         let started = Instant::now();
         let (rank, size) = (ranks.rank(), ranks.size());
         let plan = ranks.agree(self.plan_for(rank, size))?;
+        if let (Some(note), 0) = (&plan.note, rank) {
+            eprintln!("{note}");
+        }
         ranks.check_same("partition", fingerprint(&plan.partition))?;
         let layout = &plan.layout;
         let local = ranks.local_shards(layout);

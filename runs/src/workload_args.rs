@@ -88,7 +88,8 @@ impl WorkloadArgs {
         topo: &Topology,
         config: &NetConfig,
         background: Vec<FlowSpec>,
-    ) -> anyhow::Result<Option<Workload>> {
+    ) -> anyhow::Result<Option<(Workload, Option<String>)>> {
+        let mut note = None;
         let jobs = if !self.job.is_empty() {
             if self.workload.is_some() {
                 bail!("--workload: give either --workload or --job, not both");
@@ -99,10 +100,12 @@ impl WorkloadArgs {
             let spec = self.spec(name, hosts)?;
             let ranks = spec.parallelism.map_or(hosts, |p| p.ranks());
             if ranks < hosts {
-                eprintln!(
+                // Said by the caller once the whole run is planned, so that
+                // an error stays one line.
+                note = Some(format!(
                     "note: the workload has {ranks} ranks; it runs on hosts 0-{} of {hosts}",
                     ranks - 1
-                );
+                ));
             }
             vec![Job {
                 name: Some(job_name(name)),
@@ -118,20 +121,20 @@ impl WorkloadArgs {
         } else {
             "--job"
         };
-        Ok(Some(
-            workload::build_jobs(&jobs, &background, topo, config).context(what)?,
-        ))
+        let built = workload::build_jobs(&jobs, &background, topo, config).context(what)?;
+        Ok(Some((built, note)))
     }
 
     /// What a run executes: the traffic alone, or the workload (or jobs)
-    /// with the traffic as background flows when `--traffic` is given too.
+    /// with the traffic as background flows when `--traffic` is given too;
+    /// and a note for the user (a workload on fewer hosts than the fabric).
     pub fn with_traffic(
         &self,
         traffic: &TrafficArgs,
         topo: &Topology,
         config: &NetConfig,
         seed: u64,
-    ) -> anyhow::Result<Workload> {
+    ) -> anyhow::Result<(Workload, Option<String>)> {
         let jobs = self.workload.is_some() || !self.job.is_empty();
         let flows = if jobs && traffic.traffic.is_none() {
             Vec::new()
@@ -139,7 +142,7 @@ impl WorkloadArgs {
             traffic.flows(topo.host_count(), seed)?
         };
         if !jobs {
-            return Ok(Workload::from_flows(flows));
+            return Ok((Workload::from_flows(flows), None));
         }
         Ok(self
             .workload(topo, config, flows)?

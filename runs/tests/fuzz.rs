@@ -3,11 +3,15 @@
 //! a SimAI topology file and flag values are mutated and run, each with a
 //! time limit and a 4 GiB address space. Exit code 0, or 2 with one line on
 //! stderr, passes; a panic, an abort, another exit code, a multi-line error
-//! or a timeout fails the test and the case is saved to reproduce.
+//! or a hang fails the test and the case is saved to reproduce.
 //!
-//! Bounded in time: `NETSIM_FUZZ_SECS` (default 20) of cases, each at most
-//! `NETSIM_FUZZ_CASE_SECS` (default 30); `NETSIM_FUZZ_SEED` replays a
-//! campaign. A long campaign:
+//! A case that outlives `NETSIM_FUZZ_CASE_SECS` (default 30) is reported as
+//! slow and given until `NETSIM_FUZZ_HANG_SECS` (default 300) before it counts
+//! as a hang: one mutated number can make a valid fabric of millions of links
+//! whose routes take a minute to compute, which is work, not a hang.
+//!
+//! Bounded in time: `NETSIM_FUZZ_SECS` (default 20) of cases;
+//! `NETSIM_FUZZ_SEED` replays a campaign. A long campaign:
 //!
 //! ```text
 //! NETSIM_FUZZ_SECS=1800 cargo test --release -p netsim --test fuzz -- --nocapture
@@ -428,7 +432,15 @@ fn make_case(rng: &mut Rng, seeds: &Seeds) -> Case {
     Case { kind, args, files }
 }
 
-fn run_case(case: &Case, dir: &Path, limit: Duration) -> Verdict {
+/// How long a case may run: past `slow` it is reported, past `hang` it fails.
+#[derive(Clone, Copy)]
+struct CaseLimits {
+    slow: Duration,
+    hang: Duration,
+}
+
+/// The case's verdict and how long it ran.
+fn run_case(case: &Case, dir: &Path, limits: CaseLimits) -> (Verdict, Duration) {
     let _ = std::fs::remove_dir_all(dir);
     std::fs::create_dir_all(dir.join("workloads")).unwrap();
     for (name, bytes) in &case.files {
@@ -447,16 +459,18 @@ fn run_case(case: &Case, dir: &Path, limit: Duration) -> Verdict {
         if let Some(status) = child.try_wait().unwrap() {
             break status;
         }
-        if started.elapsed() > limit {
+        if started.elapsed() > limits.hang {
             let _ = child.kill();
             let _ = child.wait();
-            return Verdict::Fail(format!("no result after {} s (a hang?)", limit.as_secs()));
+            let why = format!("no result after {} s (a hang?)", limits.hang.as_secs());
+            return (Verdict::Fail(why), started.elapsed());
         }
         std::thread::sleep(Duration::from_millis(5));
     };
+    let ran = started.elapsed();
     let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
     let tail = |s: &str| s.chars().take(600).collect::<String>();
-    match status.code() {
+    let verdict = match status.code() {
         _ if stderr.contains("panicked") => Verdict::Fail(format!("panic: {}", tail(&stderr))),
         Some(0) => Verdict::Valid,
         // A failed run must not leave a run.json that looks finished.
@@ -467,7 +481,15 @@ fn run_case(case: &Case, dir: &Path, limit: Duration) -> Verdict {
         Some(2) => Verdict::Fail(format!("exit 2 without one error line: {}", tail(&stderr))),
         Some(code) => Verdict::Fail(format!("exit code {code}: {}", tail(&stderr))),
         None => Verdict::Fail(format!("killed by a signal ({status}): {}", tail(&stderr))),
-    }
+    };
+    (verdict, ran)
+}
+
+fn quoted(args: &[String]) -> String {
+    args.iter()
+        .map(|a| format!("{a:?}"))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 fn env_u64(name: &str, default: u64) -> u64 {
@@ -480,7 +502,10 @@ fn env_u64(name: &str, default: u64) -> u64 {
 #[test]
 fn mutated_input_never_crashes_hangs_or_exhausts_memory() {
     let budget = Duration::from_secs(env_u64("NETSIM_FUZZ_SECS", 20));
-    let case_limit = Duration::from_secs(env_u64("NETSIM_FUZZ_CASE_SECS", 30));
+    let limits = CaseLimits {
+        slow: Duration::from_secs(env_u64("NETSIM_FUZZ_CASE_SECS", 30)),
+        hang: Duration::from_secs(env_u64("NETSIM_FUZZ_HANG_SECS", 300)),
+    };
     let seed = env_u64(
         "NETSIM_FUZZ_SEED",
         std::time::SystemTime::now()
@@ -493,14 +518,23 @@ fn mutated_input_never_crashes_hangs_or_exhausts_memory() {
     let seeds = load_seeds(&root);
     let mut rng = Rng(seed);
     let started = Instant::now();
-    let (mut cases, mut valid, mut failures) = (0u64, 0u64, Vec::new());
+    let (mut cases, mut valid, mut slow, mut failures) = (0u64, 0u64, 0u64, Vec::new());
     let mut by_kind = std::collections::BTreeMap::<&str, u64>::new();
     while started.elapsed() < budget {
         let case = make_case(&mut rng, &seeds);
         let dir = root.join("case");
         cases += 1;
         *by_kind.entry(case.kind).or_default() += 1;
-        let verdict = run_case(&case, &dir, case_limit);
+        let (verdict, ran) = run_case(&case, &dir, limits);
+        if ran > limits.slow {
+            slow += 1;
+            eprintln!(
+                "fuzz: case {cases} ({}) is slow: {:.0} s\n  netsim {}",
+                case.kind,
+                ran.as_secs_f64(),
+                quoted(&case.args)
+            );
+        }
         valid += u64::from(matches!(verdict, Verdict::Valid));
         if let Verdict::Fail(why) = verdict {
             let keep = root.join(format!("failure-{cases}"));
@@ -509,11 +543,7 @@ fn mutated_input_never_crashes_hangs_or_exhausts_memory() {
             eprintln!(
                 "fuzz: case {cases} ({}) failed: {why}\n  netsim {}\n  files in {}",
                 case.kind,
-                case.args
-                    .iter()
-                    .map(|a| format!("{a:?}"))
-                    .collect::<Vec<_>>()
-                    .join(" "),
+                quoted(&case.args),
                 keep.display()
             );
             failures.push(why);
@@ -521,7 +551,7 @@ fn mutated_input_never_crashes_hangs_or_exhausts_memory() {
     }
     eprintln!(
         "fuzz: seed {seed}: {cases} cases in {:.0} s ({by_kind:?}), {valid} valid (exit 0), \
-         {} failed",
+         {slow} slow, {} failed",
         started.elapsed().as_secs_f64(),
         failures.len()
     );

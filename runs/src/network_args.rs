@@ -4,33 +4,48 @@
 use anyhow::{bail, Context as _};
 use netsim_engine::SimTime;
 use netsim_models::network::config::{
-    CcKind, DragonflyRouting, EcmpMode, EcnProfile, HpccConfig, NetConfig,
+    CcKind, CnpMode, DragonflyRouting, EcmpMode, EcnProfile, HpccUtilisation, NetConfig, WindowMode,
 };
+use netsim_models::network::profile::CcProfile;
 use netsim_models::traffic::{self, FlowSpec, TrafficPattern};
 use std::path::Path;
 
-/// Network model flags.
+/// Network model flags. Those left out take the value of `--cc-profile`.
 #[derive(clap::Args, Debug, Clone)]
 #[command(next_help_heading = "Network")]
 pub struct NetworkArgs {
     /// Congestion control: dcqcn, dctcp, hpcc or none (line rate, PFC only).
     #[arg(long, default_value = "dcqcn")]
     pub cc: String,
+    /// Parameter set of the congestion control, NICs and switches; the
+    /// flags below override single values. netsim: netsim's defaults;
+    /// simai: every value of SimAI's SimAI.conf and the mechanisms of its
+    /// ns-3 (rdma-hw.cc, switch-node.cc, its MMU); connectx: NVIDIA's
+    /// "DCQCN CC Parameters" firmware defaults (ConnectX-4 and later).
+    #[arg(long, default_value = "netsim", value_parser = ["netsim", "simai", "connectx"])]
+    pub cc_profile: String,
     /// PFC: on (lossless data class) or off (lossy, tail drop, go-back-N).
     #[arg(long, default_value = "on")]
     pub pfc: String,
-    /// Payload bytes per data packet.
-    #[arg(long, default_value_t = 4096)]
-    pub mtu: u32,
+    /// Payload bytes per data packet [netsim 4096, simai 9000, connectx 4096].
+    #[arg(long)]
+    pub mtu: Option<u32>,
+    /// Bytes of headers per data packet [netsim 62, simai 40 (82 with
+    /// HPCC's INT), connectx 62].
+    #[arg(long)]
+    pub header_bytes: Option<u32>,
+    /// Wire bytes of an ACK, NACK or CNP [netsim 66, simai 48 (76 with INT)].
+    #[arg(long)]
+    pub control_bytes: Option<u32>,
     /// ECMP: hash (per flow, 5-tuple) or spray (per packet).
     #[arg(long, default_value = "hash")]
     pub ecmp: String,
     /// Dragonfly routing between groups: minimal, valiant or ugal.
     #[arg(long, default_value = "minimal")]
     pub routing: String,
-    /// Shared buffer per switch, in KB.
-    #[arg(long, default_value_t = 32 * 1024)]
-    pub buffer_kb: u64,
+    /// Shared buffer per switch, in KB [all: 32 MiB].
+    #[arg(long)]
+    pub buffer_kb: Option<u64>,
     /// ECN: RED minimum threshold in KB for every link (default: SimAI's map by link rate).
     #[arg(long)]
     pub ecn_kmin_kb: Option<u64>,
@@ -40,63 +55,118 @@ pub struct NetworkArgs {
     /// ECN: marking probability at the maximum threshold.
     #[arg(long)]
     pub ecn_pmax: Option<f64>,
-    /// Receivers acknowledge every this many packets.
-    #[arg(long, default_value_t = 1)]
-    pub ack_interval: u32,
-    /// DCQCN: EWMA gain of alpha.
-    #[arg(long, default_value_t = 1.0 / 256.0)]
-    pub dcqcn_g: f64,
-    /// DCQCN: alpha update period in microseconds.
-    #[arg(long, default_value_t = 1.0)]
-    pub dcqcn_alpha_update_us: f64,
-    /// DCQCN: rate-decrease check period in microseconds.
-    #[arg(long, default_value_t = 4.0)]
-    pub dcqcn_rate_decrease_us: f64,
-    /// DCQCN: rate-increase timer in microseconds.
-    #[arg(long, default_value_t = 55.0)]
-    pub dcqcn_rate_increase_us: f64,
-    /// DCQCN: fast-recovery stages before additive increase.
-    #[arg(long, default_value_t = 5)]
-    pub dcqcn_fast_recovery: u32,
-    /// DCQCN: additive increase step in Mb/s.
-    #[arg(long, default_value_t = 50)]
-    pub dcqcn_ai_mbps: u64,
-    /// DCQCN: hyper-additive increase step in Mb/s.
-    #[arg(long, default_value_t = 100)]
-    pub dcqcn_hai_mbps: u64,
-    /// DCQCN: minimum rate in Mb/s.
-    #[arg(long, default_value_t = 100)]
-    pub dcqcn_min_rate_mbps: u64,
-    /// DCQCN: a receiver sends at most one CNP per flow per this many microseconds.
-    #[arg(long, default_value_t = 50.0)]
-    pub dcqcn_cnp_interval_us: f64,
-    /// HPCC: target utilisation.
-    #[arg(long, default_value_t = 0.95)]
-    pub hpcc_eta: f64,
-    /// HPCC: additive-increase stages before a multiplicative adjustment.
-    #[arg(long, default_value_t = 5)]
-    pub hpcc_max_stage: u32,
-    /// HPCC: additive increase step in Mb/s.
-    #[arg(long, default_value_t = 50)]
-    pub hpcc_ai_mbps: u64,
-    /// HPCC: base RTT of the utilisation estimate, in microseconds.
-    #[arg(long, default_value_t = 10.0)]
-    pub hpcc_base_rtt_us: f64,
+    /// ECN: switches mark at enqueue (against the queue found) or dequeue
+    /// (against the queue left behind) [netsim, connectx enqueue; simai dequeue].
+    #[arg(long, value_parser = ["enqueue", "dequeue"])]
+    pub ecn_at: Option<String>,
+    /// ACKs and NACKs at switches: high (strict priority) or data (the
+    /// data class, paused by PFC) [netsim high; simai, connectx data].
+    #[arg(long, value_parser = ["high", "data"])]
+    pub ack_priority: Option<String>,
+    /// Sender window of DCQCN and HPCC queue pairs: off, bdp (line rate x
+    /// base RTT in flight) or var-bdp (scaled by rate / line rate)
+    /// [netsim, connectx off; simai var-bdp].
+    #[arg(long, value_parser = ["off", "bdp", "var-bdp"])]
+    pub window: Option<String>,
+    /// Receivers acknowledge every this many packets [all: 1].
+    #[arg(long)]
+    pub ack_interval: Option<u32>,
+    /// DCQCN: EWMA gain of alpha [netsim, simai 1/256; connectx 5/1024].
+    #[arg(long)]
+    pub dcqcn_g: Option<f64>,
+    /// DCQCN: alpha update period in microseconds [all: 1].
+    #[arg(long)]
+    pub dcqcn_alpha_update_us: Option<f64>,
+    /// DCQCN: rate-decrease check period in microseconds [all: 4].
+    #[arg(long)]
+    pub dcqcn_rate_decrease_us: Option<f64>,
+    /// DCQCN: rate-increase timer in microseconds [netsim 55, simai 900, connectx 300].
+    #[arg(long)]
+    pub dcqcn_rate_increase_us: Option<f64>,
+    /// DCQCN: a rate-increase event also every this many bytes sent (0: the
+    /// timer alone) [netsim, simai 0; connectx 32767].
+    #[arg(long)]
+    pub dcqcn_byte_counter_bytes: Option<u64>,
+    /// DCQCN: fast-recovery stages before additive increase [netsim 5, simai 1, connectx 1].
+    #[arg(long)]
+    pub dcqcn_fast_recovery: Option<u32>,
+    /// DCQCN: additive increase step in Mb/s [netsim, simai 50; connectx 5].
+    #[arg(long)]
+    pub dcqcn_ai_mbps: Option<u64>,
+    /// DCQCN: hyper-additive increase step in Mb/s [netsim, simai 100; connectx 50].
+    #[arg(long)]
+    pub dcqcn_hai_mbps: Option<u64>,
+    /// DCQCN: minimum rate in Mb/s [netsim, simai 100; connectx 1].
+    #[arg(long)]
+    pub dcqcn_min_rate_mbps: Option<u64>,
+    /// DCQCN: a cut always sets the target to the current rate (on), or
+    /// keeps it when no increase came since the previous cut (off)
+    /// [netsim on; simai, connectx off].
+    #[arg(long, value_parser = ["on", "off"])]
+    pub dcqcn_clamp_target_rate: Option<String>,
+    /// DCQCN: the first CNP cuts at once (cut), or sets the rate to this
+    /// fraction of itself and leaves the cut to the next decrease check
+    /// (SimAI's RateOnFirstCnp) [netsim, connectx cut; simai 1.0].
+    #[arg(long)]
+    pub dcqcn_rate_on_first_cnp: Option<String>,
+    /// DCQCN: CNPs as packets (at most one per flow per
+    /// --dcqcn-cnp-interval-us) or as a flag on the ACK of every marked
+    /// packet [netsim, connectx packet; simai ack].
+    #[arg(long, value_parser = ["packet", "ack"])]
+    pub dcqcn_cnp_mode: Option<String>,
+    /// DCQCN: a receiver sends at most one CNP per flow per this many
+    /// microseconds; 0: one per marked packet [netsim 50, connectx 4].
+    #[arg(long)]
+    pub dcqcn_cnp_interval_us: Option<f64>,
+    /// HPCC: target utilisation [all: 0.95].
+    #[arg(long)]
+    pub hpcc_eta: Option<f64>,
+    /// HPCC: additive-increase stages before a multiplicative adjustment
+    /// (SimAI's MI_THRESH) [netsim 5, simai 0].
+    #[arg(long)]
+    pub hpcc_max_stage: Option<u32>,
+    /// HPCC: additive increase step in Mb/s [all: 50].
+    #[arg(long)]
+    pub hpcc_ai_mbps: Option<u64>,
+    /// HPCC: base RTT of the switches' utilisation estimate, in microseconds [all: 10].
+    #[arg(long)]
+    pub hpcc_base_rtt_us: Option<f64>,
+    /// HPCC: switches measure utilisation over a window of one base RTT
+    /// (window) or from INT deltas between consecutive data packets (int)
+    /// [netsim window; simai int].
+    #[arg(long, value_parser = ["window", "int"])]
+    pub hpcc_utilisation: Option<String>,
+    /// HPCC: the sender smooths utilisation over its base RTT [netsim off; simai on].
+    #[arg(long, value_parser = ["on", "off"])]
+    pub hpcc_ewma: Option<String>,
+    /// HPCC: every ACK adjusts the rate (FAST_REACT) [all: on].
+    #[arg(long, value_parser = ["on", "off"])]
+    pub hpcc_fast_react: Option<String>,
     /// Lossy mode: a queue may hold this fraction of the free buffer (dynamic threshold).
-    #[arg(long, default_value_t = 1.0)]
-    pub dt_alpha: f64,
-    /// PFC: an ingress queue pauses upstream above this fraction of the free buffer.
-    #[arg(long, default_value_t = 0.125)]
-    pub pfc_alpha: f64,
-    /// PFC: buffer reserved per port for bytes in flight after a pause, in KB.
-    #[arg(long, default_value_t = 0)]
-    pub pfc_headroom_kb: u64,
+    #[arg(long)]
+    pub dt_alpha: Option<f64>,
+    /// PFC: an ingress queue pauses upstream above this fraction of the free buffer [all: 0.125].
+    #[arg(long)]
+    pub pfc_alpha: Option<f64>,
+    /// PFC: buffer reserved per port for bytes in flight after a pause, in KB [all: 0].
+    #[arg(long)]
+    pub pfc_headroom_kb: Option<u64>,
+    /// PFC: plus, per port, this many times the link's rate x latency [netsim 0, simai 3].
+    #[arg(long)]
+    pub pfc_headroom_latency_factor: Option<u32>,
+    /// PFC: bytes per ingress port below the threshold's count [netsim 0, simai 4096].
+    #[arg(long)]
+    pub pfc_reserve_bytes: Option<u64>,
+    /// PFC: resume when the ingress queue is this many bytes below the
+    /// threshold [netsim, connectx two packets; simai 3072].
+    #[arg(long)]
+    pub pfc_resume_offset_bytes: Option<u64>,
     /// DCTCP: EWMA gain of alpha.
-    #[arg(long, default_value_t = 1.0 / 16.0)]
-    pub dctcp_g: f64,
+    #[arg(long)]
+    pub dctcp_g: Option<f64>,
     /// Go-back-N retransmission timeout in microseconds (drops, or reordering under spray).
-    #[arg(long, default_value_t = 500.0)]
-    pub rto_us: f64,
+    #[arg(long)]
+    pub rto_us: Option<f64>,
     /// Sampling period of the `queues` and `links` tables in nanoseconds (0: off).
     #[arg(long, default_value_t = 100_000)]
     pub sample_ns: u64,
@@ -153,10 +223,28 @@ fn micros(field: &str, us: f64) -> anyhow::Result<SimTime> {
     Ok(t)
 }
 
+/// Like [`micros`], but 0 is allowed (and means "no interval").
+fn micros_or_zero(field: &str, us: f64) -> anyhow::Result<SimTime> {
+    if us == 0.0 {
+        Ok(SimTime::ZERO)
+    } else {
+        micros(field, us)
+    }
+}
+
+/// `on` or `off` from flag `--field`.
+fn on_off(field: &str, value: &str) -> anyhow::Result<bool> {
+    match value {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        other => bail!("--{field}: expected on or off, found `{other}`"),
+    }
+}
+
 impl NetworkArgs {
-    /// The model's configuration; errors name the flag.
+    /// The model's configuration: the profile's, with every flag given
+    /// laid over it; errors name the flag.
     pub fn config(&self) -> anyhow::Result<NetConfig> {
-        let defaults = NetConfig::default();
         let cc = match self.cc.as_str() {
             "dcqcn" => CcKind::Dcqcn,
             "dctcp" => CcKind::Dctcp,
@@ -164,25 +252,32 @@ impl NetworkArgs {
             "hpcc" => CcKind::Hpcc,
             other => bail!("--cc: unknown congestion control `{other}` (dcqcn, dctcp, hpcc, none)"),
         };
-        let pfc = match self.pfc.as_str() {
+        let profile = CcProfile::from_name(&self.cc_profile).ok_or_else(|| {
+            anyhow::anyhow!(
+                "--cc-profile: unknown profile `{}` (netsim, simai, connectx)",
+                self.cc_profile
+            )
+        })?;
+        let mut c = profile.config(cc);
+        c.pfc = match self.pfc.as_str() {
             "on" => true,
             "off" => false,
             other => bail!("--pfc: expected on or off, found `{other}`"),
         };
-        let ecmp = match self.ecmp.as_str() {
+        c.ecmp = match self.ecmp.as_str() {
             "hash" => EcmpMode::Hash,
             "spray" => EcmpMode::Spray,
             other => bail!("--ecmp: expected hash or spray, found `{other}`"),
         };
-        let dragonfly_routing = match self.routing.as_str() {
+        c.dragonfly_routing = match self.routing.as_str() {
             "minimal" => DragonflyRouting::Minimal,
             "valiant" => DragonflyRouting::Valiant,
             "ugal" => DragonflyRouting::Ugal,
             other => bail!("--routing: expected minimal, valiant or ugal, found `{other}`"),
         };
-        let ecn = match (self.ecn_kmin_kb, self.ecn_kmax_kb) {
-            // --ecn-pmax alone sets the probability of SimAI's profiles.
-            (None, None) => defaults
+        c.ecn = match (self.ecn_kmin_kb, self.ecn_kmax_kb) {
+            // --ecn-pmax alone sets the probability of the profile's maps.
+            (None, None) => c
                 .ecn
                 .iter()
                 .map(|p| EcnProfile {
@@ -199,49 +294,164 @@ impl NetworkArgs {
             (Some(_), None) => bail!("--ecn-kmin-kb: needs --ecn-kmax-kb too"),
             (None, Some(_)) => bail!("--ecn-kmax-kb: needs --ecn-kmin-kb too"),
         };
-        let config = NetConfig {
-            mtu_bytes: self.mtu,
-            cc,
-            dcqcn: netsim_models::network::config::DcqcnConfig {
-                g: self.dcqcn_g,
-                alpha_update: micros("dcqcn-alpha-update-us", self.dcqcn_alpha_update_us)?,
-                rate_decrease_interval: micros(
-                    "dcqcn-rate-decrease-us",
-                    self.dcqcn_rate_decrease_us,
-                )?,
-                rate_increase_timer: micros("dcqcn-rate-increase-us", self.dcqcn_rate_increase_us)?,
-                fast_recovery_times: self.dcqcn_fast_recovery,
-                additive_increase_bps: megabits("dcqcn-ai-mbps", self.dcqcn_ai_mbps)?,
-                hyper_increase_bps: megabits("dcqcn-hai-mbps", self.dcqcn_hai_mbps)?,
-                min_rate_bps: megabits("dcqcn-min-rate-mbps", self.dcqcn_min_rate_mbps)?,
-                cnp_interval: micros("dcqcn-cnp-interval-us", self.dcqcn_cnp_interval_us)?,
-            },
-            hpcc: HpccConfig {
-                eta: self.hpcc_eta,
-                max_stage: self.hpcc_max_stage,
-                additive_increase_bps: megabits("hpcc-ai-mbps", self.hpcc_ai_mbps)?,
-                base_rtt: micros("hpcc-base-rtt-us", self.hpcc_base_rtt_us)?,
-            },
-            dctcp_g: self.dctcp_g,
-            dt_alpha: self.dt_alpha,
-            pfc_alpha: self.pfc_alpha,
-            pfc_headroom_bytes: kilobytes("pfc-headroom-kb", self.pfc_headroom_kb)?,
-            pfc,
-            ecmp,
-            dragonfly_routing,
-            buffer_bytes: kilobytes("buffer-kb", self.buffer_kb)?,
-            pfc_xon_offset_bytes: 2 * u64::from(self.mtu.saturating_add(defaults.header_bytes)),
-            ecn,
-            ack_interval: self.ack_interval,
-            rto: micros("rto-us", self.rto_us)?,
-            sample_period: SimTime::try_from_ns(self.sample_ns)
-                .map_err(|e| anyhow::anyhow!("--sample-ns: {e}"))?,
-            ..defaults
-        };
-        config
-            .validate()
+        self.packets(profile, &mut c)?;
+        self.dcqcn(&mut c)?;
+        self.hpcc(&mut c)?;
+        if let Some(v) = self.dctcp_g {
+            c.dctcp_g = v;
+        }
+        if let Some(v) = self.dt_alpha {
+            c.dt_alpha = v;
+        }
+        if let Some(v) = self.pfc_alpha {
+            c.pfc_alpha = v;
+        }
+        if let Some(v) = self.pfc_headroom_kb {
+            c.pfc_headroom_bytes = kilobytes("pfc-headroom-kb", v)?;
+        }
+        if let Some(v) = self.pfc_headroom_latency_factor {
+            c.pfc_headroom_latency_factor = v;
+        }
+        if let Some(v) = self.pfc_reserve_bytes {
+            c.pfc_reserve_bytes = v;
+        }
+        if let Some(v) = self.buffer_kb {
+            c.buffer_bytes = kilobytes("buffer-kb", v)?;
+        }
+        if let Some(v) = self.rto_us {
+            c.rto = micros("rto-us", v)?;
+        }
+        c.sample_period =
+            SimTime::try_from_ns(self.sample_ns).map_err(|e| anyhow::anyhow!("--sample-ns: {e}"))?;
+        c.validate()
             .map_err(|e| anyhow::anyhow!("--{}: {}", e.field, e.problem))?;
-        Ok(config)
+        Ok(c)
+    }
+
+    /// Packet sizes, acknowledgements, windows, ECN and PFC offsets.
+    fn packets(&self, profile: CcProfile, c: &mut NetConfig) -> anyhow::Result<()> {
+        if let Some(v) = self.mtu {
+            c.mtu_bytes = v;
+        }
+        if let Some(v) = self.header_bytes {
+            c.header_bytes = v;
+        }
+        if let Some(v) = self.control_bytes {
+            if !(1..=u32::from(u16::MAX)).contains(&v) {
+                bail!("--control-bytes: {v} is outside 1..=65535");
+            }
+            c.control_bytes = v;
+        }
+        if let Some(v) = self.ack_interval {
+            c.ack_interval = v;
+        }
+        c.pfc_xon_offset_bytes = match self.pfc_resume_offset_bytes {
+            Some(v) => v,
+            // SimAI's MMU has a fixed 3 KB; netsim's is two packets.
+            None if profile == CcProfile::Simai => c.pfc_xon_offset_bytes,
+            None => 2 * u64::from(c.mtu_bytes.saturating_add(c.header_bytes)),
+        };
+        if let Some(v) = &self.ecn_at {
+            c.ecn_at_dequeue = v == "dequeue";
+        }
+        if let Some(v) = &self.ack_priority {
+            c.ack_high_priority = v == "high";
+        }
+        if let Some(v) = &self.window {
+            c.window = match v.as_str() {
+                "off" => WindowMode::Off,
+                "bdp" => WindowMode::Bdp,
+                _ => WindowMode::VariableBdp,
+            };
+        }
+        Ok(())
+    }
+
+    /// DCQCN's flags over the profile's values.
+    fn dcqcn(&self, c: &mut NetConfig) -> anyhow::Result<()> {
+        let d = &mut c.dcqcn;
+        if let Some(v) = self.dcqcn_g {
+            d.g = v;
+        }
+        if let Some(v) = self.dcqcn_alpha_update_us {
+            d.alpha_update = micros("dcqcn-alpha-update-us", v)?;
+        }
+        if let Some(v) = self.dcqcn_rate_decrease_us {
+            d.rate_decrease_interval = micros("dcqcn-rate-decrease-us", v)?;
+        }
+        if let Some(v) = self.dcqcn_rate_increase_us {
+            d.rate_increase_timer = micros("dcqcn-rate-increase-us", v)?;
+        }
+        if let Some(v) = self.dcqcn_byte_counter_bytes {
+            d.byte_counter_bytes = v;
+        }
+        if let Some(v) = self.dcqcn_fast_recovery {
+            d.fast_recovery_times = v;
+        }
+        if let Some(v) = self.dcqcn_ai_mbps {
+            d.additive_increase_bps = megabits("dcqcn-ai-mbps", v)?;
+        }
+        if let Some(v) = self.dcqcn_hai_mbps {
+            d.hyper_increase_bps = megabits("dcqcn-hai-mbps", v)?;
+        }
+        if let Some(v) = self.dcqcn_min_rate_mbps {
+            d.min_rate_bps = megabits("dcqcn-min-rate-mbps", v)?;
+        }
+        if let Some(v) = &self.dcqcn_clamp_target_rate {
+            d.clamp_target_rate = on_off("dcqcn-clamp-target-rate", v)?;
+        }
+        if let Some(v) = &self.dcqcn_rate_on_first_cnp {
+            d.rate_on_first_cnp = match v.as_str() {
+                "cut" => None,
+                number => Some(number.parse::<f64>().map_err(|_| {
+                    anyhow::anyhow!(
+                        "--dcqcn-rate-on-first-cnp: expected `cut` or a fraction in (0, 1], found `{number}`"
+                    )
+                })?),
+            };
+        }
+        if let Some(v) = &self.dcqcn_cnp_mode {
+            d.cnp_mode = if v == "ack" {
+                CnpMode::AckFlag
+            } else {
+                CnpMode::Packet
+            };
+        }
+        if let Some(v) = self.dcqcn_cnp_interval_us {
+            d.cnp_interval = micros_or_zero("dcqcn-cnp-interval-us", v)?;
+        }
+        Ok(())
+    }
+
+    /// HPCC's flags over the profile's values.
+    fn hpcc(&self, c: &mut NetConfig) -> anyhow::Result<()> {
+        let h = &mut c.hpcc;
+        if let Some(v) = self.hpcc_eta {
+            h.eta = v;
+        }
+        if let Some(v) = self.hpcc_max_stage {
+            h.max_stage = v;
+        }
+        if let Some(v) = self.hpcc_ai_mbps {
+            h.additive_increase_bps = megabits("hpcc-ai-mbps", v)?;
+        }
+        if let Some(v) = self.hpcc_base_rtt_us {
+            h.base_rtt = micros("hpcc-base-rtt-us", v)?;
+        }
+        if let Some(v) = &self.hpcc_utilisation {
+            h.utilisation = if v == "int" {
+                HpccUtilisation::IntDelta
+            } else {
+                HpccUtilisation::WindowRate
+            };
+        }
+        if let Some(v) = &self.hpcc_ewma {
+            h.ewma = on_off("hpcc-ewma", v)?;
+        }
+        if let Some(v) = &self.hpcc_fast_react {
+            h.fast_react = on_off("hpcc-fast-react", v)?;
+        }
+        Ok(())
     }
 }
 
@@ -302,4 +512,63 @@ impl TrafficArgs {
         check_flow_count(flag, flows)?;
         Ok(traffic::generate(&pattern, hosts, self.flow_size, seed)?)
     }
+}
+
+/// The effective network parameters of a run, for `run.json`: the profile
+/// named and every value the model ran with (times in ns, rates in Mb/s).
+pub fn config_json(profile: &str, c: &NetConfig) -> serde_json::Value {
+    let ns = |t: SimTime| t.as_ps() as f64 / 1e3;
+    let mbps = |bps: u64| bps as f64 / 1e6;
+    let d = &c.dcqcn;
+    let h = &c.hpcc;
+    serde_json::json!({
+        "cc_profile": profile,
+        "cc": format!("{:?}", c.cc).to_lowercase(),
+        "mtu_bytes": c.mtu_bytes,
+        "header_bytes": c.header_bytes,
+        "control_bytes": c.control_bytes,
+        "ack_interval": c.ack_interval,
+        "ack_high_priority": c.ack_high_priority,
+        "window": format!("{:?}", c.window),
+        "ecn_at_dequeue": c.ecn_at_dequeue,
+        "ecn": c.ecn.iter().map(|p| serde_json::json!({
+            "rate_mbps": mbps(p.rate_bps),
+            "kmin_bytes": p.kmin_bytes,
+            "kmax_bytes": p.kmax_bytes,
+            "pmax": p.pmax,
+        })).collect::<Vec<_>>(),
+        "pfc": c.pfc,
+        "buffer_bytes": c.buffer_bytes,
+        "pfc_alpha": c.pfc_alpha,
+        "pfc_resume_offset_bytes": c.pfc_xon_offset_bytes,
+        "pfc_headroom_bytes": c.pfc_headroom_bytes,
+        "pfc_headroom_latency_factor": c.pfc_headroom_latency_factor,
+        "pfc_reserve_bytes": c.pfc_reserve_bytes,
+        "dcqcn": {
+            "g": d.g,
+            "alpha_update_ns": ns(d.alpha_update),
+            "rate_decrease_ns": ns(d.rate_decrease_interval),
+            "rate_increase_ns": ns(d.rate_increase_timer),
+            "byte_counter_bytes": d.byte_counter_bytes,
+            "fast_recovery": d.fast_recovery_times,
+            "ai_mbps": mbps(d.additive_increase_bps),
+            "hai_mbps": mbps(d.hyper_increase_bps),
+            "min_rate_mbps": mbps(d.min_rate_bps),
+            "clamp_target_rate": d.clamp_target_rate,
+            "rate_on_first_cnp": d.rate_on_first_cnp,
+            "cnp_mode": format!("{:?}", d.cnp_mode),
+            "cnp_interval_ns": ns(d.cnp_interval),
+        },
+        "hpcc": {
+            "eta": h.eta,
+            "max_stage": h.max_stage,
+            "ai_mbps": mbps(h.additive_increase_bps),
+            "base_rtt_ns": ns(h.base_rtt),
+            "utilisation": format!("{:?}", h.utilisation),
+            "ewma": h.ewma,
+            "fast_react": h.fast_react,
+        },
+        "dctcp_g": c.dctcp_g,
+        "rto_ns": ns(c.rto),
+    })
 }

@@ -561,6 +561,8 @@ impl RunArgs {
         // and the fidelity.
         summary["events_imbalance"] = imbalance(&events_per_shard).into();
         summary["fidelity"] = self.fidelity.name().into();
+        summary["network"] =
+            crate::network_args::config_json(&self.network.cc_profile, &plan.fabric.config);
         write_run_json(&self.out, &summary)?;
         if !self.quiet {
             let collectives_note = if collectives.is_empty() {

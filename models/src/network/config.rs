@@ -33,6 +33,51 @@ pub struct HpccConfig {
     pub additive_increase_bps: u64,
     /// The base RTT `T` of the utilisation estimate (queue / (B T) + rate / B).
     pub base_rtt: SimTime,
+    /// How switches measure a link's utilisation for the INT stamp.
+    pub utilisation: HpccUtilisation,
+    /// The sender smooths the path utilisation over one base RTT,
+    /// `U = (U (T - tau) + u tau) / T` with `tau` the time since the last
+    /// sample (capped at `T`), as SimAI's `UpdateRateHp` does; off, it reacts
+    /// to each sample as it comes.
+    pub ewma: bool,
+    /// `FAST_REACT`: every ACK adjusts the rate from the reference; off,
+    /// only the once-per-RTT update does.
+    pub fast_react: bool,
+}
+
+/// How an HPCC switch turns its egress port's state into a utilisation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HpccUtilisation {
+    /// Bytes sent over the last full window of one base RTT, plus the queue
+    /// over `B T` (netsim's first model).
+    WindowRate,
+    /// INT deltas, as SimAI's sender computes them from two consecutive
+    /// records: the bytes sent since the port's previous stamp over the time
+    /// between them, plus `min(queue, previous queue) / (B T)`.
+    IntDelta,
+}
+
+/// How the sender's window bounds the bytes in flight of a rate-based
+/// queue pair (DCQCN, HPCC): SimAI's `HAS_WIN` and `VAR_WIN`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WindowMode {
+    /// No window: the rate alone paces the queue pair.
+    Off,
+    /// At most one bandwidth-delay product (line rate x base RTT) in flight.
+    Bdp,
+    /// The BDP scaled by the current rate over the line rate (`VAR_WIN 1`).
+    VariableBdp,
+}
+
+/// How the notification point tells the sender of ECN marks (DCQCN).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CnpMode {
+    /// A CNP packet, at most one per flow per `cnp_interval` (0: one per
+    /// marked packet), as ConnectX's `min_time_between_cnps`.
+    Packet,
+    /// A CNP flag on every ACK that acknowledges a marked packet, as SimAI's
+    /// receiver does; no separate CNP packets.
+    AckFlag,
 }
 
 /// How switches choose among equal-cost next hops.
@@ -78,8 +123,23 @@ pub struct DcqcnConfig {
     pub additive_increase_bps: u64,
     pub hyper_increase_bps: u64,
     pub min_rate_bps: u64,
-    /// A receiver sends at most one CNP per flow per interval.
+    /// A receiver sends at most one CNP per flow per interval (0: one per
+    /// marked packet); only for [`CnpMode::Packet`].
     pub cnp_interval: SimTime,
+    /// How CNPs reach the sender.
+    pub cnp_mode: CnpMode,
+    /// `CLAMP_TARGET_RATE` / `clamp_tgt_rate`: a cut always sets the target
+    /// to the current rate. Off, a cut that comes before any rate increase
+    /// since the previous cut keeps the old target.
+    pub clamp_target_rate: bool,
+    /// `None`: the first CNP cuts at once by `alpha / 2` (ConnectX with
+    /// `rate_to_set_on_first_cnp` 0). `Some(f)`: SimAI's `RateOnFirstCnp`:
+    /// the first CNP sets rate and target to `f` x rate and starts the
+    /// timers; the first cut comes at the next rate-decrease check.
+    pub rate_on_first_cnp: Option<f64>,
+    /// `rpg_byte_reset`: a rate-increase event also every this many bytes
+    /// sent since the last one (0: the timer alone).
+    pub byte_counter_bytes: u64,
 }
 
 /// Everything the network model needs besides topology and traffic.
@@ -87,7 +147,9 @@ pub struct DcqcnConfig {
 pub struct NetConfig {
     /// Payload bytes per data packet.
     pub mtu_bytes: u32,
-    /// Ethernet + IPv4 + UDP + BTH + ICRC + FCS bytes added to every data packet.
+    /// Bytes added to every data packet's payload on the wire (netsim:
+    /// Ethernet + IPv4 + UDP + BTH + ICRC + FCS; SimAI: its headers, with
+    /// HPCC's INT stack).
     pub header_bytes: u32,
     /// Wire size of ACK, NACK and CNP packets.
     pub control_bytes: u32,
@@ -113,6 +175,21 @@ pub struct NetConfig {
     pub pfc_xon_offset_bytes: u64,
     /// Buffer reserved per port for packets in flight after a pause.
     pub pfc_headroom_bytes: u64,
+    /// Plus, per port, this many times the link's rate x latency in bytes
+    /// (SimAI reserves 3, its `ConfigHdrm`).
+    pub pfc_headroom_latency_factor: u32,
+    /// Bytes per ingress port that do not count toward the PFC threshold
+    /// (SimAI's MMU `reserve`, 4 KB), taken off the shared buffer.
+    pub pfc_reserve_bytes: u64,
+    /// Switches mark ECN when a packet leaves the egress queue, against the
+    /// queue left behind (SimAI's `SwitchNotifyDequeue`); off, on arrival
+    /// against the queue found.
+    pub ecn_at_dequeue: bool,
+    /// ACKs and NACKs have strict priority over data at switches; off, they
+    /// queue in the data class and PFC pauses them (SimAI's `ACK_HIGH_PRIO 0`).
+    pub ack_high_priority: bool,
+    /// The sender window of DCQCN and HPCC queue pairs.
+    pub window: WindowMode,
     /// ECN profiles by link rate; a link uses the profile of the highest rate not above its own.
     pub ecn: Vec<EcnProfile>,
     /// A receiver acknowledges every this many data packets (and the last).
@@ -140,12 +217,19 @@ impl Default for NetConfig {
                 hyper_increase_bps: 100_000_000,
                 min_rate_bps: 100_000_000,
                 cnp_interval: SimTime::from_us(50),
+                cnp_mode: CnpMode::Packet,
+                clamp_target_rate: true,
+                rate_on_first_cnp: None,
+                byte_counter_bytes: 0,
             },
             hpcc: HpccConfig {
                 eta: 0.95,
                 max_stage: 5,
                 additive_increase_bps: 50_000_000,
                 base_rtt: SimTime::from_us(10),
+                utilisation: HpccUtilisation::WindowRate,
+                ewma: false,
+                fast_react: true,
             },
             dctcp_g: 1.0 / 16.0,
             pfc: true,
@@ -156,6 +240,11 @@ impl Default for NetConfig {
             pfc_alpha: 1.0 / 8.0,
             pfc_xon_offset_bytes: 2 * 4158,
             pfc_headroom_bytes: 0,
+            pfc_headroom_latency_factor: 0,
+            pfc_reserve_bytes: 0,
+            ecn_at_dequeue: false,
+            ack_high_priority: true,
+            window: WindowMode::Off,
             ecn: default_ecn_profiles(),
             ack_interval: 1,
             rto: SimTime::from_us(500),
@@ -228,6 +317,11 @@ impl NetConfig {
         ] {
             if t == SimTime::ZERO {
                 return bad(field, "must be positive".into());
+            }
+        }
+        if let Some(f) = d.rate_on_first_cnp {
+            if !(f > 0.0 && f <= 1.0) {
+                return bad("dcqcn-rate-on-first-cnp", format!("{f} is outside (0, 1]"));
             }
         }
         if d.min_rate_bps == 0 {

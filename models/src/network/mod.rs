@@ -35,6 +35,7 @@ mod fabric;
 mod forwarding;
 mod nic;
 pub mod packet;
+pub mod profile;
 mod port;
 mod run;
 mod switch;
@@ -156,7 +157,18 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
             for p in topo.ports(node.0) {
                 let link = topo.link(p.link);
                 let ecn = config.ecn_for(link.bandwidth_bps);
-                headroom += config.pfc_headroom_bytes;
+                // Fixed headroom, rate x latency headroom (SimAI: 3 x) and
+                // the ingress reserve, all off the shared pool.
+                let in_flight_bytes = u128::from(link.bandwidth_bps) * u128::from(link.latency_ps)
+                    / 8_000_000_000_000;
+                let scaled = in_flight_bytes * u128::from(config.pfc_headroom_latency_factor);
+                headroom = [
+                    config.pfc_headroom_bytes,
+                    config.pfc_reserve_bytes,
+                    u64::try_from(scaled).unwrap_or(u64::MAX),
+                ]
+                .into_iter()
+                .fold(headroom, u64::saturating_add);
                 ports.push(Port::new(
                     NodeId(p.peer),
                     p.peer_port,

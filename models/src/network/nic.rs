@@ -7,7 +7,8 @@
 //! from its flows; when none may send yet it schedules one `Wake` for the
 //! earliest pacing deadline (stale ones are told apart by a generation).
 
-use super::cc::CcState;
+use super::cc::{window_bytes, CcState, IncreaseSource};
+use super::config::CnpMode;
 use super::fabric::{ideal_fct, NO_NODE};
 use super::forwarding::five_tuple_hash;
 use super::packet::{Packet, PacketKind, PRIO_CONTROL};
@@ -88,6 +89,8 @@ impl<S: TelemetrySink> Network<'_, S> {
         s.ideal_fct = ideal_fct;
         s.path_hash = five_tuple_hash(flow, src, dst);
         let bdp_bytes = line_rate_bps as f64 * base_rtt.as_ps() as f64 / 8e12;
+        s.base_rtt = base_rtt;
+        s.bdp_bytes = bdp_bytes as u64;
         s.cc = CcState::new(
             fabric.config.cc,
             line_rate_bps,
@@ -140,6 +143,19 @@ impl<S: TelemetrySink> Network<'_, S> {
                 // Every aggregation slot of the operation is in use.
                 continue;
             }
+            let paced_bps = match &s.cc {
+                CcState::Dcqcn(d) => Some(d.rate_bps),
+                CcState::Hpcc(h) => Some(h.rate_bps),
+                _ => None,
+            };
+            if let Some(rate) = paced_bps {
+                // HAS_WIN / VAR_WIN: the window bounds the bytes in flight.
+                let window = window_bytes(config.window, s.bdp_bytes, rate, s.line_rate_bps);
+                let in_flight_bytes = u64::from(s.qp.in_flight()) * u64::from(config.mtu_bytes);
+                if window.is_some_and(|w| in_flight_bytes >= w) {
+                    continue;
+                }
+            }
             let rate_bps = match &s.cc {
                 CcState::Dcqcn(d) => d.rate_bps as u64,
                 CcState::Hpcc(h) => h.rate_bps as u64,
@@ -183,6 +199,11 @@ impl<S: TelemetrySink> Network<'_, S> {
                 self.stats.sent_payload_bytes += payload;
             }
             s.next_send = now + Port::serialization(u64::from(wire_bytes), rate_bps.max(1));
+            if let CcState::Dcqcn(d) = &mut s.cc {
+                if d.on_sent(&config.dcqcn, u64::from(wire_bytes)) {
+                    d.increase(&config.dcqcn, s.line_rate_bps, IncreaseSource::Bytes);
+                }
+            }
             p.host.round_robin = (slot + 1) % n;
             self.transmit(ctx, gport, pkt);
             self.host_continue(ctx, gport, port);
@@ -258,49 +279,64 @@ impl<S: TelemetrySink> Network<'_, S> {
         }
     }
 
-    /// A CNP reached the sender: DCQCN's reaction point cuts its rate (at
-    /// once the first time, then on its timers).
+    /// A CNP reached the sender: DCQCN's reaction point takes it.
     pub(crate) fn receive_cnp(&mut self, ctx: &mut Context<'_, NetEvent>, pkt: Packet) {
         let Some(&i) = self.sender_of.get(&pkt.flow) else {
             return;
         };
-        let s = &mut self.senders[i as usize];
+        if self.fabric.config.dcqcn.cnp_mode == CnpMode::Packet {
+            self.dcqcn_notified(ctx, i as usize);
+        }
+    }
+
+    /// Sender `i` was told of ECN marks (a CNP, or an ACK flagged as one):
+    /// its reaction point takes note; the first notification starts the
+    /// timers (and cuts at once unless `rate_on_first_cnp` is set).
+    pub(crate) fn dcqcn_notified(&mut self, ctx: &mut Context<'_, NetEvent>, i: usize) {
+        let c = &self.fabric.config.dcqcn;
+        let s = &mut self.senders[i];
         if s.end.is_some() {
             return;
         }
         s.cnps += 1;
         let flow = s.flow;
-        if let CcState::Dcqcn(d) = &mut s.cc {
-            d.cnp_since_alpha = true;
-            d.cnp_since_decrease = true;
-            if !d.timers_running {
-                // The first CNP cuts at once and starts the timers.
-                d.timers_running = true;
-                let c = &self.fabric.config.dcqcn;
-                d.check_decrease(c);
-                let generation = d.increase_generation;
-                ctx.schedule_self(
-                    c.alpha_update,
-                    NetEvent::Timer {
-                        flow,
-                        timer: FlowTimer::DcqcnAlpha,
-                    },
-                );
-                ctx.schedule_self(
-                    c.rate_decrease_interval,
-                    NetEvent::Timer {
-                        flow,
-                        timer: FlowTimer::DcqcnDecrease,
-                    },
-                );
-                ctx.schedule_self(
-                    c.rate_increase_timer,
-                    NetEvent::Timer {
-                        flow,
-                        timer: FlowTimer::DcqcnIncrease { generation },
-                    },
-                );
-            }
+        let CcState::Dcqcn(d) = &mut s.cc else {
+            return;
+        };
+        if !d.on_cnp(c) {
+            return;
+        }
+        ctx.schedule_self(
+            c.alpha_update,
+            NetEvent::Timer {
+                flow,
+                timer: FlowTimer::DcqcnAlpha,
+            },
+        );
+        // SimAI checks the first decrease 1 ns after the alpha update due
+        // at the same time, so that the update goes first.
+        let after_alpha = if c.rate_on_first_cnp.is_some() {
+            SimTime::from_ns(1)
+        } else {
+            SimTime::ZERO
+        };
+        ctx.schedule_self(
+            c.rate_decrease_interval + after_alpha,
+            NetEvent::Timer {
+                flow,
+                timer: FlowTimer::DcqcnDecrease,
+            },
+        );
+        if d.increasing {
+            // The first CNP cut at once: the increase timer starts now.
+            let generation = d.increase_generation;
+            ctx.schedule_self(
+                c.rate_increase_timer,
+                NetEvent::Timer {
+                    flow,
+                    timer: FlowTimer::DcqcnIncrease { generation },
+                },
+            );
         }
     }
 
@@ -345,7 +381,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             }
             (FlowTimer::DcqcnIncrease { generation }, CcState::Dcqcn(d)) => {
                 if generation == d.increase_generation {
-                    d.increase(c, line_rate_bps);
+                    d.increase(c, line_rate_bps, IncreaseSource::Timer);
                     ctx.schedule_self(c.rate_increase_timer, NetEvent::Timer { flow, timer });
                     let port = s.port;
                     self.host_try_send(ctx, port);

@@ -1,5 +1,6 @@
 //! Switches: shared-buffer admission (tail drop in lossy mode), ECN
-//! marking, PFC thresholds toward upstream ports, and strict-priority
+//! marking (at enqueue, or at dequeue as SimAI does), PFC thresholds toward
+//! upstream ports (with a per-port reserve and headroom), and strict-priority
 //! scheduling of the egress queues. Where a packet goes is `forwarding.rs`.
 //!
 //! State: per switch, its [`SharedBuffer`]; per port, its [`Ingress`]
@@ -15,7 +16,8 @@ use netsim_engine::Context;
 pub(crate) struct SharedBuffer {
     /// Bytes of queued packets.
     pub used_bytes: u64,
-    /// Reserved for bytes in flight after a pause, over all ports.
+    /// Taken off the shared pool: headroom for bytes in flight after a
+    /// pause and the ingress reserve, over all ports.
     pub headroom_bytes: u64,
 }
 
@@ -29,7 +31,46 @@ pub(crate) struct Ingress {
     pub pause_sent: bool,
 }
 
+/// Whether a packet of `kind` may be ECN-marked: data-class payload, never
+/// an ACK that queues with data (its `ce` counts marked packets).
+#[inline]
+fn markable(kind: PacketKind) -> bool {
+    !matches!(kind, PacketKind::Ack | PacketKind::Nack)
+}
+
 impl<S: TelemetrySink> Network<'_, S> {
+    /// The egress class of `pkt` at a switch: ACKs and NACKs queue with
+    /// data unless `ack_high_priority`.
+    #[inline]
+    fn switch_class(&self, pkt: &Packet) -> usize {
+        match pkt.kind {
+            PacketKind::Ack | PacketKind::Nack if !self.fabric.config.ack_high_priority => {
+                PRIO_DATA
+            }
+            _ => pkt.priority(),
+        }
+    }
+
+    /// RED on egress port `gport`'s data queue of `queue_bytes`: whether
+    /// to mark (counted when so).
+    #[inline]
+    fn ecn_mark(&mut self, ctx: &mut Context<'_, NetEvent>, gport: usize, queue_bytes: u64) -> bool {
+        let p = &self.ports[gport];
+        let mark = if queue_bytes >= p.ecn_kmax_bytes {
+            true
+        } else if queue_bytes > p.ecn_kmin_bytes {
+            let probability = p.ecn_pmax * (queue_bytes - p.ecn_kmin_bytes) as f64
+                / (p.ecn_kmax_bytes - p.ecn_kmin_bytes) as f64;
+            ctx.rng().next_f64() < probability
+        } else {
+            false
+        };
+        if mark {
+            self.ports[gport].ecn_marked_pkts[PRIO_DATA] += 1;
+        }
+        mark
+    }
+
     /// Dynamic PFC threshold of the current switch.
     #[inline]
     pub(crate) fn pfc_xoff(&self, local: usize) -> u64 {
@@ -71,7 +112,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         let fabric = self.fabric;
         let config = &fabric.config;
         let gout = self.port_index(local, out);
-        let prio = pkt.priority();
+        let prio = self.switch_class(&pkt);
         let wire = u64::from(pkt.wire_bytes);
         if prio == PRIO_DATA {
             if !config.pfc {
@@ -84,20 +125,11 @@ impl<S: TelemetrySink> Network<'_, S> {
                     return;
                 }
             }
-            let p = &self.ports[gout];
-            let q = p.queued_bytes[prio];
-            let mark = if q >= p.ecn_kmax_bytes {
-                true
-            } else if q > p.ecn_kmin_bytes {
-                let probability = p.ecn_pmax * (q - p.ecn_kmin_bytes) as f64
-                    / (p.ecn_kmax_bytes - p.ecn_kmin_bytes) as f64;
-                ctx.rng().next_f64() < probability
-            } else {
-                false
-            };
-            if mark {
-                pkt.ce = 1;
-                self.ports[gout].ecn_marked_pkts[prio] += 1;
+            if !config.ecn_at_dequeue && markable(pkt.kind) {
+                let q = self.ports[gout].queued_bytes[prio];
+                if self.ecn_mark(ctx, gout, q) {
+                    pkt.ce = 1;
+                }
             }
             let gin = self.port_index(local, in_port);
             self.ports[gin].ingress.bytes += wire;
@@ -110,8 +142,9 @@ impl<S: TelemetrySink> Network<'_, S> {
         if prio == PRIO_DATA && config.pfc {
             let gin = self.port_index(local, in_port);
             let xoff = self.pfc_xoff(local);
+            let reserve = config.pfc_reserve_bytes;
             let up = &mut self.ports[gin];
-            if !up.ingress.pause_sent && up.ingress.bytes > xoff {
+            if !up.ingress.pause_sent && up.ingress.bytes.saturating_sub(reserve) > xoff {
                 up.ingress.pause_sent = true;
                 ctx.send(
                     up.peer,
@@ -142,18 +175,28 @@ impl<S: TelemetrySink> Network<'_, S> {
         } else {
             return;
         };
-        let pkt = p.queues[prio].pop_front().expect("queue checked non-empty");
+        let mut pkt = p.queues[prio].pop_front().expect("queue checked non-empty");
         let wire = u64::from(pkt.wire_bytes);
         p.queued_bytes[prio] -= wire;
+        let left_bytes = p.queued_bytes[prio];
         self.buffers[local].used_bytes -= wire;
+        if prio == PRIO_DATA
+            && self.fabric.config.ecn_at_dequeue
+            && markable(pkt.kind)
+            && self.ecn_mark(ctx, gport, left_bytes)
+        {
+            pkt.ce = 1;
+        }
         if prio == PRIO_DATA {
             let gin = self.port_index(local, pkt.in_port);
             self.ports[gin].ingress.bytes -= wire;
             if self.ports[gin].ingress.pause_sent {
                 let xoff = self.pfc_xoff(local);
                 let offset = self.fabric.config.pfc_xon_offset_bytes;
+                let reserve = self.fabric.config.pfc_reserve_bytes;
                 let up = &mut self.ports[gin];
-                if up.ingress.bytes + offset <= xoff || up.ingress.bytes <= offset {
+                let shared = up.ingress.bytes.saturating_sub(reserve);
+                if shared + offset <= xoff || shared <= offset {
                     up.ingress.pause_sent = false;
                     ctx.send(
                         up.peer,

@@ -85,6 +85,10 @@ pub(crate) struct Sender {
     pub retransmitted_pkts: u64,
     pub ideal_fct: SimTime,
     pub path_hash: u64,
+    /// Base RTT of the flow's path (a full packet out, its ACK back).
+    pub base_rtt: SimTime,
+    /// Line rate x base RTT: the sender window's size.
+    pub bdp_bytes: u64,
 }
 
 /// Receiver-side state of one flow.
@@ -123,6 +127,8 @@ impl Sender {
             retransmitted_pkts: 0,
             ideal_fct: SimTime::ZERO,
             path_hash: 0,
+            base_rtt: SimTime::ZERO,
+            bdp_bytes: 0,
         }
     }
 }

@@ -9,7 +9,7 @@
 
 use super::{Receiver, ReceiverReliability, RxVerdict, SenderReliability};
 use crate::network::cc::CcState;
-use crate::network::config::CcKind;
+use crate::network::config::{CcKind, CnpMode};
 use crate::network::packet::{self, Packet, PacketKind};
 use crate::network::{FlowTimer, NetEvent, Network, NO_NODE};
 use crate::telemetry::TelemetrySink;
@@ -123,12 +123,12 @@ impl<S: TelemetrySink> Network<'_, S> {
     /// what to acknowledge; DCQCN's notification point may add a CNP.
     pub(crate) fn receive_data(&mut self, ctx: &mut Context<'_, NetEvent>, pkt: Packet) {
         let config = &self.fabric.config;
-        let (header_bytes, ack_interval, cnp_interval, control_bytes, dcqcn) = (
+        let (header_bytes, ack_interval, cnp_interval, control_bytes, cnp_packets) = (
             config.header_bytes,
             config.ack_interval,
             config.dcqcn.cnp_interval,
             config.control_bytes as u16,
-            config.cc == CcKind::Dcqcn,
+            config.cc == CcKind::Dcqcn && config.dcqcn.cnp_mode == CnpMode::Packet,
         );
         let now = ctx.now();
         let rx: &mut Receiver = self.receivers.entry(pkt.flow).or_default();
@@ -152,7 +152,9 @@ impl<S: TelemetrySink> Network<'_, S> {
         }
         let mut out: [Option<Packet>; 2] = [None, None];
         out[0] = verdict.reply.map(|(kind, psn, ce)| reply(kind, psn, ce));
-        if dcqcn && pkt.ce != 0 && rx.last_cnp.is_none_or(|t| now >= t + cnp_interval) {
+        // Under `CnpMode::AckFlag` the ACK's count of marked packets is the
+        // CNP flag; no separate packet.
+        if cnp_packets && pkt.ce != 0 && rx.last_cnp.is_none_or(|t| now >= t + cnp_interval) {
             rx.last_cnp = Some(now);
             out[1] = Some(reply(PacketKind::Cnp, pkt.psn, 0));
         }
@@ -182,6 +184,10 @@ impl<S: TelemetrySink> Network<'_, S> {
         }
         let port = s.port;
         let acked = s.qp.on_ack(pkt.psn);
+        let cnp_flag = pkt.kind == PacketKind::Ack
+            && pkt.ce > 0
+            && config.cc == CcKind::Dcqcn
+            && config.dcqcn.cnp_mode == CnpMode::AckFlag;
         if acked > 0 {
             s.ecn_marked_pkts += u64::from(pkt.ce);
             let (una, next_psn) = (s.qp.acked(), s.qp.next_psn());
@@ -189,6 +195,8 @@ impl<S: TelemetrySink> Network<'_, S> {
                 CcState::Dctcp(d) => d.on_ack(g, mss, acked, u32::from(pkt.ce), una, next_psn),
                 CcState::Hpcc(h) => h.on_ack(
                     &config.hpcc,
+                    s.base_rtt,
+                    ctx.now(),
                     f64::from(pkt.util) / packet::UTIL_ONE,
                     una,
                     next_psn,
@@ -201,6 +209,11 @@ impl<S: TelemetrySink> Network<'_, S> {
         if pkt.kind == PacketKind::Nack {
             s.qp.on_nack(pkt.psn);
         }
+        if cnp_flag {
+            // SimAI's receiver flags the ACK of a marked packet as a CNP.
+            self.dcqcn_notified(ctx, i);
+        }
+        let s = &mut self.senders[i];
         if s.qp.acked() >= s.packets {
             self.sender_finished(ctx, i);
         }

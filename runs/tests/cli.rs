@@ -100,6 +100,11 @@ fn bad_flags_exit_with_code_2() {
         (vec!["--topo", "fat-tree", "--k", "5"], "k"),
         (vec!["--cc", "reno"], "--cc"),
         (vec!["--mtu", "10"], "mtu"),
+        (vec!["--cc-profile", "ns3"], "--cc-profile"),
+        (vec!["--dcqcn-rate-on-first-cnp", "2"], "dcqcn-rate-on-first-cnp"),
+        (vec!["--dcqcn-rate-on-first-cnp", "half"], "dcqcn-rate-on-first-cnp"),
+        (vec!["--dcqcn-cnp-interval-us=-1"], "dcqcn-cnp-interval-us"),
+        (vec!["--window", "huge"], "--window"),
         (
             vec!["--config", "/nonexistent/scenario.toml"],
             "/nonexistent/scenario.toml",
@@ -407,4 +412,74 @@ fn every_shipped_scenario_validates_from_any_directory() {
         checked += 1;
     }
     assert!(checked >= 7, "found {checked} scenarios");
+}
+
+/// `run.json` of a 4:1 incast on one switch run with `extra` flags.
+fn incast_run_json(name: &str, extra: &[&str]) -> serde_json::Value {
+    let dir = scratch(name);
+    let out = dir.join("out");
+    let mut args = vec![
+        "--topo",
+        "star",
+        "--hosts",
+        "5",
+        "--traffic",
+        "incast",
+        "--incast-degree",
+        "4",
+        "--flow-size",
+        "300000",
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let o = netsim(&args);
+    assert!(o.status.success(), "{extra:?}: {}", stderr(&o));
+    let text = std::fs::read_to_string(out.join("run.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+#[test]
+fn a_cc_profile_sets_every_value_and_flags_override_it() {
+    let simai = incast_run_json("profile-simai", &["--cc-profile", "simai"]);
+    let n = &simai["network"];
+    assert_eq!(n["cc_profile"], "simai");
+    assert_eq!(n["mtu_bytes"], 9000);
+    assert_eq!(n["header_bytes"], 40);
+    assert_eq!(n["window"], "VariableBdp");
+    assert_eq!(n["ecn_at_dequeue"], true);
+    assert_eq!(n["ack_high_priority"], false);
+    assert_eq!(n["pfc_reserve_bytes"], 4096);
+    assert_eq!(n["dcqcn"]["rate_increase_ns"], 900_000.0);
+    assert_eq!(n["dcqcn"]["clamp_target_rate"], false);
+    assert_eq!(n["dcqcn"]["cnp_mode"], "AckFlag");
+    assert_eq!(simai["flows_finished"], 4);
+    // An explicit flag wins over the profile; a CNP interval of 0 is valid.
+    let over = incast_run_json(
+        "profile-override",
+        &[
+            "--cc-profile",
+            "simai",
+            "--mtu",
+            "1000",
+            "--dcqcn-rate-increase-us",
+            "55",
+            "--dcqcn-cnp-mode",
+            "packet",
+            "--dcqcn-cnp-interval-us",
+            "0",
+        ],
+    );
+    let n = &over["network"];
+    assert_eq!(n["mtu_bytes"], 1000);
+    assert_eq!(n["dcqcn"]["rate_increase_ns"], 55_000.0);
+    assert_eq!(n["dcqcn"]["cnp_interval_ns"], 0.0);
+    assert_eq!(n["window"], "VariableBdp");
+    let cx = incast_run_json("profile-connectx", &["--cc-profile", "connectx"]);
+    assert_eq!(cx["network"]["dcqcn"]["byte_counter_bytes"], 32_767);
+    assert_eq!(cx["network"]["dcqcn"]["min_rate_mbps"], 1.0);
+    let netsim_default = incast_run_json("profile-netsim", &[]);
+    assert_eq!(netsim_default["network"]["cc_profile"], "netsim");
+    assert_eq!(netsim_default["network"]["window"], "Off");
 }

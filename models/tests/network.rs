@@ -488,5 +488,8 @@ fn the_simai_window_bounds_the_incast_queue() {
     assert!(queue > 0 && queue <= bound, "queue {queue} B");
     assert_eq!(pauses, 0);
     let (queue, _) = with(WindowMode::Off);
-    assert!(queue > 4 * bound, "without the window the queue is {queue} B");
+    assert!(
+        queue > 4 * bound,
+        "without the window the queue is {queue} B"
+    );
 }

@@ -321,8 +321,8 @@ impl NetworkArgs {
         if let Some(v) = self.rto_us {
             c.rto = micros("rto-us", v)?;
         }
-        c.sample_period =
-            SimTime::try_from_ns(self.sample_ns).map_err(|e| anyhow::anyhow!("--sample-ns: {e}"))?;
+        c.sample_period = SimTime::try_from_ns(self.sample_ns)
+            .map_err(|e| anyhow::anyhow!("--sample-ns: {e}"))?;
         c.validate()
             .map_err(|e| anyhow::anyhow!("--{}: {}", e.field, e.problem))?;
         Ok(c)

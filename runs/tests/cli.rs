@@ -101,8 +101,14 @@ fn bad_flags_exit_with_code_2() {
         (vec!["--cc", "reno"], "--cc"),
         (vec!["--mtu", "10"], "mtu"),
         (vec!["--cc-profile", "ns3"], "--cc-profile"),
-        (vec!["--dcqcn-rate-on-first-cnp", "2"], "dcqcn-rate-on-first-cnp"),
-        (vec!["--dcqcn-rate-on-first-cnp", "half"], "dcqcn-rate-on-first-cnp"),
+        (
+            vec!["--dcqcn-rate-on-first-cnp", "2"],
+            "dcqcn-rate-on-first-cnp",
+        ),
+        (
+            vec!["--dcqcn-rate-on-first-cnp", "half"],
+            "dcqcn-rate-on-first-cnp",
+        ),
         (vec!["--dcqcn-cnp-interval-us=-1"], "dcqcn-cnp-interval-us"),
         (vec!["--window", "huge"], "--window"),
         (

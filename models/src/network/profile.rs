@@ -156,7 +156,10 @@ mod tests {
                 p.config(cc).validate().unwrap();
             }
         }
-        assert_eq!(CcProfile::Netsim.config(CcKind::Dcqcn), NetConfig::default());
+        assert_eq!(
+            CcProfile::Netsim.config(CcKind::Dcqcn),
+            NetConfig::default()
+        );
         assert_eq!(CcProfile::Simai.config(CcKind::Hpcc).header_bytes, 82);
         assert_eq!(CcProfile::Simai.config(CcKind::Dcqcn).header_bytes, 40);
     }

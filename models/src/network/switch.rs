@@ -54,7 +54,12 @@ impl<S: TelemetrySink> Network<'_, S> {
     /// RED on egress port `gport`'s data queue of `queue_bytes`: whether
     /// to mark (counted when so).
     #[inline]
-    fn ecn_mark(&mut self, ctx: &mut Context<'_, NetEvent>, gport: usize, queue_bytes: u64) -> bool {
+    fn ecn_mark(
+        &mut self,
+        ctx: &mut Context<'_, NetEvent>,
+        gport: usize,
+        queue_bytes: u64,
+    ) -> bool {
         let p = &self.ports[gport];
         let mark = if queue_bytes >= p.ecn_kmax_bytes {
             true

@@ -212,7 +212,9 @@ mod tests {
 
     #[test]
     fn a_stage_0_cut_with_clamping_off_keeps_the_target() {
-        let c = CcProfile::Simai.config(crate::network::config::CcKind::Dcqcn).dcqcn;
+        let c = CcProfile::Simai
+            .config(crate::network::config::CcKind::Dcqcn)
+            .dcqcn;
         assert!(!c.clamp_target_rate);
         let mut d = Dcqcn::new(LINE);
         // RateOnFirstCnp 1.0: the first CNP changes no rate.

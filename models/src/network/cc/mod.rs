@@ -112,8 +112,14 @@ mod tests {
     fn the_window_bounds_bytes_in_flight() {
         // A 100 Gb/s path with a 10 us base RTT: a 125,000 B BDP.
         let bdp = 125_000;
-        assert_eq!(window_bytes(WindowMode::Off, bdp, 50e9, 100_000_000_000), None);
-        assert_eq!(window_bytes(WindowMode::Bdp, bdp, 50e9, 100_000_000_000), Some(bdp));
+        assert_eq!(
+            window_bytes(WindowMode::Off, bdp, 50e9, 100_000_000_000),
+            None
+        );
+        assert_eq!(
+            window_bytes(WindowMode::Bdp, bdp, 50e9, 100_000_000_000),
+            Some(bdp)
+        );
         // VAR_WIN: half the rate, half the window; the minimum rate, 1 B.
         assert_eq!(
             window_bytes(WindowMode::VariableBdp, bdp, 50e9, 100_000_000_000),
@@ -123,7 +129,10 @@ mod tests {
             window_bytes(WindowMode::VariableBdp, bdp, 1e3, 100_000_000_000),
             Some(1)
         );
-        assert_eq!(window_bytes(WindowMode::Bdp, 0, 50e9, 100_000_000_000), None);
+        assert_eq!(
+            window_bytes(WindowMode::Bdp, 0, 50e9, 100_000_000_000),
+            None
+        );
     }
 
     #[test]

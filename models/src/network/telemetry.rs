@@ -168,6 +168,8 @@ impl<S: TelemetrySink> Network<'_, S> {
             ecn_marked_pkts: s.ecn_marked_pkts,
             cnps: s.cnps,
             retransmitted_pkts: s.retransmitted_pkts,
+            skipped_bytes: s.skipped_bytes,
+            skipped_ns: s.skipped.as_ns(),
             finished: s.end.is_some(),
             collective_id: self.fabric.workload.flow_collective(s.flow),
             job: self.fabric.workload.flow_job(s.flow).cloned(),

@@ -85,6 +85,9 @@ pub(crate) struct Sender {
     pub retransmitted_pkts: u64,
     pub ideal_fct: SimTime,
     pub path_hash: u64,
+    /// Fast-forward: payload bytes and time this flow jumped over.
+    pub skipped_bytes: u64,
+    pub skipped: SimTime,
 }
 
 /// Receiver-side state of one flow.
@@ -123,6 +126,8 @@ impl Sender {
             retransmitted_pkts: 0,
             ideal_fct: SimTime::ZERO,
             path_hash: 0,
+            skipped_bytes: 0,
+            skipped: SimTime::ZERO,
         }
     }
 }

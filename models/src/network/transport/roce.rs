@@ -74,6 +74,16 @@ impl SenderReliability for GoBackNSender {
     }
 }
 
+impl GoBackNSender {
+    /// Fast-forward: `packets` more were sent and acknowledged in order.
+    pub(crate) fn skip_ahead(&mut self, packets: u32) {
+        self.next_psn += packets;
+        self.una += packets;
+        self.max_sent += packets;
+        self.rto_una += packets;
+    }
+}
+
 /// Receiver side of a go-back-N queue pair.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct GoBackNReceiver {
@@ -81,6 +91,16 @@ pub(crate) struct GoBackNReceiver {
     since_ack: u32,
     ce_since_ack: u32,
     nacked_psn: Option<u32>,
+}
+
+impl GoBackNReceiver {
+    /// Fast-forward: `packets` more arrived in order.
+    pub(crate) fn skip_ahead(&mut self, packets: u32) {
+        self.expected_psn += packets;
+        if let Some(psn) = &mut self.nacked_psn {
+            *psn += packets;
+        }
+    }
 }
 
 impl ReceiverReliability for GoBackNReceiver {

@@ -40,8 +40,10 @@ pub(crate) struct Steady {
     /// or a gap between checks).
     valid_from: u64,
     last_check: SimTime,
-    /// Per sender, acknowledged packets and retransmissions at each slot.
+    /// Per sender, acknowledged packets, when the last of them was
+    /// acknowledged, and retransmissions, at each slot.
     acked: Vec<u32>,
+    ack_time: Vec<SimTime>,
     retransmitted: Vec<u64>,
     /// Per sender, its rate-based CC's rate (b/s; 0 for window-based or
     /// none) and the CNPs it received, at each slot.
@@ -49,8 +51,10 @@ pub(crate) struct Steady {
     cnps: Vec<u64>,
     /// Per sender, the check it was first sampled at while active.
     first_sample: Vec<u64>,
-    /// Per port, data-queue bytes and bytes started per priority at each slot.
+    /// Per port, data-queue bytes, bytes started per priority and bytes
+    /// on the wire (pro rata, free of the packet quantum) at each slot.
     qlen: Vec<u64>,
+    wire: Vec<u64>,
     tx: Vec<[u64; PRIORITIES]>,
     /// Drops and PFC pauses on this shard at each slot.
     disturbances: [u64; SLOTS],
@@ -64,11 +68,13 @@ impl Steady {
             valid_from: 0,
             last_check: SimTime::ZERO,
             acked: vec![0; senders * SLOTS],
+            ack_time: vec![SimTime::ZERO; senders * SLOTS],
             retransmitted: vec![0; senders * SLOTS],
             cc_rate: vec![0; senders * SLOTS],
             cnps: vec![0; senders * SLOTS],
             first_sample: vec![UNSAMPLED; senders],
             qlen: vec![0; ports * SLOTS],
+            wire: vec![0; ports * SLOTS],
             tx: vec![[0; PRIORITIES]; ports * SLOTS],
             disturbances: [0; SLOTS],
         }
@@ -77,6 +83,14 @@ impl Steady {
     /// The window's length in picoseconds.
     fn window_ps(&self) -> u128 {
         u128::from(self.config.period.as_ps()) * u128::from(FastForward::WINDOW_PERIODS)
+    }
+
+    /// Picoseconds between the last acknowledgements sender `i` had at the
+    /// window's first and last check (zero if none moved).
+    fn ack_span_ps(&self, i: usize, slot: usize) -> u128 {
+        let oldest = (slot + 1) % SLOTS;
+        let (new, old) = (self.ack_time[i * SLOTS + slot], self.ack_time[i * SLOTS + oldest]);
+        u128::from(new.as_ps().saturating_sub(old.as_ps()))
     }
 
     /// Whether `samples` (oldest first) vary by at most the tolerance of
@@ -129,6 +143,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         for (gp, p) in self.ports.iter().enumerate() {
             ff.qlen[gp * SLOTS + slot] = p.queued_bytes[PRIO_DATA];
             ff.tx[gp * SLOTS + slot] = p.tx_bytes;
+            ff.wire[gp * SLOTS + slot] = p.wire_bytes_by(now);
         }
         ff.disturbances[slot] = disturbances;
         for &i in &active {
@@ -137,6 +152,7 @@ impl<S: TelemetrySink> Network<'_, S> {
                 ff.first_sample[i] = index;
             }
             ff.acked[i * SLOTS + slot] = s.qp.acked();
+            ff.ack_time[i * SLOTS + slot] = s.last_ack;
             ff.retransmitted[i * SLOTS + slot] = s.retransmitted_pkts;
             ff.cc_rate[i * SLOTS + slot] = match &s.cc {
                 CcState::Dcqcn(d) => d.rate_bps as u64,
@@ -183,14 +199,15 @@ impl<S: TelemetrySink> Network<'_, S> {
             let acked: Vec<u64> = order(i * SLOTS).map(|k| u64::from(ff.acked[k])).collect();
             let per_period = acked.windows(2).map(|w| w[1] - w[0]);
             let total = acked[SLOTS - 1] - acked[0];
+            let span_ps = ff.ack_span_ps(i, slot);
             // One packet of slack: acknowledgements come in whole packets.
-            if total == 0 || !ff.steady(per_period, 1) {
+            if total == 0 || span_ps == 0 || !ff.steady(per_period, 1) {
                 return not_steady(true);
             }
             // Time to the last packet at this rate, less a window and a
             // period: the tail is simulated packet by packet.
             let left = u128::from(s.packets - s.qp.acked());
-            let to_end_ps = left * window_ps / u128::from(total);
+            let to_end_ps = left * span_ps / u128::from(total);
             let keep_ps = window_ps + u128::from(ff.config.period.as_ps());
             let Some(room_ps) = to_end_ps.checked_sub(keep_ps) else {
                 return not_steady(true);
@@ -240,7 +257,8 @@ impl<S: TelemetrySink> Network<'_, S> {
         for i in active {
             let s = &self.senders[i];
             let total = ff.acked[i * SLOTS + slot] - ff.acked[i * SLOTS + oldest];
-            let k = u128::from(total) * u128::from(delta.as_ps()) / ff.window_ps();
+            // The rate between the window's first and last acknowledgement.
+            let k = u128::from(total) * u128::from(delta.as_ps()) / ff.ack_span_ps(i, slot);
             // Never as far as the last packet (the proposal keeps a window).
             let room = s.packets.saturating_sub(s.qp.next_psn() + 1);
             votes[s.flow as usize] = (k as u64).min(u64::from(room));
@@ -262,12 +280,19 @@ impl<S: TelemetrySink> Network<'_, S> {
         let slot = ((ff.checks - 1) % SLOTS as u64) as usize;
         let oldest = (slot + 1) % SLOTS;
         let window_ps = ff.window_ps();
+        // The bytes on the wire over the window (pro rata), shared among the
+        // priorities as the packets started in it were.
         let added: Vec<[u64; PRIORITIES]> = (0..self.ports.len())
             .map(|gp| {
                 let (new, old) = (ff.tx[gp * SLOTS + slot], ff.tx[gp * SLOTS + oldest]);
+                let started: u64 = (0..PRIORITIES).map(|prio| new[prio] - old[prio]).sum();
+                let wire = ff.wire[gp * SLOTS + slot] - ff.wire[gp * SLOTS + oldest];
+                let bytes = u128::from(wire) * u128::from(delta.as_ps()) / window_ps;
                 std::array::from_fn(|prio| {
-                    let bytes = u128::from(new[prio] - old[prio]) * u128::from(delta.as_ps());
-                    (bytes / window_ps) as u64
+                    let share = u128::from(new[prio] - old[prio]);
+                    (bytes * share)
+                        .checked_div(u128::from(started))
+                        .unwrap_or(0) as u64
                 })
             })
             .collect();
@@ -315,6 +340,7 @@ impl<S: TelemetrySink> Network<'_, S> {
                 CcState::Dcqcn(_) | CcState::LineRate => {}
             }
             s.next_send += delta;
+            s.last_ack += delta;
             s.skipped_bytes += u64::from(k) * mtu;
             s.skipped += delta;
             self.stats.sent_payload_bytes += u64::from(k) * mtu;

@@ -85,6 +85,9 @@ pub(crate) struct Sender {
     pub retransmitted_pkts: u64,
     pub ideal_fct: SimTime,
     pub path_hash: u64,
+    /// When an ACK last acknowledged new packets (fast-forward measures
+    /// rates between such instants, free of the packet quantum).
+    pub last_ack: SimTime,
     /// Fast-forward: payload bytes and time this flow jumped over.
     pub skipped_bytes: u64,
     pub skipped: SimTime,
@@ -126,6 +129,7 @@ impl Sender {
             retransmitted_pkts: 0,
             ideal_fct: SimTime::ZERO,
             path_hash: 0,
+            last_ack: SimTime::ZERO,
             skipped_bytes: 0,
             skipped: SimTime::ZERO,
         }

@@ -203,6 +203,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         let port = s.port;
         let acked = s.qp.on_ack(pkt.psn);
         if acked > 0 {
+            s.last_ack = ctx.now();
             s.ecn_marked_pkts += u64::from(pkt.ce);
             let (una, next_psn) = (s.qp.acked(), s.qp.next_psn());
             match &mut s.cc {

@@ -201,7 +201,10 @@ impl<S: TelemetrySink> Network<'_, S> {
             let total = acked[SLOTS - 1] - acked[0];
             let span_ps = ff.ack_span_ps(i, slot);
             // One packet of slack: acknowledgements come in whole packets.
-            if total == 0 || span_ps == 0 || !ff.steady(per_period, 1) {
+            // ACKs must have kept coming over the whole window, so that the
+            // first and last ones span it to within a period.
+            let period_ps = u128::from(ff.config.period.as_ps());
+            if total == 0 || span_ps.abs_diff(window_ps) > period_ps || !ff.steady(per_period, 1) {
                 return not_steady(true);
             }
             // Time to the last packet at this rate, less a window and a

@@ -39,7 +39,7 @@ def run(workload, fast_forward, threads, out, extra):
     with open(os.path.join(out, "run.json")) as f:
         summary = json.load(f)
     flows = pq.read_table(os.path.join(out, "flows")).to_pandas()
-    return summary, flows.set_index("flow_id")["fct_ns"]
+    return summary, flows.set_index("flow_id")["fct_ns"].astype(float)
 
 
 def main():

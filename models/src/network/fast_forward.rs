@@ -89,7 +89,10 @@ impl Steady {
     /// window's first and last check (zero if none moved).
     fn ack_span_ps(&self, i: usize, slot: usize) -> u128 {
         let oldest = (slot + 1) % SLOTS;
-        let (new, old) = (self.ack_time[i * SLOTS + slot], self.ack_time[i * SLOTS + oldest]);
+        let (new, old) = (
+            self.ack_time[i * SLOTS + slot],
+            self.ack_time[i * SLOTS + oldest],
+        );
         u128::from(new.as_ps().saturating_sub(old.as_ps()))
     }
 

@@ -183,6 +183,7 @@ impl Executor for MpiWorld {
             exchange: &exchange,
             shard: local.start,
             leader: Some(Leader::new(&self.world, self.size)),
+            max_calls: 0,
         };
         run_shards(
             local,
@@ -190,6 +191,7 @@ impl Executor for MpiWorld {
                 exchange: &exchange,
                 shard,
                 leader: None,
+                max_calls: 0,
             },
             Some(leader),
             |shard, comm| {
@@ -223,6 +225,8 @@ struct RankExchange<P> {
     /// Next event time of each local shard, in picoseconds.
     next_times: Vec<AtomicU64>,
     global_next: AtomicU64,
+    /// `all_max` accumulators by call parity (see `ThreadComm::all_max`).
+    maxima: [Mutex<(u64, Vec<u64>)>; 2],
 }
 
 impl<P> RankExchange<P> {
@@ -238,6 +242,10 @@ impl<P> RankExchange<P> {
             incoming: (0..threads).map(|_| Mutex::new(Vec::new())).collect(),
             next_times: (0..threads).map(|_| AtomicU64::new(u64::MAX)).collect(),
             global_next: AtomicU64::new(u64::MAX),
+            maxima: [
+                Mutex::new((u64::MAX, Vec::new())),
+                Mutex::new((u64::MAX, Vec::new())),
+            ],
             local,
             ranks,
         }
@@ -344,6 +352,8 @@ struct RankComm<'a, 'w, P> {
     exchange: &'a RankExchange<P>,
     shard: usize,
     leader: Option<Leader<'w>>,
+    /// `all_max` calls so far (the same on every shard of every rank).
+    max_calls: u64,
 }
 
 impl<P: Wire + Send> Comm<P> for RankComm<'_, '_, P> {
@@ -374,6 +384,30 @@ impl<P: Wire + Send> Comm<P> for RankComm<'_, '_, P> {
                 .expect("inbox poisoned"),
         );
         Ok(SimTime(x.global_next.load(Ordering::Relaxed)))
+    }
+
+    fn all_max(&mut self, values: &mut [u64]) -> Result<(), Aborted> {
+        // The rank's threads merge, its leader reduces over ranks between
+        // two barriers, and everyone reads the result.
+        let x = self.exchange;
+        let call = self.max_calls;
+        self.max_calls += 1;
+        let acc = &x.maxima[(call % 2) as usize];
+        crate::sync::merge_max(&mut acc.lock().expect("maxima poisoned"), call, values);
+        x.barrier.wait()?;
+        if let Some(leader) = &self.leader {
+            let mut acc = acc.lock().expect("maxima poisoned");
+            let mut global = buffer(acc.1.len());
+            leader.world.all_reduce_into(
+                not_in_place(&acc.1),
+                &mut global[..],
+                SystemOperation::max(),
+            );
+            acc.1 = global;
+        }
+        x.barrier.wait()?;
+        values.copy_from_slice(&acc.lock().expect("maxima poisoned").1);
+        Ok(())
     }
 
     fn abort(&self) {

@@ -165,6 +165,22 @@ impl<P: Copy> EventQueue<P> {
         top
     }
 
+    /// Applies `f` to every pending event (it may change times and
+    /// payloads, never the key's tie-breakers), then restores the heap. A
+    /// fast-forward's shift: rare, so a sort (a sorted array is a heap) is
+    /// simpler than sifting.
+    pub fn retime(&mut self, mut f: impl FnMut(&mut Event<P>)) {
+        for event in &mut self.heap {
+            f(event);
+        }
+        self.heap.sort_unstable_by_key(Event::key);
+    }
+
+    /// Every pending event, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = &Event<P>> {
+        self.heap.iter()
+    }
+
     fn sift_up(&mut self, mut pos: usize) {
         let moving = self.heap[pos];
         while pos > 0 {

@@ -19,6 +19,67 @@ pub trait Model: Send {
 
     /// Handles one event addressed to `ctx.node()`.
     fn handle(&mut self, ctx: &mut Context<'_, Self::Payload>, payload: Self::Payload);
+
+    // Fast-forward (see `run_shard`). The defaults never skip.
+
+    /// The period of the check instants at which the run may jump ahead;
+    /// `SimTime::MAX`, the default, never checks. The same on every shard.
+    fn skip_period(&self) -> SimTime {
+        SimTime::MAX
+    }
+
+    /// At check instant `now` (every event earlier than `now` handled, on
+    /// every shard): how far this shard's nodes could jump ahead.
+    fn skip_proposal(&mut self, _now: SimTime) -> SkipProposal {
+        SkipProposal::NONE
+    }
+
+    /// Whether a pending event's time is absolute: a jump never passes it
+    /// and never moves it. Every other pending event moves with the jump.
+    fn skip_pinned(&self, _payload: &Self::Payload) -> bool {
+        true
+    }
+
+    /// Fills `votes` (empty on entry; as many values on every shard) with
+    /// this shard's share of what the jump `now -> now + delta` needs agreed;
+    /// the engine replaces them by their maximum over shards.
+    fn skip_votes(&mut self, _now: SimTime, _delta: SimTime, _votes: &mut Vec<u64>) {}
+
+    /// Rewrites the payload of a pending event that moves with the jump
+    /// (the engine moves its time).
+    fn skip_event(&self, _payload: &mut Self::Payload, _votes: &[u64]) {}
+
+    /// Advances the model's own state over the jump `now -> now + delta`.
+    fn skip(&mut self, _now: SimTime, _delta: SimTime, _votes: &[u64]) {}
+}
+
+/// What one shard offers at a check instant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SkipProposal {
+    /// The longest jump this shard's state allows; zero when it is not steady.
+    pub max_skip: SimTime,
+    /// This shard has work that a jump would advance (some shard must).
+    pub active: bool,
+}
+
+impl SkipProposal {
+    /// Nothing to advance and nothing against a jump.
+    pub const NONE: SkipProposal = SkipProposal {
+        max_skip: SimTime::MAX,
+        active: false,
+    };
+}
+
+/// What the fast-forward of a run did (the same `skipped` and `skips` on
+/// every shard).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SkipStats {
+    /// Simulated time jumped over.
+    pub skipped: SimTime,
+    pub skips: u64,
+    /// Estimate of the events this shard did not handle: its event rate
+    /// since the previous check instant times each jump.
+    pub events_avoided: u64,
 }
 
 /// What a model sees while handling an event at one node.
@@ -129,6 +190,7 @@ pub struct ShardReport<M> {
     pub windows: u64,
     /// Time of the last event this shard handled (zero if none).
     pub last_event_time: SimTime,
+    pub skip: SkipStats,
 }
 
 /// Runs one shard from time zero until no event earlier than `end` remains
@@ -141,6 +203,16 @@ pub struct ShardReport<M> {
 ///
 /// With `progress`, the shard reports the window start and its handled
 /// events there once per window.
+///
+/// Fast-forward: when the model has a [`Model::skip_period`] `P`, windows
+/// also end at the check instants `P, 2P, ...` (after a jump of `d` from
+/// `c`: `c + d + P, ...`), so when the global next event time first reaches
+/// one, the state is "every event before it handled" on any partition. The
+/// shards then agree (two `all_max` steps) on a jump `d`: the minimum of
+/// their proposals, of the time to their earliest pinned event and to
+/// `end`. Every unpinned pending event moves by `d`, in key order, and the
+/// model advances its state; nothing lies before `c + d` afterwards, so the
+/// lookahead contract holds as before.
 pub fn run_shard<M: Model, C: Comm<M::Payload>>(
     layout: &Layout,
     shard: ShardId,
@@ -176,6 +248,11 @@ pub fn run_shard<M: Model, C: Comm<M::Payload>>(
     let mut windows = 0u64;
     let mut last_event_time = SimTime::ZERO;
     let mut reported_events = 0u64;
+    let period = model.skip_period();
+    let mut next_check = period;
+    let mut skip = SkipStats::default();
+    let (mut last_check, mut events_at_check) = (SimTime::ZERO, 0u64);
+    let mut votes = Vec::new();
     loop {
         let local_next = state.queue.next_time().min(state.outbox_next);
         state.outbox_next = SimTime::MAX;
@@ -197,8 +274,33 @@ pub fn run_shard<M: Model, C: Comm<M::Payload>>(
         if global_next >= end {
             break;
         }
+        if global_next >= next_check {
+            let now = next_check;
+            let delta = try_skip(&mut state, &mut model, comm, now, end, &mut votes)?;
+            if delta > SimTime::ZERO {
+                let since = u128::from((now - last_check).as_ps().max(1));
+                let rate_events = u128::from(handled_events - events_at_check);
+                let avoided = rate_events * u128::from(delta.as_ps()) / since;
+                skip.events_avoided += u64::try_from(avoided).unwrap_or(u64::MAX);
+                skip.skipped += delta;
+                skip.skips += 1;
+                next_check = now + delta + period;
+            } else {
+                // The first check instant after `global_next`.
+                let periods = (global_next - now).as_ps() / period.as_ps() + 1;
+                next_check = now.saturating_add(SimTime(period.as_ps().saturating_mul(periods)));
+            }
+            (last_check, events_at_check) = (now + delta, handled_events);
+            if delta > SimTime::ZERO {
+                // Learn the new global next event time before handling anything.
+                continue;
+            }
+        }
         windows += 1;
-        let window_end = global_next.saturating_add(layout.lookahead()).min(end);
+        let window_end = global_next
+            .saturating_add(layout.lookahead())
+            .min(end)
+            .min(next_check);
         while let Some(&event) = state.queue.peek() {
             if event.time >= window_end {
                 break;
@@ -224,5 +326,44 @@ pub fn run_shard<M: Model, C: Comm<M::Payload>>(
         handled_events,
         windows,
         last_event_time,
+        skip,
     })
+}
+
+/// The check at instant `now`: agrees on a jump with the other shards and
+/// makes it; returns the jump (zero: none).
+fn try_skip<M: Model, C: Comm<M::Payload>>(
+    state: &mut ShardState<M::Payload>,
+    model: &mut M,
+    comm: &mut C,
+    now: SimTime,
+    end: SimTime,
+    votes: &mut Vec<u64>,
+) -> Result<SimTime, Aborted> {
+    let proposal = model.skip_proposal(now);
+    let mut delta = proposal.max_skip.min(end - now);
+    if delta > SimTime::ZERO {
+        for event in state.queue.iter() {
+            if model.skip_pinned(&event.payload) {
+                delta = delta.min(event.time - now);
+            }
+        }
+    }
+    let mut agreed = [u64::MAX - delta.as_ps(), u64::from(proposal.active)];
+    comm.all_max(&mut agreed)?;
+    let delta = SimTime(u64::MAX - agreed[0]);
+    if delta == SimTime::ZERO || agreed[1] == 0 {
+        return Ok(SimTime::ZERO);
+    }
+    votes.clear();
+    model.skip_votes(now, delta, votes);
+    comm.all_max(votes)?;
+    state.queue.retime(|event| {
+        if !model.skip_pinned(&event.payload) {
+            event.time += delta;
+            model.skip_event(&mut event.payload, votes);
+        }
+    });
+    model.skip(now, delta, votes);
+    Ok(delta)
 }

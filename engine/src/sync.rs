@@ -32,6 +32,11 @@ pub trait Comm<P> {
         inbox: &mut Vec<Event<P>>,
     ) -> Result<SimTime, Aborted>;
 
+    /// Replaces `values` by their elementwise maximum over all shards (a
+    /// collective step: every shard calls it with as many values, between
+    /// the same two exchanges). A minimum travels as `u64::MAX - x`.
+    fn all_max(&mut self, values: &mut [u64]) -> Result<(), Aborted>;
+
     /// Tells the other shards that this one will never reach the next
     /// exchange (it is unwinding from a panic), so they stop instead of
     /// waiting forever.
@@ -99,6 +104,23 @@ pub struct ThreadExchange<P> {
     mailboxes: [Vec<Mutex<Vec<Event<P>>>>; 2],
     /// `next_times[parity][shard]`, in picoseconds.
     next_times: [Vec<AtomicU64>; 2],
+    /// `all_max` accumulators by call parity: the call number that last
+    /// wrote each, and the running maximum.
+    maxima: [Mutex<(u64, Vec<u64>)>; 2],
+}
+
+/// Merges `values` into `acc`, the accumulator of collective call `call`:
+/// the first shard of a call replaces what an earlier call left.
+pub(crate) fn merge_max(acc: &mut (u64, Vec<u64>), call: u64, values: &[u64]) {
+    if acc.0 != call || acc.1.len() != values.len() {
+        acc.0 = call;
+        acc.1.clear();
+        acc.1.extend_from_slice(values);
+    } else {
+        for (a, &v) in acc.1.iter_mut().zip(values) {
+            *a = (*a).max(v);
+        }
+    }
 }
 
 impl<P> ThreadExchange<P> {
@@ -115,6 +137,10 @@ impl<P> ThreadExchange<P> {
             barrier: Barrier::new(shards),
             mailboxes: [mailboxes(), mailboxes()],
             next_times: [next_times(), next_times()],
+            maxima: [
+                Mutex::new((u64::MAX, Vec::new())),
+                Mutex::new((u64::MAX, Vec::new())),
+            ],
         }
     }
 
@@ -125,6 +151,7 @@ impl<P> ThreadExchange<P> {
             exchange: self,
             shard,
             parity: 0,
+            max_calls: 0,
         }
     }
 }
@@ -135,6 +162,8 @@ pub struct ThreadComm<'a, P> {
     exchange: &'a ThreadExchange<P>,
     shard: usize,
     parity: usize,
+    /// `all_max` calls so far (the same on every shard).
+    max_calls: u64,
 }
 
 impl<P: Send> Comm<P> for ThreadComm<'_, P> {
@@ -171,6 +200,19 @@ impl<P: Send> Comm<P> for ThreadComm<'_, P> {
         }
         self.parity ^= 1;
         Ok(SimTime(global_next))
+    }
+
+    fn all_max(&mut self, values: &mut [u64]) -> Result<(), Aborted> {
+        // Call `n` uses buffer `n % 2`; a shard reaches call `n + 2` only
+        // after every shard passed call `n + 1`'s barrier, so after every
+        // shard has read call `n`'s result.
+        let call = self.max_calls;
+        self.max_calls += 1;
+        let acc = &self.exchange.maxima[(call % 2) as usize];
+        merge_max(&mut acc.lock().expect("maxima poisoned"), call, values);
+        self.exchange.barrier.wait()?;
+        values.copy_from_slice(&acc.lock().expect("maxima poisoned").1);
+        Ok(())
     }
 
     fn abort(&self) {

@@ -24,6 +24,9 @@ pub struct FlowRecord {
     pub ecn_marked_pkts: u64,
     pub cnps: u64,
     pub retransmitted_pkts: u64,
+    /// Fast-forward: payload bytes and time the flow jumped over.
+    pub skipped_bytes: u64,
+    pub skipped_ns: u64,
     pub finished: bool,
     /// The collective the flow belongs to, if any.
     pub collective_id: Option<u32>,

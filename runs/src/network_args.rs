@@ -4,7 +4,8 @@
 use anyhow::{bail, Context as _};
 use netsim_engine::SimTime;
 use netsim_models::network::config::{
-    CcKind, CnpMode, DragonflyRouting, EcmpMode, EcnProfile, HpccUtilisation, NetConfig, WindowMode,
+    CcKind, CnpMode, DragonflyRouting, EcmpMode, EcnProfile, FastForward, HpccUtilisation,
+    NetConfig, WindowMode,
 };
 use netsim_models::network::profile::CcProfile;
 use netsim_models::traffic::{self, FlowSpec, TrafficPattern};
@@ -170,6 +171,19 @@ pub struct NetworkArgs {
     /// Sampling period of the `queues` and `links` tables in nanoseconds (0: off).
     #[arg(long, default_value_t = 100_000)]
     pub sample_ns: u64,
+    /// Fast-forward: on jumps over stretches where every flow's rate and
+    /// every queue is steady (packet level otherwise), off simulates every packet.
+    #[arg(long, default_value = "off", help_heading = "Engine")]
+    pub fast_forward: String,
+    /// Fast-forward: largest relative variation of a rate or queue that counts as steady.
+    #[arg(long, default_value_t = 0.01, help_heading = "Engine")]
+    pub ff_tolerance: f64,
+    /// Fast-forward: check period in microseconds (steady over 4 of them).
+    #[arg(long, default_value_t = 10.0, help_heading = "Engine")]
+    pub ff_period_us: f64,
+    /// Fast-forward: longest single jump in microseconds.
+    #[arg(long, default_value_t = 10_000.0, help_heading = "Engine")]
+    pub ff_max_skip_us: f64,
 }
 
 /// Traffic flags.
@@ -264,6 +278,21 @@ impl NetworkArgs {
             "off" => false,
             other => bail!("--pfc: expected on or off, found `{other}`"),
         };
+        let fast_forward = match self.fast_forward.as_str() {
+            "on" => {
+                if !(self.ff_tolerance > 0.0 && self.ff_tolerance < 1.0) {
+                    bail!("--ff-tolerance: {} is outside (0, 1)", self.ff_tolerance);
+                }
+                Some(FastForward {
+                    period: micros("ff-period-us", self.ff_period_us)?,
+                    tolerance: self.ff_tolerance,
+                    max_skip: micros("ff-max-skip-us", self.ff_max_skip_us)?,
+                })
+            }
+            "off" => None,
+            other => bail!("--fast-forward: expected on or off, found `{other}`"),
+        };
+        c.fast_forward = fast_forward;
         c.ecmp = match self.ecmp.as_str() {
             "hash" => EcmpMode::Hash,
             "spray" => EcmpMode::Spray,

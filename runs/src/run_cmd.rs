@@ -322,6 +322,12 @@ impl RunArgs {
             (None, None) => format!("{} {}", self.topo, self.traffic.pattern()),
         };
         let fabric = Fabric::with_workload(topo, routing, workload, config, self.seed);
+        if fabric.config.fast_forward.is_some() && !fabric.workload.ina_ops.is_empty() {
+            anyhow::bail!(
+                "--fast-forward on: in-network aggregation (--algo ina) is not fast-forwarded yet; \
+                 run it with --fast-forward off"
+            );
+        }
         if self.fidelity == Fidelity::Flow {
             netsim_models::flow::check(&fabric)?;
             if ranks > 1 {
@@ -410,6 +416,7 @@ impl RunArgs {
         let sim_s = sim_started.elapsed().as_secs_f64();
 
         let stats = run.stats();
+        let skip = run.skip();
         let spans = run.spans();
         let events_per_shard: Vec<u64> = run.shards.iter().map(|s| s.handled_events).collect();
         let mut fcts = Vec::new();
@@ -440,6 +447,7 @@ impl RunArgs {
             stats.flows_finished,
         ];
         mine.extend(rows);
+        mine.extend([skip.skipped.as_ps(), skip.skips, skip.events_avoided]);
         mine.extend(&events_per_shard);
         let record = mine.len();
         let gathered = ranks.gather(&mine);
@@ -472,7 +480,9 @@ impl RunArgs {
             flows_finished: sum(9),
         };
         let rows: Vec<u64> = (10..15).map(sum).collect();
-        let events_per_shard: Vec<u64> = per_rank.iter().flat_map(|r| &r[15..]).copied().collect();
+        // The jumps are the same on every rank; the events they avoided add up.
+        let (skipped_ps, skips, events_avoided) = (per_rank[0][15], per_rank[0][16], sum(17));
+        let events_per_shard: Vec<u64> = per_rank.iter().flat_map(|r| &r[18..]).copied().collect();
         let ranks_json: Vec<_> = per_rank
             .iter()
             .enumerate()
@@ -563,6 +573,12 @@ impl RunArgs {
         summary["fidelity"] = self.fidelity.name().into();
         summary["network"] =
             crate::network_args::config_json(&self.network.cc_profile, &plan.fabric.config);
+        summary["fast_forward"] = serde_json::json!({
+            "enabled": plan.fabric.config.fast_forward.is_some(),
+            "skipped_ns": SimTime(skipped_ps).as_ns(),
+            "skips": skips,
+            "events_avoided": events_avoided,
+        });
         write_run_json(&self.out, &summary)?;
         if !self.quiet {
             let collectives_note = if collectives.is_empty() {

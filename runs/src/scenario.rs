@@ -20,7 +20,7 @@ use std::path::Path;
 
 /// Section names that may group keys; they carry no meaning of their own.
 const SECTIONS: &[&str] = &[
-    "topology", "traffic", "network", "workload", "engine", "output",
+    "topology", "traffic", "network", "workload", "engine", "output", "run",
 ];
 
 /// Reads `path` and returns the flags it stands for, after checking every key

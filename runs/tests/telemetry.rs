@@ -51,6 +51,8 @@ fn flows(count: u32) -> Vec<FlowRecord> {
                 ecn_marked_pkts: u64::from(i % 5),
                 cnps: u64::from(i % 3),
                 retransmitted_pkts: u64::from(i % 2),
+                skipped_bytes: u64::from(i % 3) << 20,
+                skipped_ns: u64::from(i % 3) * 1_000,
                 finished,
                 collective_id: (i % 4 == 0).then_some(i / 4),
                 job: (i % 4 == 0).then(|| format!("job{}", i % 3).into()),
@@ -141,6 +143,8 @@ fn flows_from(batches: &[RecordBatch]) -> Vec<FlowRecord> {
                 ecn_marked_pkts: u64s("ecn_marked_pkts").value(i),
                 cnps: u64s("cnps").value(i),
                 retransmitted_pkts: u64s("retransmitted_pkts").value(i),
+                skipped_bytes: u64s("skipped_bytes").value(i),
+                skipped_ns: u64s("skipped_ns").value(i),
                 finished: finished.value(i),
                 collective_id: {
                     let c = u32s("collective_id");

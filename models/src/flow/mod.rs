@@ -384,6 +384,8 @@ impl<S: TelemetrySink> Fluid<'_, S> {
             ecn_marked_pkts: 0,
             cnps: 0,
             retransmitted_pkts: 0,
+            skipped_bytes: 0,
+            skipped_ns: 0,
             finished: f.end.is_some(),
             collective_id: self.fabric.workload.flow_collective(flow),
             job: self.fabric.workload.flow_job(flow).cloned(),
@@ -412,6 +414,7 @@ impl<S: TelemetrySink> Fluid<'_, S> {
         }
         NetRun {
             shards: vec![ShardOutcome {
+                skip: netsim_engine::SkipStats::default(),
                 sink: self.sink,
                 stats: self.stats,
                 handled_events: self.handled_events,

@@ -198,6 +198,36 @@ pub struct NetConfig {
     pub rto: SimTime,
     /// Sampling period of the `queues` and `links` tables; zero disables sampling.
     pub sample_period: SimTime,
+    /// Fast-forward of steady states (`None`: off, every packet simulated).
+    pub fast_forward: Option<FastForward>,
+}
+
+/// Fast-forward settings (DESIGN.md §3c).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FastForward {
+    /// Period of the check instants; a steady state must hold over
+    /// [`FastForward::WINDOW_PERIODS`] of them.
+    pub period: SimTime,
+    /// Largest relative variation of a rate or queue over the window that
+    /// still counts as steady.
+    pub tolerance: f64,
+    /// Longest single jump.
+    pub max_skip: SimTime,
+}
+
+impl FastForward {
+    /// Check periods a steady state must span.
+    pub const WINDOW_PERIODS: u32 = 4;
+}
+
+impl Default for FastForward {
+    fn default() -> Self {
+        FastForward {
+            period: SimTime::from_us(10),
+            tolerance: 0.01,
+            max_skip: SimTime::from_us(10_000),
+        }
+    }
 }
 
 impl Default for NetConfig {
@@ -249,6 +279,7 @@ impl Default for NetConfig {
             ack_interval: 1,
             rto: SimTime::from_us(500),
             sample_period: SimTime::from_us(100),
+            fast_forward: None,
         }
     }
 }
@@ -370,6 +401,20 @@ impl NetConfig {
         }
         if self.rto == SimTime::ZERO {
             return bad("rto-us", "must be positive".into());
+        }
+        if let Some(ff) = &self.fast_forward {
+            if !(ff.tolerance > 0.0 && ff.tolerance < 1.0) {
+                return bad(
+                    "ff-tolerance",
+                    format!("{} is outside (0, 1)", ff.tolerance),
+                );
+            }
+            if ff.period == SimTime::ZERO || ff.period > SimTime::from_us(1_000_000) {
+                return bad("ff-period-us", "must be positive and at most 1 s".into());
+            }
+            if ff.max_skip == SimTime::ZERO || ff.max_skip > SimTime::from_us(1_000_000) {
+                return bad("ff-max-skip-us", "must be positive and at most 1 s".into());
+            }
         }
         Ok(())
     }

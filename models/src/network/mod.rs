@@ -32,6 +32,7 @@ mod aggregation;
 pub mod cc;
 pub mod config;
 mod fabric;
+mod fast_forward;
 mod forwarding;
 mod nic;
 pub mod packet;
@@ -139,6 +140,8 @@ pub struct Network<'f, S> {
     /// telemetry: per local node, when its next queue and link samples are due.
     next_sample: Vec<SimTime>,
     stats: NetStats,
+    /// Fast-forward samples and settings (`None`: off).
+    steady: Option<fast_forward::Steady>,
     /// Time of the last event that changed anything.
     last_activity: SimTime,
 }
@@ -250,7 +253,15 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
             sender_base[i + 1] += sender_base[i];
         }
         let sampling = config.sample_period != SimTime::ZERO;
+        let steady = config.fast_forward.map(|ff| {
+            assert!(
+                workload.ina_ops.is_empty(),
+                "fast-forward does not cover in-network aggregation"
+            );
+            fast_forward::Steady::new(ff, senders.len(), ports.len())
+        });
         Network {
+            steady,
             ecmp_seed: nodes.iter().map(|n| fabric.ecmp_seed(n.0)).collect(),
             next_sample: vec![
                 if sampling {
@@ -397,5 +408,34 @@ impl<S: TelemetrySink> Model for Network<'_, S> {
             NetEvent::TaskDone { task } => self.task_seen_complete(ctx, task, true),
             NetEvent::InaEmit { op, chunk, in_port } => self.ina_emit(ctx, op, chunk, in_port),
         }
+    }
+
+    fn skip_period(&self) -> SimTime {
+        self.steady.as_ref().map_or(SimTime::MAX, |_| {
+            self.fabric
+                .config
+                .fast_forward
+                .map_or(SimTime::MAX, |f| f.period)
+        })
+    }
+
+    fn skip_proposal(&mut self, now: SimTime) -> netsim_engine::SkipProposal {
+        self.ff_proposal(now)
+    }
+
+    fn skip_pinned(&self, event: &NetEvent) -> bool {
+        Self::ff_pinned(event)
+    }
+
+    fn skip_votes(&mut self, _now: SimTime, delta: SimTime, votes: &mut Vec<u64>) {
+        self.ff_votes(delta, votes);
+    }
+
+    fn skip_event(&self, event: &mut NetEvent, votes: &[u64]) {
+        self.ff_event(event, votes);
+    }
+
+    fn skip(&mut self, now: SimTime, delta: SimTime, votes: &[u64]) {
+        self.ff_skip(now, delta, votes);
     }
 }

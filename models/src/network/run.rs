@@ -5,7 +5,7 @@ use super::{Fabric, Network};
 use crate::telemetry::{CollectiveRecord, TelemetrySink};
 use crate::workload::progress::CollectiveSpan;
 use crate::workload::Workload;
-use netsim_engine::{Executor, Layout, Progress, ShardId, SimTime, Threads};
+use netsim_engine::{Executor, Layout, Progress, ShardId, SimTime, SkipStats, Threads};
 
 /// Byte and packet counts of one shard, for conservation checks.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -35,6 +35,8 @@ pub struct ShardOutcome<S> {
     pub sink: S,
     pub stats: NetStats,
     pub handled_events: u64,
+    /// What fast-forward skipped on this shard.
+    pub skip: SkipStats,
     /// Per collective of the workload, what this shard's hosts saw.
     pub spans: Vec<CollectiveSpan>,
 }
@@ -52,6 +54,14 @@ pub struct NetRun<S> {
 impl<S> NetRun<S> {
     pub fn events(&self) -> u64 {
         self.shards.iter().map(|s| s.handled_events).sum()
+    }
+
+    /// Fast-forward over this process's shards: the jumps (the same on
+    /// every shard) and the events they avoided (summed).
+    pub fn skip(&self) -> SkipStats {
+        let mut total = self.shards.first().map_or(SkipStats::default(), |s| s.skip);
+        total.events_avoided = self.shards.iter().map(|s| s.skip.events_avoided).sum();
+        total
     }
 
     pub fn stats(&self) -> NetStats {
@@ -168,6 +178,7 @@ where
                         sink,
                         stats,
                         handled_events: r.handled_events,
+                        skip: r.skip,
                         spans,
                     }
                 })

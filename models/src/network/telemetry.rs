@@ -93,7 +93,7 @@ pub fn link_tier(topo: &Topology, src: u32, dst: u32) -> &'static str {
 impl Port {
     /// Bytes this port has put on the wire by `at`: everything it started,
     /// less what is still to serialise of the packet in flight.
-    fn wire_bytes_by(&self, at: SimTime) -> u64 {
+    pub(super) fn wire_bytes_by(&self, at: SimTime) -> u64 {
         let started: u64 = self.tx_bytes.iter().sum();
         if self.busy_until <= at {
             return started;
@@ -168,6 +168,8 @@ impl<S: TelemetrySink> Network<'_, S> {
             ecn_marked_pkts: s.ecn_marked_pkts,
             cnps: s.cnps,
             retransmitted_pkts: s.retransmitted_pkts,
+            skipped_bytes: s.skipped_bytes,
+            skipped_ns: s.skipped.as_ns(),
             finished: s.end.is_some(),
             collective_id: self.fabric.workload.flow_collective(s.flow),
             job: self.fabric.workload.flow_job(s.flow).cloned(),

@@ -40,6 +40,8 @@ impl TableRow for FlowRecord {
             Field::new("ecn_marked_pkts", DataType::UInt64, false),
             Field::new("cnps", DataType::UInt64, false),
             Field::new("retransmitted_pkts", DataType::UInt64, false),
+            Field::new("skipped_bytes", DataType::UInt64, false),
+            Field::new("skipped_ns", DataType::UInt64, false),
             Field::new("finished", DataType::Boolean, false),
             // Null for plain traffic flows.
             Field::new("collective_id", DataType::UInt32, true),
@@ -62,6 +64,8 @@ impl TableRow for FlowRecord {
         row.u64(self.ecn_marked_pkts);
         row.u64(self.cnps);
         row.u64(self.retransmitted_pkts);
+        row.u64(self.skipped_bytes);
+        row.u64(self.skipped_ns);
         row.bool(self.finished);
         row.opt_u32(self.collective_id);
         row.opt_str(self.job.as_deref());

@@ -89,6 +89,12 @@ pub(crate) struct Sender {
     pub base_rtt: SimTime,
     /// Line rate x base RTT: the sender window's size.
     pub bdp_bytes: u64,
+    /// When an ACK last acknowledged new packets (fast-forward measures
+    /// rates between such instants, free of the packet quantum).
+    pub last_ack: SimTime,
+    /// Fast-forward: payload bytes and time this flow jumped over.
+    pub skipped_bytes: u64,
+    pub skipped: SimTime,
 }
 
 /// Receiver-side state of one flow.
@@ -129,6 +135,9 @@ impl Sender {
             path_hash: 0,
             base_rtt: SimTime::ZERO,
             bdp_bytes: 0,
+            last_ack: SimTime::ZERO,
+            skipped_bytes: 0,
+            skipped: SimTime::ZERO,
         }
     }
 }

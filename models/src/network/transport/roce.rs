@@ -74,6 +74,16 @@ impl SenderReliability for GoBackNSender {
     }
 }
 
+impl GoBackNSender {
+    /// Fast-forward: `packets` more were sent and acknowledged in order.
+    pub(crate) fn skip_ahead(&mut self, packets: u32) {
+        self.next_psn += packets;
+        self.una += packets;
+        self.max_sent += packets;
+        self.rto_una += packets;
+    }
+}
+
 /// Receiver side of a go-back-N queue pair.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct GoBackNReceiver {
@@ -81,6 +91,16 @@ pub(crate) struct GoBackNReceiver {
     since_ack: u32,
     ce_since_ack: u32,
     nacked_psn: Option<u32>,
+}
+
+impl GoBackNReceiver {
+    /// Fast-forward: `packets` more arrived in order.
+    pub(crate) fn skip_ahead(&mut self, packets: u32) {
+        self.expected_psn += packets;
+        if let Some(psn) = &mut self.nacked_psn {
+            *psn += packets;
+        }
+    }
 }
 
 impl ReceiverReliability for GoBackNReceiver {
@@ -189,6 +209,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             && config.cc == CcKind::Dcqcn
             && config.dcqcn.cnp_mode == CnpMode::AckFlag;
         if acked > 0 {
+            s.last_ack = ctx.now();
             s.ecn_marked_pkts += u64::from(pkt.ce);
             let (una, next_psn) = (s.qp.acked(), s.qp.next_psn());
             match &mut s.cc {

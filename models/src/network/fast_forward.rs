@@ -1,0 +1,431 @@
+//! Fast-forward of steady states (DESIGN.md §3c): samples of every active
+//! flow and port at the engine's check instants, the steady-state test and
+//! the jump a shard proposes, and how a jump advances the network's state.
+//!
+//! The engine decides nothing about packets: it asks for a proposal, agrees
+//! on the jump `delta` and the per-flow votes (packets each flow moves by,
+//! from its sender's shard), moves every unpinned event by `delta`, and
+//! hands the payloads and the state to this file.
+
+use super::cc::{CcState, IncreaseSource};
+use super::config::FastForward;
+use super::nic::NO_WAKE;
+use super::packet::{Packet, PacketKind, PRIORITIES, PRIO_DATA};
+use super::transport::SenderReliability;
+use super::{NetEvent, Network};
+use crate::telemetry::TelemetrySink;
+use netsim_engine::{SimTime, SkipProposal};
+
+/// Samples kept per flow and port: the window's `W` periods need `W + 1`.
+const SLOTS: usize = FastForward::WINDOW_PERIODS as usize + 1;
+/// Most CC timer steps a jump applies or looks ahead.
+const MAX_CC_STEPS: u64 = 100_000;
+
+/// DCQCN between cuts: timers running, no CNP since the last decrease check.
+fn d_recovering(cc: &CcState) -> bool {
+    matches!(cc, CcState::Dcqcn(d) if d.timers_running && !d.cnp_since_decrease && !d.cnp_since_alpha)
+}
+
+/// A sender not sampled yet.
+const UNSAMPLED: u64 = u64::MAX;
+
+/// Per-shard fast-forward state: ring buffers of samples, one slot per
+/// check instant.
+#[derive(Debug)]
+pub(crate) struct Steady {
+    config: FastForward,
+    /// Check instants seen so far; the current one's slot is `checks % SLOTS`.
+    checks: u64,
+    /// The first check of the current contiguous history (reset by a jump
+    /// or a gap between checks).
+    valid_from: u64,
+    last_check: SimTime,
+    /// Per sender, acknowledged packets, when the last of them was
+    /// acknowledged, and retransmissions, at each slot.
+    acked: Vec<u32>,
+    ack_time: Vec<SimTime>,
+    retransmitted: Vec<u64>,
+    /// Per sender, its rate-based CC's rate (b/s; 0 for window-based or
+    /// none) and the CNPs it received, at each slot.
+    cc_rate: Vec<u64>,
+    cnps: Vec<u64>,
+    /// Per sender, the check it was first sampled at while active.
+    first_sample: Vec<u64>,
+    /// Per port, data-queue bytes, bytes started per priority and bytes
+    /// on the wire (pro rata, free of the packet quantum) at each slot.
+    qlen: Vec<u64>,
+    wire: Vec<u64>,
+    tx: Vec<[u64; PRIORITIES]>,
+    /// Drops and PFC pauses on this shard at each slot.
+    disturbances: [u64; SLOTS],
+}
+
+impl Steady {
+    pub(crate) fn new(config: FastForward, senders: usize, ports: usize) -> Steady {
+        Steady {
+            config,
+            checks: 0,
+            valid_from: 0,
+            last_check: SimTime::ZERO,
+            acked: vec![0; senders * SLOTS],
+            ack_time: vec![SimTime::ZERO; senders * SLOTS],
+            retransmitted: vec![0; senders * SLOTS],
+            cc_rate: vec![0; senders * SLOTS],
+            cnps: vec![0; senders * SLOTS],
+            first_sample: vec![UNSAMPLED; senders],
+            qlen: vec![0; ports * SLOTS],
+            wire: vec![0; ports * SLOTS],
+            tx: vec![[0; PRIORITIES]; ports * SLOTS],
+            disturbances: [0; SLOTS],
+        }
+    }
+
+    /// The window's length in picoseconds.
+    fn window_ps(&self) -> u128 {
+        u128::from(self.config.period.as_ps()) * u128::from(FastForward::WINDOW_PERIODS)
+    }
+
+    /// Picoseconds between the last acknowledgements sender `i` had at the
+    /// window's first and last check (zero if none moved).
+    fn ack_span_ps(&self, i: usize, slot: usize) -> u128 {
+        let oldest = (slot + 1) % SLOTS;
+        let (new, old) = (
+            self.ack_time[i * SLOTS + slot],
+            self.ack_time[i * SLOTS + oldest],
+        );
+        u128::from(new.as_ps().saturating_sub(old.as_ps()))
+    }
+
+    /// Whether `samples` (oldest first) vary by at most the tolerance of
+    /// their mean plus `slack`.
+    fn steady(&self, samples: impl Iterator<Item = u64> + Clone, slack: u64) -> bool {
+        let (mut min, mut max, mut sum, mut n) = (u64::MAX, 0u64, 0u128, 0u128);
+        for v in samples {
+            min = min.min(v);
+            max = max.max(v);
+            sum += u128::from(v);
+            n += 1;
+        }
+        let mean = sum as f64 / n.max(1) as f64;
+        (max - min) as f64 <= self.config.tolerance * mean + slack as f64
+    }
+}
+
+impl<S: TelemetrySink> Network<'_, S> {
+    /// Local sender indices of the flows sending now (started, unfinished).
+    fn active_senders(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..self.nodes.len())
+            .filter(|&local| self.is_host(self.nodes[local]))
+            .flat_map(move |local| {
+                let ports = self.port_base[local] as usize..self.port_base[local + 1] as usize;
+                ports.flat_map(move |gp| self.ports[gp].host.flows.iter().map(|&i| i as usize))
+            })
+    }
+
+    /// Samples this shard at check instant `now` and proposes a jump.
+    pub(crate) fn ff_proposal(&mut self, now: SimTime) -> SkipProposal {
+        let not_steady = |active| SkipProposal {
+            max_skip: SimTime::ZERO,
+            active,
+        };
+        let active: Vec<usize> = self.active_senders().collect();
+        let dropped: u64 = self
+            .ports
+            .iter()
+            .map(|p| p.dropped_pkts.iter().sum::<u64>())
+            .sum();
+        let disturbances = dropped + self.stats.pfc_pauses;
+        let ff = self.steady.as_mut().expect("fast-forward is on");
+        let index = ff.checks;
+        ff.checks += 1;
+        if now != ff.last_check + ff.config.period {
+            ff.valid_from = index;
+        }
+        ff.last_check = now;
+        let slot = (index % SLOTS as u64) as usize;
+        for (gp, p) in self.ports.iter().enumerate() {
+            ff.qlen[gp * SLOTS + slot] = p.queued_bytes[PRIO_DATA];
+            ff.tx[gp * SLOTS + slot] = p.tx_bytes;
+            ff.wire[gp * SLOTS + slot] = p.wire_bytes_by(now);
+        }
+        ff.disturbances[slot] = disturbances;
+        for &i in &active {
+            let s = &self.senders[i];
+            if ff.first_sample[i] == UNSAMPLED {
+                ff.first_sample[i] = index;
+            }
+            ff.acked[i * SLOTS + slot] = s.qp.acked();
+            ff.ack_time[i * SLOTS + slot] = s.last_ack;
+            ff.retransmitted[i * SLOTS + slot] = s.retransmitted_pkts;
+            ff.cc_rate[i * SLOTS + slot] = match &s.cc {
+                CcState::Dcqcn(d) => d.rate_bps as u64,
+                CcState::Hpcc(h) => h.rate_bps as u64,
+                CcState::Dctcp(_) | CcState::LineRate => 0,
+            };
+            ff.cnps[i * SLOTS + slot] = s.cnps;
+        }
+        let periods = SLOTS as u64 - 1;
+        if index < ff.valid_from + periods {
+            return not_steady(!active.is_empty());
+        }
+        // Oldest to newest: the slots after the current one, wrapping.
+        let order = move |base: usize| (1..=SLOTS).map(move |k| base + (slot + k) % SLOTS);
+        let oldest = order(0).next().expect("SLOTS > 0");
+        if ff.disturbances[oldest] != ff.disturbances[slot] {
+            return not_steady(!active.is_empty());
+        }
+        let config = &self.fabric.config;
+        let packet_bytes = u64::from(config.mtu_bytes + config.header_bytes);
+        for (local, &node) in self.nodes.iter().enumerate() {
+            let ports = self.port_base[local] as usize..self.port_base[local + 1] as usize;
+            for gp in ports {
+                let p = &self.ports[gp];
+                if p.paused || p.ingress.pause_sent {
+                    return not_steady(!active.is_empty());
+                }
+                let switch = node.0 >= self.fabric.topo.host_count();
+                let queue = order(gp * SLOTS).map(|k| ff.qlen[k]);
+                if switch && !ff.steady(queue, 2 * packet_bytes) {
+                    return not_steady(!active.is_empty());
+                }
+            }
+        }
+        let window_ps = ff.window_ps();
+        let mut max_skip = ff.config.max_skip;
+        for &i in &active {
+            let s = &self.senders[i];
+            if ff.first_sample[i].max(ff.valid_from) + periods > index
+                || ff.retransmitted[i * SLOTS + oldest] != s.retransmitted_pkts
+            {
+                return not_steady(true);
+            }
+            let acked: Vec<u64> = order(i * SLOTS).map(|k| u64::from(ff.acked[k])).collect();
+            let per_period = acked.windows(2).map(|w| w[1] - w[0]);
+            let total = acked[SLOTS - 1] - acked[0];
+            let span_ps = ff.ack_span_ps(i, slot);
+            // One packet of slack: acknowledgements come in whole packets.
+            // ACKs must have kept coming over the whole window, so that the
+            // first and last ones span it to within a period.
+            let period_ps = u128::from(ff.config.period.as_ps());
+            if total == 0 || span_ps.abs_diff(window_ps) > period_ps || !ff.steady(per_period, 1) {
+                return not_steady(true);
+            }
+            // Time to the last packet at this rate, less a window and a
+            // period: the tail is simulated packet by packet.
+            let left = u128::from(s.packets - s.qp.acked());
+            let to_end_ps = left * span_ps / u128::from(total);
+            let keep_ps = window_ps + u128::from(ff.config.period.as_ps());
+            let Some(room_ps) = to_end_ps.checked_sub(keep_ps) else {
+                return not_steady(true);
+            };
+            max_skip = max_skip.min(SimTime(room_ps.min(u128::from(u64::MAX)) as u64));
+            // A rate-based CC still moving (recovering after a cut, say):
+            // jump no further than its drift over the window, extrapolated,
+            // stays within the tolerance.
+            let (first, last) = (ff.cc_rate[i * SLOTS + oldest], ff.cc_rate[i * SLOTS + slot]);
+            let drift = first.abs_diff(last);
+            let quiet = ff.cnps[i * SLOTS + oldest] == s.cnps;
+            if let (CcState::Dcqcn(d), true) = (&s.cc, quiet && d_recovering(&s.cc)) {
+                // DCQCN recovering without CNPs: its timers' steps are
+                // known; jump no further than they keep the rate within
+                // the tolerance (the jump applies them, see `ff_skip`).
+                let c = &config.dcqcn;
+                let allowed = if c.byte_counter_bytes != 0 {
+                    // Its byte counter would add increases that a jump
+                    // does not apply: no jump while it recovers.
+                    0
+                } else {
+                    let mut ahead = d.clone();
+                    let mut steps = 0u64;
+                    while steps < MAX_CC_STEPS {
+                        ahead.increase(c, s.line_rate_bps, IncreaseSource::Timer);
+                        if (ahead.rate_bps - d.rate_bps).abs() > ff.config.tolerance * d.rate_bps {
+                            break;
+                        }
+                        steps += 1;
+                    }
+                    c.rate_increase_timer.as_ps().saturating_mul(steps.max(1))
+                };
+                max_skip = max_skip.min(SimTime(allowed));
+            } else if drift > 0 {
+                let allowed = ff.config.tolerance * last as f64 / drift as f64 * window_ps as f64;
+                max_skip = max_skip.min(SimTime(allowed.min(u64::MAX as f64) as u64));
+            }
+        }
+        SkipProposal {
+            max_skip,
+            active: !active.is_empty(),
+        }
+    }
+
+    /// Per workload flow, the packets this shard's senders move by in a jump
+    /// of `delta`: the window's acknowledged packets scaled to `delta`.
+    pub(crate) fn ff_votes(&mut self, delta: SimTime, votes: &mut Vec<u64>) {
+        votes.resize(self.fabric.workload.flows.len(), 0);
+        let active: Vec<usize> = self.active_senders().collect();
+        let ff = self.steady.as_ref().expect("fast-forward is on");
+        let slot = ((ff.checks - 1) % SLOTS as u64) as usize;
+        let oldest = (slot + 1) % SLOTS;
+        for i in active {
+            let s = &self.senders[i];
+            let total = ff.acked[i * SLOTS + slot] - ff.acked[i * SLOTS + oldest];
+            // The rate between the window's first and last acknowledgement.
+            let k = u128::from(total) * u128::from(delta.as_ps()) / ff.ack_span_ps(i, slot);
+            // Never as far as the last packet (the proposal keeps a window).
+            let room = s.packets.saturating_sub(s.qp.next_psn() + 1);
+            votes[s.flow as usize] = (k as u64).min(u64::from(room));
+        }
+    }
+
+    /// A pending event moving with a jump: its packet's PSN moves with its flow.
+    pub(crate) fn ff_event(&self, event: &mut NetEvent, votes: &[u64]) {
+        if let NetEvent::Arrive { pkt, .. } = event {
+            skip_packet(pkt, votes);
+        }
+    }
+
+    /// Advances this shard's state over the jump `now -> now + delta`.
+    pub(crate) fn ff_skip(&mut self, now: SimTime, delta: SimTime, votes: &[u64]) {
+        let mtu = u64::from(self.fabric.config.mtu_bytes);
+        // Bytes each port sends over the jump, at its windowed rate.
+        let ff = self.steady.as_mut().expect("fast-forward is on");
+        let slot = ((ff.checks - 1) % SLOTS as u64) as usize;
+        let oldest = (slot + 1) % SLOTS;
+        let window_ps = ff.window_ps();
+        // The bytes on the wire over the window (pro rata), shared among the
+        // priorities as the packets started in it were.
+        let added: Vec<[u64; PRIORITIES]> = (0..self.ports.len())
+            .map(|gp| {
+                let (new, old) = (ff.tx[gp * SLOTS + slot], ff.tx[gp * SLOTS + oldest]);
+                let started: u64 = (0..PRIORITIES).map(|prio| new[prio] - old[prio]).sum();
+                let wire = ff.wire[gp * SLOTS + slot] - ff.wire[gp * SLOTS + oldest];
+                let bytes = u128::from(wire) * u128::from(delta.as_ps()) / window_ps;
+                std::array::from_fn(|prio| {
+                    let share = u128::from(new[prio] - old[prio]);
+                    (bytes * share)
+                        .checked_div(u128::from(started))
+                        .unwrap_or(0) as u64
+                })
+            })
+            .collect();
+        ff.valid_from = ff.checks;
+        for local in 0..self.nodes.len() {
+            self.ff_samples(local, now, delta, &added);
+        }
+        for (p, added) in self.ports.iter_mut().zip(&added) {
+            for (tx, bytes) in p.tx_bytes.iter_mut().zip(added) {
+                *tx += bytes;
+            }
+            for pkt in p.queues.iter_mut().flatten() {
+                skip_packet(pkt, votes);
+            }
+            p.busy_until += delta;
+            p.rate_window_start += delta;
+            if p.host.wake_at != NO_WAKE {
+                p.host.wake_at += delta;
+            }
+        }
+        let active: Vec<usize> = self.active_senders().collect();
+        let c = &self.fabric.config.dcqcn;
+        for i in active {
+            let s = &mut self.senders[i];
+            let k = votes[s.flow as usize] as u32;
+            s.qp.skip_ahead(k);
+            let line_rate_bps = s.line_rate_bps;
+            if d_recovering(&s.cc) {
+                if let CcState::Dcqcn(d) = &mut s.cc {
+                    // The timers that would have fired, without CNPs.
+                    let increases =
+                        (delta.as_ps() / c.rate_increase_timer.as_ps()).min(MAX_CC_STEPS);
+                    for _ in 0..increases {
+                        d.increase(c, line_rate_bps, IncreaseSource::Timer);
+                    }
+                    let updates = (delta.as_ps() / c.alpha_update.as_ps()).min(MAX_CC_STEPS);
+                    for _ in 0..updates {
+                        d.update_alpha(c);
+                    }
+                }
+            }
+            match &mut s.cc {
+                CcState::Dctcp(d) => d.window_end_psn += k,
+                CcState::Hpcc(h) => h.update_psn += k,
+                CcState::Dcqcn(_) | CcState::LineRate => {}
+            }
+            s.next_send += delta;
+            s.last_ack += delta;
+            s.skipped_bytes += u64::from(k) * mtu;
+            s.skipped += delta;
+            self.stats.sent_payload_bytes += u64::from(k) * mtu;
+        }
+        for (&flow, rx) in self.receivers.iter_mut() {
+            let k = votes[flow as usize] as u32;
+            if k > 0 {
+                rx.qp.skip_ahead(k);
+                self.stats.delivered_payload_bytes += u64::from(k) * mtu;
+            }
+            if let Some(t) = &mut rx.last_cnp {
+                *t += delta;
+            }
+        }
+    }
+
+    /// Writes local node `local`'s samples due in `(now, now + delta]` as
+    /// the steady state gives them: queues as they are, byte counters and
+    /// the packet on the wire moved on at the windowed rates (`added` over
+    /// the whole jump, per port).
+    fn ff_samples(
+        &mut self,
+        local: usize,
+        now: SimTime,
+        delta: SimTime,
+        added: &[[u64; PRIORITIES]],
+    ) {
+        self.sample_until(local, now);
+        let end = now + delta;
+        if self.next_sample[local] > end {
+            return;
+        }
+        let ports = self.port_base[local] as usize..self.port_base[local + 1] as usize;
+        let base: Vec<([u64; PRIORITIES], SimTime)> = self.ports[ports.clone()]
+            .iter()
+            .map(|p| (p.tx_bytes, p.busy_until))
+            .collect();
+        while self.next_sample[local] <= end {
+            let at = self.next_sample[local];
+            let elapsed = at - now;
+            for (gp, &(tx, busy)) in ports.clone().zip(&base) {
+                let p = &mut self.ports[gp];
+                for prio in 0..PRIORITIES {
+                    let part = u128::from(added[gp][prio]) * u128::from(elapsed.as_ps())
+                        / u128::from(delta.as_ps());
+                    p.tx_bytes[prio] = tx[prio] + part as u64;
+                }
+                p.busy_until = busy + elapsed;
+            }
+            self.sample_until(local, at);
+        }
+        for (gp, &(tx, busy)) in ports.zip(&base) {
+            self.ports[gp].tx_bytes = tx;
+            self.ports[gp].busy_until = busy;
+        }
+    }
+
+    /// Events whose time is absolute: a flow's or a compute task's start and
+    /// end are set by the workload, not by the steady state.
+    pub(crate) fn ff_pinned(event: &NetEvent) -> bool {
+        matches!(
+            event,
+            NetEvent::FlowStart { .. } | NetEvent::TaskDone { .. } | NetEvent::InaEmit { .. }
+        )
+    }
+}
+
+/// Moves a packet of a flow that jumped by `votes[flow]` packets.
+fn skip_packet(pkt: &mut Packet, votes: &[u64]) {
+    if matches!(
+        pkt.kind,
+        PacketKind::Data | PacketKind::Ack | PacketKind::Nack | PacketKind::Cnp
+    ) {
+        pkt.psn += votes[pkt.flow as usize] as u32;
+    }
+}

@@ -4,7 +4,8 @@
 use anyhow::{bail, Context as _};
 use netsim_engine::SimTime;
 use netsim_models::network::config::{
-    CcKind, DragonflyRouting, EcmpMode, EcnProfile, HpccConfig, NetConfig,
+    CcKind, DragonflyRouting, EcmpMode, EcnProfile, HpccConfig, LoadBalancing, NetConfig,
+    Transport, UecCc, UecConfig,
 };
 use netsim_models::traffic::{self, FlowSpec, TrafficPattern};
 use std::path::Path;
@@ -16,9 +17,36 @@ pub struct NetworkArgs {
     /// Congestion control: dcqcn, dctcp, hpcc or none (line rate, PFC only).
     #[arg(long, default_value = "dcqcn")]
     pub cc: String,
-    /// PFC: on (lossless data class) or off (lossy, tail drop, go-back-N).
-    #[arg(long, default_value = "on")]
-    pub pfc: String,
+    /// PFC: on (lossless data class) or off (lossy, tail drop or trimming).
+    /// Default: on for roce, off for uec.
+    #[arg(long)]
+    pub pfc: Option<String>,
+    /// Transport: roce (RoCEv2, go-back-N, --cc) or uec (Ultra Ethernet:
+    /// packet spraying, SACK, trimming, NSCC).
+    #[arg(long, default_value = "roce")]
+    pub transport: String,
+    /// Switches trim a packet that would overflow to its header (UEC):
+    /// on or off (tail drop). Default: on for uec.
+    #[arg(long)]
+    pub trim: Option<String>,
+    /// UEC load balancing over entropies: oblivious, bitmap or reps.
+    #[arg(long, default_value = "bitmap")]
+    pub uec_lb: String,
+    /// UEC congestion control: nscc or none (outstanding-packet limit only).
+    #[arg(long, default_value = "nscc")]
+    pub uec_cc: String,
+    /// UEC: entropy values a flow sprays over (a power of two).
+    #[arg(long, default_value_t = 256)]
+    pub uec_entropies: u32,
+    /// UEC NSCC: target queueing delay in microseconds.
+    #[arg(long, default_value_t = 6.0)]
+    pub uec_target_qdelay_us: f64,
+    /// UEC: a packet overtaken by this many acknowledged psns is resent.
+    #[arg(long, default_value_t = 16)]
+    pub uec_ooo_pkts: u32,
+    /// UEC: most packets a flow has outstanding.
+    #[arg(long, default_value_t = 1024)]
+    pub uec_window_pkts: u32,
     /// Payload bytes per data packet.
     #[arg(long, default_value_t = 4096)]
     pub mtu: u32,
@@ -164,11 +192,35 @@ impl NetworkArgs {
             "hpcc" => CcKind::Hpcc,
             other => bail!("--cc: unknown congestion control `{other}` (dcqcn, dctcp, hpcc, none)"),
         };
-        let pfc = match self.pfc.as_str() {
-            "on" => true,
-            "off" => false,
-            other => bail!("--pfc: expected on or off, found `{other}`"),
+        let transport = match self.transport.as_str() {
+            "roce" => Transport::Roce,
+            "uec" => Transport::Uec,
+            other => bail!("--transport: expected roce or uec, found `{other}`"),
         };
+        let uec = transport == Transport::Uec;
+        let on_off = |flag: &str, value: Option<&str>, default: bool| match value {
+            None => Ok(default),
+            Some("on") => Ok(true),
+            Some("off") => Ok(false),
+            Some(other) => Err(anyhow::anyhow!(
+                "--{flag}: expected on or off, found `{other}`"
+            )),
+        };
+        let pfc = on_off("pfc", self.pfc.as_deref(), !uec)?;
+        let trim = on_off("trim", self.trim.as_deref(), uec)?;
+        let lb = match self.uec_lb.as_str() {
+            "oblivious" => LoadBalancing::Oblivious,
+            "bitmap" => LoadBalancing::Bitmap,
+            "reps" => LoadBalancing::Reps,
+            other => bail!("--uec-lb: expected oblivious, bitmap or reps, found `{other}`"),
+        };
+        let uec_cc = match self.uec_cc.as_str() {
+            "nscc" => UecCc::Nscc,
+            "none" => UecCc::None,
+            other => bail!("--uec-cc: expected nscc or none, found `{other}`"),
+        };
+        // UEC runs its own window (NSCC); RoCE's --cc does not apply.
+        let cc = if uec { CcKind::None } else { cc };
         let ecmp = match self.ecmp.as_str() {
             "hash" => EcmpMode::Hash,
             "spray" => EcmpMode::Spray,
@@ -236,6 +288,16 @@ impl NetworkArgs {
             rto: micros("rto-us", self.rto_us)?,
             sample_period: SimTime::try_from_ns(self.sample_ns)
                 .map_err(|e| anyhow::anyhow!("--sample-ns: {e}"))?,
+            transport,
+            trim,
+            uec: UecConfig {
+                lb,
+                entropies: self.uec_entropies,
+                cc: uec_cc,
+                target_qdelay: micros("uec-target-qdelay-us", self.uec_target_qdelay_us)?,
+                ooo_pkts: self.uec_ooo_pkts,
+                window_pkts: self.uec_window_pkts,
+            },
             ..defaults
         };
         config

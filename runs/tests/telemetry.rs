@@ -51,6 +51,9 @@ fn flows(count: u32) -> Vec<FlowRecord> {
                 ecn_marked_pkts: u64::from(i % 5),
                 cnps: u64::from(i % 3),
                 retransmitted_pkts: u64::from(i % 2),
+                trimmed_pkts: u64::from(i % 6),
+                sacks: u64::from(i) * 3,
+                paths_used: i % 257,
                 finished,
                 collective_id: (i % 4 == 0).then_some(i / 4),
                 job: (i % 4 == 0).then(|| format!("job{}", i % 3).into()),
@@ -141,6 +144,9 @@ fn flows_from(batches: &[RecordBatch]) -> Vec<FlowRecord> {
                 ecn_marked_pkts: u64s("ecn_marked_pkts").value(i),
                 cnps: u64s("cnps").value(i),
                 retransmitted_pkts: u64s("retransmitted_pkts").value(i),
+                trimmed_pkts: u64s("trimmed_pkts").value(i),
+                sacks: u64s("sacks").value(i),
+                paths_used: u32s("paths_used").value(i),
                 finished: finished.value(i),
                 collective_id: {
                     let c = u32s("collective_id");
@@ -236,6 +242,7 @@ fn queues_and_pfc_round_trip() {
             tx_bytes: u64::from(i) << 20,
             ecn_marked_pkts: u64::from(i / 3),
             dropped_pkts: u64::from(i / 50),
+            trimmed_pkts: u64::from(i / 7),
             paused: i % 4 == 0,
         })
         .collect();
@@ -256,6 +263,7 @@ fn queues_and_pfc_round_trip() {
                 tx_bytes: col("tx_bytes").as_primitive::<UInt64Type>().value(i),
                 ecn_marked_pkts: col("ecn_marked_pkts").as_primitive::<UInt64Type>().value(i),
                 dropped_pkts: col("dropped_pkts").as_primitive::<UInt64Type>().value(i),
+                trimmed_pkts: col("trimmed_pkts").as_primitive::<UInt64Type>().value(i),
                 paused: col("paused").as_boolean().value(i),
             });
         }

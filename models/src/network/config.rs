@@ -8,6 +8,8 @@
 
 use netsim_engine::SimTime;
 
+pub use super::transport::uec::config::{LoadBalancing, Transport, UecCc, UecConfig};
+
 /// Congestion control run by the NICs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CcKind {
@@ -121,6 +123,13 @@ pub struct NetConfig {
     pub rto: SimTime,
     /// Sampling period of the `queues` and `links` tables; zero disables sampling.
     pub sample_period: SimTime,
+    /// The NICs' transport: RoCEv2 or Ultra Ethernet.
+    pub transport: Transport,
+    /// Ultra Ethernet parameters (used when `transport` is `Uec`).
+    pub uec: UecConfig,
+    /// Lossy switches trim a data packet that would overflow to its header
+    /// (sent at control priority) instead of dropping it; UEC only.
+    pub trim: bool,
 }
 
 impl Default for NetConfig {
@@ -160,6 +169,9 @@ impl Default for NetConfig {
             ack_interval: 1,
             rto: SimTime::from_us(500),
             sample_period: SimTime::from_us(100),
+            transport: Transport::Roce,
+            uec: UecConfig::default(),
+            trim: false,
         }
     }
 }
@@ -276,6 +288,31 @@ impl NetConfig {
         }
         if self.rto == SimTime::ZERO {
             return bad("rto-us", "must be positive".into());
+        }
+        let u = &self.uec;
+        if !(u.entropies.is_power_of_two() && u.entropies <= 1 << 15) {
+            return bad(
+                "uec-entropies",
+                format!("{} is not a power of two up to 32768", u.entropies),
+            );
+        }
+        if u.ooo_pkts == 0 {
+            return bad("uec-ooo-pkts", "must be positive".into());
+        }
+        if !(1..=1 << 20).contains(&u.window_pkts) {
+            return bad(
+                "uec-window-pkts",
+                format!("{} is outside 1..=1048576", u.window_pkts),
+            );
+        }
+        if u.target_qdelay == SimTime::ZERO {
+            return bad("uec-target-qdelay-us", "must be positive".into());
+        }
+        if self.trim && self.transport == Transport::Roce {
+            return bad(
+                "trim",
+                "trimming needs --transport uec (a RoCE receiver cannot NACK a header)".into(),
+            );
         }
         Ok(())
     }

@@ -195,3 +195,28 @@ fn roce_packets_hash_as_before_under_the_uec_build() {
         );
     }
 }
+
+#[test]
+fn nscc_trims_less_than_an_uncontrolled_window_in_an_incast() {
+    // The same 16-to-1 incast with NSCC and with only the outstanding-packet
+    // limit: NSCC's delay and ECN reactions keep the queue below the buffer
+    // more often, so fewer packets are trimmed and resent.
+    let trimmed = |cc| {
+        let mut config = NetConfig {
+            buffer_bytes: 1_000_000,
+            ..uec(LoadBalancing::Bitmap)
+        };
+        config.uec.cc = cc;
+        let r = run(
+            &fat_tree(8),
+            TrafficPattern::Incast { degree: 16 },
+            1 << 20,
+            config,
+        );
+        let flows = flows(&r);
+        assert!(flows.iter().all(|f| f.finished));
+        flows.iter().map(|f| f.trimmed_pkts).sum::<u64>()
+    };
+    let (nscc, none) = (trimmed(UecCc::Nscc), trimmed(UecCc::None));
+    assert!(nscc * 2 < none, "NSCC trimmed {nscc}, no control {none}");
+}

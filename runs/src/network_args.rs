@@ -42,7 +42,7 @@ pub struct NetworkArgs {
     #[arg(long, default_value_t = 6.0)]
     pub uec_target_qdelay_us: f64,
     /// UEC: a packet overtaken by this many acknowledged psns is resent.
-    #[arg(long, default_value_t = 16)]
+    #[arg(long, default_value_t = 64)]
     pub uec_ooo_pkts: u32,
     /// UEC: most packets a flow has outstanding.
     #[arg(long, default_value_t = 1024)]

@@ -54,6 +54,11 @@ pub fn check(fabric: &Fabric) -> Result<(), FlowModeError> {
             "--ecmp spray (per-packet spraying)",
         ));
     }
+    if fabric.config.transport == crate::network::config::Transport::Uec {
+        return Err(FlowModeError::Unsupported(
+            "--transport uec (per-packet spraying, trimming)",
+        ));
+    }
     if !fabric.workload.ina_ops.is_empty() {
         return Err(FlowModeError::Unsupported(
             "in-network aggregation (--algo ina)",

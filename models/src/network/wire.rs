@@ -183,6 +183,12 @@ mod tests {
     use netsim_engine::{Event, NodeId, SimTime};
 
     #[test]
+    fn a_packet_stays_32_bytes_in_memory() {
+        // UEC's entropy took the last two bytes of padding.
+        assert_eq!(std::mem::size_of::<Packet>(), 32);
+    }
+
+    #[test]
     fn every_variant_crosses_unchanged() {
         let pkt = Packet {
             flow: 0xA1B2_C3D4,

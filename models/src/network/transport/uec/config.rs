@@ -51,7 +51,9 @@ pub struct UecConfig {
     pub target_qdelay: SimTime,
     /// A packet is declared lost once a packet sent this many psns after it
     /// is acknowledged (reordering by spraying stays below it). netsim's
-    /// choice: spraying over a k=8 fat-tree reorders by a handful of packets.
+    /// choice, measured: a k=8 fat-tree 2 MB permutation spraying over 256
+    /// entropies resends 8.5% of its packets needlessly at 16, 1.6% at 32,
+    /// 0.04% at 64, none at 128; trimming NACKs make real losses quick anyway.
     pub ooo_pkts: u32,
     /// Most packets a sender has outstanding (the SACK window; UET bounds it too).
     pub window_pkts: u32,
@@ -64,7 +66,7 @@ impl Default for UecConfig {
             entropies: 256,
             cc: UecCc::Nscc,
             target_qdelay: SimTime::from_us(6),
-            ooo_pkts: 16,
+            ooo_pkts: 64,
             window_pkts: 1024,
         }
     }

@@ -164,6 +164,8 @@ fn runs() -> Vec<Golden> {
                 "uec",
                 "--uec-lb",
                 "reps",
+                "--uec-ooo-pkts",
+                "16",
                 "--buffer-kb",
                 "200",
                 "--traffic",

@@ -27,6 +27,12 @@ pub struct FlowRecord {
     /// Fast-forward: payload bytes and time the flow jumped over.
     pub skipped_bytes: u64,
     pub skipped_ns: u64,
+    /// UEC: the flow's packets trimmed on the way (NACKs its sender received).
+    pub trimmed_pkts: u64,
+    /// UEC: selective acknowledgements its sender received.
+    pub sacks: u64,
+    /// Distinct paths the flow used: entropy values sprayed over (UEC), 1 (RoCE).
+    pub paths_used: u32,
     pub finished: bool,
     /// The collective the flow belongs to, if any.
     pub collective_id: Option<u32>,
@@ -48,6 +54,8 @@ pub struct QueueSample {
     pub ecn_marked_pkts: u64,
     /// Packets dropped since the start of the run.
     pub dropped_pkts: u64,
+    /// Data packets trimmed to their header since the start of the run (UEC).
+    pub trimmed_pkts: u64,
     /// The queue is paused by PFC from downstream.
     pub paused: bool,
 }

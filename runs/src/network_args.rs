@@ -5,7 +5,7 @@ use anyhow::{bail, Context as _};
 use netsim_engine::SimTime;
 use netsim_models::network::config::{
     CcKind, CnpMode, DragonflyRouting, EcmpMode, EcnProfile, FastForward, HpccUtilisation,
-    NetConfig, WindowMode,
+    LoadBalancing, NetConfig, Transport, UecCc, UecConfig, WindowMode,
 };
 use netsim_models::network::profile::CcProfile;
 use netsim_models::traffic::{self, FlowSpec, TrafficPattern};
@@ -25,9 +25,36 @@ pub struct NetworkArgs {
     /// "DCQCN CC Parameters" firmware defaults (ConnectX-4 and later).
     #[arg(long, default_value = "netsim", value_parser = ["netsim", "simai", "connectx"])]
     pub cc_profile: String,
-    /// PFC: on (lossless data class) or off (lossy, tail drop, go-back-N).
-    #[arg(long, default_value = "on")]
-    pub pfc: String,
+    /// PFC: on (lossless data class) or off (lossy, tail drop or trimming).
+    /// Default: on for roce, off for uec.
+    #[arg(long)]
+    pub pfc: Option<String>,
+    /// Transport: roce (RoCEv2, go-back-N, --cc) or uec (Ultra Ethernet:
+    /// packet spraying, SACK, trimming, NSCC).
+    #[arg(long, default_value = "roce")]
+    pub transport: String,
+    /// Switches trim a packet that would overflow to its header (UEC):
+    /// on or off (tail drop). Default: on for uec.
+    #[arg(long)]
+    pub trim: Option<String>,
+    /// UEC load balancing over entropies: oblivious, bitmap or reps.
+    #[arg(long, default_value = "bitmap")]
+    pub uec_lb: String,
+    /// UEC congestion control: nscc or none (outstanding-packet limit only).
+    #[arg(long, default_value = "nscc")]
+    pub uec_cc: String,
+    /// UEC: entropy values a flow sprays over (a power of two).
+    #[arg(long, default_value_t = 256)]
+    pub uec_entropies: u32,
+    /// UEC NSCC: target queueing delay in microseconds.
+    #[arg(long, default_value_t = 6.0)]
+    pub uec_target_qdelay_us: f64,
+    /// UEC: a packet overtaken by this many acknowledged psns is resent.
+    #[arg(long, default_value_t = 64)]
+    pub uec_ooo_pkts: u32,
+    /// UEC: most packets a flow has outstanding.
+    #[arg(long, default_value_t = 1024)]
+    pub uec_window_pkts: u32,
     /// Payload bytes per data packet [netsim 4096, simai 9000, connectx 4096].
     #[arg(long)]
     pub mtu: Option<u32>,
@@ -266,6 +293,35 @@ impl NetworkArgs {
             "hpcc" => CcKind::Hpcc,
             other => bail!("--cc: unknown congestion control `{other}` (dcqcn, dctcp, hpcc, none)"),
         };
+        let transport = match self.transport.as_str() {
+            "roce" => Transport::Roce,
+            "uec" => Transport::Uec,
+            other => bail!("--transport: expected roce or uec, found `{other}`"),
+        };
+        let uec = transport == Transport::Uec;
+        let on_off_or = |flag: &str, value: Option<&str>, default: bool| match value {
+            None => Ok(default),
+            Some("on") => Ok(true),
+            Some("off") => Ok(false),
+            Some(other) => Err(anyhow::anyhow!(
+                "--{flag}: expected on or off, found `{other}`"
+            )),
+        };
+        let pfc = on_off_or("pfc", self.pfc.as_deref(), !uec)?;
+        let trim = on_off_or("trim", self.trim.as_deref(), uec)?;
+        let lb = match self.uec_lb.as_str() {
+            "oblivious" => LoadBalancing::Oblivious,
+            "bitmap" => LoadBalancing::Bitmap,
+            "reps" => LoadBalancing::Reps,
+            other => bail!("--uec-lb: expected oblivious, bitmap or reps, found `{other}`"),
+        };
+        let uec_cc = match self.uec_cc.as_str() {
+            "nscc" => UecCc::Nscc,
+            "none" => UecCc::None,
+            other => bail!("--uec-cc: expected nscc or none, found `{other}`"),
+        };
+        // UEC runs its own window (NSCC); RoCE's --cc does not apply.
+        let cc = if uec { CcKind::None } else { cc };
         let profile = CcProfile::from_name(&self.cc_profile).ok_or_else(|| {
             anyhow::anyhow!(
                 "--cc-profile: unknown profile `{}` (netsim, simai, connectx)",
@@ -273,11 +329,9 @@ impl NetworkArgs {
             )
         })?;
         let mut c = profile.config(cc);
-        c.pfc = match self.pfc.as_str() {
-            "on" => true,
-            "off" => false,
-            other => bail!("--pfc: expected on or off, found `{other}`"),
-        };
+        c.pfc = pfc;
+        c.trim = trim;
+        c.transport = transport;
         let fast_forward = match self.fast_forward.as_str() {
             "on" => {
                 if !(self.ff_tolerance > 0.0 && self.ff_tolerance < 1.0) {
@@ -352,6 +406,14 @@ impl NetworkArgs {
         }
         c.sample_period = SimTime::try_from_ns(self.sample_ns)
             .map_err(|e| anyhow::anyhow!("--sample-ns: {e}"))?;
+        c.uec = UecConfig {
+            lb,
+            entropies: self.uec_entropies,
+            cc: uec_cc,
+            target_qdelay: micros("uec-target-qdelay-us", self.uec_target_qdelay_us)?,
+            ooo_pkts: self.uec_ooo_pkts,
+            window_pkts: self.uec_window_pkts,
+        };
         c.validate()
             .map_err(|e| anyhow::anyhow!("--{}: {}", e.field, e.problem))?;
         Ok(c)

@@ -111,6 +111,26 @@ fn bad_flags_exit_with_code_2() {
         ),
         (vec!["--dcqcn-cnp-interval-us=-1"], "dcqcn-cnp-interval-us"),
         (vec!["--window", "huge"], "--window"),
+        (vec!["--transport", "tcp"], "--transport"),
+        (vec!["--trim", "on"], "--trim"),
+        (vec!["--transport", "uec", "--uec-lb", "ecmp"], "--uec-lb"),
+        (vec!["--transport", "uec", "--uec-cc", "cubic"], "--uec-cc"),
+        (
+            vec!["--transport", "uec", "--uec-entropies", "100"],
+            "--uec-entropies",
+        ),
+        (
+            vec!["--transport", "uec", "--uec-window-pkts", "0"],
+            "--uec-window-pkts",
+        ),
+        (
+            vec!["--transport", "uec", "--uec-target-qdelay-us", "0"],
+            "--uec-target-qdelay-us",
+        ),
+        (
+            vec!["--transport", "uec", "--fidelity", "flow"],
+            "--transport uec",
+        ),
         (
             vec!["--config", "/nonexistent/scenario.toml"],
             "/nonexistent/scenario.toml",

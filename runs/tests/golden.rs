@@ -2,7 +2,7 @@
 //! change that alters simulated results does so knowingly.
 //!
 //! The runs cover DCQCN, DCTCP, HPCC, per-packet spraying, lossy mode with
-//! go-back-N, UGAL (on adversarial traffic, where it leaves the minimal path) and
+//! go-back-N, the Ultra Ethernet transport (REPS spraying, trimming, NSCC), UGAL (on adversarial traffic, where it leaves the minimal path) and
 //! Valiant dragonfly routing, incast with PFC, ring, tree and
 //! in-network collectives, a switch barrier and a SimAI workload. Each table's
 //! rows are rendered column by column (floats by their bits), sorted, and hashed
@@ -151,6 +151,31 @@ fn runs() -> Vec<Golden> {
                 "100000",
                 "--rto-us",
                 "50",
+            ],
+        ),
+        run(
+            "uec-incast-trim-reps",
+            &[
+                "--topo",
+                "fat-tree",
+                "--k",
+                "4",
+                "--transport",
+                "uec",
+                "--uec-lb",
+                "reps",
+                "--uec-ooo-pkts",
+                "16",
+                "--buffer-kb",
+                "200",
+                "--traffic",
+                "incast",
+                "--incast-degree",
+                "8",
+                "--flow-size",
+                "300000",
+                "--sample-ns",
+                "5000",
             ],
         ),
         run(

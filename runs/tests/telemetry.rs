@@ -53,6 +53,9 @@ fn flows(count: u32) -> Vec<FlowRecord> {
                 retransmitted_pkts: u64::from(i % 2),
                 skipped_bytes: u64::from(i % 3) << 20,
                 skipped_ns: u64::from(i % 3) * 1_000,
+                trimmed_pkts: u64::from(i % 6),
+                sacks: u64::from(i) * 3,
+                paths_used: i % 257,
                 finished,
                 collective_id: (i % 4 == 0).then_some(i / 4),
                 job: (i % 4 == 0).then(|| format!("job{}", i % 3).into()),
@@ -145,6 +148,9 @@ fn flows_from(batches: &[RecordBatch]) -> Vec<FlowRecord> {
                 retransmitted_pkts: u64s("retransmitted_pkts").value(i),
                 skipped_bytes: u64s("skipped_bytes").value(i),
                 skipped_ns: u64s("skipped_ns").value(i),
+                trimmed_pkts: u64s("trimmed_pkts").value(i),
+                sacks: u64s("sacks").value(i),
+                paths_used: u32s("paths_used").value(i),
                 finished: finished.value(i),
                 collective_id: {
                     let c = u32s("collective_id");
@@ -240,6 +246,7 @@ fn queues_and_pfc_round_trip() {
             tx_bytes: u64::from(i) << 20,
             ecn_marked_pkts: u64::from(i / 3),
             dropped_pkts: u64::from(i / 50),
+            trimmed_pkts: u64::from(i / 7),
             paused: i % 4 == 0,
         })
         .collect();
@@ -260,6 +267,7 @@ fn queues_and_pfc_round_trip() {
                 tx_bytes: col("tx_bytes").as_primitive::<UInt64Type>().value(i),
                 ecn_marked_pkts: col("ecn_marked_pkts").as_primitive::<UInt64Type>().value(i),
                 dropped_pkts: col("dropped_pkts").as_primitive::<UInt64Type>().value(i),
+                trimmed_pkts: col("trimmed_pkts").as_primitive::<UInt64Type>().value(i),
                 paused: col("paused").as_boolean().value(i),
             });
         }

@@ -136,6 +136,29 @@ fn dragonfly_dctcp_lossy_spray_is_identical_on_1_2_4_shards() {
 }
 
 #[test]
+fn fat_tree_uec_trimming_is_identical_on_1_2_4_shards_every_load_balancer() {
+    use netsim_models::network::config::{LoadBalancing, Transport};
+    for lb in [
+        LoadBalancing::Oblivious,
+        LoadBalancing::Bitmap,
+        LoadBalancing::Reps,
+    ] {
+        let mut config = NetConfig {
+            transport: Transport::Uec,
+            cc: CcKind::None,
+            pfc: false,
+            trim: true,
+            buffer_bytes: 256 << 10,
+            sample_period: SimTime::from_us(5),
+            ..NetConfig::default()
+        };
+        config.uec.lb = lb;
+        let fabric = fabric(small_fat_tree(), config, 300_000);
+        assert_same_on_1_2_4_shards(&fabric);
+    }
+}
+
+#[test]
 fn dragonfly_hpcc_ugal_is_identical_on_1_2_4_shards() {
     use netsim_models::network::config::DragonflyRouting;
     let config = NetConfig {

@@ -54,6 +54,11 @@ pub fn check(fabric: &Fabric) -> Result<(), FlowModeError> {
             "--ecmp spray (per-packet spraying)",
         ));
     }
+    if fabric.config.transport == crate::network::config::Transport::Uec {
+        return Err(FlowModeError::Unsupported(
+            "--transport uec (per-packet spraying, trimming)",
+        ));
+    }
     if !fabric.workload.ina_ops.is_empty() {
         return Err(FlowModeError::Unsupported(
             "in-network aggregation (--algo ina)",
@@ -386,6 +391,9 @@ impl<S: TelemetrySink> Fluid<'_, S> {
             retransmitted_pkts: 0,
             skipped_bytes: 0,
             skipped_ns: 0,
+            trimmed_pkts: 0,
+            sacks: 0,
+            paths_used: 1,
             finished: f.end.is_some(),
             collective_id: self.fabric.workload.flow_collective(flow),
             job: self.fabric.workload.flow_job(flow).cloned(),

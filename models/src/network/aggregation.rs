@@ -248,6 +248,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             last: chunk + 1 == op.chunks,
             via: NO_NODE,
             util: 0,
+            entropy: 0,
         }
     }
 
@@ -257,12 +258,12 @@ impl<S: TelemetrySink> Network<'_, S> {
         let s = &mut self.senders[i];
         assert_eq!(
             pkt.psn,
-            s.qp.acked(),
+            s.qp.roce().acked(),
             "aggregation results come back in chunk order along a tree"
         );
-        s.qp.on_ack(pkt.psn + 1);
+        s.qp.roce().on_ack(pkt.psn + 1);
         let port = s.port;
-        if s.qp.acked() == s.packets {
+        if s.qp.roce().acked() == s.packets {
             self.sender_finished(ctx, i);
         }
         self.host_try_send(ctx, port);

@@ -8,6 +8,8 @@
 
 use netsim_engine::SimTime;
 
+pub use super::transport::uec::config::{LoadBalancing, Transport, UecCc, UecConfig};
+
 /// Congestion control run by the NICs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CcKind {
@@ -198,6 +200,13 @@ pub struct NetConfig {
     pub rto: SimTime,
     /// Sampling period of the `queues` and `links` tables; zero disables sampling.
     pub sample_period: SimTime,
+    /// The NICs' transport: RoCEv2 or Ultra Ethernet.
+    pub transport: Transport,
+    /// Ultra Ethernet parameters (used when `transport` is `Uec`).
+    pub uec: UecConfig,
+    /// Lossy switches trim a data packet that would overflow to its header
+    /// (sent at control priority) instead of dropping it; UEC only.
+    pub trim: bool,
     /// Fast-forward of steady states (`None`: off, every packet simulated).
     pub fast_forward: Option<FastForward>,
 }
@@ -280,6 +289,9 @@ impl Default for NetConfig {
             rto: SimTime::from_us(500),
             sample_period: SimTime::from_us(100),
             fast_forward: None,
+            transport: Transport::Roce,
+            uec: UecConfig::default(),
+            trim: false,
         }
     }
 }
@@ -403,6 +415,14 @@ impl NetConfig {
             return bad("rto-us", "must be positive".into());
         }
         if let Some(ff) = &self.fast_forward {
+            if self.transport == Transport::Uec {
+                return bad(
+                    "fast-forward",
+                    "Ultra Ethernet (--transport uec) is not fast-forwarded yet; run it with \
+                     --fast-forward off"
+                        .into(),
+                );
+            }
             if !(ff.tolerance > 0.0 && ff.tolerance < 1.0) {
                 return bad(
                     "ff-tolerance",
@@ -415,6 +435,31 @@ impl NetConfig {
             if ff.max_skip == SimTime::ZERO || ff.max_skip > SimTime::from_us(1_000_000) {
                 return bad("ff-max-skip-us", "must be positive and at most 1 s".into());
             }
+        }
+        let u = &self.uec;
+        if !(u.entropies.is_power_of_two() && u.entropies <= 1 << 15) {
+            return bad(
+                "uec-entropies",
+                format!("{} is not a power of two up to 32768", u.entropies),
+            );
+        }
+        if u.ooo_pkts == 0 {
+            return bad("uec-ooo-pkts", "must be positive".into());
+        }
+        if !(1..=1 << 20).contains(&u.window_pkts) {
+            return bad(
+                "uec-window-pkts",
+                format!("{} is outside 1..=1048576", u.window_pkts),
+            );
+        }
+        if u.target_qdelay == SimTime::ZERO {
+            return bad("uec-target-qdelay-us", "must be positive".into());
+        }
+        if self.trim && self.transport == Transport::Roce {
+            return bad(
+                "trim",
+                "trimming needs --transport uec (a RoCE receiver cannot NACK a header)".into(),
+            );
         }
         Ok(())
     }

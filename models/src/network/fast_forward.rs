@@ -11,7 +11,7 @@ use super::cc::{CcState, IncreaseSource};
 use super::config::FastForward;
 use super::nic::NO_WAKE;
 use super::packet::{Packet, PacketKind, PRIORITIES, PRIO_DATA};
-use super::transport::SenderReliability;
+use super::transport::{Qp, RxQp, SenderReliability};
 use super::{NetEvent, Network};
 use crate::telemetry::TelemetrySink;
 use netsim_engine::{SimTime, SkipProposal};
@@ -272,7 +272,9 @@ impl<S: TelemetrySink> Network<'_, S> {
             // The rate between the window's first and last acknowledgement.
             let k = u128::from(total) * u128::from(delta.as_ps()) / ff.ack_span_ps(i, slot);
             // Never as far as the last packet (the proposal keeps a window).
-            let room = s.packets.saturating_sub(s.qp.next_psn() + 1);
+            // Fast-forward runs RoCE queue pairs only (the config refuses UEC).
+            let Qp::Roce(qp) = &s.qp else { continue };
+            let room = s.packets.saturating_sub(qp.next_psn() + 1);
             votes[s.flow as usize] = (k as u64).min(u64::from(room));
         }
     }
@@ -330,7 +332,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         for i in active {
             let s = &mut self.senders[i];
             let k = votes[s.flow as usize] as u32;
-            s.qp.skip_ahead(k);
+            s.qp.roce().skip_ahead(k);
             let line_rate_bps = s.line_rate_bps;
             if d_recovering(&s.cc) {
                 if let CcState::Dcqcn(d) = &mut s.cc {
@@ -360,7 +362,9 @@ impl<S: TelemetrySink> Network<'_, S> {
         for (&flow, rx) in self.receivers.iter_mut() {
             let k = votes[flow as usize] as u32;
             if k > 0 {
-                rx.qp.skip_ahead(k);
+                if let RxQp::Roce(qp) = &mut rx.qp {
+                    qp.skip_ahead(k);
+                }
                 self.stats.delivered_payload_bytes += u64::from(k) * mtu;
             }
             if let Some(t) = &mut rx.last_cnp {

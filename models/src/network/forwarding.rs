@@ -24,7 +24,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         }
         match self.fabric.config.ecmp {
             EcmpMode::Hash => ecmp_pick(
-                self.ecmp_seed[ctx.local_index()],
+                self.ecmp_seed[ctx.local_index()] ^ entropy_salt(pkt.entropy),
                 pkt.flow,
                 pkt.src,
                 pkt.dst,
@@ -137,6 +137,15 @@ impl<S: TelemetrySink> Network<'_, S> {
 pub(crate) fn ecmp_pick(node_seed: u64, flow: u32, src: u32, dst: u32, n: usize) -> usize {
     let mut h = node_seed ^ five_tuple_hash(flow, src, dst);
     (splitmix64(&mut h) % n as u64) as usize
+}
+
+/// What a packet's entropy value adds to the ECMP hash (Ultra Ethernet
+/// carries it in the UDP source port): zero for entropy 0, so RoCE packets
+/// hash on their 5-tuple exactly as without it; a multiplicative spread
+/// otherwise, so consecutive entropies land on unrelated next hops.
+#[inline]
+fn entropy_salt(entropy: u16) -> u64 {
+    u64::from(entropy).wrapping_mul(0x9E37_79B9_7F4A_7C15)
 }
 
 /// Hash of a flow's 5-tuple (source and destination address, the flow's

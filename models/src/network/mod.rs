@@ -4,7 +4,8 @@
 //! ```text
 //!  host: nic ──port──link──port── switch ──port──link──port── nic :host
 //!        │                          │
-//!   transport (RoCE go-back-N)   forwarding (ECMP, spray, Valiant/UGAL)
+//!   transport (RoCE go-back-N,   forwarding (ECMP + entropy, spray, Valiant/UGAL)
+//!    UEC spraying/SACK/NSCC)
 //!   cc (DCQCN, DCTCP, HPCC)      aggregation (in-network reduce, barrier)
 //!   tasks (workload DAG)
 //! ```
@@ -15,7 +16,7 @@
 //! | `switch`       | buffer admission, ECN, PFC thresholds, egress scheduling |
 //! | `forwarding`   | ECMP hash, per-packet spray, dragonfly routing     |
 //! | `nic`          | host port scheduling over queue pairs, pacing, CC driver |
-//! | `transport`    | queue pairs; RoCE reliability behind two traits     |
+//! | `transport`    | queue pairs; RoCE go-back-N; UEC spraying, SACK, NSCC |
 //! | `cc`           | congestion-control algorithms (pure state machines) |
 //! | `aggregation`  | in-network aggregation at switches and members     |
 //! | `tasks`        | the workload's task DAG and collective spans       |
@@ -211,6 +212,8 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
                 if info.ina_op != NO_TASK {
                     let op = &workload.ina_ops[info.ina_op as usize];
                     sender.ina_op = info.ina_op;
+                    // Aggregation streams are RoCE go-back-N under either transport.
+                    sender.qp = transport::Qp::Roce(transport::GoBackNSender::default());
                     sender.ina_window = op.slots;
                     ina_sender_of.insert((info.ina_op, spec.src), senders.len() as u32);
                 }

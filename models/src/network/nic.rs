@@ -8,12 +8,12 @@
 //! earliest pacing deadline (stale ones are told apart by a generation).
 
 use super::cc::{window_bytes, CcState, IncreaseSource};
-use super::config::CnpMode;
+use super::config::{CnpMode, Transport};
 use super::fabric::{ideal_fct, NO_NODE};
 use super::forwarding::five_tuple_hash;
 use super::packet::{Packet, PacketKind, PRIO_CONTROL};
 use super::port::Port;
-use super::transport::SenderReliability;
+use super::transport::Qp;
 use super::{FlowTimer, NetEvent, Network};
 use crate::telemetry::TelemetrySink;
 use crate::workload::NONE as NO_TASK;
@@ -74,6 +74,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             last: false,
             via: NO_NODE,
             util: 0,
+            entropy: 0,
         };
         let hops = fabric.routing.next_hops(src, dst);
         assert!(!hops.is_empty(), "host {src} has no route to host {dst}");
@@ -96,6 +97,11 @@ impl<S: TelemetrySink> Network<'_, S> {
             line_rate_bps,
             bdp_bytes.max(f64::from(fabric.config.mtu_bytes)),
         );
+        if let Qp::Uec(u) = &mut s.qp {
+            // UEC's window is NSCC's, inside the queue pair.
+            s.cc = CcState::LineRate;
+            u.start(&fabric.config.uec, line_rate_bps, base_rtt, ctx.now());
+        }
         self.ports[gport].host.flows.push(i as u32);
         // Even lossless fabrics reorder under spraying: every queue pair
         // keeps the NIC's retransmission timer.
@@ -135,11 +141,12 @@ impl<S: TelemetrySink> Network<'_, S> {
         for k in 0..n {
             let slot = (p.host.round_robin + k) % n;
             let s = &mut self.senders[p.host.flows[slot] as usize];
-            if s.qp.next_psn() >= s.packets {
+            let next_psn = s.qp.next_psn(s.packets);
+            if next_psn >= s.packets {
                 continue;
             }
             let ina = s.ina_op != NO_TASK;
-            if ina && s.qp.next_psn() >= s.qp.acked() + s.ina_window {
+            if ina && next_psn >= s.qp.acked() + s.ina_window {
                 // Every aggregation slot of the operation is in use.
                 continue;
             }
@@ -172,7 +179,7 @@ impl<S: TelemetrySink> Network<'_, S> {
                 earliest = earliest.min(s.next_send);
                 continue;
             }
-            let psn = s.qp.next_psn();
+            let (psn, retransmission, entropy) = s.qp.on_send(now, ctx.rng());
             let payload = (s.spec.size_bytes - u64::from(psn) * u64::from(config.mtu_bytes))
                 .min(u64::from(config.mtu_bytes));
             let wire_bytes = (payload + u64::from(config.header_bytes)) as u16;
@@ -192,8 +199,9 @@ impl<S: TelemetrySink> Network<'_, S> {
                 last: psn + 1 == s.packets,
                 via: NO_NODE,
                 util: 0,
+                entropy,
             };
-            if s.qp.on_send() {
+            if retransmission {
                 s.retransmitted_pkts += 1;
             } else {
                 self.stats.sent_payload_bytes += payload;
@@ -270,8 +278,13 @@ impl<S: TelemetrySink> Network<'_, S> {
     /// congestion control or the aggregation stream it belongs to.
     pub(crate) fn host_receive(&mut self, ctx: &mut Context<'_, NetEvent>, pkt: Packet) {
         debug_assert_eq!(pkt.dst, ctx.node().0);
+        let uec = self.fabric.config.transport == Transport::Uec;
         match pkt.kind {
+            PacketKind::Data if uec => self.uec_receive_data(ctx, pkt),
             PacketKind::Data => self.receive_data(ctx, pkt),
+            PacketKind::Nack if uec => self.uec_receive_feedback(ctx, pkt),
+            PacketKind::Sack => self.uec_receive_feedback(ctx, pkt),
+            PacketKind::Trimmed => self.uec_receive_trimmed(ctx, pkt),
             PacketKind::Ack | PacketKind::Nack => self.receive_ack(ctx, pkt),
             PacketKind::Cnp => self.receive_cnp(ctx, pkt),
             PacketKind::InaDown => self.ina_result(ctx, pkt),

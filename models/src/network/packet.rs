@@ -16,6 +16,12 @@ pub enum PacketKind {
     InaUp,
     /// In-network aggregation result of chunk `psn`, multicast down the tree.
     InaDown,
+    /// Ultra Ethernet selective acknowledgement of data packet `psn` (or,
+    /// with `last` set, cumulative: every packet before `psn` arrived).
+    Sack,
+    /// Ultra Ethernet: the header of data packet `psn`, whose payload a
+    /// switch cut off rather than drop (trimming); travels at control priority.
+    Trimmed,
 }
 
 /// Egress priority classes. Control packets (ACK, NACK, CNP) have strict
@@ -47,6 +53,10 @@ pub struct Packet {
     /// HPCC: the highest normalised link utilisation on the path so far, in
     /// 1/1024 units (data), echoed back (ACK).
     pub util: u16,
+    /// Ultra Ethernet: the entropy value the switches' ECMP hash adds to the
+    /// 5-tuple (data), echoed back (SACK, NACK); 0 for RoCE, which leaves
+    /// the hash as the 5-tuple alone.
+    pub entropy: u16,
 }
 
 /// Fixed-point scale of [`Packet::util`].

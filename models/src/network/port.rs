@@ -45,6 +45,8 @@ pub(crate) struct Port {
     pub tx_bytes: [u64; PRIORITIES],
     pub ecn_marked_pkts: [u64; PRIORITIES],
     pub dropped_pkts: [u64; PRIORITIES],
+    /// Data packets trimmed to their header here (UEC).
+    pub trimmed_pkts: u64,
     /// Bytes on the wire by the last link sample.
     pub sampled_tx_bytes: u64,
     /// Switches: ingress accounting of this port for PFC.
@@ -84,6 +86,7 @@ impl Port {
             tx_bytes: [0; PRIORITIES],
             ecn_marked_pkts: [0; PRIORITIES],
             dropped_pkts: [0; PRIORITIES],
+            trimmed_pkts: 0,
             sampled_tx_bytes: 0,
             ingress: Ingress::default(),
             host: HostQueue::new(),

@@ -1,6 +1,7 @@
-//! Switches: shared-buffer admission (tail drop in lossy mode), ECN
-//! marking (at enqueue, or at dequeue as SimAI does), PFC thresholds toward
-//! upstream ports (with a per-port reserve and headroom), and strict-priority
+//! Switches: shared-buffer admission (tail drop, or UEC trimming, in lossy
+//! mode), ECN marking (at enqueue, or at dequeue as SimAI does), PFC
+//! thresholds toward upstream ports (with a per-port reserve and headroom),
+//! and strict-priority
 //! scheduling of the egress queues. Where a packet goes is `forwarding.rs`.
 //!
 //! State: per switch, its [`SharedBuffer`]; per port, its [`Ingress`]
@@ -126,8 +127,11 @@ impl<S: TelemetrySink> Network<'_, S> {
                     .saturating_sub(self.buffers[local].used_bytes);
                 let limit = (free as f64 * config.dt_alpha) as u64;
                 if self.ports[gout].queued_bytes[prio] + wire > limit {
-                    self.ports[gout].dropped_pkts[prio] += 1;
-                    return;
+                    if !(config.trim && pkt.kind == PacketKind::Data) {
+                        self.ports[gout].dropped_pkts[prio] += 1;
+                        return;
+                    }
+                    return self.switch_trim(ctx, in_port, out, pkt);
                 }
             }
             if !config.ecn_at_dequeue && markable(pkt.kind) {
@@ -162,6 +166,24 @@ impl<S: TelemetrySink> Network<'_, S> {
             }
         }
         self.switch_try_send(ctx, out);
+    }
+
+    /// Trimming (UEC): `pkt` would overflow egress port `out`, so it goes
+    /// on as its header alone, at control priority, for the receiver to NACK.
+    /// Counted against the data class it was cut from.
+    fn switch_trim(
+        &mut self,
+        ctx: &mut Context<'_, NetEvent>,
+        in_port: u16,
+        out: u16,
+        mut pkt: Packet,
+    ) {
+        let local = ctx.local_index();
+        let gout = self.port_index(local, out);
+        self.ports[gout].trimmed_pkts += 1;
+        pkt.kind = PacketKind::Trimmed;
+        pkt.wire_bytes = self.fabric.config.header_bytes as u16;
+        self.switch_enqueue(ctx, in_port, out, pkt);
     }
 
     /// Starts the next packet on a free switch port: control first, then

@@ -12,6 +12,7 @@
 
 use super::packet::{PRIORITIES, PRIO_DATA};
 use super::port::Port;
+use super::transport::Qp;
 use super::Network;
 use crate::telemetry::{FlowRecord, LinkSample, QueueSample, TelemetrySink};
 use netsim_engine::{NodeId, SimTime};
@@ -138,6 +139,7 @@ impl<S: TelemetrySink> Network<'_, S> {
                         tx_bytes: p.tx_bytes[prio],
                         ecn_marked_pkts: p.ecn_marked_pkts[prio],
                         dropped_pkts: p.dropped_pkts[prio],
+                        trimmed_pkts: if prio == PRIO_DATA { p.trimmed_pkts } else { 0 },
                         paused: prio == PRIO_DATA && p.paused,
                     });
                 }
@@ -152,6 +154,10 @@ impl<S: TelemetrySink> Network<'_, S> {
         let end_ns = s.end.map(SimTime::as_ns);
         let fct_ns = s.end.map(|e| (e - s.start).as_ns());
         let ideal_fct_ns = s.ideal_fct.as_ns();
+        let uec = match &s.qp {
+            Qp::Uec(u) => Some(u),
+            Qp::Roce(_) => None,
+        };
         self.sink.flow(FlowRecord {
             flow_id: s.flow,
             src: s.spec.src,
@@ -170,6 +176,9 @@ impl<S: TelemetrySink> Network<'_, S> {
             retransmitted_pkts: s.retransmitted_pkts,
             skipped_bytes: s.skipped_bytes,
             skipped_ns: s.skipped.as_ns(),
+            trimmed_pkts: uec.map_or(0, |u| u.trimmed_pkts),
+            sacks: uec.map_or(0, |u| u.sacks),
+            paths_used: uec.map_or(1, |u| u.paths_used()),
             finished: s.end.is_some(),
             collective_id: self.fabric.workload.flow_collective(s.flow),
             job: self.fabric.workload.flow_job(s.flow).cloned(),

@@ -9,7 +9,7 @@ use super::packet::{Packet, PacketKind};
 use super::{FlowTimer, NetEvent};
 use netsim_engine::wire::{Wire, WireReader, WireWriter};
 
-const PACKET_BYTES: usize = 29;
+const PACKET_BYTES: usize = 31;
 
 impl Wire for Packet {
     const WIRE_BYTES: usize = PACKET_BYTES;
@@ -28,11 +28,14 @@ impl Wire for Packet {
             PacketKind::Cnp => 3,
             PacketKind::InaUp => 4,
             PacketKind::InaDown => 5,
+            PacketKind::Sack => 6,
+            PacketKind::Trimmed => 7,
         });
         w.u8(self.ce);
         w.bool(self.last);
         w.u32(self.via);
         w.u16(self.util);
+        w.u16(self.entropy);
     }
 
     fn decode(r: &mut WireReader<'_>) -> Packet {
@@ -50,12 +53,15 @@ impl Wire for Packet {
                 3 => PacketKind::Cnp,
                 4 => PacketKind::InaUp,
                 5 => PacketKind::InaDown,
+                6 => PacketKind::Sack,
+                7 => PacketKind::Trimmed,
                 k => panic!("invalid packet kind {k} on the wire"),
             },
             ce: r.u8(),
             last: r.bool(),
             via: r.u32(),
             util: r.u16(),
+            entropy: r.u16(),
         }
     }
 }
@@ -177,6 +183,12 @@ mod tests {
     use netsim_engine::{Event, NodeId, SimTime};
 
     #[test]
+    fn a_packet_stays_32_bytes_in_memory() {
+        // UEC's entropy took the last two bytes of padding.
+        assert_eq!(std::mem::size_of::<Packet>(), 32);
+    }
+
+    #[test]
     fn every_variant_crosses_unchanged() {
         let pkt = Packet {
             flow: 0xA1B2_C3D4,
@@ -190,6 +202,7 @@ mod tests {
             last: true,
             via: u32::MAX,
             util: 1023,
+            entropy: 4097,
         };
         let payloads = [
             NetEvent::Arrive { port: 7, pkt },
@@ -248,6 +261,20 @@ mod tests {
                 port: 1,
                 pkt: Packet {
                     kind: PacketKind::InaDown,
+                    ..pkt
+                },
+            },
+            NetEvent::Arrive {
+                port: 2,
+                pkt: Packet {
+                    kind: PacketKind::Sack,
+                    ..pkt
+                },
+            },
+            NetEvent::Arrive {
+                port: 2,
+                pkt: Packet {
+                    kind: PacketKind::Trimmed,
                     ..pkt
                 },
             },

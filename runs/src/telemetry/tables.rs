@@ -42,6 +42,9 @@ impl TableRow for FlowRecord {
             Field::new("retransmitted_pkts", DataType::UInt64, false),
             Field::new("skipped_bytes", DataType::UInt64, false),
             Field::new("skipped_ns", DataType::UInt64, false),
+            Field::new("trimmed_pkts", DataType::UInt64, false),
+            Field::new("sacks", DataType::UInt64, false),
+            Field::new("paths_used", DataType::UInt32, false),
             Field::new("finished", DataType::Boolean, false),
             // Null for plain traffic flows.
             Field::new("collective_id", DataType::UInt32, true),
@@ -66,6 +69,9 @@ impl TableRow for FlowRecord {
         row.u64(self.retransmitted_pkts);
         row.u64(self.skipped_bytes);
         row.u64(self.skipped_ns);
+        row.u64(self.trimmed_pkts);
+        row.u64(self.sacks);
+        row.u32(self.paths_used);
         row.bool(self.finished);
         row.opt_u32(self.collective_id);
         row.opt_str(self.job.as_deref());
@@ -85,6 +91,7 @@ impl TableRow for QueueSample {
             Field::new("tx_bytes", DataType::UInt64, false),
             Field::new("ecn_marked_pkts", DataType::UInt64, false),
             Field::new("dropped_pkts", DataType::UInt64, false),
+            Field::new("trimmed_pkts", DataType::UInt64, false),
             Field::new("paused", DataType::Boolean, false),
         ]))
     }
@@ -98,6 +105,7 @@ impl TableRow for QueueSample {
         row.u64(self.tx_bytes);
         row.u64(self.ecn_marked_pkts);
         row.u64(self.dropped_pkts);
+        row.u64(self.trimmed_pkts);
         row.bool(self.paused);
     }
 }

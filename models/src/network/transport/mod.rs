@@ -1,5 +1,6 @@
 //! Transports: the per-flow queue-pair state at the NICs, and the
-//! reliability logic behind two small traits (RoCE go-back-N today).
+//! reliability logic: RoCE go-back-N behind two small traits, and the
+//! Ultra Ethernet transport (`uec/`: spraying, SACK, trimming NACKs, NSCC).
 //!
 //! A [`Sender`] is one queue pair at its source host: what the NIC's
 //! scheduler reads to pace it (`port`, `next_send`, `cc`), the flow's record,
@@ -11,14 +12,19 @@
 //! call, no `dyn` dispatch and no allocation per packet.
 
 pub(crate) mod roce;
+pub(crate) mod uec;
 
 use super::cc::CcState;
 use super::config::NetConfig;
 use super::packet::{Packet, PacketKind};
 use crate::traffic::FlowSpec;
 use crate::workload::NONE as NO_TASK;
+use netsim_engine::NodeRng;
 use netsim_engine::SimTime;
 pub(crate) use roce::{GoBackNReceiver, GoBackNSender};
+use uec::config::Transport;
+use uec::sack::SackReceiver;
+use uec::UecSender;
 
 /// The sender's side of a reliable transport: which packet goes next, and
 /// what an acknowledgement or a timeout changes.
@@ -75,7 +81,7 @@ pub(crate) struct Sender {
     pub port: u16,
     pub line_rate_bps: u64,
     /// The transport's sequence state.
-    pub qp: GoBackNSender,
+    pub qp: Qp,
     /// Pacing: the NIC may send this flow's next packet from then on.
     pub next_send: SimTime,
     pub end: Option<SimTime>,
@@ -97,11 +103,76 @@ pub(crate) struct Sender {
     pub skipped: SimTime,
 }
 
+/// A sender's sequence state, by transport: one `match` per call, no `dyn`.
+#[derive(Debug)]
+pub(crate) enum Qp {
+    Roce(GoBackNSender),
+    /// Boxed: its windows are per flow, and RoCE senders stay small.
+    Uec(Box<UecSender>),
+}
+
+impl Qp {
+    /// The psn that goes next; `packets` (or more) when nothing may.
+    #[inline]
+    pub(crate) fn next_psn(&mut self, packets: u32) -> u32 {
+        match self {
+            Qp::Roce(q) => q.next_psn(),
+            Qp::Uec(u) => u.next_psn().unwrap_or(packets),
+        }
+    }
+
+    /// Packets acknowledged in order.
+    #[inline]
+    pub(crate) fn acked(&self) -> u32 {
+        match self {
+            Qp::Roce(q) => q.acked(),
+            Qp::Uec(u) => u.acked(),
+        }
+    }
+
+    /// Packets sent and not acknowledged.
+    #[inline]
+    pub(crate) fn in_flight(&self) -> u32 {
+        match self {
+            Qp::Roce(q) => q.in_flight(),
+            Qp::Uec(u) => u.in_flight(),
+        }
+    }
+
+    /// The packet `next_psn` named leaves at `now`: its psn, whether it was
+    /// a retransmission, and its entropy (0 for RoCE).
+    #[inline]
+    pub(crate) fn on_send(&mut self, now: SimTime, rng: &mut NodeRng) -> (u32, bool, u16) {
+        match self {
+            Qp::Roce(q) => {
+                let psn = q.next_psn();
+                (psn, q.on_send(), 0)
+            }
+            Qp::Uec(u) => u.on_send(now, rng),
+        }
+    }
+
+    /// The go-back-N state of a RoCE queue pair (aggregation streams).
+    pub(crate) fn roce(&mut self) -> &mut GoBackNSender {
+        match self {
+            Qp::Roce(q) => q,
+            Qp::Uec(_) => unreachable!("a RoCE-only path reached a UEC queue pair"),
+        }
+    }
+}
+
+/// A receiver's sequence state, by transport.
+#[derive(Debug)]
+pub(crate) enum RxQp {
+    Roce(GoBackNReceiver),
+    Uec(SackReceiver),
+}
+
 /// Receiver-side state of one flow.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Receiver {
     /// The transport's sequence state.
-    pub qp: GoBackNReceiver,
+    pub qp: RxQp,
     /// DCQCN notification point: when this flow's last CNP left.
     pub last_cnp: Option<SimTime>,
 }
@@ -124,7 +195,15 @@ impl Sender {
             ina_window: 0,
             port: 0,
             line_rate_bps: 1,
-            qp: GoBackNSender::default(),
+            qp: match config.transport {
+                Transport::Roce => Qp::Roce(GoBackNSender::default()),
+                Transport::Uec => Qp::Uec(Box::new(UecSender::new(
+                    flow,
+                    packets as u32,
+                    &config.uec,
+                    config.mtu_bytes,
+                ))),
+            },
             next_send: SimTime::ZERO,
             end: None,
             cc: CcState::LineRate,

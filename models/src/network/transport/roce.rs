@@ -7,7 +7,7 @@
 //! NACKed psn, or to the first unacknowledged one when the timer fires
 //! twice without progress.
 
-use super::{Receiver, ReceiverReliability, RxVerdict, SenderReliability};
+use super::{Qp, Receiver, ReceiverReliability, RxQp, RxVerdict, SenderReliability};
 use crate::network::cc::CcState;
 use crate::network::config::{CcKind, CnpMode};
 use crate::network::packet::{self, Packet, PacketKind};
@@ -151,7 +151,13 @@ impl<S: TelemetrySink> Network<'_, S> {
             config.cc == CcKind::Dcqcn && config.dcqcn.cnp_mode == CnpMode::Packet,
         );
         let now = ctx.now();
-        let rx: &mut Receiver = self.receivers.entry(pkt.flow).or_default();
+        let rx: &mut Receiver = self.receivers.entry(pkt.flow).or_insert_with(|| Receiver {
+            qp: RxQp::Roce(GoBackNReceiver::default()),
+            last_cnp: None,
+        });
+        let RxQp::Roce(qp) = &mut rx.qp else {
+            unreachable!("flow {} mixes transports", pkt.flow)
+        };
         let reply = |kind, psn, ce| Packet {
             flow: pkt.flow,
             src: pkt.dst,
@@ -164,8 +170,9 @@ impl<S: TelemetrySink> Network<'_, S> {
             last: false,
             via: NO_NODE,
             util: pkt.util,
+            entropy: 0,
         };
-        let verdict = rx.qp.on_data(&pkt, ack_interval);
+        let verdict = qp.on_data(&pkt, ack_interval);
         if verdict.in_order {
             self.stats.delivered_payload_bytes +=
                 u64::from(pkt.wire_bytes) - u64::from(header_bytes);
@@ -203,15 +210,16 @@ impl<S: TelemetrySink> Network<'_, S> {
             return;
         }
         let port = s.port;
-        let acked = s.qp.on_ack(pkt.psn);
         let cnp_flag = pkt.kind == PacketKind::Ack
             && pkt.ce > 0
             && config.cc == CcKind::Dcqcn
             && config.dcqcn.cnp_mode == CnpMode::AckFlag;
+        let qp = s.qp.roce();
+        let acked = qp.on_ack(pkt.psn);
         if acked > 0 {
             s.last_ack = ctx.now();
             s.ecn_marked_pkts += u64::from(pkt.ce);
-            let (una, next_psn) = (s.qp.acked(), s.qp.next_psn());
+            let (una, next_psn) = (qp.acked(), qp.next_psn());
             match &mut s.cc {
                 CcState::Dctcp(d) => d.on_ack(g, mss, acked, u32::from(pkt.ce), una, next_psn),
                 CcState::Hpcc(h) => h.on_ack(
@@ -227,26 +235,31 @@ impl<S: TelemetrySink> Network<'_, S> {
                 _ => {}
             }
         }
+        let qp = s.qp.roce();
         if pkt.kind == PacketKind::Nack {
-            s.qp.on_nack(pkt.psn);
+            qp.on_nack(pkt.psn);
         }
         if cnp_flag {
             // SimAI's receiver flags the ACK of a marked packet as a CNP.
             self.dcqcn_notified(ctx, i);
         }
         let s = &mut self.senders[i];
-        if s.qp.acked() >= s.packets {
+        if s.qp.roce().acked() >= s.packets {
             self.sender_finished(ctx, i);
         }
         self.host_try_send(ctx, port);
     }
 
     /// The retransmission timer of sender `i` fired: go back to the first
-    /// unacknowledged packet if nothing was acknowledged since last time.
+    /// unacknowledged packet if nothing was acknowledged since last time
+    /// (UEC: resend what is outstanding).
     pub(crate) fn retransmit_timer(&mut self, ctx: &mut Context<'_, NetEvent>, i: usize) {
         let rto = self.fabric.config.rto;
         let s = &mut self.senders[i];
-        s.qp.on_timeout(s.packets);
+        match &mut s.qp {
+            Qp::Roce(q) => q.on_timeout(s.packets),
+            Qp::Uec(u) => u.on_timeout(),
+        }
         let flow = s.flow;
         let port = s.port;
         ctx.schedule_self(

@@ -1,0 +1,274 @@
+//! The Ultra Ethernet transport (UET's reliable unordered delivery over a
+//! lossy fabric): every packet carries an entropy value the switches hash,
+//! so a flow sprays over many paths; the receiver acknowledges each packet
+//! selectively; a switch that would drop a packet trims it to its header,
+//! and the receiver NACKs it so the sender resends it at once; NSCC sets
+//! the window; a retransmission timer is the last resort.
+//!
+//! ```text
+//!  sender: lb (entropy) ─ sack (psns) ─ nscc (window)
+//!     data ──sprayed──▶ receiver: sack bitmap ──SACK(psn, entropy, ce)──▶ sender
+//!     trimmed header ──▶ receiver ──NACK(psn, entropy)──▶ sender resends psn
+//! ```
+
+pub mod config;
+mod lb;
+mod nscc;
+pub(crate) mod sack;
+
+use super::{Qp, Receiver, RxQp};
+use crate::network::packet::{Packet, PacketKind};
+use crate::network::{NetEvent, Network, NO_NODE};
+use crate::telemetry::TelemetrySink;
+use config::{UecCc, UecConfig};
+use lb::EntropyPicker;
+use netsim_engine::{Context, NodeRng, SimTime};
+use nscc::Nscc;
+use sack::{SackReceiver, SackSender, SackVerdict};
+
+/// The sender side of one UEC flow.
+#[derive(Debug)]
+pub(crate) struct UecSender {
+    seq: SackSender,
+    lb: EntropyPicker,
+    /// Set when the flow starts, if NSCC runs.
+    nscc: Option<Nscc>,
+    mtu_bytes: u32,
+    /// NACKs received: packets trimmed on the way.
+    pub trimmed_pkts: u64,
+    /// Selective acknowledgements received.
+    pub sacks: u64,
+}
+
+impl UecSender {
+    /// A sender of `packets` packets for flow `flow`.
+    pub(crate) fn new(flow: u32, packets: u32, config: &UecConfig, mtu_bytes: u32) -> UecSender {
+        let mut h = u64::from(flow) ^ 0x5EED_0E7C;
+        let xor = netsim_engine::splitmix64(&mut h) as u32;
+        UecSender {
+            seq: SackSender::new(packets, config.window_pkts),
+            lb: EntropyPicker::new(config.lb, config.entropies, xor),
+            nscc: None,
+            mtu_bytes,
+            trimmed_pkts: 0,
+            sacks: 0,
+        }
+    }
+
+    /// The flow starts at `now` on a path of `base_rtt` at `line_rate_bps`.
+    pub(crate) fn start(
+        &mut self,
+        config: &UecConfig,
+        line_rate_bps: u64,
+        base_rtt: SimTime,
+        now: SimTime,
+    ) {
+        if config.cc == UecCc::Nscc {
+            self.nscc = Some(Nscc::new(
+                line_rate_bps,
+                base_rtt,
+                self.mtu_bytes,
+                config.target_qdelay,
+                now,
+            ));
+        }
+    }
+
+    fn in_flight_bytes(&self) -> f64 {
+        f64::from(self.seq.outstanding()) * f64::from(self.mtu_bytes)
+    }
+
+    /// The psn that may go next, or `None` (window full, nothing to send).
+    pub(crate) fn next_psn(&mut self) -> Option<u32> {
+        if let Some(n) = &self.nscc {
+            if self.seq.outstanding() > 0 && self.in_flight_bytes() >= n.cwnd_bytes {
+                return None;
+            }
+        }
+        self.seq.next_psn()
+    }
+
+    /// The next packet leaves at `now`: its psn, whether it is a
+    /// retransmission, and its entropy value (1-based; 0 means none).
+    pub(crate) fn on_send(&mut self, now: SimTime, rng: &mut NodeRng) -> (u32, bool, u16) {
+        let (psn, retransmission) = self.seq.on_send(now);
+        let entropy = self.lb.next(rng) + 1;
+        (psn, retransmission, entropy)
+    }
+
+    /// Packets acknowledged in order.
+    pub(crate) fn acked(&self) -> u32 {
+        self.seq.una()
+    }
+
+    /// Packets outstanding.
+    pub(crate) fn in_flight(&self) -> u32 {
+        self.seq.outstanding()
+    }
+
+    /// Distinct entropies used.
+    pub(crate) fn paths_used(&self) -> u32 {
+        self.lb.paths_used()
+    }
+
+    /// Every packet acknowledged.
+    pub(crate) fn done(&self) -> bool {
+        self.seq.done()
+    }
+
+    /// A SACK or NACK arrived at `now`; `ooo` is the reordering threshold.
+    /// How many packets it declared lost.
+    fn on_feedback(&mut self, pkt: &Packet, now: SimTime, ooo: u32) -> u32 {
+        let entropy = pkt.entropy.wrapping_sub(1);
+        let mtu = f64::from(self.mtu_bytes);
+        match pkt.kind {
+            PacketKind::Sack if pkt.last => {
+                let acked = self.seq.on_cumulative(pkt.psn);
+                if acked > 0 {
+                    let in_flight = self.in_flight_bytes();
+                    if let Some(n) = &mut self.nscc {
+                        // No RTT sample: count it as on target.
+                        n.on_ack(now, SimTime::ZERO, false, f64::from(acked) * mtu, in_flight);
+                    }
+                }
+                0
+            }
+            PacketKind::Sack => {
+                self.sacks += 1;
+                let ce = pkt.ce != 0;
+                self.lb.on_ack(entropy, ce);
+                if let Some(rtt) = self.seq.on_sack(pkt.psn, now) {
+                    let in_flight = self.in_flight_bytes();
+                    if let Some(n) = &mut self.nscc {
+                        n.on_ack(now, rtt, ce, mtu, in_flight);
+                    }
+                }
+                let lost = self.seq.detect_reordering_losses(ooo);
+                if let Some(n) = &mut self.nscc {
+                    n.on_loss(f64::from(lost) * mtu);
+                }
+                lost
+            }
+            PacketKind::Nack => {
+                self.trimmed_pkts += 1;
+                self.lb.on_nack(entropy);
+                if self.seq.on_nack(pkt.psn) {
+                    let in_flight = self.in_flight_bytes();
+                    if let Some(n) = &mut self.nscc {
+                        n.on_nack(now, mtu, in_flight);
+                    }
+                }
+                0
+            }
+            kind => unreachable!("{kind:?} is not UEC feedback"),
+        }
+    }
+
+    /// The retransmission timer fired: without progress, everything
+    /// outstanding is resent.
+    pub(crate) fn on_timeout(&mut self) {
+        let lost = self.seq.on_timeout();
+        if let Some(n) = &mut self.nscc {
+            n.on_loss(f64::from(lost) * f64::from(self.mtu_bytes));
+        }
+    }
+}
+
+impl<S: TelemetrySink> Network<'_, S> {
+    /// A UEC data packet reached its destination: acknowledge it
+    /// selectively (a duplicate with the cumulative point).
+    pub(crate) fn uec_receive_data(&mut self, ctx: &mut Context<'_, NetEvent>, pkt: Packet) {
+        let config = &self.fabric.config;
+        let mtu = u64::from(config.mtu_bytes);
+        let packets = self.fabric.workload.flows[pkt.flow as usize]
+            .size_bytes
+            .div_ceil(mtu) as u32;
+        let rx = self.receivers.entry(pkt.flow).or_insert_with(|| Receiver {
+            qp: RxQp::Uec(SackReceiver::new(packets)),
+            last_cnp: None,
+        });
+        let RxQp::Uec(qp) = &mut rx.qp else {
+            unreachable!("flow {} mixes transports", pkt.flow)
+        };
+        let verdict = qp.on_data(pkt.psn);
+        let mut reply = Packet {
+            flow: pkt.flow,
+            src: pkt.dst,
+            dst: pkt.src,
+            psn: pkt.psn,
+            wire_bytes: config.control_bytes as u16,
+            in_port: 0,
+            kind: PacketKind::Sack,
+            ce: pkt.ce,
+            last: false,
+            via: NO_NODE,
+            util: 0,
+            entropy: pkt.entropy,
+        };
+        let mut complete = false;
+        match verdict {
+            SackVerdict::New { complete: c } => {
+                self.stats.delivered_payload_bytes +=
+                    u64::from(pkt.wire_bytes) - u64::from(config.header_bytes);
+                complete = c;
+            }
+            SackVerdict::Duplicate { cumulative } => {
+                reply.psn = cumulative;
+                reply.last = true;
+                reply.ce = 0;
+            }
+        }
+        self.host_send_control(ctx, reply);
+        if complete {
+            // The destination has the whole message: its dependents may start.
+            if let Some(info) = self.fabric.workload.flow_info.get(pkt.flow as usize) {
+                self.task_seen_complete(ctx, info.task, false);
+            }
+        }
+    }
+
+    /// A trimmed header reached the destination: NACK its psn on the path
+    /// back, echoing the entropy so the sender can avoid it.
+    pub(crate) fn uec_receive_trimmed(&mut self, ctx: &mut Context<'_, NetEvent>, pkt: Packet) {
+        let reply = Packet {
+            flow: pkt.flow,
+            src: pkt.dst,
+            dst: pkt.src,
+            psn: pkt.psn,
+            wire_bytes: self.fabric.config.control_bytes as u16,
+            in_port: 0,
+            kind: PacketKind::Nack,
+            ce: 0,
+            last: false,
+            via: NO_NODE,
+            util: 0,
+            entropy: pkt.entropy,
+        };
+        self.host_send_control(ctx, reply);
+    }
+
+    /// A SACK or NACK reached a UEC sender.
+    pub(crate) fn uec_receive_feedback(&mut self, ctx: &mut Context<'_, NetEvent>, pkt: Packet) {
+        let Some(&i) = self.sender_of.get(&pkt.flow) else {
+            return;
+        };
+        let i = i as usize;
+        let ooo = self.fabric.config.uec.ooo_pkts;
+        let s = &mut self.senders[i];
+        if s.end.is_some() {
+            return;
+        }
+        let port = s.port;
+        let Qp::Uec(u) = &mut s.qp else {
+            unreachable!("UEC feedback for a RoCE queue pair")
+        };
+        if pkt.kind == PacketKind::Sack && pkt.ce != 0 && !pkt.last {
+            s.ecn_marked_pkts += 1;
+        }
+        u.on_feedback(&pkt, ctx.now(), ooo);
+        if u.done() {
+            self.sender_finished(ctx, i);
+        }
+        self.host_try_send(ctx, port);
+    }
+}

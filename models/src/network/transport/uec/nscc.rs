@@ -1,0 +1,279 @@
+//! NSCC, UET's network-signal sender congestion control: a window driven by
+//! the queueing delay an ACK measured (its RTT less the path's base RTT) and
+//! whether it was ECN-marked.
+//!
+//! | ACK                     | delay < target           | delay >= target            |
+//! |-------------------------|--------------------------|----------------------------|
+//! | unmarked                | proportional increase (fast increase near zero delay) | fair increase |
+//! | ECN-marked              | none (the load balancer moves away) | multiplicative decrease (once per base RTT, by the average delay) |
+//!
+//! Increases accumulate and are applied every base RTT or every few
+//! kilobytes acknowledged; a small additive step `eta` is added per period.
+//! Quick adapt: once per base RTT + target, if a NACK came or the delay is
+//! above four targets, the window drops to what was acknowledged in the last
+//! period. Constants follow htsim's `initNsccParams`, scaled from a 100 Gb/s,
+//! 12 us reference network to the flow's own BDP and the target.
+
+use super::config::{NSCC_REFERENCE_BPS, NSCC_REFERENCE_RTT_PS};
+use netsim_engine::SimTime;
+
+/// Decrease factor per unit of relative excess delay (htsim `_gamma`).
+const GAMMA: f64 = 0.8;
+/// EWMA gain of the average delay (htsim `_delay_alpha`).
+const DELAY_EWMA: f64 = 0.0125;
+/// Below this delay, increases turn fast (htsim `fast_increase`: 1 us).
+const FAST_INCREASE_DELAY_PS: u64 = 1_000_000;
+
+/// One flow's NSCC state.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Nscc {
+    pub cwnd_bytes: f64,
+    max_cwnd_bytes: f64,
+    min_cwnd_bytes: f64,
+    mtu_bytes: f64,
+    base_rtt: SimTime,
+    target: SimTime,
+    qa_threshold: SimTime,
+    /// Proportional-increase gain, bytes per ps of delay headroom per byte.
+    alpha: f64,
+    fair_increase: f64,
+    eta_bytes: f64,
+    fast_increase_scale: f64,
+    adjust_bytes: f64,
+    adjust_period: SimTime,
+    avg_delay_ps: f64,
+    inc_bytes: f64,
+    received_bytes: f64,
+    achieved_bytes: f64,
+    fi_count_bytes: f64,
+    fast: bool,
+    trigger_qa: bool,
+    bytes_to_ignore: f64,
+    bytes_ignored: f64,
+    qa_end: SimTime,
+    last_adjust: SimTime,
+    last_eta: SimTime,
+    last_decrease: SimTime,
+}
+
+impl Nscc {
+    /// NSCC for a flow whose path has `base_rtt` at `line_rate_bps`, sending
+    /// `mtu_bytes` packets, with target queueing delay `target`. Starts at one BDP.
+    pub(crate) fn new(
+        line_rate_bps: u64,
+        base_rtt: SimTime,
+        mtu_bytes: u32,
+        target: SimTime,
+        now: SimTime,
+    ) -> Nscc {
+        let mtu = f64::from(mtu_bytes);
+        let bdp = (line_rate_bps as f64 * base_rtt.as_ps() as f64 / 8e12).max(mtu);
+        let reference_bdp = NSCC_REFERENCE_BPS * NSCC_REFERENCE_RTT_PS / 8e12;
+        let a = bdp / reference_bdp;
+        let b = target.as_ps() as f64 / NSCC_REFERENCE_RTT_PS;
+        Nscc {
+            cwnd_bytes: bdp,
+            max_cwnd_bytes: 1.5 * bdp,
+            min_cwnd_bytes: mtu,
+            mtu_bytes: mtu,
+            base_rtt,
+            target,
+            qa_threshold: SimTime(target.as_ps().saturating_mul(4)),
+            alpha: 4.0 * a * b * mtu / target.as_ps() as f64,
+            fair_increase: 5.0 * a,
+            eta_bytes: 0.15 * mtu * a,
+            fast_increase_scale: 0.25 * a,
+            adjust_bytes: 16_000.0 * b,
+            adjust_period: SimTime(NSCC_REFERENCE_RTT_PS as u64),
+            avg_delay_ps: 0.0,
+            inc_bytes: 0.0,
+            received_bytes: 0.0,
+            achieved_bytes: 0.0,
+            fi_count_bytes: 0.0,
+            fast: false,
+            trigger_qa: false,
+            bytes_to_ignore: 0.0,
+            bytes_ignored: 0.0,
+            qa_end: now,
+            last_adjust: now,
+            last_eta: now,
+            last_decrease: now,
+        }
+    }
+
+    fn bound(&mut self) {
+        self.cwnd_bytes = self
+            .cwnd_bytes
+            .clamp(self.min_cwnd_bytes, self.max_cwnd_bytes);
+    }
+
+    /// Quick adapt: at most once per base RTT + target, after a NACK or a
+    /// delay past the threshold, the window becomes what the last period
+    /// achieved. Whether it fired.
+    fn quick_adapt(
+        &mut self,
+        now: SimTime,
+        loss: bool,
+        delay: SimTime,
+        in_flight_bytes: f64,
+    ) -> bool {
+        if now <= self.qa_end {
+            return false;
+        }
+        let fire = (self.trigger_qa || loss || delay > self.qa_threshold)
+            && self.cwnd_bytes >= self.achieved_bytes;
+        if fire {
+            self.cwnd_bytes = self.achieved_bytes.max(self.min_cwnd_bytes);
+            self.bytes_to_ignore = in_flight_bytes;
+            self.bytes_ignored = 0.0;
+            self.trigger_qa = false;
+        }
+        self.achieved_bytes = 0.0;
+        self.qa_end = now + self.base_rtt + self.target;
+        fire
+    }
+
+    /// An ACK newly acknowledged `acked_bytes`; it measured round-trip
+    /// `rtt` and was ECN-marked or not; `in_flight_bytes` are outstanding.
+    pub(crate) fn on_ack(
+        &mut self,
+        now: SimTime,
+        rtt: SimTime,
+        ce: bool,
+        acked_bytes: f64,
+        in_flight_bytes: f64,
+    ) {
+        let delay = SimTime(rtt.as_ps().saturating_sub(self.base_rtt.as_ps()));
+        self.avg_delay_ps =
+            (1.0 - DELAY_EWMA) * self.avg_delay_ps + DELAY_EWMA * delay.as_ps() as f64;
+        self.achieved_bytes += acked_bytes;
+        self.received_bytes += acked_bytes;
+        if self.bytes_ignored < self.bytes_to_ignore {
+            // Quick adapt already accounted for what was in flight then.
+            self.bytes_ignored += acked_bytes;
+            if ce {
+                return;
+            }
+        }
+        if self.quick_adapt(now, false, delay, in_flight_bytes) {
+            return;
+        }
+        match (ce, delay >= self.target) {
+            (false, true) => self.inc_bytes += self.fair_increase * self.mtu_bytes * acked_bytes,
+            (false, false) => {
+                if delay.as_ps() < FAST_INCREASE_DELAY_PS {
+                    self.fi_count_bytes += acked_bytes;
+                    if self.fi_count_bytes > self.cwnd_bytes || self.fast {
+                        self.cwnd_bytes += acked_bytes * self.fast_increase_scale;
+                        self.fast = true;
+                    }
+                } else {
+                    self.fi_count_bytes = 0.0;
+                    self.fast = false;
+                }
+                if !self.fast {
+                    let headroom_ps = (self.target - delay).as_ps() as f64;
+                    self.inc_bytes += self.alpha * headroom_ps * acked_bytes
+                        + self.fair_increase * self.mtu_bytes * acked_bytes;
+                }
+            }
+            (true, true) => {
+                self.fast = false;
+                self.fi_count_bytes = 0.0;
+                let avg = self.avg_delay_ps;
+                let target = self.target.as_ps() as f64;
+                if avg > target && now - self.last_decrease > self.base_rtt {
+                    self.cwnd_bytes *= (1.0 - GAMMA * (avg - target) / avg).max(0.5);
+                    self.last_decrease = now;
+                }
+            }
+            // Marked below the target: a hot path, not a full network; the
+            // load balancer steers away from it.
+            (true, false) => {}
+        }
+        self.bound();
+        if self.received_bytes > self.adjust_bytes || now - self.last_adjust > self.adjust_period {
+            self.cwnd_bytes += self.received_bytes.min(self.inc_bytes / self.cwnd_bytes);
+            self.inc_bytes = 0.0;
+            self.received_bytes = 0.0;
+            self.last_adjust = now;
+        }
+        if now - self.last_eta > self.adjust_period {
+            self.cwnd_bytes += self.eta_bytes;
+            self.last_eta = now;
+        }
+        self.bound();
+    }
+
+    /// A NACK: the trimmed packet's bytes leave the window, and quick
+    /// adapt is due.
+    pub(crate) fn on_nack(&mut self, now: SimTime, nacked_bytes: f64, in_flight_bytes: f64) {
+        self.cwnd_bytes -= nacked_bytes;
+        self.bound();
+        self.trigger_qa = true;
+        if self.bytes_ignored >= self.bytes_to_ignore {
+            let avg = SimTime(self.avg_delay_ps as u64);
+            self.quick_adapt(now, true, avg, in_flight_bytes);
+        }
+    }
+
+    /// Packets declared lost (reordering or timeout) leave the window.
+    pub(crate) fn on_loss(&mut self, lost_bytes: f64) {
+        self.cwnd_bytes = (self.cwnd_bytes - lost_bytes).max(self.mtu_bytes);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nscc() -> Nscc {
+        Nscc::new(
+            100_000_000_000,
+            SimTime::from_us(12),
+            4096,
+            SimTime::from_us(6),
+            SimTime::ZERO,
+        )
+    }
+
+    #[test]
+    fn starts_at_one_bdp_and_grows_without_queueing() {
+        let mut n = nscc();
+        assert!((n.cwnd_bytes - 150_000.0).abs() < 1.0);
+        let mut now = SimTime::ZERO;
+        for _ in 0..200 {
+            now += SimTime::from_ns(330);
+            n.on_ack(now, SimTime::from_us(12), false, 4096.0, 100_000.0);
+        }
+        assert!(n.cwnd_bytes > 150_000.0, "cwnd {}", n.cwnd_bytes);
+        assert!(n.cwnd_bytes <= 225_000.0, "bounded by 1.5 BDP");
+    }
+
+    #[test]
+    fn marked_acks_past_the_target_cut_the_window() {
+        let mut n = nscc();
+        let mut now = SimTime::ZERO;
+        for _ in 0..400 {
+            now += SimTime::from_ns(330);
+            // 20 us of queueing, marked: below quick adapt's 24 us.
+            n.on_ack(now, SimTime::from_us(32), true, 4096.0, 100_000.0);
+        }
+        assert!(n.cwnd_bytes < 100_000.0, "cwnd {}", n.cwnd_bytes);
+    }
+
+    #[test]
+    fn quick_adapt_drops_to_what_was_achieved() {
+        let mut n = nscc();
+        let mut now = SimTime::from_ns(1);
+        // One period with a few ACKs, then a huge delay.
+        n.on_ack(now, SimTime::from_us(12), false, 4096.0, 100_000.0);
+        for _ in 0..3 {
+            now += SimTime::from_us(1);
+            n.on_ack(now, SimTime::from_us(12), false, 4096.0, 100_000.0);
+        }
+        now += SimTime::from_us(30);
+        n.on_ack(now, SimTime::from_us(60), false, 4096.0, 100_000.0);
+        assert!(n.cwnd_bytes <= 5.0 * 4096.0, "cwnd {}", n.cwnd_bytes);
+    }
+}

@@ -1,0 +1,324 @@
+//! UET reliable unordered delivery: the sequence state of a sender (which
+//! psns are acknowledged, outstanding or waiting for retransmission) and of
+//! a receiver (which psns arrived), acknowledged selectively.
+//!
+//! Packets may arrive in any order (spraying). The receiver acknowledges
+//! each new packet by its psn (a SACK) and answers a duplicate with its
+//! cumulative point. The sender retransmits only what is missing: a psn a
+//! NACK names (its packet was trimmed), a psn overtaken by `ooo` later
+//! acknowledged psns, and, when the retransmission timer finds no progress,
+//! everything outstanding.
+
+use netsim_engine::SimTime;
+use std::collections::VecDeque;
+
+const ACKED: u8 = 1;
+const OUTSTANDING: u8 = 2;
+const QUEUED: u8 = 4;
+
+/// Sender side: a ring of `window` slots over psns `[una, una + window)`.
+#[derive(Debug)]
+pub(crate) struct SackSender {
+    packets: u32,
+    /// First unacknowledged psn.
+    una: u32,
+    /// Next psn never sent.
+    next_new: u32,
+    /// Highest acknowledged psn + 1.
+    sacked_end: u32,
+    /// Psns below this were checked for loss by reordering.
+    ooo_scan: u32,
+    flags: Vec<u8>,
+    sent_at: Vec<SimTime>,
+    /// Psns to send again, oldest loss first.
+    rtx: VecDeque<u32>,
+    outstanding: u32,
+    acked_count: u32,
+    /// `acked_count` when the retransmission timer last fired.
+    rto_progress: u32,
+}
+
+impl SackSender {
+    /// A sender of `packets` packets with at most `window` outstanding.
+    pub(crate) fn new(packets: u32, window: u32) -> SackSender {
+        let slots = window.min(packets).max(1) as usize;
+        SackSender {
+            packets,
+            una: 0,
+            next_new: 0,
+            sacked_end: 0,
+            ooo_scan: 0,
+            flags: vec![0; slots],
+            sent_at: vec![SimTime::ZERO; slots],
+            rtx: VecDeque::new(),
+            outstanding: 0,
+            acked_count: 0,
+            rto_progress: 0,
+        }
+    }
+
+    #[inline]
+    fn slot(&self, psn: u32) -> usize {
+        psn as usize % self.flags.len()
+    }
+
+    /// Packets sent and neither acknowledged nor declared lost.
+    #[inline]
+    pub(crate) fn outstanding(&self) -> u32 {
+        self.outstanding
+    }
+
+    /// First unacknowledged psn.
+    #[inline]
+    pub(crate) fn una(&self) -> u32 {
+        self.una
+    }
+
+    /// Every packet acknowledged.
+    #[inline]
+    pub(crate) fn done(&self) -> bool {
+        self.acked_count == self.packets
+    }
+
+    /// The psn that goes next, if any may: a retransmission first, then a
+    /// new psn inside the window.
+    pub(crate) fn next_psn(&mut self) -> Option<u32> {
+        while let Some(&q) = self.rtx.front() {
+            let s = self.slot(q);
+            if q >= self.una && self.flags[s] & ACKED == 0 {
+                return Some(q);
+            }
+            // Acknowledged after all (a late SACK): nothing to resend.
+            self.rtx.pop_front();
+            if q >= self.una {
+                self.flags[s] &= !QUEUED;
+            }
+        }
+        let window = self.flags.len() as u32;
+        (self.next_new < self.packets && self.next_new < self.una + window).then_some(self.next_new)
+    }
+
+    /// The packet `next_psn()` named leaves at `now`; whether it was a
+    /// retransmission. Panics if nothing may be sent.
+    pub(crate) fn on_send(&mut self, now: SimTime) -> (u32, bool) {
+        let psn = self.next_psn().expect("on_send without a psn to send");
+        let s = self.slot(psn);
+        let retransmission = psn < self.next_new;
+        if retransmission {
+            self.rtx.pop_front();
+            self.flags[s] = OUTSTANDING;
+        } else {
+            self.flags[s] = OUTSTANDING;
+            self.next_new += 1;
+        }
+        self.sent_at[s] = now;
+        self.outstanding += 1;
+        (psn, retransmission)
+    }
+
+    /// A SACK for `psn` arrived at `now`: the round-trip time of its last
+    /// transmission if it newly acknowledges a packet.
+    pub(crate) fn on_sack(&mut self, psn: u32, now: SimTime) -> Option<SimTime> {
+        if psn < self.una || psn >= self.next_new {
+            return None;
+        }
+        let s = self.slot(psn);
+        if self.flags[s] & ACKED != 0 {
+            return None;
+        }
+        self.ack_slot(s);
+        self.sacked_end = self.sacked_end.max(psn + 1);
+        self.advance_una();
+        Some(now - self.sent_at[s])
+    }
+
+    /// A cumulative acknowledgement: every psn before `psn` arrived. The
+    /// number of packets it newly acknowledges.
+    pub(crate) fn on_cumulative(&mut self, psn: u32) -> u32 {
+        let end = psn.min(self.next_new);
+        let mut acked = 0;
+        for q in self.una..end {
+            let s = self.slot(q);
+            if self.flags[s] & ACKED == 0 {
+                self.ack_slot(s);
+                acked += 1;
+            }
+        }
+        self.sacked_end = self.sacked_end.max(end);
+        self.advance_una();
+        acked
+    }
+
+    fn ack_slot(&mut self, s: usize) {
+        if self.flags[s] & OUTSTANDING != 0 {
+            self.outstanding -= 1;
+        }
+        // QUEUED stays until the retransmission queue drops the psn.
+        self.flags[s] = (self.flags[s] & QUEUED) | ACKED;
+        self.acked_count += 1;
+    }
+
+    fn advance_una(&mut self) {
+        while self.una < self.next_new && self.flags[self.slot(self.una)] & ACKED != 0 {
+            let s = self.slot(self.una);
+            if self.flags[s] & QUEUED != 0 {
+                // Still in the retransmission queue: `next_psn` skips it.
+                self.flags[s] &= !QUEUED;
+            }
+            self.una += 1;
+        }
+    }
+
+    /// Marks `psn` lost and queues it for retransmission; false if it was
+    /// not outstanding (acknowledged, or already queued).
+    fn lose(&mut self, psn: u32) -> bool {
+        let s = self.slot(psn);
+        if self.flags[s] & (ACKED | OUTSTANDING) != OUTSTANDING {
+            return false;
+        }
+        self.flags[s] = QUEUED;
+        self.outstanding -= 1;
+        self.rtx.push_back(psn);
+        true
+    }
+
+    /// The receiver NACKed `psn` (its packet was trimmed): resend it.
+    pub(crate) fn on_nack(&mut self, psn: u32) -> bool {
+        psn >= self.una && psn < self.next_new && self.lose(psn)
+    }
+
+    /// Declares lost every outstanding psn that `ooo` acknowledged psns
+    /// overtook; how many.
+    pub(crate) fn detect_reordering_losses(&mut self, ooo: u32) -> u32 {
+        let mut lost = 0;
+        let mut q = self.ooo_scan.max(self.una);
+        while q.saturating_add(ooo) < self.sacked_end {
+            lost += u32::from(self.lose(q));
+            q += 1;
+        }
+        self.ooo_scan = q;
+        lost
+    }
+
+    /// The retransmission timer fired: without progress since it last
+    /// fired, everything outstanding is lost. How many packets that is.
+    pub(crate) fn on_timeout(&mut self) -> u32 {
+        let mut lost = 0;
+        if self.acked_count == self.rto_progress && self.outstanding > 0 {
+            for q in self.una..self.next_new {
+                lost += u32::from(self.lose(q));
+            }
+        }
+        self.rto_progress = self.acked_count;
+        lost
+    }
+}
+
+/// What a receiver made of one data packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SackVerdict {
+    /// A packet not seen before; `complete`: it was the message's last missing one.
+    New { complete: bool },
+    /// A duplicate: answer with the cumulative point `cumulative`.
+    Duplicate { cumulative: u32 },
+}
+
+/// Receiver side: one bit per psn of the message.
+#[derive(Debug)]
+pub(crate) struct SackReceiver {
+    packets: u32,
+    /// Every psn before it arrived.
+    cumulative: u32,
+    received: Vec<u64>,
+}
+
+impl SackReceiver {
+    /// A receiver of a message of `packets` packets.
+    pub(crate) fn new(packets: u32) -> SackReceiver {
+        SackReceiver {
+            packets,
+            cumulative: 0,
+            received: vec![0; packets.div_ceil(64) as usize],
+        }
+    }
+
+    /// Data packet `psn` arrived.
+    pub(crate) fn on_data(&mut self, psn: u32) -> SackVerdict {
+        let (word, bit) = ((psn / 64) as usize, 1u64 << (psn % 64));
+        if psn >= self.packets || self.received[word] & bit != 0 {
+            return SackVerdict::Duplicate {
+                cumulative: self.cumulative,
+            };
+        }
+        self.received[word] |= bit;
+        while self.cumulative < self.packets
+            && self.received[(self.cumulative / 64) as usize] & (1 << (self.cumulative % 64)) != 0
+        {
+            self.cumulative += 1;
+        }
+        SackVerdict::New {
+            complete: self.cumulative == self.packets,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(ns: u64) -> SimTime {
+        SimTime::from_ns(ns)
+    }
+
+    #[test]
+    fn selective_acks_retransmit_only_the_hole() {
+        let mut s = SackSender::new(6, 16);
+        for i in 0..6 {
+            assert_eq!(s.on_send(t(i)), (i as u32, false));
+        }
+        assert_eq!(s.next_psn(), None);
+        // psn 1 is lost; 0 and 2..6 arrive out of order.
+        for psn in [0, 3, 2, 5, 4] {
+            assert!(s.on_sack(psn, t(100)).is_some());
+        }
+        assert_eq!(s.una(), 1);
+        assert_eq!(s.outstanding(), 1);
+        // psn 5, four after it, is acknowledged: lost with ooo = 4, not 5.
+        assert_eq!(s.detect_reordering_losses(5), 0);
+        assert_eq!(s.detect_reordering_losses(4), 1);
+        assert_eq!(s.next_psn(), Some(1));
+        assert_eq!(s.on_send(t(200)), (1, true));
+        assert_eq!(s.next_psn(), None, "only the hole is resent");
+        assert_eq!(s.on_sack(1, t(250)), Some(t(50)));
+        assert!(s.done());
+    }
+
+    #[test]
+    fn nack_and_timeout_requeue_and_late_sacks_cancel() {
+        let mut s = SackSender::new(4, 2);
+        s.on_send(t(0));
+        s.on_send(t(0));
+        assert_eq!(s.next_psn(), None, "window of two");
+        assert!(s.on_nack(1));
+        assert!(!s.on_nack(1), "already queued");
+        assert_eq!(s.on_send(t(5)), (1, true));
+        // No progress between two timer firings: both outstanding are lost.
+        assert_eq!(s.on_timeout(), 2);
+        // A late SACK for 0 cancels its retransmission.
+        assert!(s.on_sack(0, t(9)).is_some());
+        assert_eq!(s.next_psn(), Some(1));
+        assert_eq!(s.on_cumulative(2), 1);
+        assert_eq!(s.next_psn(), Some(2));
+        assert_eq!(s.on_timeout(), 0, "progress since the last firing");
+    }
+
+    #[test]
+    fn receiver_acknowledges_new_psns_and_repeats_its_cumulative_point() {
+        let mut r = SackReceiver::new(3);
+        assert_eq!(r.on_data(2), SackVerdict::New { complete: false });
+        assert_eq!(r.on_data(2), SackVerdict::Duplicate { cumulative: 0 });
+        assert_eq!(r.on_data(0), SackVerdict::New { complete: false });
+        assert_eq!(r.on_data(1), SackVerdict::New { complete: true });
+        assert_eq!(r.on_data(1), SackVerdict::Duplicate { cumulative: 3 });
+    }
+}

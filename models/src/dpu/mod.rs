@@ -172,7 +172,8 @@ pub fn attach(base: &Topology, params: &DpuParams) -> Result<DpuFabric, TopoErro
     for n in s..base.node_count() {
         b.add_node(base.role(n), base.node(n).coords);
     }
-    let map = |n: NodeIndex| if n < s { shift + n } else { n + shift };
+    // Host h's links now start at its embedded switch 2S + h; switch n is now n + 2S.
+    let map = |n: NodeIndex| n + shift;
     for l in base.links() {
         b.add_link(map(l.a), map(l.b), l.bandwidth_bps, l.latency_ps);
     }

@@ -27,10 +27,11 @@
 //! | `bench`   | DPU-Bench: reference, offloaded run, offload efficiency     |
 
 pub mod bench;
+pub mod collective;
 pub mod staged;
 
 use netsim_engine::SimTime;
-use netsim_topo::{Coords, NodeIndex, Role, TopoError, Topology, TopologyBuilder};
+use netsim_topo::{NodeIndex, Role, TopoError, Topology, TopologyBuilder};
 
 /// The DPU's resources. Defaults are NVIDIA BlueField-2 figures (see the
 /// README's DPU section for sources); each is a flag of `netsim dpu-bench`.
@@ -142,6 +143,18 @@ impl DpuFabric {
     }
 }
 
+/// The servers of a topology [`attach`] built (its hosts are host memories
+/// `0..S`, then DPU memories `S..2S`), or `None` for any other topology.
+pub fn servers(topo: &Topology) -> Option<u32> {
+    topo.kind().ends_with("+dpu").then(|| topo.host_count() / 2)
+}
+
+/// The hosts a workload's ranks run on: every host, or on a topology with
+/// DPUs only the host memories (DPU memories belong to the workers).
+pub fn compute_hosts(topo: &Topology) -> u32 {
+    servers(topo).unwrap_or_else(|| topo.host_count())
+}
+
 /// `base` with a DPU on each host's NIC: host `h` becomes server `h` (host
 /// memory `h`, DPU memory `S + h`, embedded switch `2S + h`); the host's
 /// links to the fabric now start at the embedded switch (the network port),
@@ -156,10 +169,9 @@ pub fn attach(base: &Topology, params: &DpuParams) -> Result<DpuFabric, TopoErro
         base.node_count() as usize + shift as usize,
         base.link_count() as usize + shift as usize,
     )?;
-    let coords = |h: u32| Coords {
-        server: Some(h),
-        ..base.node(h).coords
-    };
+    // A server's parts keep the host's coordinates (pod, group), so the
+    // partitioner keeps them with their switch like any host.
+    let coords = |h: u32| base.node(h).coords;
     for h in 0..s {
         b.add_node(Role::Host, coords(h));
     }

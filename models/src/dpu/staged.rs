@@ -167,15 +167,15 @@ impl Shape {
 }
 
 /// One core's serial timeline: every task it runs waits for the previous one.
-struct Core {
+pub(crate) struct Core {
     node: NodeIndex,
     cost: CoreCost,
-    last: Option<u32>,
+    pub(crate) last: Option<u32>,
     collective: u32,
 }
 
 impl Core {
-    fn new(node: NodeIndex, cost: CoreCost, collective: u32) -> Core {
+    pub(crate) fn new(node: NodeIndex, cost: CoreCost, collective: u32) -> Core {
         Core {
             node,
             cost,
@@ -214,16 +214,21 @@ impl Core {
 
 /// Data a worker forwards: read from `read` (if any) into DPU memory, then
 /// written to each of `writes`.
-struct Item {
-    read: Option<(NodeIndex, u64)>,
-    writes: Vec<(NodeIndex, u64)>,
+pub(crate) struct Item {
+    pub(crate) read: Option<(NodeIndex, u64)>,
+    pub(crate) writes: Vec<(NodeIndex, u64)>,
 }
 
 /// Runs `items` on `core`, starting once `gate` has completed. The worker
 /// keeps one read in flight: it reaps item `i`'s read, posts item `i + 1`'s,
 /// then posts item `i`'s writes, so forwarding overlaps the next read; it
 /// reaps the writes at the end. Returns the write flows.
-fn run_items(b: &mut Builder, core: &mut Core, items: &[Item], gate: &[u32]) -> Vec<u32> {
+pub(crate) fn run_items(
+    b: &mut Builder,
+    core: &mut Core,
+    items: &[Item],
+    gate: &[u32],
+) -> Vec<u32> {
     if !gate.is_empty() {
         core.busy(b, SimTime::ZERO, gate);
     }

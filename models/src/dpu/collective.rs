@@ -17,6 +17,9 @@ use crate::workload::algorithms::HostTasks;
 use crate::workload::{Builder, CollectiveOp};
 use netsim_topo::{NodeIndex, Topology};
 
+/// A transfer's peer and bytes.
+type Transfer = (NodeIndex, u64);
+
 /// Whether `op` has a DPU-staged version.
 pub fn supports(op: CollectiveOp) -> bool {
     matches!(
@@ -63,7 +66,7 @@ pub fn staged(
         let deps = entry.get(&r).map_or(&[][..], Vec::as_slice);
         let handover = b.flow(r, dpu(r), CONTROL_BYTES, coll, deps);
         let others = || group.iter().copied().filter(move |&q| q != r);
-        let (read, writes): (Option<(NodeIndex, u64)>, Vec<(NodeIndex, u64)>) = match op {
+        let (read, writes): (Option<Transfer>, Vec<Transfer>) = match op {
             CollectiveOp::Broadcast if r == group[0] => (None, Vec::new()),
             CollectiveOp::Broadcast => (Some((group[0], size_bytes)), vec![(r, size_bytes)]),
             CollectiveOp::AllGather => (

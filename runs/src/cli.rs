@@ -1,5 +1,6 @@
 //! The `netsim` command line: subcommands and the flags of a run.
 
+use crate::dpu_bench_cmd::DpuBenchCmd;
 use crate::partition_cmd::PartitionCmd;
 use crate::run_cmd::RunArgs;
 use crate::topo_cmd::TopoCmd;
@@ -23,6 +24,8 @@ pub enum Command {
     Topo(Box<TopoCmd>),
     /// Cut a topology into shards and report the partition's quality.
     Partition(Box<PartitionCmd>),
+    /// DPU-Bench: collectives staged on SmartNIC/DPU workers, offload efficiency.
+    DpuBench(Box<DpuBenchCmd>),
     /// Check a scenario file without running it.
     Validate {
         /// Scenario file (TOML).
@@ -31,7 +34,7 @@ pub enum Command {
     },
 }
 
-const SUBCOMMANDS: &[&str] = &["run", "topo", "partition", "validate", "help"];
+const SUBCOMMANDS: &[&str] = &["run", "topo", "partition", "dpu-bench", "validate", "help"];
 
 /// Turns the process arguments into what clap parses: `run` inserted when no
 /// subcommand is named, and a `--config` scenario expanded into flags that

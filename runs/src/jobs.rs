@@ -60,7 +60,7 @@ enum Placement {
 
 /// The jobs of `args.job`, placed on `topo`'s hosts.
 pub fn place(args: &WorkloadArgs, topo: &Topology) -> anyhow::Result<Vec<Job>> {
-    let hosts = topo.host_count();
+    let hosts = netsim_models::dpu::compute_hosts(topo);
     let mut owner: Vec<Option<usize>> = vec![None; hosts as usize];
     let mut names: Vec<String> = Vec::new();
     let mut jobs = Vec::with_capacity(args.job.len());

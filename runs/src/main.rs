@@ -98,6 +98,7 @@ fn dispatch(
         }
         Command::Topo(topo) => topo.run(),
         Command::Partition(partition) => partition.run(),
+        Command::DpuBench(bench) => bench.run(),
         Command::Validate { .. } => unreachable!("validate is parsed as a run"),
     }
 }

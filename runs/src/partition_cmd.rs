@@ -57,6 +57,13 @@ impl PartitionCmd {
             generate_s,
             route_s,
         } = self.topology.build(&self.kind)?;
+        let (topo, routing) = if self.workload.dpu_workers.is_some() {
+            let topo = self.workload.with_dpus(topo)?;
+            let routing = Routing::build(&topo)?;
+            (topo, routing)
+        } else {
+            (topo, routing)
+        };
         let config = self.network.config()?;
         let (workload, note) =
             self.workload

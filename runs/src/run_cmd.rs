@@ -249,6 +249,7 @@ impl RunArgs {
             .topology
             .generate(&self.topo)
             .with_context(|| format!("--topo {}", self.topo))?;
+        let topo = self.workload.with_dpus(topo)?;
         let config = self.network.config()?;
         let (workload, note) =
             self.workload

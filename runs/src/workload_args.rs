@@ -71,6 +71,10 @@ pub struct WorkloadArgs {
     /// Per-message host overhead before each flow starts, ns.
     #[arg(long, default_value_t = 0)]
     pub host_overhead_ns: u64,
+    /// Give every host's NIC a DPU (BlueField-2 defaults) with N worker
+    /// cores for algorithm `dpu`; ranks run on the host memories only.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=8))]
+    pub dpu_workers: Option<u32>,
     /// Repetitions of the workload (each waits for the previous at every host).
     #[arg(long, default_value_t = 1)]
     pub iterations: u32,
@@ -96,7 +100,7 @@ impl WorkloadArgs {
             }
             crate::jobs::place(self, topo)?
         } else if let Some(name) = &self.workload {
-            let hosts = topo.host_count();
+            let hosts = netsim_models::dpu::compute_hosts(topo);
             let spec = self.spec(name, hosts)?;
             let ranks = spec.parallelism.map_or(hosts, |p| p.ranks());
             if ranks < hosts {
@@ -147,6 +151,17 @@ impl WorkloadArgs {
         Ok(self
             .workload(topo, config, flows)?
             .expect("a workload was asked for"))
+    }
+
+    /// `topo` with a DPU on every host when `--dpu-workers` is given.
+    pub fn with_dpus(&self, topo: Topology) -> anyhow::Result<Topology> {
+        if self.dpu_workers.is_none() {
+            return Ok(topo);
+        }
+        let params = netsim_models::dpu::DpuParams::default();
+        let fabric = netsim_models::dpu::attach(&topo, &params)
+            .map_err(|e| anyhow::anyhow!("--dpu-workers: {e}"))?;
+        Ok(fabric.topo)
     }
 
     /// The workload `name` (a collective, or a TOML or SimAI file) for
@@ -235,6 +250,7 @@ impl WorkloadArgs {
             );
         }
         spec.host_overhead = SimTime::from_ns(self.host_overhead_ns);
+        spec.dpu_workers = self.dpu_workers.unwrap_or(0);
         let mut profile = SwitchProfile::by_name(&self.switch_profile).with_context(|| {
             format!(
                 "--switch-profile: unknown `{}` (tofino, sharp)",

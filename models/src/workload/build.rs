@@ -127,6 +127,18 @@ fn build_job<'a>(cx: &mut Cx<'a>, job: &'a Job) -> Result<(), BuildError> {
             })
             .collect()
     };
+    for phase in &spec.phases {
+        if let PhaseKind::Collective(op) = &phase.kind {
+            if op.algorithm == Algorithm::Dpu {
+                crate::dpu::collective::check(cx.topo, spec.dpu_workers).map_err(|message| {
+                    BuildError::Phase {
+                        phase: phase.name.clone(),
+                        message,
+                    }
+                })?;
+            }
+        }
+    }
     let job_first_task = cx.b.task_count();
     // Before the first iteration: the job's start time at each of its hosts.
     let mut previous_iteration: HostTasks = HostTasks::new();
@@ -381,6 +393,17 @@ impl Cx<'_> {
             }
             (CollectiveOp::AllGather, Algorithm::Hd) => {
                 algo::halving_doubling(b, coll, group, size, HalvingDoubling::AllGather, entry)
+            }
+            (op, Algorithm::Dpu) => {
+                let params = crate::dpu::DpuParams::default();
+                let cost = crate::dpu::staged::CoreCost {
+                    post: params.post,
+                    poll: params.poll,
+                };
+                let workers = self.spec.dpu_workers;
+                crate::dpu::collective::staged(
+                    b, topo, coll, op, group, size, workers, cost, entry,
+                );
             }
             (CollectiveOp::AllToAll, _) => {
                 algo::all_to_all(b, coll, group, size, flat, entry);

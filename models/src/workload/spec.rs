@@ -62,9 +62,12 @@ impl CollectiveOp {
         use Algorithm::*;
         match self {
             CollectiveOp::AllReduce => &[Ring, Tree, Hd, Ina],
-            CollectiveOp::AllGather | CollectiveOp::ReduceScatter => &[Ring, Hd],
-            CollectiveOp::AllToAll | CollectiveOp::Send => &[Direct],
-            CollectiveOp::Broadcast | CollectiveOp::Reduce => &[Ring, Tree],
+            CollectiveOp::AllGather => &[Ring, Hd, Dpu],
+            CollectiveOp::ReduceScatter => &[Ring, Hd],
+            CollectiveOp::AllToAll => &[Direct, Dpu],
+            CollectiveOp::Send => &[Direct],
+            CollectiveOp::Broadcast => &[Ring, Tree, Dpu],
+            CollectiveOp::Reduce => &[Ring, Tree],
             CollectiveOp::Barrier => &[Dissemination, Ina],
         }
     }
@@ -84,16 +87,20 @@ pub enum Algorithm {
     Direct,
     /// Software barrier.
     Dissemination,
+    /// Staged on SmartNIC/DPU workers (broadcast, all-gather all-in,
+    /// all-to-all): needs DPUs on the hosts (`dpu_workers`).
+    Dpu,
 }
 
 impl Algorithm {
-    pub const ALL: [Algorithm; 6] = [
+    pub const ALL: [Algorithm; 7] = [
         Algorithm::Ring,
         Algorithm::Tree,
         Algorithm::Hd,
         Algorithm::Ina,
         Algorithm::Direct,
         Algorithm::Dissemination,
+        Algorithm::Dpu,
     ];
 
     pub fn name(self) -> &'static str {
@@ -104,6 +111,7 @@ impl Algorithm {
             Algorithm::Ina => "ina",
             Algorithm::Direct => "direct",
             Algorithm::Dissemination => "dissemination",
+            Algorithm::Dpu => "dpu",
         }
     }
 
@@ -167,6 +175,8 @@ pub struct WorkloadSpec {
     pub profile: SwitchProfile,
     /// Host algorithm an all-reduce falls back to when it cannot be offloaded.
     pub fallback: Algorithm,
+    /// Workers per DPU for algorithm `dpu` (0: the hosts have no DPUs).
+    pub dpu_workers: u32,
 }
 
 /// Pipelining granularity of trees and chains when `chunks` is not given
@@ -190,6 +200,7 @@ impl WorkloadSpec {
             host_overhead: SimTime::ZERO,
             profile: SwitchProfile::tofino(),
             fallback: Algorithm::Ring,
+            dpu_workers: 0,
         }
     }
 }

@@ -1,0 +1,291 @@
+//! `netsim dpu-bench`: DPU-Bench (Michalowicz et al., PEARC '23) on the
+//! packet-level fabric — the four staged patterns for both assignments over
+//! worker counts and sizes, a `dpu_bench` Parquet table and a summary.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{bail, Context};
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use netsim_engine::SimTime;
+use netsim_models::dpu::bench::{default_net, Bench, BenchRow, HostCost};
+use netsim_models::dpu::staged::{Assign, Pattern};
+use netsim_models::dpu::DpuParams;
+use netsim_models::workload::file::parse_size;
+use netsim_topo::units::{parse_gbps, parse_ns};
+use netsim_topo::{FatTreeParams, LinkParams, StarParams, TopoSpec};
+use rayon::prelude::*;
+
+use crate::telemetry::{
+    prepare_output_dir, write_run_json, PartConfig, RowBuilder, TableRow, TableWriter,
+    DEFAULT_ROW_GROUP_ROWS,
+};
+
+/// `netsim dpu-bench [--topo star|fat-tree] [--nodes N --ppn N] [--sizes ..]
+/// [--workers ..] [--patterns ..] [--assign ..] [DPU flags] [--out DIR]`.
+#[derive(clap::Args, Debug)]
+pub struct DpuBenchCmd {
+    /// star (one switch) or fat-tree (3 tiers, --k).
+    #[arg(long, default_value = "star")]
+    pub topo: String,
+    /// Fat-tree radix (k^3/4 servers; the benchmark uses the first --nodes).
+    #[arg(long, default_value_t = 4)]
+    pub k: u32,
+    /// Network port and fabric link bandwidth, Gb/s (HDR100: 100).
+    #[arg(long, value_parser = parse_gbps, default_value = "100", value_name = "GBPS")]
+    pub link_gbps: u64,
+    /// Fabric link latency, ns.
+    #[arg(long, value_parser = parse_ns, default_value = "1000", value_name = "NS")]
+    pub link_latency_ns: u64,
+    /// Nodes (servers with a DPU each).
+    #[arg(long, default_value_t = 8)]
+    pub nodes: u32,
+    /// Host processes per node.
+    #[arg(long, default_value_t = 8)]
+    pub ppn: u32,
+    /// Bytes per process, comma separated (`256KiB,1MiB`).
+    #[arg(long, default_value = "256KiB,512KiB,1MiB,2MiB,4MiB")]
+    pub sizes: String,
+    /// Worker counts, comma separated; default 1, 2, 4, .. below one per
+    /// DPU, then every whole number per DPU up to the cores.
+    #[arg(long)]
+    pub workers: Option<String>,
+    /// Patterns: broadcast, gather, allgather_single_leader, allgather_all_in.
+    #[arg(
+        long,
+        default_value = "broadcast,gather,allgather_single_leader,allgather_all_in"
+    )]
+    pub patterns: String,
+    /// Assignments of processes to workers: cyclic, block.
+    #[arg(long, default_value = "cyclic,block")]
+    pub assign: String,
+    /// Arm cores per DPU (BlueField-2: 8).
+    #[arg(long, default_value_t = 8, help_heading = "DPU")]
+    pub dpu_cores: u32,
+    /// The DPU memory controller's bandwidth, Gb/s, reads and writes together
+    /// (BlueField-2: single-channel DDR4-3200, 204.8).
+    #[arg(long, value_parser = parse_gbps, default_value = "204.8", help_heading = "DPU")]
+    pub dpu_mem_gbps: u64,
+    #[arg(long, value_parser = parse_ns, default_value = "100", help_heading = "DPU")]
+    pub dpu_mem_latency_ns: u64,
+    /// Host memory <-> NIC path, Gb/s each way (PCIe Gen4 x16: 252).
+    #[arg(long, value_parser = parse_gbps, default_value = "252", help_heading = "DPU")]
+    pub pcie_gbps: u64,
+    #[arg(long, value_parser = parse_ns, default_value = "500", help_heading = "DPU")]
+    pub pcie_latency_ns: u64,
+    /// Arm core time to post one RDMA operation, ns.
+    #[arg(long, value_parser = parse_ns, default_value = "1000", help_heading = "DPU")]
+    pub dpu_post_ns: u64,
+    /// Arm core time to poll one completion, ns.
+    #[arg(long, value_parser = parse_ns, default_value = "500", help_heading = "DPU")]
+    pub dpu_poll_ns: u64,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Output directory (gets `dpu_bench/` and `run.json`).
+    #[arg(long, default_value = "netsim-out")]
+    pub out: PathBuf,
+}
+
+/// One `dpu_bench` row as the table writer sees it.
+struct Row(BenchRow);
+
+impl TableRow for Row {
+    const TABLE: &'static str = "dpu_bench";
+
+    fn schema() -> SchemaRef {
+        Arc::new(Schema::new(vec![
+            Field::new("pattern", DataType::Utf8, false),
+            Field::new("assign", DataType::Utf8, false),
+            Field::new("workers", DataType::UInt32, false),
+            Field::new("wpn", DataType::UInt32, false),
+            Field::new("size_bytes", DataType::UInt64, false),
+            Field::new("reference_ns", DataType::UInt64, false),
+            Field::new("pure_comm_ns", DataType::UInt64, false),
+            Field::new("compute_ns", DataType::UInt64, false),
+            Field::new("offload_efficiency_pct", DataType::Float64, false),
+        ]))
+    }
+
+    fn append(&self, row: &mut RowBuilder<'_>) {
+        let r = &self.0;
+        row.str(r.pattern.name());
+        row.str(r.assign.name());
+        row.u32(r.workers);
+        row.u32(r.wpn);
+        row.u64(r.size_bytes);
+        row.u64(r.reference_ns);
+        row.u64(r.pure_comm_ns);
+        row.u64(r.compute_ns);
+        row.f64(r.offload_efficiency_pct);
+    }
+}
+
+fn list<T>(flag: &str, text: &str, parse: impl Fn(&str) -> Option<T>) -> anyhow::Result<Vec<T>> {
+    let items: Vec<T> = text
+        .split(',')
+        .map(|s| parse(s.trim()).with_context(|| format!("{flag}: `{}` is not valid", s.trim())))
+        .collect::<anyhow::Result<_>>()?;
+    if items.is_empty() {
+        bail!("{flag}: give at least one value");
+    }
+    Ok(items)
+}
+
+impl DpuBenchCmd {
+    fn bench(&self) -> anyhow::Result<Bench> {
+        if self.nodes == 0 || self.nodes > 4096 {
+            bail!("--nodes: must be 1..=4096, got {}", self.nodes);
+        }
+        if self.ppn == 0 || self.ppn > 4096 {
+            bail!("--ppn: must be 1..=4096, got {}", self.ppn);
+        }
+        let link = LinkParams {
+            bandwidth_bps: self.link_gbps,
+            latency_ps: self.link_latency_ns,
+        };
+        let spec = match self.topo.as_str() {
+            "star" => TopoSpec::Star(StarParams {
+                hosts: self.nodes,
+                host_link: link,
+            }),
+            "fat-tree" => TopoSpec::FatTree(FatTreeParams {
+                k: self.k,
+                tiers: 3,
+                oversub: 1,
+                host_link: link,
+                agg_link: link,
+                core_link: link,
+            }),
+            other => bail!("--topo: `{other}` is not star or fat-tree"),
+        };
+        let base = netsim_topo::build(&spec).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let params = DpuParams {
+            cores: self.dpu_cores,
+            mem_bps: self.dpu_mem_gbps,
+            mem_latency: SimTime(self.dpu_mem_latency_ns),
+            pcie_bps: self.pcie_gbps,
+            pcie_latency: SimTime(self.pcie_latency_ns),
+            post: SimTime(self.dpu_post_ns),
+            poll: SimTime(self.dpu_poll_ns),
+        };
+        params
+            .validate()
+            .map_err(|e| anyhow::anyhow!("--dpu-{e}"))?;
+        Bench::new(
+            &base,
+            &params,
+            self.nodes,
+            self.ppn,
+            default_net(),
+            HostCost::default(),
+            self.seed,
+        )
+        .map_err(|e| anyhow::anyhow!("--nodes/--ppn: {e}"))
+    }
+
+    /// Runs every point (in parallel), writes the table and `run.json`, prints the summary.
+    pub fn run(&self) -> anyhow::Result<()> {
+        let started = Instant::now();
+        let sizes = list("--sizes", &self.sizes, |s| {
+            parse_size(s).ok().filter(|&b| b > 0)
+        })?;
+        let patterns = list("--patterns", &self.patterns, Pattern::parse)?;
+        let assigns = list("--assign", &self.assign, Assign::parse)?;
+        let bench = self.bench()?;
+        let workers = match &self.workers {
+            Some(text) => list("--workers", text, |s| s.parse::<u32>().ok())?,
+            None => bench.worker_counts(),
+        };
+        for &w in &workers {
+            if w == 0 || w > self.nodes * self.ppn || w.div_ceil(self.nodes) > self.dpu_cores {
+                bail!(
+                    "--workers: {w} is not 1..={} with at most --dpu-cores per DPU",
+                    (self.nodes * self.ppn).min(self.nodes * self.dpu_cores)
+                );
+            }
+        }
+        for &s in &sizes {
+            if s > 1 << 34 {
+                bail!("--sizes: {s} bytes is over 16 GiB");
+            }
+        }
+        prepare_output_dir(&self.out, &[Row::TABLE])?;
+        let refs: Vec<(Pattern, u64)> = patterns
+            .iter()
+            .flat_map(|&p| sizes.iter().map(move |&s| (p, s)))
+            .collect();
+        let reference: Vec<SimTime> = refs
+            .par_iter()
+            .map(|&(p, s)| bench.reference(p, s))
+            .collect::<Result<_, _>>()?;
+        let mut points = Vec::new();
+        for (i, &(p, s)) in refs.iter().enumerate() {
+            for &a in &assigns {
+                for &w in &workers {
+                    points.push((p, a, w, s, reference[i]));
+                }
+            }
+        }
+        let rows: Vec<BenchRow> = points
+            .par_iter()
+            .map(|&(p, a, w, s, r)| bench.point(p, a, w, s, r))
+            .collect::<Result<_, _>>()?;
+        let mut writer = TableWriter::<Row>::create(&PartConfig {
+            out_dir: self.out.clone(),
+            scenario: "dpu-bench".into(),
+            seed: self.seed,
+            rank: 0,
+            shard: 0,
+            row_group_rows: DEFAULT_ROW_GROUP_ROWS,
+        })?;
+        for r in &rows {
+            writer.push(&Row(r.clone()))?;
+        }
+        let written = writer.finish()?;
+        self.summary(&rows, &workers);
+        let wall_s = started.elapsed().as_secs_f64();
+        write_run_json(
+            &self.out,
+            &serde_json::json!({
+                "scenario": "dpu-bench",
+                "seed": self.seed,
+                "version": env!("CARGO_PKG_VERSION"),
+                "topology": bench.fabric.topo.kind(),
+                "nodes": self.nodes,
+                "ppn": self.ppn,
+                "points": rows.len(),
+                "wall_s": wall_s,
+                "tables": { "dpu_bench": written },
+            }),
+        )?;
+        println!(
+            "{} points in {wall_s:.1} s; table in {}",
+            rows.len(),
+            self.out.join(Row::TABLE).display()
+        );
+        Ok(())
+    }
+
+    /// One line per (pattern, assignment, size): efficiency at each worker count.
+    fn summary(&self, rows: &[BenchRow], workers: &[u32]) {
+        print!("{:<24} {:<6} {:>9}", "pattern", "assign", "size");
+        for w in workers {
+            print!(" {:>6}", format!("w={w}"));
+        }
+        println!();
+        for line in rows.chunks(workers.len()) {
+            let r = &line[0];
+            print!(
+                "{:<24} {:<6} {:>9}",
+                r.pattern.name(),
+                r.assign.name(),
+                r.size_bytes
+            );
+            for r in line {
+                print!(" {:>6.1}", r.offload_efficiency_pct);
+            }
+            println!();
+        }
+    }
+}

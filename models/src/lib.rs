@@ -1,5 +1,6 @@
 //! netsim-models: the network (ports, switches, NICs, congestion control) and workload models.
 
+pub mod faults;
 pub mod flow;
 pub mod load;
 pub mod network;

@@ -1,6 +1,7 @@
 //! The netsim command line as a library: argument parsing, scenario files, wiring a run.
 
 pub mod cli;
+pub mod fault_args;
 pub mod jobs;
 pub mod limits;
 pub mod network_args;

@@ -1,5 +1,6 @@
 //! `netsim run`: the flags of a simulation and wiring them into a run.
 
+use crate::fault_args::{fault_records, FaultArgs};
 use crate::network_args::{NetworkArgs, TrafficArgs};
 use crate::partition_cmd::balanced_partition;
 use crate::progress::with_progress_bar;
@@ -17,8 +18,8 @@ use netsim_engine::{
 use netsim_models::flow;
 use netsim_models::network::{collective_records, merge_spans, CollectiveSpan, Fabric, NetStats};
 use netsim_models::telemetry::{
-    CollectiveRecord, FlowRecord, LinkSample, PfcRecord, QueueSample, SwitchOffloadRecord,
-    TelemetrySink,
+    CollectiveRecord, FaultRecord, FlowRecord, LinkSample, PfcRecord, QueueSample,
+    SwitchOffloadRecord, TelemetrySink,
 };
 use netsim_models::workload::Workload;
 use netsim_partition::{partition, Partition, PartitionConfig, Strategy};
@@ -46,6 +47,8 @@ pub struct RunArgs {
     pub traffic: TrafficArgs,
     #[command(flatten)]
     pub network: NetworkArgs,
+    #[command(flatten)]
+    pub faults: FaultArgs,
 
     #[command(flatten)]
     pub workload: WorkloadArgs,
@@ -250,6 +253,7 @@ impl RunArgs {
             .generate(&self.topo)
             .with_context(|| format!("--topo {}", self.topo))?;
         let config = self.network.config()?;
+        let faults = self.faults.faults(&topo)?;
         let (workload, note) =
             self.workload
                 .with_traffic(&self.traffic, &topo, &config, self.seed)?;
@@ -298,8 +302,8 @@ impl RunArgs {
             partition.shards,
             partition.lookahead,
         )?;
-        let routing = if ranks == 1 {
-            full
+        let (routing, owned) = if ranks == 1 {
+            (full, None)
         } else {
             drop(full);
             // Routing rows for the switches this rank owns: they dominate the memory of a
@@ -310,9 +314,11 @@ impl RunArgs {
                 .iter()
                 .map(|s| local.contains(&s.index()))
                 .collect();
-            Routing::build_within(&topo, Some(&owned), memory_limit_bytes())
-                .with_context(|| format!("--topo {}", self.topo))?
+            let routing = Routing::build_within(&topo, Some(&owned), memory_limit_bytes())
+                .with_context(|| format!("--topo {}", self.topo))?;
+            (routing, Some(owned))
         };
+        let fault_plan = self.faults.plan(&topo, faults, owned.as_deref())?;
         let scenario = match (&self.config, &self.workload.workload) {
             (Some(path), _) => path.display().to_string(),
             (None, Some(w)) => format!("{} {w}", self.topo),
@@ -321,8 +327,17 @@ impl RunArgs {
             }
             (None, None) => format!("{} {}", self.topo, self.traffic.pattern()),
         };
-        let fabric = Fabric::with_workload(topo, routing, workload, config, self.seed);
+        let mut fabric = Fabric::with_workload(topo, routing, workload, config, self.seed);
+        fabric.faults = fault_plan;
         if self.fidelity == Fidelity::Flow {
+            if !fabric.faults.is_empty() {
+                anyhow::bail!("--fault: the flow level has no faults; use --fidelity packet");
+            }
+            if fabric.config.link_error_rate > 0.0 {
+                anyhow::bail!(
+                    "--link-error-rate: the flow level loses nothing; use --fidelity packet"
+                );
+            }
             netsim_models::flow::check(&fabric)?;
             if ranks > 1 {
                 anyhow::bail!("--fidelity flow: runs in one process; start it without mpirun");
@@ -438,6 +453,7 @@ impl RunArgs {
             stats.dropped_pkts,
             stats.pfc_pauses,
             stats.flows_finished,
+            stats.retransmitted_pkts,
         ];
         mine.extend(rows);
         mine.extend(&events_per_shard);
@@ -470,9 +486,10 @@ impl RunArgs {
             dropped_pkts: sum(7),
             pfc_pauses: sum(8),
             flows_finished: sum(9),
+            retransmitted_pkts: sum(10),
         };
-        let rows: Vec<u64> = (10..15).map(sum).collect();
-        let events_per_shard: Vec<u64> = per_rank.iter().flat_map(|r| &r[15..]).copied().collect();
+        let rows: Vec<u64> = (11..16).map(sum).collect();
+        let events_per_shard: Vec<u64> = per_rank.iter().flat_map(|r| &r[16..]).copied().collect();
         let ranks_json: Vec<_> = per_rank
             .iter()
             .enumerate()
@@ -506,6 +523,11 @@ impl RunArgs {
             writer.push(c)?;
         }
         let collective_rows = writer.finish()?;
+        let mut writer = TableWriter::<FaultRecord>::create(&part(0))?;
+        for f in fault_records(&plan.fabric.faults) {
+            writer.push(&f)?;
+        }
+        let fault_rows = writer.finish()?;
 
         fcts.sort_unstable();
         let percentile = |p: f64| -> Option<u64> {
@@ -561,6 +583,9 @@ impl RunArgs {
         // and the fidelity.
         summary["events_imbalance"] = imbalance(&events_per_shard).into();
         summary["fidelity"] = self.fidelity.name().into();
+        summary["retransmitted_pkts"] = stats.retransmitted_pkts.into();
+        summary["faults"] = plan.fabric.faults.faults.len().into();
+        summary["rows"]["faults"] = fault_rows.into();
         write_run_json(&self.out, &summary)?;
         if !self.quiet {
             let collectives_note = if collectives.is_empty() {

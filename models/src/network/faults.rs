@@ -195,35 +195,40 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
         }
     }
 
-    /// A host's port died: its queue pairs go to a live port of the host
-    /// (a dual-homed NIC's other port), chosen by their path hash; with no
-    /// live port they stay, and their retransmission timer gives up.
+    /// A host's port died: its queue pairs go to the port the host would
+    /// choose for them now (a dual-homed NIC's other port); with none live
+    /// they stay, and their retransmission timer gives up.
     fn move_queue_pairs(&mut self, ctx: &mut Context<'_, NetEvent>, port: u16) {
         let local = ctx.local_index();
-        let (lo, hi) = (
-            self.port_base[local] as usize,
-            self.port_base[local + 1] as usize,
-        );
-        let live: u64 = (lo..hi)
-            .filter(|&g| self.ports[g].down_causes == 0)
-            .fold(0, |m, g| m | 1 << (g - lo));
-        if live == 0 {
-            return;
-        }
-        let gport = lo + port as usize;
+        let gport = self.port_index(local, port);
         let flows = std::mem::take(&mut self.ports[gport].host.flows);
+        let mut stay = Vec::new();
         for &i in &flows {
-            let s = &mut self.senders[i as usize];
-            let to =
-                NextHops::Mask(live).get((s.path_hash % u64::from(live.count_ones())) as usize);
-            s.port = to;
-            self.ports[lo + to as usize].host.flows.push(i);
-        }
-        for to in 0..(hi - lo) as u16 {
-            if live & 1 << to != 0 {
-                self.host_try_send(ctx, to);
+            let s = &self.senders[i as usize];
+            let probe = Packet {
+                flow: s.flow,
+                src: s.spec.src,
+                dst: s.spec.dst,
+                psn: 0,
+                wire_bytes: 0,
+                in_port: 0,
+                kind: super::packet::PacketKind::Data,
+                ce: 0,
+                last: false,
+                via: super::NO_NODE,
+                util: 0,
+            };
+            let to = self.host_port_toward(ctx, &probe);
+            if to == port {
+                stay.push(i);
+                continue;
             }
+            self.senders[i as usize].port = to;
+            let gto = self.port_index(local, to);
+            self.ports[gto].host.flows.push(i);
+            self.host_try_send(ctx, to);
         }
+        self.ports[gport].host.flows = stay;
     }
 
     /// A packet arrived over port `gport` whose link failed at some time:
@@ -296,9 +301,10 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
         hops.iter().filter(|p| live(p, self)).nth(k).copied()
     }
 
-    /// The port of the current host toward host `dst` for `pkt`: ECMP over
-    /// the host's next hops in the tables in force, live ports first, any
-    /// live port if none of them lives.
+    /// The port of the current host toward host `pkt.dst`: ECMP over the
+    /// host's next hops in the tables in force, among the live ones, else
+    /// among the live next hops of the next epochs' tables; the dead choice
+    /// if none lives.
     pub(crate) fn host_port_toward(
         &mut self,
         ctx: &mut Context<'_, NetEvent>,
@@ -313,28 +319,25 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
         );
         let port = hops.get(self.ecmp_choice(ctx, pkt, hops.len()));
         let local = ctx.local_index();
-        if self.fabric.faults.is_empty()
-            || self.ports[self.port_index(local, port)].down_causes == 0
-        {
+        if self.ports[self.port_index(local, port)].down_causes == 0 {
             return port;
         }
         let lo = self.port_base[local] as usize;
         let ports = (self.port_base[local + 1] - self.port_base[local]) as usize;
-        let live_mask = (0..ports)
+        let live = (0..ports)
             .filter(|&i| self.ports[lo + i].down_causes == 0)
             .fold(0u64, |m, i| m | 1 << i);
-        let NextHops::Mask(mask) = hops else {
-            unreachable!("a host's next hops are a port mask")
-        };
-        for m in [mask & live_mask, live_mask] {
+        let plan = &self.fabric.faults;
+        let first = plan.epoch_at(ctx.now()).map_or(0, |e| e + 1);
+        let later = (first..plan.epoch_count()).map(|e| plan.tables(e).next_hops(node, pkt.dst));
+        for hops in std::iter::once(hops).chain(later) {
+            let NextHops::Mask(mask) = hops else {
+                unreachable!("a host's next hops are a port mask")
+            };
+            let m = mask & live;
             if m != 0 {
-                let k = ecmp_pick(
-                    self.ecmp_seed[local],
-                    pkt.flow,
-                    pkt.src,
-                    pkt.dst,
-                    m.count_ones() as usize,
-                );
+                let n = m.count_ones() as usize;
+                let k = ecmp_pick(self.ecmp_seed[local], pkt.flow, pkt.src, pkt.dst, n);
                 return NextHops::Mask(m).get(k);
             }
         }

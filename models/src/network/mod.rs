@@ -411,6 +411,7 @@ impl<S: TelemetrySink> Model for Network<'_, S> {
                 if self.ports[gport].last_down != SimTime::ZERO
                     && self.lost_on_dead_link(gport, &pkt, ctx.now())
                 {
+                    self.ports[gport].dropped_pkts[pkt.priority()] += 1;
                     return;
                 }
                 if self.is_host(ctx.node()) {

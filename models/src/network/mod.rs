@@ -408,7 +408,8 @@ impl<S: TelemetrySink> Model for Network<'_, S> {
         match event {
             NetEvent::Arrive { port, pkt } => {
                 let gport = self.port_index(local, port);
-                if self.ports[gport].last_down != SimTime::ZERO
+                let p = &self.ports[gport];
+                if (p.down_causes != 0 || p.last_down != SimTime::ZERO)
                     && self.lost_on_dead_link(gport, &pkt, ctx.now())
                 {
                     self.ports[gport].dropped_pkts[pkt.priority()] += 1;

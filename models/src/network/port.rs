@@ -50,7 +50,8 @@ pub(crate) struct Port {
     pub host: HostQueue,
     /// Faults holding the link down (0: it works).
     pub down_causes: u8,
-    /// When the link last failed (`ZERO`: never, or at time 0).
+    /// When the link last failed (`ZERO` if never; a failure at time 0
+    /// leaves nothing on the wire to lose).
     pub last_down: SimTime,
     /// Lossy link: a packet is lost when the link's random draw falls below
     /// this (`P * 2^64`); 0 draws nothing.

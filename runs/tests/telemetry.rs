@@ -411,6 +411,7 @@ fn prepare_removes_stale_parts_and_nothing_else() {
         listing(&root),
         [
             "collectives",
+            "faults",
             "figures",
             "flows",
             "links",

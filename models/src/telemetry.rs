@@ -38,6 +38,22 @@ pub struct FlowRecord {
     pub collective_id: Option<u32>,
     /// The job it belongs to; `None` for background traffic.
     pub job: Option<Arc<str>>,
+    /// Why an unfinished flow did not finish: `retry-limit` (its queue pair
+    /// gave up, e.g. its destination was cut off) or `time-limit` (still
+    /// running when the run reached `--end-us`); `None` when finished.
+    pub reason: Option<&'static str>,
+}
+
+/// One fault of the run's plan.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FaultRecord {
+    pub time_ns: u64,
+    /// `link-down`, `link-up`, `node-down`, `node-up`, `link-rate`.
+    pub kind: &'static str,
+    /// `A-B` (a link's end nodes) or `N` (a node).
+    pub target: String,
+    /// `link-rate`: the new rate in Gb/s.
+    pub value_gbps: Option<f64>,
 }
 
 /// One egress queue (switch port and priority) at one sampling instant.

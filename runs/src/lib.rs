@@ -2,6 +2,7 @@
 
 pub mod cli;
 pub mod dpu_bench_cmd;
+pub mod fault_args;
 pub mod jobs;
 pub mod limits;
 pub mod network_args;

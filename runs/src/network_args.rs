@@ -195,6 +195,13 @@ pub struct NetworkArgs {
     /// Go-back-N retransmission timeout in microseconds (drops, or reordering under spray).
     #[arg(long)]
     pub rto_us: Option<f64>,
+    /// Retransmission timeouts in a row without progress after which a queue
+    /// pair gives up and its flow stays unfinished (a RoCE NIC's retry count).
+    #[arg(long, default_value_t = 7)]
+    pub retry_limit: u32,
+    /// Probability that a link loses a packet (bit errors), on every link.
+    #[arg(long, default_value_t = 0.0)]
+    pub link_error_rate: f64,
     /// Sampling period of the `queues` and `links` tables in nanoseconds (0: off).
     #[arg(long, default_value_t = 100_000)]
     pub sample_ns: u64,
@@ -406,6 +413,8 @@ impl NetworkArgs {
         }
         c.sample_period = SimTime::try_from_ns(self.sample_ns)
             .map_err(|e| anyhow::anyhow!("--sample-ns: {e}"))?;
+        c.retry_limit = self.retry_limit;
+        c.link_error_rate = self.link_error_rate;
         c.uec = UecConfig {
             lb,
             entropies: self.uec_entropies,

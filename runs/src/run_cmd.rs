@@ -1,5 +1,6 @@
 //! `netsim run`: the flags of a simulation and wiring them into a run.
 
+use crate::fault_args::{fault_records, FaultArgs};
 use crate::network_args::{NetworkArgs, TrafficArgs};
 use crate::partition_cmd::balanced_partition;
 use crate::progress::with_progress_bar;
@@ -17,8 +18,8 @@ use netsim_engine::{
 use netsim_models::flow;
 use netsim_models::network::{collective_records, merge_spans, CollectiveSpan, Fabric, NetStats};
 use netsim_models::telemetry::{
-    CollectiveRecord, FlowRecord, LinkSample, PfcRecord, QueueSample, SwitchOffloadRecord,
-    TelemetrySink,
+    CollectiveRecord, FaultRecord, FlowRecord, LinkSample, PfcRecord, QueueSample,
+    SwitchOffloadRecord, TelemetrySink,
 };
 use netsim_models::workload::Workload;
 use netsim_partition::{partition, Partition, PartitionConfig, Strategy};
@@ -46,6 +47,8 @@ pub struct RunArgs {
     pub traffic: TrafficArgs,
     #[command(flatten)]
     pub network: NetworkArgs,
+    #[command(flatten)]
+    pub faults: FaultArgs,
 
     #[command(flatten)]
     pub workload: WorkloadArgs,
@@ -251,6 +254,7 @@ impl RunArgs {
             .with_context(|| format!("--topo {}", self.topo))?;
         let topo = self.workload.with_dpus(topo)?;
         let config = self.network.config()?;
+        let faults = self.faults.faults(&topo)?;
         let (workload, note) =
             self.workload
                 .with_traffic(&self.traffic, &topo, &config, self.seed)?;
@@ -299,8 +303,8 @@ impl RunArgs {
             partition.shards,
             partition.lookahead,
         )?;
-        let routing = if ranks == 1 {
-            full
+        let (routing, owned) = if ranks == 1 {
+            (full, None)
         } else {
             drop(full);
             // Routing rows for the switches this rank owns: they dominate the memory of a
@@ -311,9 +315,11 @@ impl RunArgs {
                 .iter()
                 .map(|s| local.contains(&s.index()))
                 .collect();
-            Routing::build_within(&topo, Some(&owned), memory_limit_bytes())
-                .with_context(|| format!("--topo {}", self.topo))?
+            let routing = Routing::build_within(&topo, Some(&owned), memory_limit_bytes())
+                .with_context(|| format!("--topo {}", self.topo))?;
+            (routing, Some(owned))
         };
+        let fault_plan = self.faults.plan(&topo, faults, owned.as_deref())?;
         let scenario = match (&self.config, &self.workload.workload) {
             (Some(path), _) => path.display().to_string(),
             (None, Some(w)) => format!("{} {w}", self.topo),
@@ -322,7 +328,14 @@ impl RunArgs {
             }
             (None, None) => format!("{} {}", self.topo, self.traffic.pattern()),
         };
-        let fabric = Fabric::with_workload(topo, routing, workload, config, self.seed);
+        let mut fabric = Fabric::with_workload(topo, routing, workload, config, self.seed);
+        fabric.faults = fault_plan;
+        if fabric.config.fast_forward.is_some() && !fabric.faults.faults.is_empty() {
+            anyhow::bail!(
+                "--fast-forward on: runs with faults (--fault, --faults, [[fault]]) are not \
+                 fast-forwarded yet; run them with --fast-forward off"
+            );
+        }
         if fabric.config.fast_forward.is_some() && !fabric.workload.ina_ops.is_empty() {
             anyhow::bail!(
                 "--fast-forward on: in-network aggregation (--algo ina) is not fast-forwarded yet; \
@@ -330,6 +343,14 @@ impl RunArgs {
             );
         }
         if self.fidelity == Fidelity::Flow {
+            if !fabric.faults.is_empty() {
+                anyhow::bail!("--fault: the flow level has no faults; use --fidelity packet");
+            }
+            if fabric.config.link_error_rate > 0.0 {
+                anyhow::bail!(
+                    "--link-error-rate: the flow level loses nothing; use --fidelity packet"
+                );
+            }
             netsim_models::flow::check(&fabric)?;
             if ranks > 1 {
                 anyhow::bail!("--fidelity flow: runs in one process; start it without mpirun");
@@ -446,6 +467,7 @@ impl RunArgs {
             stats.dropped_pkts,
             stats.pfc_pauses,
             stats.flows_finished,
+            stats.retransmitted_pkts,
         ];
         mine.extend(rows);
         mine.extend([skip.skipped.as_ps(), skip.skips, skip.events_avoided]);
@@ -479,11 +501,12 @@ impl RunArgs {
             dropped_pkts: sum(7),
             pfc_pauses: sum(8),
             flows_finished: sum(9),
+            retransmitted_pkts: sum(10),
         };
-        let rows: Vec<u64> = (10..15).map(sum).collect();
+        let rows: Vec<u64> = (11..16).map(sum).collect();
         // The jumps are the same on every rank; the events they avoided add up.
-        let (skipped_ps, skips, events_avoided) = (per_rank[0][15], per_rank[0][16], sum(17));
-        let events_per_shard: Vec<u64> = per_rank.iter().flat_map(|r| &r[18..]).copied().collect();
+        let (skipped_ps, skips, events_avoided) = (per_rank[0][16], per_rank[0][17], sum(18));
+        let events_per_shard: Vec<u64> = per_rank.iter().flat_map(|r| &r[19..]).copied().collect();
         let ranks_json: Vec<_> = per_rank
             .iter()
             .enumerate()
@@ -517,6 +540,11 @@ impl RunArgs {
             writer.push(c)?;
         }
         let collective_rows = writer.finish()?;
+        let mut writer = TableWriter::<FaultRecord>::create(&part(0))?;
+        for f in fault_records(&plan.fabric.faults) {
+            writer.push(&f)?;
+        }
+        let fault_rows = writer.finish()?;
 
         fcts.sort_unstable();
         let percentile = |p: f64| -> Option<u64> {
@@ -580,6 +608,9 @@ impl RunArgs {
             "skips": skips,
             "events_avoided": events_avoided,
         });
+        summary["retransmitted_pkts"] = stats.retransmitted_pkts.into();
+        summary["faults"] = plan.fabric.faults.faults.len().into();
+        summary["rows"]["faults"] = fault_rows.into();
         write_run_json(&self.out, &summary)?;
         if !self.quiet {
             let collectives_note = if collectives.is_empty() {

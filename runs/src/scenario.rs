@@ -141,6 +141,20 @@ fn collect_fields(
                     });
                 }
             }
+            // `[[fault]]` tables: one `--fault KIND:TARGET@TIME[=VALUE]` each.
+            toml::Value::Array(tables) if section.is_none() && key == "fault" => {
+                let headers = fault_header_lines(text);
+                for (i, table) in tables.iter().enumerate() {
+                    let line = headers.get(i).copied().unwrap_or(line);
+                    let spec = fault_spec(table)
+                        .map_err(|e| anyhow::anyhow!("{}:{line}: fault: {e}", path.display()))?;
+                    out.push(Field {
+                        key: key.clone(),
+                        value: toml::Value::String(spec),
+                        line,
+                    });
+                }
+            }
             toml::Value::Table(_) => bail!(
                 "{}:{line}: unknown section `{key}` (sections: {})",
                 path.display(),
@@ -154,6 +168,45 @@ fn collect_fields(
         }
     }
     Ok(())
+}
+
+/// The lines of a scenario's `[[fault]]` headers, in order.
+fn fault_header_lines(text: &str) -> Vec<usize> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| l.trim().replace(' ', "") == "[[fault]]")
+        .map(|(n, _)| n + 1)
+        .collect()
+}
+
+/// A `[[fault]]` table (`kind`, `target`, `time`, and `value` for
+/// `link-rate`) as the `--fault` spec `KIND:TARGET@TIME[=VALUE]`.
+fn fault_spec(table: &toml::Value) -> anyhow::Result<String> {
+    let toml::Value::Table(table) = table else {
+        bail!("must be [[fault]] tables");
+    };
+    let text = |key: &str| -> anyhow::Result<Option<String>> {
+        Ok(match table.get(key) {
+            None => None,
+            Some(toml::Value::String(s)) => Some(s.clone()),
+            Some(toml::Value::Integer(i)) => Some(i.to_string()),
+            Some(toml::Value::Float(f)) => Some(f.to_string()),
+            Some(_) => bail!("`{key}` must be a string or a number"),
+        })
+    };
+    if let Some(other) = table
+        .keys()
+        .find(|k| !matches!(k.as_str(), "kind" | "target" | "time" | "value"))
+    {
+        bail!("unknown key `{other}` (kind, target, time, value)");
+    }
+    let need = |key: &str| text(key)?.ok_or_else(|| anyhow::anyhow!("missing `{key}`"));
+    let mut spec = format!("{}:{}@{}", need("kind")?, need("target")?, need("time")?);
+    if let Some(v) = text("value")? {
+        spec.push('=');
+        spec.push_str(&v);
+    }
+    Ok(spec)
 }
 
 /// 1-based line of byte offset `at` in `text`.

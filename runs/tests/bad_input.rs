@@ -268,6 +268,67 @@ fn the_largest_valid_end_fits_and_runs() {
 }
 
 #[test]
+fn fault_errors_name_the_flag_or_the_file_line_and_field() {
+    let dir = scratch("faults");
+    let k4 = ["--topo", "fat-tree", "--k", "4", "--quiet"];
+    let flag_cases: &[(&str, &str)] = &[
+        (
+            "link-down:0-17@5us",
+            "--fault `link-down:0-17@5us`: target: there is no link",
+        ),
+        (
+            "node-down:99@1ms",
+            "--fault `node-down:99@1ms`: node: 99 is not a node",
+        ),
+        ("link-down:0-16@5", "time: `5` needs a unit"),
+        ("link-down:0-16@99999999999999999999ms", "time: "),
+        ("link-rate:0-16@1us", "value: link-rate needs"),
+        ("link-rate:0-16@1us=0", "value: "),
+        ("link-dwn:0-16@1us", "kind: `link-dwn`"),
+        ("node-up:3", "time: missing"),
+    ];
+    for (spec, needle) in flag_cases {
+        let mut args = k4.to_vec();
+        args.extend(["--fault", spec]);
+        rejects(&dir, &args, &[], needle);
+    }
+    std::fs::write(
+        dir.join("f.txt"),
+        "# faults\nLINK_DOWN 5 0 16\nLINK_DOWN 5 0\n",
+    )
+    .unwrap();
+    let mut args = k4.to_vec();
+    args.extend(["--faults", "f.txt"]);
+    rejects(&dir, &args, &[], "f.txt:3: LINK_DOWN: expected");
+    std::fs::write(dir.join("f.txt"), "LINK_DOWN 5 0 16\nLINK_DOWN x 0 16\n").unwrap();
+    rejects(&dir, &args, &[], "f.txt:2: time: `x`");
+    std::fs::write(
+        dir.join("s.toml"),
+        "topo = \"star\"\n\n[[fault]]\nkind = \"node-down\"\ntarget = 1\ntme = \"1us\"\n",
+    )
+    .unwrap();
+    rejects(
+        &dir,
+        &["--config", "s.toml", "--quiet"],
+        &[],
+        "s.toml:3: fault: unknown key `tme`",
+    );
+    for (flag, value) in [
+        ("--link-error-rate", "1"),
+        ("--link-error-rate", "NaN"),
+        ("--reroute-us", "1e9"),
+    ] {
+        let mut args = k4.to_vec();
+        args.extend([flag, value]);
+        rejects(&dir, &args, &[], flag);
+    }
+    // Flow level has no faults.
+    let mut args = k4.to_vec();
+    args.extend(["--fidelity", "flow", "--fault", "node-down:3@1us"]);
+    rejects(&dir, &args, &[], "--fault: the flow level");
+}
+
+#[test]
 fn a_long_value_is_shortened_in_the_error() {
     let dir = scratch("long");
     let long = "a".repeat(100_000);

@@ -46,6 +46,31 @@ fn runs() -> Vec<Golden> {
     let simai = file("simai-micro.txt");
     let adversarial = file("dragonfly-adversarial.cm");
     vec![
+        // Faults: a failing aggregation-core link, a slowed host link and
+        // lossy links without PFC (go-back-N recovery).
+        run(
+            "faults-lossy",
+            &[
+                "--topo",
+                "fat-tree",
+                "--k",
+                "4",
+                "--flow-size",
+                "300000",
+                "--pfc",
+                "off",
+                "--link-error-rate",
+                "1e-3",
+                "--fault",
+                "link-down:24-32@10us",
+                "--fault",
+                "link-rate:1-16@5us=25",
+                "--fault",
+                "link-up:24-32@200us",
+                "--sample-ns",
+                "10000",
+            ],
+        ),
         run(
             "incast-dcqcn-pfc",
             &[

@@ -59,6 +59,11 @@ fn flows(count: u32) -> Vec<FlowRecord> {
                 finished,
                 collective_id: (i % 4 == 0).then_some(i / 4),
                 job: (i % 4 == 0).then(|| format!("job{}", i % 3).into()),
+                reason: (!finished).then_some(if i % 2 == 0 {
+                    "retry-limit"
+                } else {
+                    "time-limit"
+                }),
             }
         })
         .collect()
@@ -159,6 +164,14 @@ fn flows_from(batches: &[RecordBatch]) -> Vec<FlowRecord> {
                 job: {
                     let j = b.column_by_name("job").unwrap().as_string::<i32>();
                     j.is_valid(i).then(|| j.value(i).into())
+                },
+                reason: {
+                    let r = b.column_by_name("reason").unwrap().as_string::<i32>();
+                    r.is_valid(i).then(|| match r.value(i) {
+                        "retry-limit" => "retry-limit",
+                        "time-limit" => "time-limit",
+                        other => panic!("unknown reason {other}"),
+                    })
                 },
             });
         }
@@ -410,6 +423,7 @@ fn prepare_removes_stale_parts_and_nothing_else() {
         listing(&root),
         [
             "collectives",
+            "faults",
             "figures",
             "flows",
             "links",

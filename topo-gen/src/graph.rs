@@ -208,6 +208,15 @@ impl Topology {
     pub fn link_ports(&self, l: LinkIndex) -> [PortIndex; 2] {
         self.link_ports[l as usize]
     }
+    /// A copy in which the links `links` have latency `latency_ps`, ports and ids
+    /// unchanged (routing around failed links costs them out this way).
+    pub(crate) fn with_link_latency(&self, links: &[LinkIndex], latency_ps: u64) -> Topology {
+        let mut t = self.clone();
+        for &l in links {
+            t.links[l as usize].latency_ps = latency_ps;
+        }
+        t
+    }
     /// Number of nodes with role `role`.
     pub fn count_role(&self, role: Role) -> u32 {
         self.nodes.iter().filter(|n| n.role == role).count() as u32

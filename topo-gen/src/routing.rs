@@ -23,7 +23,7 @@ use std::collections::{BinaryHeap, HashMap};
 use rayon::prelude::*;
 
 use crate::error::TopoError;
-use crate::graph::{NodeIndex, PortIndex, Topology};
+use crate::graph::{LinkIndex, NodeIndex, PortIndex, Topology};
 
 const NONE_SET: u32 = u32::MAX;
 const DIRECT_SET: u32 = u32::MAX - 1;
@@ -189,6 +189,29 @@ impl Routing {
         }
         Routing::build_scoped(topo, owned, max_bytes)
     }
+
+    /// [`Routing::build_within`] for a fabric whose links `dead` have failed: a dead link
+    /// costs [`Routing::DEAD_LINK_PS`], more than any path of live links, so the tables
+    /// avoid it wherever a live path exists and keep it only toward destinations that
+    /// nothing else reaches (traffic sent there is lost at the dead port). Port indices
+    /// are those of `topo`.
+    pub fn build_avoiding(
+        topo: &Topology,
+        owned: Option<&[bool]>,
+        dead: &[LinkIndex],
+        max_bytes: u64,
+    ) -> Result<Routing, TopoError> {
+        if dead.is_empty() {
+            return Routing::build_within(topo, owned, max_bytes);
+        }
+        let costed = topo.with_link_latency(dead, Routing::DEAD_LINK_PS);
+        Routing::build_within(&costed, owned, max_bytes)
+    }
+
+    /// The latency a failed link is given when routing around it: 1000 s, above any path
+    /// of live links (at most 100 ms per link), and a thousand of them still sum far below
+    /// `u64::MAX`.
+    pub const DEAD_LINK_PS: u64 = 1_000_000_000_000_000;
 
     fn build_scoped(
         topo: &Topology,

@@ -397,6 +397,7 @@ impl<S: TelemetrySink> Fluid<'_, S> {
             finished: f.end.is_some(),
             collective_id: self.fabric.workload.flow_collective(flow),
             job: self.fabric.workload.flow_job(flow).cloned(),
+            reason: f.end.is_none().then_some("time-limit"),
         });
     }
 

@@ -198,6 +198,11 @@ pub struct NetConfig {
     pub ack_interval: u32,
     /// Go-back-N retransmission timeout: drops (lossy mode) and reordering (spraying).
     pub rto: SimTime,
+    /// Retransmission timeouts in a row without progress after which a
+    /// queue pair gives up (a RoCE NIC's retry count: 3 bits, at most 7).
+    pub retry_limit: u32,
+    /// Probability that a link loses a packet (bit errors), every link.
+    pub link_error_rate: f64,
     /// Sampling period of the `queues` and `links` tables; zero disables sampling.
     pub sample_period: SimTime,
     /// The NICs' transport: RoCEv2 or Ultra Ethernet.
@@ -287,6 +292,8 @@ impl Default for NetConfig {
             ecn: default_ecn_profiles(),
             ack_interval: 1,
             rto: SimTime::from_us(500),
+            retry_limit: 7,
+            link_error_rate: 0.0,
             sample_period: SimTime::from_us(100),
             fast_forward: None,
             transport: Transport::Roce,
@@ -459,6 +466,12 @@ impl NetConfig {
             return bad(
                 "trim",
                 "trimming needs --transport uec (a RoCE receiver cannot NACK a header)".into(),
+            );
+        }
+        if !(0.0..1.0).contains(&self.link_error_rate) {
+            return bad(
+                "link-error-rate",
+                format!("{} is outside [0, 1)", self.link_error_rate),
             );
         }
         Ok(())

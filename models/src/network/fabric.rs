@@ -3,6 +3,7 @@
 //! completion time of a flow alone in it.
 
 use super::config::NetConfig;
+use super::faults::FaultPlan;
 use super::port::Port;
 use crate::traffic::FlowSpec;
 use crate::workload::Workload;
@@ -19,6 +20,9 @@ pub struct Fabric {
     pub workload: Workload,
     pub config: NetConfig,
     pub seed: u64,
+    /// Faults and the routing tables the fabric converges to around them
+    /// (empty: a fault-free run).
+    pub faults: FaultPlan,
     /// Dragonflies: routers by group, for Valiant and UGAL.
     pub(crate) dragonfly: Option<DragonflyIndex>,
     /// Per node: a host attached to it (routing toward that host reaches
@@ -65,6 +69,7 @@ impl Fabric {
             workload,
             config,
             seed,
+            faults: FaultPlan::default(),
             proxy_host,
         }
     }

@@ -62,12 +62,16 @@ impl<S: TelemetrySink> Network<'_, S> {
         } else {
             fabric.proxy_host[pkt.via as usize]
         };
-        let hops = fabric.routing.switch_next_hops(node, toward);
+        let hops = self.tables_at(ctx.now()).switch_next_hops(node, toward);
         assert!(
             !hops.is_empty(),
             "switch {node} has no route to host {toward}"
         );
-        hops[self.ecmp_choice(ctx, pkt, hops.len())]
+        let pick = hops[self.ecmp_choice(ctx, pkt, hops.len())];
+        if self.ports[self.port_index(ctx.local_index(), pick)].down_causes == 0 {
+            return pick;
+        }
+        self.reroute_around(ctx, pkt, toward, pick)
     }
 
     /// Valiant: every packet of a flow crosses the same random intermediate

@@ -34,6 +34,7 @@ pub mod cc;
 pub mod config;
 mod fabric;
 mod fast_forward;
+mod faults;
 mod forwarding;
 mod nic;
 pub mod packet;
@@ -49,6 +50,7 @@ mod wire;
 pub use crate::workload::progress::CollectiveSpan;
 pub use fabric::{ideal_fct, Fabric};
 pub(crate) use fabric::{PathTiming, NO_NODE};
+pub use faults::{dead_links, FaultPlan};
 pub(crate) use forwarding::ecmp_pick;
 pub use forwarding::five_tuple_hash;
 pub use run::{
@@ -88,6 +90,8 @@ pub enum NetEvent {
     /// A switch finished aggregating chunk `chunk` of in-network operation
     /// `op` (the last copy arrived on `in_port`) and sends the result on.
     InaEmit { op: u32, chunk: u32, in_port: u16 },
+    /// Fault `fault` of the fabric's plan happens at the handling node.
+    Fault { fault: u32 },
 }
 
 /// Per-flow timers of the sender.
@@ -132,6 +136,8 @@ pub struct Network<'f, S> {
     ready: Vec<u32>,
     /// Workload tasks without dependencies, per local node: `(local, task)`, sorted.
     root_tasks: Vec<(u32, u32)>,
+    /// faults: the faults each local node sees, `(local, fault)`, sorted.
+    node_faults: Vec<(u32, u32)>,
     /// aggregation: local sender of `(op, host)`.
     ina_sender_of: HashMap<(u32, u32), u32>,
     /// aggregation: the state of `(op, switch)` for local switches.
@@ -173,13 +179,23 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
                 ]
                 .into_iter()
                 .fold(headroom, u64::saturating_add);
-                ports.push(Port::new(
+                let mut port = Port::new(
                     NodeId(p.peer),
                     p.peer_port,
                     link.bandwidth_bps,
                     SimTime(link.latency_ps),
                     ecn,
-                ));
+                );
+                if config.link_error_rate > 0.0 {
+                    // Each link direction draws from its own stream.
+                    let direction = u64::from(link.a != node.0);
+                    let mut seed =
+                        fabric.seed ^ (u64::from(p.link) << 1 | direction) ^ 0x1055_E7E5 << 32;
+                    port.error_rng = netsim_engine::splitmix64(&mut seed);
+                    port.error_threshold =
+                        (config.link_error_rate * 18_446_744_073_709_551_616.0) as u64;
+                }
+                ports.push(port);
             }
             buffers.push(SharedBuffer {
                 used_bytes: 0,
@@ -231,6 +247,19 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
             }
         }
         root_tasks.sort_unstable();
+        let mut node_faults = Vec::new();
+        for (f, fault) in fabric.faults.faults.iter().enumerate() {
+            for (local, &node) in nodes.iter().enumerate() {
+                let seen = topo
+                    .ports(node.0)
+                    .iter()
+                    .any(|p| fault.touches(node.0, p.peer));
+                if seen {
+                    node_faults.push((local as u32, f as u32));
+                }
+            }
+        }
+        node_faults.sort_unstable();
         let mut aggregators = HashMap::new();
         for (op_id, op) in workload.ina_ops.iter().enumerate() {
             for (i, t) in op.tree.iter().enumerate() {
@@ -287,6 +316,7 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
             dag: DagProgress::new(workload),
             ready: Vec::new(),
             root_tasks,
+            node_faults,
             ina_sender_of,
             aggregators,
             offload,
@@ -322,8 +352,9 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
         self.stats.dropped_pkts = self
             .ports
             .iter()
-            .map(|p| p.dropped_pkts.iter().sum::<u64>())
+            .map(|p| p.dropped_pkts.iter().sum::<u64>() + p.error_dropped_pkts)
             .sum();
+        self.stats.retransmitted_pkts = self.senders.iter().map(|s| s.retransmitted_pkts).sum();
         for record in std::mem::take(&mut self.offload) {
             let used = record.reductions_offloaded
                 + record.reductions_fallback
@@ -353,6 +384,16 @@ impl<S: TelemetrySink> Model for Network<'_, S> {
 
     fn start(&mut self, ctx: &mut Context<'_, NetEvent>) {
         let local = ctx.local_index();
+        let first = self
+            .node_faults
+            .partition_point(|&(l, _)| (l as usize) < local);
+        for &(l, fault) in &self.node_faults[first..] {
+            if l as usize != local {
+                break;
+            }
+            let at = self.fabric.faults.faults[fault as usize].time;
+            ctx.schedule_self(at, NetEvent::Fault { fault });
+        }
         if self.fabric.workload.has_tasks() {
             let first = self
                 .root_tasks
@@ -378,7 +419,8 @@ impl<S: TelemetrySink> Model for Network<'_, S> {
         if let NetEvent::Timer { flow, .. } = event {
             // The engine cannot cancel events: a finished flow's last timer
             // still fires, and changes nothing (not even the run's end).
-            if self.senders[self.sender_of[&flow] as usize].end.is_some() {
+            let s = &self.senders[self.sender_of[&flow] as usize];
+            if s.end.is_some() || s.gave_up {
                 return;
             }
         }
@@ -391,6 +433,14 @@ impl<S: TelemetrySink> Model for Network<'_, S> {
         // the congestion control, workload events to the task driver.
         match event {
             NetEvent::Arrive { port, pkt } => {
+                let gport = self.port_index(local, port);
+                let p = &self.ports[gport];
+                if (p.down_causes != 0 || p.last_down != SimTime::ZERO)
+                    && self.lost_on_dead_link(gport, &pkt, ctx.now())
+                {
+                    self.ports[gport].dropped_pkts[pkt.priority()] += 1;
+                    return;
+                }
                 if self.is_host(ctx.node()) {
                     self.host_receive(ctx, pkt);
                 } else {
@@ -410,6 +460,7 @@ impl<S: TelemetrySink> Model for Network<'_, S> {
             }
             NetEvent::TaskDone { task } => self.task_seen_complete(ctx, task, true),
             NetEvent::InaEmit { op, chunk, in_port } => self.ina_emit(ctx, op, chunk, in_port),
+            NetEvent::Fault { fault } => self.apply_fault(ctx, fault),
         }
     }
 

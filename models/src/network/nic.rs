@@ -76,9 +76,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             util: 0,
             entropy: 0,
         };
-        let hops = fabric.routing.next_hops(src, dst);
-        assert!(!hops.is_empty(), "host {src} has no route to host {dst}");
-        let port = hops.get(self.ecmp_choice(ctx, &probe, hops.len()));
+        let port = self.host_port_toward(ctx, &probe);
         let local = ctx.local_index();
         let gport = self.port_index(local, port);
         let line_rate_bps = self.ports[gport].rate_bps;
@@ -258,15 +256,7 @@ impl<S: TelemetrySink> Network<'_, S> {
 
     /// Queues a control packet at the current host toward `pkt.dst`.
     pub(crate) fn host_send_control(&mut self, ctx: &mut Context<'_, NetEvent>, pkt: Packet) {
-        let fabric = self.fabric;
-        let hops = fabric.routing.next_hops(ctx.node().0, pkt.dst);
-        assert!(
-            !hops.is_empty(),
-            "host {} has no route to host {}",
-            ctx.node(),
-            pkt.dst
-        );
-        let port = hops.get(self.ecmp_choice(ctx, &pkt, hops.len()));
+        let port = self.host_port_toward(ctx, &pkt);
         let gport = self.port_index(ctx.local_index(), port);
         let p = &mut self.ports[gport];
         p.queued_bytes[PRIO_CONTROL] += u64::from(pkt.wire_bytes);

@@ -12,7 +12,7 @@ use super::packet::{self, Packet, PacketKind, PRIORITIES, PRIO_DATA};
 use super::switch::Ingress;
 use super::{NetEvent, Network};
 use crate::telemetry::{PfcEvent, PfcRecord, TelemetrySink};
-use netsim_engine::{Context, NodeId, SimTime};
+use netsim_engine::{splitmix64, Context, NodeId, SimTime};
 use std::collections::VecDeque;
 
 /// One egress port of a node, and the ingress accounting of the same link.
@@ -53,6 +53,18 @@ pub(crate) struct Port {
     pub ingress: Ingress,
     /// Hosts: the NIC's queue pairs on this port and their pacing.
     pub host: HostQueue,
+    /// Faults holding the link down (0: it works).
+    pub down_causes: u8,
+    /// When the link last failed (`ZERO` if never; a failure at time 0
+    /// leaves nothing on the wire to lose).
+    pub last_down: SimTime,
+    /// Lossy link: a packet is lost when the link's random draw falls below
+    /// this (`P * 2^64`); 0 draws nothing.
+    pub error_threshold: u64,
+    /// The state of this link direction's random stream.
+    pub error_rng: u64,
+    /// Packets lost to the link's error rate.
+    pub error_dropped_pkts: u64,
 }
 
 impl Port {
@@ -90,6 +102,11 @@ impl Port {
             sampled_tx_bytes: 0,
             ingress: Ingress::default(),
             host: HostQueue::new(),
+            down_causes: 0,
+            last_down: SimTime::ZERO,
+            error_threshold: 0,
+            error_rng: 0,
+            error_dropped_pkts: 0,
         }
     }
 
@@ -130,7 +147,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         port: u16,
     ) -> bool {
         let p = &mut self.ports[gport];
-        if p.tx_pending {
+        if p.tx_pending || p.down_causes != 0 {
             return false;
         }
         if ctx.now() >= p.busy_until {
@@ -187,6 +204,11 @@ impl<S: TelemetrySink> Network<'_, S> {
         p.tx_bytes[pkt.priority()] += u64::from(pkt.wire_bytes);
         let serialization = Port::serialization(u64::from(pkt.wire_bytes), p.rate_bps);
         p.busy_until = ctx.now() + serialization;
+        if p.error_threshold != 0 && splitmix64(&mut p.error_rng) < p.error_threshold {
+            // Corrupted on the wire: the peer discards it.
+            p.error_dropped_pkts += 1;
+            return;
+        }
         ctx.send(
             p.peer,
             serialization + p.latency,
@@ -215,7 +237,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         let gport = self.port_index(local, port);
         let now = ctx.now();
         let p = &mut self.ports[gport];
-        if p.paused == pause {
+        if p.paused == pause || p.down_causes != 0 {
             return;
         }
         p.paused = pause;

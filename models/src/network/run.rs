@@ -17,6 +17,8 @@ pub struct NetStats {
     pub dropped_pkts: u64,
     pub pfc_pauses: u64,
     pub flows_finished: u64,
+    /// Data packets sent again (go-back-N after a loss or a timeout).
+    pub retransmitted_pkts: u64,
 }
 
 impl std::ops::AddAssign for NetStats {
@@ -26,6 +28,7 @@ impl std::ops::AddAssign for NetStats {
         self.dropped_pkts += o.dropped_pkts;
         self.pfc_pauses += o.pfc_pauses;
         self.flows_finished += o.flows_finished;
+        self.retransmitted_pkts += o.retransmitted_pkts;
     }
 }
 

@@ -88,6 +88,37 @@ impl<S: TelemetrySink> Network<'_, S> {
         (free as f64 * config.pfc_alpha) as u64
     }
 
+    /// Resumes the upstream of ingress port `in_port` if we paused it and
+    /// its buffered bytes fell below the XON threshold.
+    #[inline]
+    pub(crate) fn resume_if_below(
+        &mut self,
+        ctx: &mut Context<'_, NetEvent>,
+        local: usize,
+        in_port: u16,
+    ) {
+        let gin = self.port_index(local, in_port);
+        if !self.ports[gin].ingress.pause_sent {
+            return;
+        }
+        let xoff = self.pfc_xoff(local);
+        let offset = self.fabric.config.pfc_xon_offset_bytes;
+        let reserve = self.fabric.config.pfc_reserve_bytes;
+        let up = &mut self.ports[gin];
+        let shared = up.ingress.bytes.saturating_sub(reserve);
+        if shared + offset <= xoff || shared <= offset {
+            up.ingress.pause_sent = false;
+            ctx.send(
+                up.peer,
+                up.latency,
+                NetEvent::Pfc {
+                    port: up.peer_port,
+                    pause: false,
+                },
+            );
+        }
+    }
+
     /// A packet arrived at a switch: aggregation packets go to the
     /// aggregator, every other packet is forwarded and queued.
     pub(crate) fn switch_receive(
@@ -120,6 +151,11 @@ impl<S: TelemetrySink> Network<'_, S> {
         let gout = self.port_index(local, out);
         let prio = self.switch_class(&pkt);
         let wire = u64::from(pkt.wire_bytes);
+        if self.ports[gout].down_causes != 0 {
+            // No live route: the packet is lost at the dead port.
+            self.ports[gout].dropped_pkts[prio] += 1;
+            return;
+        }
         if prio == PRIO_DATA {
             if !config.pfc {
                 let free = config
@@ -217,24 +253,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         if prio == PRIO_DATA {
             let gin = self.port_index(local, pkt.in_port);
             self.ports[gin].ingress.bytes -= wire;
-            if self.ports[gin].ingress.pause_sent {
-                let xoff = self.pfc_xoff(local);
-                let offset = self.fabric.config.pfc_xon_offset_bytes;
-                let reserve = self.fabric.config.pfc_reserve_bytes;
-                let up = &mut self.ports[gin];
-                let shared = up.ingress.bytes.saturating_sub(reserve);
-                if shared + offset <= xoff || shared <= offset {
-                    up.ingress.pause_sent = false;
-                    ctx.send(
-                        up.peer,
-                        up.latency,
-                        NetEvent::Pfc {
-                            port: up.peer_port,
-                            pause: false,
-                        },
-                    );
-                }
-            }
+            self.resume_if_below(ctx, local, pkt.in_port);
         }
         self.transmit(ctx, gport, pkt);
         let p = &self.ports[gport];

@@ -182,6 +182,11 @@ impl<S: TelemetrySink> Network<'_, S> {
             finished: s.end.is_some(),
             collective_id: self.fabric.workload.flow_collective(s.flow),
             job: self.fabric.workload.flow_job(s.flow).cloned(),
+            reason: match (s.end, s.gave_up) {
+                (Some(_), _) => None,
+                (None, true) => Some("retry-limit"),
+                (None, false) => Some("time-limit"),
+            },
         });
     }
 

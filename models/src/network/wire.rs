@@ -118,6 +118,10 @@ impl Wire for NetEvent {
                 w.u32(chunk);
                 w.u16(in_port);
             }
+            NetEvent::Fault { fault } => {
+                w.u8(8);
+                w.u32(fault);
+            }
         }
         w.pad_to(start, Self::WIRE_BYTES);
     }
@@ -167,6 +171,7 @@ impl Wire for NetEvent {
                 },
                 11,
             ),
+            8 => (NetEvent::Fault { fault: r.u32() }, 5),
             tag => panic!("invalid network event tag {tag} on the wire"),
         };
         for _ in used..Self::WIRE_BYTES {
@@ -250,6 +255,7 @@ mod tests {
                 chunk: u32::MAX,
                 in_port: 65,
             },
+            NetEvent::Fault { fault: 7 },
             NetEvent::Arrive {
                 port: 1,
                 pkt: Packet {

@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use netsim_models::telemetry::{
-    CollectiveRecord, FlowRecord, LinkSample, PfcRecord, QueueSample, SwitchOffloadRecord,
+    CollectiveRecord, FaultRecord, FlowRecord, LinkSample, PfcRecord, QueueSample,
+    SwitchOffloadRecord,
 };
 
 use super::row::{RowBuilder, TableRow};
@@ -19,6 +20,7 @@ pub const TABLES: &[&str] = &[
     CollectiveRecord::TABLE,
     SwitchOffloadRecord::TABLE,
     LinkSample::TABLE,
+    FaultRecord::TABLE,
 ];
 
 impl TableRow for FlowRecord {
@@ -50,6 +52,8 @@ impl TableRow for FlowRecord {
             Field::new("collective_id", DataType::UInt32, true),
             // The job's name; null for background traffic.
             Field::new("job", DataType::Utf8, true),
+            // Why an unfinished flow did not finish; null when finished.
+            Field::new("reason", DataType::Utf8, true),
         ]))
     }
 
@@ -75,6 +79,28 @@ impl TableRow for FlowRecord {
         row.bool(self.finished);
         row.opt_u32(self.collective_id);
         row.opt_str(self.job.as_deref());
+        row.opt_str(self.reason);
+    }
+}
+
+impl TableRow for FaultRecord {
+    const TABLE: &'static str = "faults";
+
+    fn schema() -> SchemaRef {
+        Arc::new(Schema::new(vec![
+            Field::new("time_ns", DataType::UInt64, false),
+            Field::new("kind", DataType::Utf8, false),
+            Field::new("target", DataType::Utf8, false),
+            // The new rate of a link-rate fault; null otherwise.
+            Field::new("value_gbps", DataType::Float64, true),
+        ]))
+    }
+
+    fn append(&self, row: &mut RowBuilder<'_>) {
+        row.u64(self.time_ns);
+        row.str(self.kind);
+        row.str(&self.target);
+        row.opt_f64(self.value_gbps);
     }
 }
 

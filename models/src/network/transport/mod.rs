@@ -89,6 +89,12 @@ pub(crate) struct Sender {
     pub cnps: u64,
     pub ecn_marked_pkts: u64,
     pub retransmitted_pkts: u64,
+    /// Retransmission timeouts in a row without an acknowledgement, and the
+    /// first unacknowledged psn at the last one.
+    pub stalled_timeouts: u32,
+    pub timeout_una: u32,
+    /// The queue pair ran out of retries and stopped, unfinished.
+    pub gave_up: bool,
     pub ideal_fct: SimTime,
     pub path_hash: u64,
     /// Base RTT of the flow's path (a full packet out, its ACK back).
@@ -210,6 +216,9 @@ impl Sender {
             cnps: 0,
             ecn_marked_pkts: 0,
             retransmitted_pkts: 0,
+            stalled_timeouts: 0,
+            timeout_una: 0,
+            gave_up: false,
             ideal_fct: SimTime::ZERO,
             path_hash: 0,
             base_rtt: SimTime::ZERO,

@@ -252,10 +252,25 @@ impl<S: TelemetrySink> Network<'_, S> {
 
     /// The retransmission timer of sender `i` fired: go back to the first
     /// unacknowledged packet if nothing was acknowledged since last time
-    /// (UEC: resend what is outstanding).
+    /// (UEC: resend what is outstanding). After `retry_limit` timeouts in a
+    /// row without progress the queue pair gives up, like a NIC's retry
+    /// counter (its flow stays unfinished).
     pub(crate) fn retransmit_timer(&mut self, ctx: &mut Context<'_, NetEvent>, i: usize) {
-        let rto = self.fabric.config.rto;
+        let (rto, retry_limit) = (self.fabric.config.rto, self.fabric.config.retry_limit);
         let s = &mut self.senders[i];
+        if s.qp.acked() == s.timeout_una {
+            s.stalled_timeouts += 1;
+        } else {
+            s.stalled_timeouts = 0;
+            s.timeout_una = s.qp.acked();
+        }
+        if s.stalled_timeouts > retry_limit {
+            s.gave_up = true;
+            let port = s.port;
+            let gport = self.port_index(ctx.local_index(), port);
+            self.ports[gport].host.flows.retain(|&f| f as usize != i);
+            return;
+        }
         match &mut s.qp {
             Qp::Roce(q) => q.on_timeout(s.packets),
             Qp::Uec(u) => u.on_timeout(),

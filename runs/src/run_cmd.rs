@@ -351,6 +351,12 @@ impl RunArgs {
                     "--link-error-rate: the flow level loses nothing; use --fidelity packet"
                 );
             }
+            if fabric.topo.has_lossy_links() {
+                anyhow::bail!(
+                    "--topo: the topology file's links lose packets (error_rate), the flow \
+                     level loses nothing; use --fidelity packet"
+                );
+            }
             netsim_models::flow::check(&fabric)?;
             if ranks > 1 {
                 anyhow::bail!("--fidelity flow: runs in one process; start it without mpirun");

@@ -383,3 +383,80 @@ fn faults_from_a_scenario_and_a_simai_file_are_the_same_as_flags() {
         assert_eq!(rows(&b.join(table)), rows(&c.join(table)), "{table}");
     }
 }
+
+#[test]
+fn a_simai_files_error_rate_column_loses_packets_as_the_flag_does() {
+    let dir = scratch("error-column");
+    let (lossless, lossy) = (dir.join("lossless.txt"), dir.join("lossy.txt"));
+    let o = netsim(&[
+        "topo",
+        "fat-tree",
+        "--k",
+        "4",
+        "--format",
+        "simai",
+        "-o",
+        lossless.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // Every link line (src dst bandwidth latency error_rate) loses 1e-4.
+    let text = std::fs::read_to_string(&lossless).unwrap();
+    let mut lines: Vec<String> = text.lines().map(String::from).collect();
+    for line in lines.iter_mut().skip(2) {
+        let cut = line.rfind(' ').unwrap();
+        line.replace_range(cut.., " 0.0001");
+    }
+    std::fs::write(&lossy, lines.join("\n") + "\n").unwrap();
+    let topo = |file: &Path| format!("simai:{}", file.display());
+    let args = |topo: &str, shards: &'static str, flag: &'static str| {
+        let mut a = vec![
+            "--topo".to_string(),
+            topo.to_string(),
+            "--pfc".into(),
+            "off".into(),
+            "--flow-size".into(),
+            "4000000".into(),
+            "--shards".into(),
+            shards.into(),
+            "--threads".into(),
+            shards.into(),
+        ];
+        if !flag.is_empty() {
+            a.extend(["--link-error-rate".into(), flag.into()]);
+        }
+        a
+    };
+    let (column, column2, flag) = (dir.join("column"), dir.join("column2"), dir.join("flag"));
+    let j = run(&column, &strs(&args(&topo(&lossy), "1", "")));
+    run(&column2, &strs(&args(&topo(&lossy), "2", "")));
+    run(&flag, &strs(&args(&topo(&lossless), "1", "1e-4")));
+    assert_eq!(j["flows_finished"], 16, "{j}");
+    assert!(j["dropped_pkts"].as_u64().unwrap() > 0, "{j}");
+    assert!(j["retransmitted_pkts"].as_u64().unwrap() > 0, "{j}");
+    // The column is the flag, link by link, and shards do not change it.
+    assert_eq!(rows(&column.join("flows")), rows(&flag.join("flows")));
+    assert_eq!(rows(&column.join("flows")), rows(&column2.join("flows")));
+    // The flow level, which loses nothing, refuses a lossy file.
+    let o = netsim(&["--topo", &topo(&lossy), "--fidelity", "flow", "--quiet"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("error_rate"));
+    // The topology writer keeps the column.
+    let again = dir.join("again.txt");
+    let o = netsim(&[
+        "topo",
+        &topo(&lossy),
+        "--format",
+        "simai",
+        "-o",
+        again.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        std::fs::read_to_string(&again).unwrap(),
+        std::fs::read_to_string(&lossy).unwrap()
+    );
+}
+
+fn strs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}

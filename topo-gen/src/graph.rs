@@ -125,7 +125,7 @@ pub struct Port {
 /// Invariants (checked when built): hosts are nodes `0..host_count`; every link joins two
 /// distinct existing nodes, has bandwidth > 0 and latency >= 1 ps; no node has more than
 /// `u16::MAX` ports.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Topology {
     kind: String,
     gpu_type: String,
@@ -138,6 +138,9 @@ pub struct Topology {
     ports: Vec<Port>,
     /// For link `l`: its port index at `a` and at `b`.
     link_ports: Vec<[PortIndex; 2]>,
+    /// Per link, the probability that it loses a packet (a SimAI file's
+    /// `error_rate` column); empty when every link is lossless.
+    link_error_rates: Vec<f64>,
 }
 
 impl Topology {
@@ -207,6 +210,26 @@ impl Topology {
     /// Link `l`'s port index at endpoint `a` and at endpoint `b`.
     pub fn link_ports(&self, l: LinkIndex) -> [PortIndex; 2] {
         self.link_ports[l as usize]
+    }
+    /// The probability that link `l` loses a packet (0: lossless).
+    pub fn link_error_rate(&self, l: LinkIndex) -> f64 {
+        self.link_error_rates
+            .get(l as usize)
+            .copied()
+            .unwrap_or(0.0)
+    }
+    /// Whether some link loses packets.
+    pub fn has_lossy_links(&self) -> bool {
+        self.link_error_rates.iter().any(|&r| r > 0.0)
+    }
+    /// Sets every link's loss probability, in link order (each in `[0, 1)`).
+    pub(crate) fn set_link_error_rates(&mut self, rates: Vec<f64>) {
+        debug_assert_eq!(rates.len(), self.links.len());
+        self.link_error_rates = if rates.iter().any(|&r| r > 0.0) {
+            rates
+        } else {
+            Vec::new()
+        };
     }
     /// A copy in which the links `links` have latency `latency_ps`, ports and ids
     /// unchanged (routing around failed links costs them out this way).
@@ -415,6 +438,7 @@ impl TopologyBuilder {
             port_offsets,
             ports,
             link_ports,
+            link_error_rates: Vec::new(),
         })
     }
 }

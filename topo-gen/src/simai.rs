@@ -10,7 +10,7 @@ use std::io::{self, Write};
 use std::path::Path;
 
 use crate::error::TopoError;
-use crate::graph::{Coords, NodeIndex, Role, Topology, TopologyBuilder};
+use crate::graph::{Coords, LinkIndex, NodeIndex, Role, Topology, TopologyBuilder};
 use crate::spec::{SimaiParams, SimaiTemplate};
 use crate::units::{format_decimal, parse_bandwidth_bps, parse_latency_ps};
 
@@ -211,7 +211,7 @@ fn check_template_params(p: &SimaiParams) -> Result<(), TopoError> {
 }
 
 /// Writes `topo` in SimAI's text format. NVSwitches are listed first on line 2, then the
-/// other switches, each in id order; links keep their order; error rates are 0.
+/// other switches, each in id order; links keep their order and their error rates.
 pub fn write_simai(topo: &Topology, w: &mut impl Write) -> io::Result<()> {
     let nv: Vec<NodeIndex> = (0..topo.node_count())
         .filter(|&n| topo.role(n) == Role::NvSwitch)
@@ -233,14 +233,15 @@ pub fn write_simai(topo: &Topology, w: &mut impl Write) -> io::Result<()> {
         write!(w, "{n} ")?;
     }
     writeln!(w)?;
-    for l in topo.links() {
+    for (i, l) in topo.links().iter().enumerate() {
         writeln!(
             w,
-            "{} {} {}Gbps {}ms 0",
+            "{} {} {}Gbps {}ms {}",
             l.a,
             l.b,
             format_decimal(l.bandwidth_bps, 9),
-            format_decimal(l.latency_ps, 9)
+            format_decimal(l.latency_ps, 9),
+            topo.link_error_rate(i as LinkIndex)
         )?;
     }
     Ok(())
@@ -372,6 +373,7 @@ pub fn parse_simai(text: &str, origin: &str) -> Result<Topology, TopoError> {
 
     // The header is untrusted: reserve at most a modest amount up front.
     let mut links = Vec::with_capacity((link_num as usize).min(1 << 20));
+    let mut error_rates = Vec::with_capacity(links.capacity());
     for (ln, line) in lines {
         let f: Vec<&str> = line.split_whitespace().collect();
         if f.is_empty() {
@@ -421,20 +423,18 @@ pub fn parse_simai(text: &str, origin: &str) -> Result<Topology, TopoError> {
         }
         let bw = parse_bandwidth_bps(f[2]).map_err(|m| err(ln, "bandwidth", m))?;
         let lat = parse_latency_ps(f[3]).map_err(|m| err(ln, "latency", m))?;
-        match f[4].parse::<f64>() {
-            Ok(0.0) => {}
+        let error_rate = match f[4].parse::<f64>() {
+            Ok(r) if (0.0..1.0).contains(&r) => r,
             Ok(_) => {
                 return Err(err(
                     ln,
                     "error_rate",
-                    format!(
-                        "`{}`: netsim models lossless links; only 0 is supported",
-                        f[4]
-                    ),
+                    format!("`{}` is outside [0, 1)", f[4]),
                 ))
             }
             Err(_) => return Err(err(ln, "error_rate", format!("`{}` is not a number", f[4]))),
-        }
+        };
+        error_rates.push(error_rate);
         links.push((a, b, bw, lat));
     }
     if links.len() as u64 != link_num as u64 {
@@ -476,7 +476,9 @@ pub fn parse_simai(text: &str, origin: &str) -> Result<Topology, TopoError> {
     for (a, x, bw, lat) in links {
         b.add_link(a, x, bw, lat);
     }
-    b.finish()
+    let mut topo = b.finish()?;
+    topo.set_link_error_rates(error_rates);
+    Ok(topo)
 }
 
 /// Gives non-NVSwitch switches a tier by hop distance from the GPUs over such switches:

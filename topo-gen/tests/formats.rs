@@ -90,7 +90,7 @@ fn malformed_simai_files_name_line_and_field() {
         ("4 2 1 1 3 H100\n2 3 \n0 2 100Gbps 25 0\n", 3, "latency"),
         ("4 2 1 1 3 H100\n2 3 \n0 9 100Gbps 0.0005ms 0\n", 3, "dst"),
         (
-            "4 2 1 1 3 H100\n2 3 \n0 2 100Gbps 0.0005ms 0.1\n",
+            "4 2 1 1 3 H100\n2 3 \n0 2 100Gbps 0.0005ms 1.5\n",
             3,
             "error_rate",
         ),

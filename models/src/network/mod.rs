@@ -186,14 +186,17 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
                     SimTime(link.latency_ps),
                     ecn,
                 );
-                if config.link_error_rate > 0.0 {
+                // Bit errors on every link (the flag) and on this one (a SimAI
+                // file's error_rate column), independent of each other.
+                let loss =
+                    1.0 - (1.0 - config.link_error_rate) * (1.0 - topo.link_error_rate(p.link));
+                if loss > 0.0 {
                     // Each link direction draws from its own stream.
                     let direction = u64::from(link.a != node.0);
                     let mut seed =
                         fabric.seed ^ (u64::from(p.link) << 1 | direction) ^ 0x1055_E7E5 << 32;
                     port.error_rng = netsim_engine::splitmix64(&mut seed);
-                    port.error_threshold =
-                        (config.link_error_rate * 18_446_744_073_709_551_616.0) as u64;
+                    port.error_threshold = (loss * 18_446_744_073_709_551_616.0) as u64;
                 }
                 ports.push(port);
             }

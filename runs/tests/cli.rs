@@ -110,6 +110,16 @@ fn bad_flags_exit_with_code_2() {
             "dcqcn-rate-on-first-cnp",
         ),
         (vec!["--dcqcn-cnp-interval-us=-1"], "dcqcn-cnp-interval-us"),
+        // Found by the fuzz campaign: the sum overflowed u32.
+        (vec!["--header-bytes", "4294967295"], "--header-bytes"),
+        (
+            vec!["--pfc-resume-offset-bytes", "18446744073709551615"],
+            "--pfc-resume-offset-bytes",
+        ),
+        (
+            vec!["--pfc-reserve-bytes", "18446744073709551615"],
+            "--pfc-reserve-bytes",
+        ),
         (vec!["--window", "huge"], "--window"),
         (vec!["--transport", "tcp"], "--transport"),
         (vec!["--trim", "on"], "--trim"),

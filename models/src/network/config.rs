@@ -353,8 +353,20 @@ impl NetConfig {
                 format!("{} bytes is outside 64..=65000", self.mtu_bytes),
             );
         }
-        if self.mtu_bytes + self.header_bytes > u32::from(u16::MAX) {
-            return bad("mtu", "packet larger than 65535 bytes on the wire".into());
+        if u64::from(self.mtu_bytes) + u64::from(self.header_bytes) > u64::from(u16::MAX) {
+            let field = if self.header_bytes > self.mtu_bytes {
+                "header-bytes"
+            } else {
+                "mtu"
+            };
+            return bad(
+                field,
+                format!(
+                    "{} payload + {} header bytes is more than the 65535 a packet may have on \
+                     the wire",
+                    self.mtu_bytes, self.header_bytes
+                ),
+            );
         }
         let d = &self.dcqcn;
         if !(d.g > 0.0 && d.g <= 1.0) {
@@ -389,6 +401,20 @@ impl NetConfig {
         }
         if self.buffer_bytes < 4 * u64::from(self.mtu_bytes + self.header_bytes) {
             return bad("buffer-kb", "smaller than four packets".into());
+        }
+        for (field, bytes) in [
+            ("pfc-resume-offset-bytes", self.pfc_xon_offset_bytes),
+            ("pfc-reserve-bytes", self.pfc_reserve_bytes),
+        ] {
+            if bytes > self.buffer_bytes {
+                return bad(
+                    field,
+                    format!(
+                        "{bytes} bytes is more than the {}-byte buffer",
+                        self.buffer_bytes
+                    ),
+                );
+            }
         }
         for (field, alpha) in [("dt-alpha", self.dt_alpha), ("pfc-alpha", self.pfc_alpha)] {
             if !(alpha.is_finite() && alpha > 0.0) {

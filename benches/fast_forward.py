@@ -9,6 +9,19 @@ times and the speed-up. Needs a release build and pyarrow:
 
     cargo build --release -p netsim
     python3 benches/fast_forward.py [--threads 1] [--repeat 1] [extra netsim flags]
+
+`--bounds` runs each workload once with `--fast-forward off` and prints, from
+its flows table, the most that two refinements could avoid (DESIGN.md §3c,
+"what the workloads allow"), with payload bytes standing for packet events:
+
+- per-flow skipping: every flow jumps on its own over all of its life but
+  the `2W + 1` check periods a jump needs (a window to become steady, a
+  window and a period kept before its end); contention domains can skip no
+  more, since a domain is steady only when each of its flows is;
+- memoization: every collective whose inputs (flow count, sizes, the
+  rank offsets of its flows) repeat those of an earlier one, and whose
+  outcome (each flow's start offset and FCT) repeats it within 1%, is reused
+  whole; the first of each kind is simulated, with per-flow skipping.
 """
 
 import argparse
@@ -27,9 +40,13 @@ WORKLOADS = {
 }
 
 
+NETSIM = os.path.join(ROOT, "target/release/netsim")
+WINDOW_PERIODS = 4
+
+
 def run(workload, fast_forward, threads, out, extra):
     cmd = [
-        os.path.join(ROOT, "target/release/netsim"), "run",
+        NETSIM, "run",
         "--topo", "spectrum-x", "--gpus", "128",
         "--workload", os.path.join(ROOT, workload),
         "--threads", str(threads), "--fast-forward", fast_forward,
@@ -39,19 +56,72 @@ def run(workload, fast_forward, threads, out, extra):
     with open(os.path.join(out, "run.json")) as f:
         summary = json.load(f)
     flows = pq.read_table(os.path.join(out, "flows")).to_pandas()
-    return summary, flows.set_index("flow_id")["fct_ns"].astype(float)
+    return summary, flows
+
+
+def bounds(name, flows, period_ns):
+    """The event reductions that per-flow skipping and memoization allow."""
+    size = flows["size_bytes"].astype(float)
+    fct = flows["fct_ns"].astype(float)
+    kept_ns = (2 * WINDOW_PERIODS + 1) * period_ns
+    skippable = size * ((fct - kept_ns).clip(lower=0) / fct.clip(lower=1))
+    total = size.sum()
+    seen, reused = {}, set()
+    for cid, g in flows.dropna(subset=["collective_id"]).groupby("collective_id"):
+        g = g.sort_values(["start_ns", "src", "dst"])
+        key = (len(g), tuple(sorted(g["size_bytes"])),
+               tuple(sorted((g["dst"] - g["src"]).tolist())))
+        outcome = sorted(zip((g["start_ns"] - g["start_ns"].min()).tolist(),
+                             g["fct_ns"].tolist()))
+        first = seen.setdefault(key, outcome)
+        if first is not outcome and all(
+                abs(a[0] - b[0]) <= 0.01 * max(b[0], 1) and abs(a[1] - b[1]) <= 0.01 * b[1]
+                for a, b in zip(outcome, first)):
+            reused.add(cid)
+    memo = flows["collective_id"].isin(reused)
+    left_memo = total - size[memo].sum()
+    left_both = left_memo - skippable[~memo].sum()
+    return {
+        "workload": name,
+        "period_ns": period_ns,
+        "flows": len(flows),
+        "fct_ns_p50": fct.quantile(0.5),
+        "fct_ns_p90": fct.quantile(0.9),
+        "bytes_in_flows_longer_than_kept": size[fct > kept_ns].sum() / total,
+        "per_flow_skip_bound": total / max(total - skippable.sum(), 1),
+        "collectives": int(flows["collective_id"].nunique()),
+        "collective_kinds": len(seen),
+        "memo_reused_collectives": len(reused),
+        "memo_bound": total / max(left_memo, 1),
+        "memo_and_skip_bound": total / max(left_both, 1),
+    }
 
 
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--bounds", action="store_true",
+                        help="only the off run: what per-flow skipping and memoization allow")
+    parser.add_argument("--netsim", help="the binary [target/release/netsim]")
     args, extra = parser.parse_known_args()
+    if args.netsim:
+        global NETSIM
+        NETSIM = os.path.abspath(args.netsim)
+    period_us = float(extra[extra.index("--ff-period-us") + 1]) if "--ff-period-us" in extra else 10
     for name, workload in WORKLOADS.items():
+        if args.bounds:
+            with tempfile.TemporaryDirectory() as tmp:
+                _, flows = run(workload, "off", args.threads, f"{tmp}/off", extra)
+            print(json.dumps(bounds(name, flows, round(period_us * 1000))))
+            sys.stdout.flush()
+            continue
         for _ in range(args.repeat):
             with tempfile.TemporaryDirectory() as tmp:
-                off, off_fct = run(workload, "off", args.threads, f"{tmp}/off", extra)
-                on, on_fct = run(workload, "on", args.threads, f"{tmp}/on", extra)
+                off, off_flows = run(workload, "off", args.threads, f"{tmp}/off", extra)
+                on, on_flows = run(workload, "on", args.threads, f"{tmp}/on", extra)
+            off_fct = off_flows.set_index("flow_id")["fct_ns"].astype(float)
+            on_fct = on_flows.set_index("flow_id")["fct_ns"].astype(float)
             err = ((on_fct - off_fct) / off_fct).abs()
             print(json.dumps({
                 "workload": name,

@@ -152,8 +152,8 @@ fn run_json(out: &Path) -> serde_json::Value {
 }
 
 /// The scenario on one thread, then under MPI at several ranks x threads:
-/// every table identical.
-fn same_tables_across_ranks(name: &str, scenario: &[&str]) {
+/// every table identical. Returns the reference's run.json.
+fn same_tables_across_ranks(name: &str, scenario: &[&str]) -> serde_json::Value {
     let dir = scratch(name);
     let reference = dir.join("reference");
     let mut args = scenario.to_vec();
@@ -213,6 +213,7 @@ fn same_tables_across_ranks(name: &str, scenario: &[&str]) {
         assert_eq!(summary["events"], events);
         assert_eq!(summary["events"], run_json(&reference)["events"]);
     }
+    run_json(&reference)
 }
 
 #[test]
@@ -221,6 +222,29 @@ fn fat_tree_tables_are_identical_on_1_2_4_ranks_and_2x2() {
         "fat-tree",
         &["--topo", "fat-tree", "--k", "4", "--flow-size", "200000"],
     );
+}
+
+#[test]
+fn fast_forwarded_tables_are_identical_on_1_2_4_ranks_and_2x2() {
+    // The jumps are agreed across ranks (`Comm::all_max`) and the samples
+    // inside them written from the steady state, on every rank alike.
+    let reference = same_tables_across_ranks(
+        "fast-forward",
+        &[
+            "--topo",
+            "fat-tree",
+            "--k",
+            "4",
+            "--flow-size",
+            "4000000",
+            "--fast-forward",
+            "on",
+            "--ff-period-us",
+            "1",
+        ],
+    );
+    let ff = &reference["fast_forward"];
+    assert!(ff["skips"].as_u64() > Some(0), "{ff}");
 }
 
 #[test]

@@ -135,6 +135,10 @@ def main():
                 "events_on": on["events"],
                 "event_reduction": off["events"] / max(on["events"], 1),
                 "skipped_ns": on["fast_forward"]["skipped_ns"],
+                # Share of the payload sent while its flow was steady on its
+                # own (or jumped): what per-flow skipping could jump at most.
+                "flow_steady_share": on["fast_forward"]["flow_steady_bytes"]
+                / max(on["sent_payload_bytes"], 1),
                 "skips": on["fast_forward"]["skips"],
                 "wall_s_off": off["simulate_s"],
                 "wall_s_on": on["simulate_s"],

@@ -476,7 +476,12 @@ impl RunArgs {
             stats.retransmitted_pkts,
         ];
         mine.extend(rows);
-        mine.extend([skip.skipped.as_ps(), skip.skips, skip.events_avoided]);
+        mine.extend([
+            skip.skipped.as_ps(),
+            skip.skips,
+            skip.events_avoided,
+            stats.ff_flow_steady_bytes,
+        ]);
         mine.extend(&events_per_shard);
         let record = mine.len();
         let gathered = ranks.gather(&mine);
@@ -508,11 +513,12 @@ impl RunArgs {
             pfc_pauses: sum(8),
             flows_finished: sum(9),
             retransmitted_pkts: sum(10),
+            ff_flow_steady_bytes: sum(19),
         };
         let rows: Vec<u64> = (11..16).map(sum).collect();
         // The jumps are the same on every rank; the events they avoided add up.
         let (skipped_ps, skips, events_avoided) = (per_rank[0][16], per_rank[0][17], sum(18));
-        let events_per_shard: Vec<u64> = per_rank.iter().flat_map(|r| &r[19..]).copied().collect();
+        let events_per_shard: Vec<u64> = per_rank.iter().flat_map(|r| &r[20..]).copied().collect();
         let ranks_json: Vec<_> = per_rank
             .iter()
             .enumerate()
@@ -613,6 +619,7 @@ impl RunArgs {
             "skipped_ns": SimTime(skipped_ps).as_ns(),
             "skips": skips,
             "events_avoided": events_avoided,
+            "flow_steady_bytes": stats.ff_flow_steady_bytes,
         });
         summary["retransmitted_pkts"] = stats.retransmitted_pkts.into();
         summary["faults"] = plan.fabric.faults.faults.len().into();

@@ -131,5 +131,9 @@ fn a_steady_run_reports_its_jumps_and_conserves_bytes() {
     let bytes = 3 * 8_388_608u64;
     assert_eq!(run["sent_payload_bytes"], bytes, "{run}");
     assert_eq!(run["delivered_payload_bytes"], bytes, "{run}");
+    // The jumped bytes were all steady flows' bytes, and the census
+    // never counts more than was sent.
+    let steady = ff["flow_steady_bytes"].as_u64().unwrap();
+    assert!(steady > 0 && steady < bytes, "{run}");
     let _ = std::fs::remove_dir_all(&dir);
 }

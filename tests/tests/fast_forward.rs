@@ -119,6 +119,17 @@ fn bytes_are_conserved_across_jumps_and_samples_carry_the_steady_rate() {
     let stats = skipped.stats();
     assert_eq!(stats.sent_payload_bytes, 2 * size);
     assert_eq!(stats.delivered_payload_bytes, 2 * size);
+    // Every jumped byte counts as a steady flow's, and so does the last
+    // period before each jump, which showed it steady; the flows' first
+    // window and tails do not.
+    let jumped: u64 = flows(&skipped).iter().map(|f| f.skipped_bytes).sum();
+    assert!(jumped > 0);
+    assert!(
+        stats.ff_flow_steady_bytes > jumped && stats.ff_flow_steady_bytes < 2 * size,
+        "steady {} B, jumped {jumped} B",
+        stats.ff_flow_steady_bytes
+    );
+    assert_eq!(full.stats().ff_flow_steady_bytes, 0, "no census when off");
     // The switch's port toward host 2 carries every data packet: its link
     // samples, taken inside jumps as well, add up to about the same bytes as
     // at packet level, each interval at most line rate. Inside a jump the
@@ -207,6 +218,7 @@ fn fast_forwarded_runs_are_identical_on_1_2_4_shards() {
         assert_eq!(other.skip().skipped, skip.skipped, "{shards} shards");
         assert_eq!(other.skip().skips, skip.skips, "{shards} shards");
         assert_eq!(other.sim_end, reference.sim_end);
+        assert_eq!(other.stats(), stats, "{shards} shards");
         for (name, (a, b)) in ["flows", "queues", "pfc", "links"]
             .iter()
             .zip(telemetry(&other).iter().zip(&tables))

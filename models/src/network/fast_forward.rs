@@ -96,6 +96,44 @@ impl Steady {
         u128::from(new.as_ps().saturating_sub(old.as_ps()))
     }
 
+    /// Sender `i`'s rate if it is steady on its own at check `index` (its
+    /// slot `slot`): sampled over the whole window, no retransmission in
+    /// it, acknowledgements over the whole window (their first and last
+    /// span it to within a period) at a per-period count varying by at
+    /// most the tolerance plus one packet (acknowledgements come in whole
+    /// packets). Gives the window's acknowledged packets and their span.
+    fn flow_rate(&self, i: usize, index: u64, slot: usize, retx: u64) -> Option<(u64, u128)> {
+        let oldest = (slot + 1) % SLOTS;
+        if self.first_sample[i].max(self.valid_from) + u64::from(FastForward::WINDOW_PERIODS)
+            > index
+            || self.retransmitted[i * SLOTS + oldest] != retx
+        {
+            return None;
+        }
+        let acked: [u64; SLOTS] =
+            std::array::from_fn(|k| u64::from(self.acked[i * SLOTS + (slot + 1 + k) % SLOTS]));
+        let total = acked[SLOTS - 1] - acked[0];
+        let span_ps = self.ack_span_ps(i, slot);
+        let period_ps = u128::from(self.config.period.as_ps());
+        let per_period = acked.windows(2).map(|w| w[1] - w[0]);
+        if total == 0
+            || span_ps.abs_diff(self.window_ps()) > period_ps
+            || !self.steady(per_period, 1)
+        {
+            return None;
+        }
+        Some((total, span_ps))
+    }
+
+    /// How far a flow with `left` packets to go, acknowledging `total` in
+    /// `span_ps`, may jump: the time to its last packet at that rate less
+    /// a window and a period (its tail is simulated packet by packet);
+    /// `None` when it is closer to its end than that.
+    fn room_ps(&self, left: u64, total: u64, span_ps: u128) -> Option<u128> {
+        let to_end_ps = u128::from(left) * span_ps / u128::from(total);
+        to_end_ps.checked_sub(self.window_ps() + u128::from(self.config.period.as_ps()))
+    }
+
     /// Whether `samples` (oldest first) vary by at most the tolerance of
     /// their mean plus `slack`.
     fn steady(&self, samples: impl Iterator<Item = u64> + Clone, slack: u64) -> bool {
@@ -164,6 +202,28 @@ impl<S: TelemetrySink> Network<'_, S> {
             };
             ff.cnps[i * SLOTS + slot] = s.cnps;
         }
+        // The census behind `flow_steady_bytes`: the packets each flow had
+        // acknowledged over the last period, counted when the flow is
+        // steady on its own, whatever the rest of the run does (what
+        // per-flow skipping, and so contention domains, could jump).
+        let prev = (slot + SLOTS - 1) % SLOTS;
+        let mtu = u64::from(self.fabric.config.mtu_bytes);
+        for &i in &active {
+            let s = &self.senders[i];
+            if ff.first_sample[i].max(ff.valid_from) >= index {
+                continue;
+            }
+            let steady =
+                ff.flow_rate(i, index, slot, s.retransmitted_pkts)
+                    .and_then(|(total, span_ps)| {
+                        let left = u64::from(s.packets - s.qp.acked());
+                        ff.room_ps(left, total, span_ps)
+                    });
+            if steady.is_some() {
+                let acked = ff.acked[i * SLOTS + slot] - ff.acked[i * SLOTS + prev];
+                self.stats.ff_flow_steady_bytes += u64::from(acked) * mtu;
+            }
+        }
         let periods = SLOTS as u64 - 1;
         if index < ff.valid_from + periods {
             return not_steady(!active.is_empty());
@@ -194,28 +254,11 @@ impl<S: TelemetrySink> Network<'_, S> {
         let mut max_skip = ff.config.max_skip;
         for &i in &active {
             let s = &self.senders[i];
-            if ff.first_sample[i].max(ff.valid_from) + periods > index
-                || ff.retransmitted[i * SLOTS + oldest] != s.retransmitted_pkts
-            {
+            let Some((total, span_ps)) = ff.flow_rate(i, index, slot, s.retransmitted_pkts) else {
                 return not_steady(true);
-            }
-            let acked: Vec<u64> = order(i * SLOTS).map(|k| u64::from(ff.acked[k])).collect();
-            let per_period = acked.windows(2).map(|w| w[1] - w[0]);
-            let total = acked[SLOTS - 1] - acked[0];
-            let span_ps = ff.ack_span_ps(i, slot);
-            // One packet of slack: acknowledgements come in whole packets.
-            // ACKs must have kept coming over the whole window, so that the
-            // first and last ones span it to within a period.
-            let period_ps = u128::from(ff.config.period.as_ps());
-            if total == 0 || span_ps.abs_diff(window_ps) > period_ps || !ff.steady(per_period, 1) {
-                return not_steady(true);
-            }
-            // Time to the last packet at this rate, less a window and a
-            // period: the tail is simulated packet by packet.
-            let left = u128::from(s.packets - s.qp.acked());
-            let to_end_ps = left * span_ps / u128::from(total);
-            let keep_ps = window_ps + u128::from(ff.config.period.as_ps());
-            let Some(room_ps) = to_end_ps.checked_sub(keep_ps) else {
+            };
+            let left = u64::from(s.packets - s.qp.acked());
+            let Some(room_ps) = ff.room_ps(left, total, span_ps) else {
                 return not_steady(true);
             };
             max_skip = max_skip.min(SimTime(room_ps.min(u128::from(u64::MAX)) as u64));
@@ -358,6 +401,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             s.skipped_bytes += u64::from(k) * mtu;
             s.skipped += delta;
             self.stats.sent_payload_bytes += u64::from(k) * mtu;
+            self.stats.ff_flow_steady_bytes += u64::from(k) * mtu;
         }
         for (&flow, rx) in self.receivers.iter_mut() {
             let k = votes[flow as usize] as u32;

@@ -19,6 +19,9 @@ pub struct NetStats {
     pub flows_finished: u64,
     /// Data packets sent again (go-back-N after a loss or a timeout).
     pub retransmitted_pkts: u64,
+    /// Fast-forward: payload bytes acknowledged while their flow was
+    /// steady on its own, or jumped over (DESIGN.md §3c).
+    pub ff_flow_steady_bytes: u64,
 }
 
 impl std::ops::AddAssign for NetStats {
@@ -29,6 +32,7 @@ impl std::ops::AddAssign for NetStats {
         self.pfc_pauses += o.pfc_pauses;
         self.flows_finished += o.flows_finished;
         self.retransmitted_pkts += o.retransmitted_pkts;
+        self.ff_flow_steady_bytes += o.ff_flow_steady_bytes;
     }
 }
 

@@ -49,6 +49,8 @@ def plot(table: pd.DataFrame, path: Path) -> None:
         ax.set_xticks(workers, [str(w) for w in workers], fontsize=8)
         ax.set_xlabel("workers (8 nodes: 8 = 1 per DPU, 64 = 8 per DPU)")
         ax.set_ylabel("offload efficiency (%)")
+        # At least 20 points tall, so a flat line does not look like a trend.
+        ax.set_ylim(max(0.0, min(t.offload_efficiency_pct.min() - 5, 80.0)), 101)
         ax.set_title(pattern)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, ncol=2)

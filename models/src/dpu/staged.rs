@@ -523,4 +523,38 @@ mod tests {
         assert_eq!(Assign::Block.deal(64, 48)[47].len(), 17);
         assert_eq!(Assign::Cyclic.deal(64, 48)[0].len(), 2);
     }
+
+    #[test]
+    fn fragments_conserve_every_byte_and_keep_reads_at_most_a_chunk() {
+        let items = [
+            Item {
+                read: Some((3, 1_000_001)),
+                writes: vec![(4, 1_000_001), (5, 2_000_002)],
+            },
+            Item {
+                read: None,
+                writes: vec![(6, 7)],
+            },
+        ];
+        let out = fragments(&items, 262_144);
+        // ceil(1_000_001 / 262_144) = 4 fragments, then the item with no read.
+        assert_eq!(out.len(), 5);
+        let read: u64 = out.iter().filter_map(|f| f.read).map(|(_, b)| b).sum();
+        assert_eq!(read, 1_000_001);
+        assert!(out
+            .iter()
+            .filter_map(|f| f.read)
+            .all(|(src, b)| src == 3 && b <= 262_144));
+        for (dst, total) in [(4, 1_000_001), (5, 2_000_002), (6, 7)] {
+            let sent: u64 = out
+                .iter()
+                .flat_map(|f| &f.writes)
+                .filter(|w| w.0 == dst)
+                .map(|w| w.1)
+                .sum();
+            assert_eq!(sent, total, "writes to {dst}");
+        }
+        // A buffer no larger than a fragment stays whole.
+        assert_eq!(fragments(&items[..1], 1 << 20).len(), 1);
+    }
 }

@@ -2,6 +2,7 @@
 //! packet-level fabric — the four staged patterns for both assignments over
 //! worker counts and sizes, a `dpu_bench` Parquet table and a summary.
 
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
@@ -11,12 +12,12 @@ use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use netsim_engine::SimTime;
 use netsim_models::dpu::bench::{default_net, Bench, BenchRow, HostCost};
 use netsim_models::dpu::staged::{Assign, Pattern};
-use netsim_models::dpu::DpuParams;
 use netsim_models::workload::file::parse_size;
 use netsim_topo::units::{parse_gbps, parse_ns};
 use netsim_topo::{FatTreeParams, LinkParams, StarParams, TopoSpec};
 use rayon::prelude::*;
 
+use crate::dpu_args::DpuArgs;
 use crate::telemetry::{
     prepare_output_dir, write_run_json, PartConfig, RowBuilder, TableRow, TableWriter,
     DEFAULT_ROW_GROUP_ROWS,
@@ -44,9 +45,14 @@ pub struct DpuBenchCmd {
     /// Host processes per node.
     #[arg(long, default_value_t = 8)]
     pub ppn: u32,
-    /// Bytes per process, comma separated (`256KiB,1MiB`).
+    /// Bytes per process of broadcast and gather, comma separated (`256KiB,1MiB`).
     #[arg(long, default_value = "256KiB,512KiB,1MiB,2MiB,4MiB")]
     pub sizes: String,
+    /// Bytes per process of the two allgathers. Every process's block goes
+    /// to every other process (64 x 63 blocks at 8 x 8), so one 4 MiB point
+    /// is 16 GiB of packets; the default keeps the sweep to about a minute.
+    #[arg(long, default_value = "256KiB")]
+    pub allgather_sizes: String,
     /// Worker counts, comma separated; default 1, 2, 4, .. below one per
     /// DPU, then every whole number per DPU up to the cores.
     #[arg(long)]
@@ -60,26 +66,8 @@ pub struct DpuBenchCmd {
     /// Assignments of processes to workers: cyclic, block.
     #[arg(long, default_value = "cyclic,block")]
     pub assign: String,
-    /// Arm cores per DPU (BlueField-2: 8).
-    #[arg(long, default_value_t = 8, help_heading = "DPU")]
-    pub dpu_cores: u32,
-    /// The DPU memory controller's bandwidth, Gb/s, reads and writes together
-    /// (BlueField-2: single-channel DDR4-3200, 204.8).
-    #[arg(long, value_parser = parse_gbps, default_value = "204.8", help_heading = "DPU")]
-    pub dpu_mem_gbps: u64,
-    #[arg(long, value_parser = parse_ns, default_value = "100", help_heading = "DPU")]
-    pub dpu_mem_latency_ns: u64,
-    /// Host memory <-> NIC path, Gb/s each way (PCIe Gen4 x16: 252).
-    #[arg(long, value_parser = parse_gbps, default_value = "252", help_heading = "DPU")]
-    pub pcie_gbps: u64,
-    #[arg(long, value_parser = parse_ns, default_value = "500", help_heading = "DPU")]
-    pub pcie_latency_ns: u64,
-    /// Arm core time to post one RDMA operation, ns.
-    #[arg(long, value_parser = parse_ns, default_value = "1000", help_heading = "DPU")]
-    pub dpu_post_ns: u64,
-    /// Arm core time to poll one completion, ns.
-    #[arg(long, value_parser = parse_ns, default_value = "500", help_heading = "DPU")]
-    pub dpu_poll_ns: u64,
+    #[command(flatten)]
+    pub dpu: DpuArgs,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Output directory (gets `dpu_bench/` and `run.json`).
@@ -160,18 +148,7 @@ impl DpuBenchCmd {
             other => bail!("--topo: `{other}` is not star or fat-tree"),
         };
         let base = netsim_topo::build(&spec).map_err(|e| anyhow::anyhow!("{e}"))?;
-        let params = DpuParams {
-            cores: self.dpu_cores,
-            mem_bps: self.dpu_mem_gbps,
-            mem_latency: SimTime(self.dpu_mem_latency_ns),
-            pcie_bps: self.pcie_gbps,
-            pcie_latency: SimTime(self.pcie_latency_ns),
-            post: SimTime(self.dpu_post_ns),
-            poll: SimTime(self.dpu_poll_ns),
-        };
-        params
-            .validate()
-            .map_err(|e| anyhow::anyhow!("--dpu-{e}"))?;
+        let params = self.dpu.params()?;
         Bench::new(
             &base,
             &params,
@@ -184,36 +161,45 @@ impl DpuBenchCmd {
         .map_err(|e| anyhow::anyhow!("--nodes/--ppn: {e}"))
     }
 
-    /// Runs every point (in parallel), writes the table and `run.json`, prints the summary.
+    /// Runs every point (in parallel, each printed as it finishes), writes
+    /// the table and `run.json`, prints the summary.
     pub fn run(&self) -> anyhow::Result<()> {
         let started = Instant::now();
-        let sizes = list("--sizes", &self.sizes, |s| {
-            parse_size(s).ok().filter(|&b| b > 0)
-        })?;
+        let size_list = |flag: &str, text: &str| -> anyhow::Result<Vec<u64>> {
+            let sizes = list(flag, text, |s| parse_size(s).ok().filter(|&b| b > 0))?;
+            if let Some(s) = sizes.iter().find(|&&s| s > 1 << 34) {
+                bail!("{flag}: {s} bytes is over 16 GiB");
+            }
+            Ok(sizes)
+        };
+        let sizes = size_list("--sizes", &self.sizes)?;
+        let allgather_sizes = size_list("--allgather-sizes", &self.allgather_sizes)?;
         let patterns = list("--patterns", &self.patterns, Pattern::parse)?;
         let assigns = list("--assign", &self.assign, Assign::parse)?;
         let bench = self.bench()?;
+        let cores = bench.fabric.params.cores;
         let workers = match &self.workers {
             Some(text) => list("--workers", text, |s| s.parse::<u32>().ok())?,
             None => bench.worker_counts(),
         };
         for &w in &workers {
-            if w == 0 || w > self.nodes * self.ppn || w.div_ceil(self.nodes) > self.dpu_cores {
+            if w == 0 || w > self.nodes * self.ppn || w.div_ceil(self.nodes) > cores {
                 bail!(
                     "--workers: {w} is not 1..={} with at most --dpu-cores per DPU",
-                    (self.nodes * self.ppn).min(self.nodes * self.dpu_cores)
+                    (self.nodes * self.ppn).min(self.nodes * cores)
                 );
-            }
-        }
-        for &s in &sizes {
-            if s > 1 << 34 {
-                bail!("--sizes: {s} bytes is over 16 GiB");
             }
         }
         prepare_output_dir(&self.out, &[Row::TABLE])?;
         let refs: Vec<(Pattern, u64)> = patterns
             .iter()
-            .flat_map(|&p| sizes.iter().map(move |&s| (p, s)))
+            .flat_map(|&p| {
+                let sizes = match p {
+                    Pattern::Broadcast | Pattern::Gather => &sizes,
+                    _ => &allgather_sizes,
+                };
+                sizes.iter().map(move |&s| (p, s))
+            })
             .collect();
         let reference: Vec<SimTime> = refs
             .par_iter()
@@ -227,10 +213,32 @@ impl DpuBenchCmd {
                 }
             }
         }
+        println!(
+            "{} points ({} references in {:.1} s); each printed as it finishes:",
+            points.len(),
+            refs.len(),
+            started.elapsed().as_secs_f64()
+        );
         let rows: Vec<BenchRow> = points
             .par_iter()
-            .map(|&(p, a, w, s, r)| bench.point(p, a, w, s, r))
-            .collect::<Result<_, _>>()?;
+            .map(|&(p, a, w, s, r)| {
+                let t = Instant::now();
+                let row = bench.point(p, a, w, s, r)?;
+                // One write per line, so lines from parallel points never interleave.
+                let line = format!(
+                    "  {:<24} {:<6} {:>9} w={:<3} wpn={} {:>6.1}%  ({:.2} s)\n",
+                    p.name(),
+                    a.name(),
+                    s,
+                    w,
+                    row.wpn,
+                    row.offload_efficiency_pct,
+                    t.elapsed().as_secs_f64()
+                );
+                let _ = std::io::stdout().lock().write_all(line.as_bytes());
+                Ok(row)
+            })
+            .collect::<Result<_, netsim_models::dpu::bench::DpuError>>()?;
         let mut writer = TableWriter::<Row>::create(&PartConfig {
             out_dir: self.out.clone(),
             scenario: "dpu-bench".into(),

@@ -1,6 +1,7 @@
 //! The netsim command line as a library: argument parsing, scenario files, wiring a run.
 
 pub mod cli;
+pub mod dpu_args;
 pub mod dpu_bench_cmd;
 pub mod fault_args;
 pub mod jobs;

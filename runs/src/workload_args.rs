@@ -71,10 +71,13 @@ pub struct WorkloadArgs {
     /// Per-message host overhead before each flow starts, ns.
     #[arg(long, default_value_t = 0)]
     pub host_overhead_ns: u64,
-    /// Give every host's NIC a DPU (BlueField-2 defaults) with N worker
-    /// cores for algorithm `dpu`; ranks run on the host memories only.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=8))]
+    /// Give every host's NIC a DPU (BlueField-2 defaults, the --dpu-* flags)
+    /// with N worker cores for algorithm `dpu`; ranks run on the host
+    /// memories only.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub dpu_workers: Option<u32>,
+    #[command(flatten)]
+    pub dpu: crate::dpu_args::DpuArgs,
     /// Repetitions of the workload (each waits for the previous at every host).
     #[arg(long, default_value_t = 1)]
     pub iterations: u32,
@@ -158,7 +161,7 @@ impl WorkloadArgs {
         if self.dpu_workers.is_none() {
             return Ok(topo);
         }
-        let params = netsim_models::dpu::DpuParams::default();
+        let params = self.dpu.params()?;
         let fabric = netsim_models::dpu::attach(&topo, &params)
             .map_err(|e| anyhow::anyhow!("--dpu-workers: {e}"))?;
         Ok(fabric.topo)
@@ -251,6 +254,7 @@ impl WorkloadArgs {
         }
         spec.host_overhead = SimTime::from_ns(self.host_overhead_ns);
         spec.dpu_workers = self.dpu_workers.unwrap_or(0);
+        spec.dpu = self.dpu.params()?;
         let mut profile = SwitchProfile::by_name(&self.switch_profile).with_context(|| {
             format!(
                 "--switch-profile: unknown `{}` (tofino, sharp)",

@@ -80,7 +80,9 @@ fn dpu_bench_bad_flags_exit_2_naming_the_flag() {
         (vec!["--sizes", "0"], "--sizes"),
         (vec!["--patterns", "scatter"], "--patterns"),
         (vec!["--nodes", "0"], "--nodes"),
-        (vec!["--dpu-cores", "0"], "cores"),
+        (vec!["--dpu-cores", "0"], "--dpu-cores"),
+        (vec!["--dpu-chunk", "2KiB"], "--dpu-chunk"),
+        (vec!["--allgather-sizes", "0"], "--allgather-sizes"),
         (vec!["--topo", "ring"], "--topo"),
     ] {
         let mut all = vec!["dpu-bench", "--out", out.to_str().unwrap()];
@@ -133,4 +135,106 @@ fn a_dpu_staged_allgather_runs_in_a_workload_on_a_fat_tree() {
     ]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("--dpu-workers"), "{}", stderr(&o));
+}
+
+#[test]
+fn dpu_flags_and_scenario_keys_reach_the_workload() {
+    let dir = scratch("flags");
+    let run = |extra: &[&str], name: &str| -> serde_json::Value {
+        let out = dir.join(name);
+        let mut args = vec![
+            "--topo",
+            "fat-tree",
+            "--k",
+            "4",
+            "--workload",
+            "broadcast",
+            "--algo",
+            "dpu",
+            "--dpu-workers",
+            "1",
+            "--size",
+            "256KiB",
+            "--quiet",
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        args.extend(extra);
+        let o = netsim(&args);
+        assert!(o.status.success(), "{extra:?}: {}", stderr(&o));
+        let json = run_json(&out);
+        assert_eq!(json["collectives_finished"], 1, "{extra:?}");
+        json
+    };
+    let end = |j: &serde_json::Value| j["sim_end_ns"].as_u64().unwrap();
+    let base = run(&[], "base");
+    // A rank's worker posts a read, then a write, one after the other: at
+    // 100 us per post (99 more than the default) the broadcast ends about
+    // 198 us later.
+    let slow_post = run(&["--dpu-post-ns", "100000"], "post");
+    let (b, p) = (end(&base), end(&slow_post));
+    assert!(p >= b + 190_000 && p <= b + 210_000, "{b} vs {p} ns");
+    // A narrower PCIe path slows the reads out of the root's host memory.
+    let slow_pcie = run(&["--dpu-pcie-gbps", "10"], "pcie");
+    assert!(end(&slow_pcie) > b, "{b} vs {} ns", end(&slow_pcie));
+    // The same flags as scenario keys.
+    let scenario = dir.join("dpu.toml");
+    std::fs::write(
+        &scenario,
+        "topo = \"fat-tree\"\nk = 4\n[workload]\nworkload = \"broadcast\"\nalgo = \"dpu\"\n\
+         size = \"256KiB\"\ndpu-workers = 1\ndpu-post-ns = 100000\n",
+    )
+    .unwrap();
+    let out = dir.join("scenario");
+    let o = netsim(&[
+        "--config",
+        scenario.to_str().unwrap(),
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(end(&run_json(&out)), end(&slow_post));
+    // Bad values: one line naming the flag (or the file, line and key), exit 2.
+    for (args, needle) in [
+        (vec!["--dpu-mem-gbps", "0"], "--dpu-mem-gbps"),
+        (vec!["--dpu-chunk", "1KiB"], "--dpu-chunk"),
+        (vec!["--dpu-chunk", "lots"], "--dpu-chunk"),
+        (vec!["--dpu-cores", "0"], "--dpu-cores"),
+        (
+            vec!["--dpu-workers", "4", "--dpu-cores", "2"],
+            "--dpu-workers",
+        ),
+    ] {
+        let mut all = vec![
+            "--topo",
+            "fat-tree",
+            "--k",
+            "4",
+            "--workload",
+            "broadcast",
+            "--algo",
+            "dpu",
+            "--quiet",
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        if !args.contains(&"--dpu-workers") {
+            all.extend(["--dpu-workers", "1"]);
+        }
+        all.extend(args.iter().copied());
+        let o = netsim(&all);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(needle), "{args:?}: {}", stderr(&o));
+        assert_eq!(stderr(&o).trim().lines().count(), 1, "{}", stderr(&o));
+    }
+    std::fs::write(&scenario, "dpu-chunk = \"lots\"\n").unwrap();
+    let o = netsim(&[
+        "--config",
+        scenario.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("dpu.toml:1"), "{}", stderr(&o));
 }

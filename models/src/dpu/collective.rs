@@ -11,8 +11,8 @@
 //! its `size / N` piece). A rank's part is done when every flow touching
 //! its host has completed.
 
-use super::servers;
 use super::staged::{run_items, Core, CoreCost, Item, CONTROL_BYTES};
+use super::{servers, DpuParams};
 use crate::workload::algorithms::HostTasks;
 use crate::workload::{Builder, CollectiveOp};
 use netsim_topo::{NodeIndex, Topology};
@@ -28,22 +28,24 @@ pub fn supports(op: CollectiveOp) -> bool {
     )
 }
 
-/// Checks that `topo` has DPUs and `workers` fit on them.
-pub fn check(topo: &Topology, workers: u32) -> Result<(), String> {
+/// Checks that `topo` has DPUs and `workers` fit on their `params.cores`.
+pub fn check(topo: &Topology, workers: u32, params: &DpuParams) -> Result<(), String> {
     if servers(topo).is_none() {
         return Err("algorithm dpu needs DPUs on the hosts (--dpu-workers N)".into());
     }
-    if workers == 0 || workers > super::DpuParams::default().cores {
+    if workers == 0 || workers > params.cores {
         return Err(format!(
             "algorithm dpu needs 1..={} workers per DPU (--dpu-workers), got {workers}",
-            super::DpuParams::default().cores
+            params.cores
         ));
     }
     Ok(())
 }
 
 /// Adds the DPU-staged `op` of `size_bytes` on `group` (host memories of a
-/// topology with DPUs) to collective `coll`, after `entry` at each member.
+/// topology with DPUs) to collective `coll`, after `entry` at each member;
+/// workers cost `params.post` and `params.poll` per operation and stage in
+/// fragments of `params.chunk_bytes`.
 #[allow(clippy::too_many_arguments)]
 pub fn staged(
     b: &mut Builder,
@@ -53,9 +55,14 @@ pub fn staged(
     group: &[NodeIndex],
     size_bytes: u64,
     workers: u32,
-    cost: CoreCost,
+    params: &DpuParams,
     entry: &HostTasks,
 ) {
+    let cost = CoreCost {
+        post: params.post,
+        poll: params.poll,
+    };
+    let chunk = params.chunk_bytes;
     assert!(supports(op), "{} has no DPU-staged version", op.name());
     let s = servers(topo).expect("checked before building");
     let dpu = |h: NodeIndex| s + h;
@@ -89,6 +96,7 @@ pub fn staged(
                 writes: Vec::new(),
             }],
             &[handover],
+            chunk,
         );
         let staged = first.last;
         for j in 0..workers as usize {
@@ -106,10 +114,10 @@ pub fn staged(
                 writes: mine,
             }];
             if j == 0 {
-                run_items(b, &mut first, &item, &[]);
+                run_items(b, &mut first, &item, &[], chunk);
             } else {
                 let gate: Vec<u32> = staged.into_iter().collect();
-                run_items(b, &mut Core::new(dpu(r), cost, coll), &item, &gate);
+                run_items(b, &mut Core::new(dpu(r), cost, coll), &item, &gate, chunk);
             }
         }
     }

@@ -55,6 +55,12 @@ pub struct DpuParams {
     pub post: SimTime,
     /// Core time to poll one completion.
     pub poll: SimTime,
+    /// Staging fragment: a worker reads at most this many bytes at a time
+    /// into DPU memory and forwards each fragment once its read completes,
+    /// so forwarding starts after one fragment rather than the whole
+    /// buffer. Default 512 KiB, UCX's host bounce-buffer fragment for its
+    /// pipelined rendezvous (`UCX_RNDV_FRAG_SIZE=host:512K`).
+    pub chunk_bytes: u64,
 }
 
 impl Default for DpuParams {
@@ -67,6 +73,7 @@ impl Default for DpuParams {
             pcie_latency: SimTime::from_ns(500),
             post: SimTime::from_ns(1_000),
             poll: SimTime::from_ns(500),
+            chunk_bytes: 512 * 1024,
         }
     }
 }
@@ -97,6 +104,12 @@ impl DpuParams {
             if t > SimTime::from_ns(100_000_000) {
                 return Err(format!("{name} must be at most 100 ms"));
             }
+        }
+        if !(4096..=1 << 34).contains(&self.chunk_bytes) {
+            return Err(format!(
+                "chunk must be 4 KiB..=16 GiB, got {} bytes",
+                self.chunk_bytes
+            ));
         }
         Ok(())
     }

@@ -219,19 +219,57 @@ pub(crate) struct Item {
     pub(crate) writes: Vec<(NodeIndex, u64)>,
 }
 
-/// Runs `items` on `core`, starting once `gate` has completed. The worker
-/// keeps one read in flight: it reaps item `i`'s read, posts item `i + 1`'s,
-/// then posts item `i`'s writes, so forwarding overlaps the next read; it
-/// reaps the writes at the end. Returns the write flows.
+/// Part `j` of `k` near-equal parts of `bytes` (the first `bytes % k` parts
+/// are a byte longer).
+fn part(bytes: u64, k: u64, j: u64) -> u64 {
+    bytes / k + u64::from(j < bytes % k)
+}
+
+/// `items` cut into staging fragments of at most `chunk_bytes` read bytes:
+/// a fragment reads its share of the item's read and writes the same share
+/// of each of its writes. Items without a read are kept whole.
+fn fragments(items: &[Item], chunk_bytes: u64) -> Vec<Item> {
+    let mut out = Vec::with_capacity(items.len());
+    for it in items {
+        let Some((src, bytes)) = it.read else {
+            out.push(Item {
+                read: None,
+                writes: it.writes.clone(),
+            });
+            continue;
+        };
+        let k = bytes.div_ceil(chunk_bytes.max(1)).max(1);
+        for j in 0..k {
+            out.push(Item {
+                read: Some((src, part(bytes, k, j))),
+                writes: it
+                    .writes
+                    .iter()
+                    .map(|&(dst, w)| (dst, part(w, k, j)))
+                    .filter(|&(_, w)| w > 0)
+                    .collect(),
+            });
+        }
+    }
+    out
+}
+
+/// Runs `items` on `core`, starting once `gate` has completed, in staging
+/// fragments of at most `chunk_bytes`. The worker keeps one read in flight:
+/// it reaps fragment `i`'s read, posts fragment `i + 1`'s, then posts
+/// fragment `i`'s writes, so forwarding overlaps the next read; it reaps the
+/// writes at the end. Returns the write flows.
 pub(crate) fn run_items(
     b: &mut Builder,
     core: &mut Core,
     items: &[Item],
     gate: &[u32],
+    chunk_bytes: u64,
 ) -> Vec<u32> {
     if !gate.is_empty() {
         core.busy(b, SimTime::ZERO, gate);
     }
+    let items = fragments(items, chunk_bytes);
     let read = |b: &mut Builder, core: &mut Core, i: usize| {
         items
             .get(i)
@@ -356,6 +394,7 @@ pub fn offloaded(
         post: f.params.post,
         poll: f.params.poll,
     };
+    let chunk = f.params.chunk_bytes;
     let compute_c = collective(b, "compute", CollectiveOp::Send, procs, size);
     let comm = collective(b, "comm", op_of(pattern), procs, size);
     let dealt = assign.deal(procs, shape.workers);
@@ -427,7 +466,7 @@ pub fn offloaded(
             }
         };
         let gate = std::mem::take(&mut handover[w as usize]);
-        let writes = run_items(b, &mut cores[w as usize], &items, &gate);
+        let writes = run_items(b, &mut cores[w as usize], &items, &gate, chunk);
         if pattern == Pattern::AllgatherSingleLeader {
             into_leader.extend(writes);
         }
@@ -446,7 +485,7 @@ pub fn offloaded(
             read: None,
             writes: (0..procs).map(|q| (host_node(q), whole)).collect(),
         }];
-        run_items(b, &mut cores[leader as usize], &items, &gate);
+        run_items(b, &mut cores[leader as usize], &items, &gate, chunk);
     }
     // Completion notices: each worker to its processes (the leader to all).
     for (w, ps) in dealt.iter().enumerate() {
@@ -483,5 +522,39 @@ mod tests {
         // 64 processes on 48 workers: block leaves the remainder to the last.
         assert_eq!(Assign::Block.deal(64, 48)[47].len(), 17);
         assert_eq!(Assign::Cyclic.deal(64, 48)[0].len(), 2);
+    }
+
+    #[test]
+    fn fragments_conserve_every_byte_and_keep_reads_at_most_a_chunk() {
+        let items = [
+            Item {
+                read: Some((3, 1_000_001)),
+                writes: vec![(4, 1_000_001), (5, 2_000_002)],
+            },
+            Item {
+                read: None,
+                writes: vec![(6, 7)],
+            },
+        ];
+        let out = fragments(&items, 262_144);
+        // ceil(1_000_001 / 262_144) = 4 fragments, then the item with no read.
+        assert_eq!(out.len(), 5);
+        let read: u64 = out.iter().filter_map(|f| f.read).map(|(_, b)| b).sum();
+        assert_eq!(read, 1_000_001);
+        assert!(out
+            .iter()
+            .filter_map(|f| f.read)
+            .all(|(src, b)| src == 3 && b <= 262_144));
+        for (dst, total) in [(4, 1_000_001), (5, 2_000_002), (6, 7)] {
+            let sent: u64 = out
+                .iter()
+                .flat_map(|f| &f.writes)
+                .filter(|w| w.0 == dst)
+                .map(|w| w.1)
+                .sum();
+            assert_eq!(sent, total, "writes to {dst}");
+        }
+        // A buffer no larger than a fragment stays whole.
+        assert_eq!(fragments(&items[..1], 1 << 20).len(), 1);
     }
 }

@@ -130,12 +130,12 @@ fn build_job<'a>(cx: &mut Cx<'a>, job: &'a Job) -> Result<(), BuildError> {
     for phase in &spec.phases {
         if let PhaseKind::Collective(op) = &phase.kind {
             if op.algorithm == Algorithm::Dpu {
-                crate::dpu::collective::check(cx.topo, spec.dpu_workers).map_err(|message| {
-                    BuildError::Phase {
+                crate::dpu::collective::check(cx.topo, spec.dpu_workers, &spec.dpu).map_err(
+                    |message| BuildError::Phase {
                         phase: phase.name.clone(),
                         message,
-                    }
-                })?;
+                    },
+                )?;
             }
         }
     }
@@ -395,14 +395,10 @@ impl Cx<'_> {
                 algo::halving_doubling(b, coll, group, size, HalvingDoubling::AllGather, entry)
             }
             (op, Algorithm::Dpu) => {
-                let params = crate::dpu::DpuParams::default();
-                let cost = crate::dpu::staged::CoreCost {
-                    post: params.post,
-                    poll: params.poll,
-                };
                 let workers = self.spec.dpu_workers;
+                let params = &self.spec.dpu;
                 crate::dpu::collective::staged(
-                    b, topo, coll, op, group, size, workers, cost, entry,
+                    b, topo, coll, op, group, size, workers, params, entry,
                 );
             }
             (CollectiveOp::AllToAll, _) => {

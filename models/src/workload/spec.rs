@@ -177,6 +177,9 @@ pub struct WorkloadSpec {
     pub fallback: Algorithm,
     /// Workers per DPU for algorithm `dpu` (0: the hosts have no DPUs).
     pub dpu_workers: u32,
+    /// The DPUs' figures for algorithm `dpu` (per-operation costs, cores,
+    /// staging fragment).
+    pub dpu: crate::dpu::DpuParams,
 }
 
 /// Pipelining granularity of trees and chains when `chunks` is not given
@@ -201,6 +204,7 @@ impl WorkloadSpec {
             profile: SwitchProfile::tofino(),
             fallback: Algorithm::Ring,
             dpu_workers: 0,
+            dpu: crate::dpu::DpuParams::default(),
         }
     }
 }

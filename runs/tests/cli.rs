@@ -138,6 +138,18 @@ fn bad_flags_exit_with_code_2() {
             "--uec-target-qdelay-us",
         ),
         (
+            vec!["--transport", "uec", "--uec-rccc-target-bdp", "0"],
+            "--uec-rccc-target-bdp",
+        ),
+        (
+            vec!["--transport", "uec", "--uec-rccc-initial-bdp", "NaN"],
+            "--uec-rccc-initial-bdp",
+        ),
+        (
+            vec!["--transport", "uec", "--uec-rccc-target-bdp", "1e300"],
+            "--uec-rccc-target-bdp",
+        ),
+        (
             vec!["--transport", "uec", "--fidelity", "flow"],
             "--transport uec",
         ),

@@ -27,6 +27,7 @@ use crate::network::{ideal_fct, Fabric, NetEvent, Network, NO_NODE};
 use crate::telemetry::TelemetrySink;
 use crate::traffic::FlowSpec;
 use netsim_engine::Context;
+use std::collections::VecDeque;
 
 /// What a receiving host knows of one unfinished flow toward it.
 #[derive(Debug)]
@@ -38,6 +39,8 @@ struct FlowCredit {
     owed_pkts: u32,
     /// Its credit outstanding: first window and credits issued, less arrivals.
     outstanding_pkts: u32,
+    /// In the round-robin queue.
+    queued: bool,
 }
 
 /// One packet's arrival at a receiving host, as [`CreditIssuer::on_arrival`] reads it.
@@ -64,10 +67,11 @@ pub(crate) struct CreditIssuer {
     outstanding_pkts: u64,
     /// The target, in packets: the largest of the flows heard from.
     target_pkts: u64,
-    /// Unfinished flows, in the order they were first heard from.
+    /// Unfinished flows, by flow id.
     flows: Vec<FlowCredit>,
-    /// Round-robin position in `flows`.
-    next: usize,
+    /// Flows owed credit, in round-robin order (entries of flows that
+    /// finished or were paid meanwhile are skipped).
+    ready: VecDeque<u32>,
     /// Flows heard from (sorted), so a flow's first window counts once.
     known: Vec<u32>,
 }
@@ -85,14 +89,19 @@ impl CreditIssuer {
             self.target_pkts = self.target_pkts.max(a.target_pkts).max(1);
             let initial = a.initial_pkts.min(a.packets);
             self.outstanding_pkts += u64::from(initial);
-            self.flows.push(FlowCredit {
-                flow: a.flow,
-                src: a.src,
-                owed_pkts: a.packets - initial,
-                outstanding_pkts: initial,
-            });
+            let at = self.flows.partition_point(|f| f.flow < a.flow);
+            self.flows.insert(
+                at,
+                FlowCredit {
+                    flow: a.flow,
+                    src: a.src,
+                    owed_pkts: a.packets - initial,
+                    outstanding_pkts: initial,
+                    queued: false,
+                },
+            );
         }
-        let Some(i) = self.flows.iter().position(|f| f.flow == a.flow) else {
+        let Ok(i) = self.flows.binary_search_by_key(&a.flow, |f| f.flow) else {
             return; // a late duplicate of a finished flow
         };
         let f = &mut self.flows[i];
@@ -106,9 +115,9 @@ impl CreditIssuer {
         if a.complete {
             self.outstanding_pkts -= u64::from(f.outstanding_pkts);
             self.flows.remove(i);
-            if self.next > i {
-                self.next -= 1;
-            }
+        } else if f.owed_pkts > 0 && !f.queued {
+            f.queued = true;
+            self.ready.push_back(a.flow);
         }
     }
 
@@ -123,16 +132,26 @@ impl CreditIssuer {
         if self.outstanding_pkts >= self.target_pkts {
             return None;
         }
-        let n = self.flows.len();
-        let i = (0..n)
-            .map(|k| (self.next + k) % n)
-            .find(|&i| self.flows[i].owed_pkts > 0)?;
-        let f = &mut self.flows[i];
-        f.owed_pkts -= 1;
-        f.outstanding_pkts += 1;
-        self.outstanding_pkts += 1;
-        self.next = i + 1;
-        Some((f.flow, f.src))
+        while let Some(flow) = self.ready.pop_front() {
+            let Ok(i) = self.flows.binary_search_by_key(&flow, |f| f.flow) else {
+                continue; // finished
+            };
+            let f = &mut self.flows[i];
+            if f.owed_pkts == 0 {
+                f.queued = false;
+                continue;
+            }
+            f.owed_pkts -= 1;
+            f.outstanding_pkts += 1;
+            self.outstanding_pkts += 1;
+            if f.owed_pkts > 0 {
+                self.ready.push_back(flow);
+            } else {
+                f.queued = false;
+            }
+            return Some((f.flow, f.src));
+        }
+        None
     }
 
     /// Credit outstanding toward the host, in packets.

@@ -632,7 +632,8 @@ pub fn config_json(profile: &str, c: &NetConfig) -> serde_json::Value {
     let mbps = |bps: u64| bps as f64 / 1e6;
     let d = &c.dcqcn;
     let h = &c.hpcc;
-    serde_json::json!({
+    let u = &c.uec;
+    let mut v = serde_json::json!({
         "cc_profile": profile,
         "cc": format!("{:?}", c.cc).to_lowercase(),
         "mtu_bytes": c.mtu_bytes,
@@ -681,5 +682,19 @@ pub fn config_json(profile: &str, c: &NetConfig) -> serde_json::Value {
         },
         "dctcp_g": c.dctcp_g,
         "rto_ns": ns(c.rto),
-    })
+    });
+    // Apart from the literal above, which is at the json! macro's recursion limit.
+    v["transport"] = format!("{:?}", c.transport).to_lowercase().into();
+    v["trim"] = c.trim.into();
+    v["uec"] = serde_json::json!({
+        "lb": format!("{:?}", u.lb).to_lowercase(),
+        "entropies": u.entropies,
+        "cc": format!("{:?}", u.cc).to_lowercase(),
+        "target_qdelay_ns": ns(u.target_qdelay),
+        "ooo_pkts": u.ooo_pkts,
+        "window_pkts": u.window_pkts,
+        "rccc_target_bdp": u.rccc_target_bdp,
+        "rccc_initial_bdp": u.rccc_initial_bdp,
+    });
+    v
 }

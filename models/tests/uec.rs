@@ -1,12 +1,15 @@
 //! The Ultra Ethernet transport against RoCE on the same fabrics: incast
 //! with trimming and no PFC, spraying against per-flow ECMP on a
-//! permutation, every load balancer and loss recovery path completing.
+//! permutation, a link failure mid-run, every load balancer and loss
+//! recovery path completing.
 
 use netsim_engine::{Layout, SimTime};
+use netsim_models::faults::parse_fault;
 use netsim_models::network::config::{LoadBalancing, NetConfig, Transport, UecCc};
-use netsim_models::network::{simulate, Fabric, NetRun};
+use netsim_models::network::{simulate, Fabric, FaultPlan, NetRun};
 use netsim_models::telemetry::{FlowRecord, MemorySink};
 use netsim_models::traffic::{generate, TrafficPattern};
+use netsim_partition::{partition, PartitionConfig, Strategy};
 use netsim_topo::{build, FatTreeParams, Routing, TopoSpec};
 
 fn fat_tree(k: u32) -> TopoSpec {
@@ -35,11 +38,46 @@ fn run(
     size: u64,
     config: NetConfig,
 ) -> NetRun<MemorySink> {
+    run_with_faults(spec, pattern, size, config, &[], 1)
+}
+
+/// A run with faults (`--fault` specs, routes repaired after the default
+/// 100 us) on `shards` shards.
+fn run_with_faults(
+    spec: &TopoSpec,
+    pattern: TrafficPattern,
+    size: u64,
+    config: NetConfig,
+    faults: &[&str],
+    shards: u32,
+) -> NetRun<MemorySink> {
     let topo = build(spec).unwrap();
     let routing = Routing::build(&topo).unwrap();
     let flows = generate(&pattern, topo.host_count(), size, 3).unwrap();
-    let fabric = Fabric::new(topo, routing, flows, config, 1);
-    let layout = Layout::blocks(fabric.topo.node_count(), 1, SimTime::MAX).unwrap();
+    let faults = faults
+        .iter()
+        .map(|f| parse_fault(f, &topo).unwrap())
+        .collect();
+    let plan = FaultPlan::new(&topo, faults, SimTime::from_us(100), |dead| {
+        Routing::build_avoiding(&topo, None, dead, u64::MAX)
+    })
+    .unwrap();
+    let mut fabric = Fabric::new(topo, routing, flows, config, 1);
+    fabric.faults = plan;
+    let layout = if shards == 1 {
+        Layout::blocks(fabric.topo.node_count(), 1, SimTime::MAX).unwrap()
+    } else {
+        let p = partition(
+            &fabric.topo,
+            &PartitionConfig {
+                shards,
+                strategy: Strategy::Structural,
+                latency_floor_ps: 0,
+            },
+        )
+        .unwrap();
+        Layout::new(p.shard_of, p.shards, p.lookahead).unwrap()
+    };
     simulate(&fabric, &layout, SimTime::MAX, None, |_| {
         MemorySink::default()
     })
@@ -132,6 +170,72 @@ fn spraying_beats_per_flow_ecmp_on_a_k8_permutation() {
     assert!(uec.iter().all(|f| f.paths_used == 256));
 }
 
+fn max_fct_ns(flows: &[FlowRecord]) -> u64 {
+    flows.iter().map(|f| f.fct_ns.unwrap()).max().unwrap()
+}
+
+#[test]
+fn with_reps_a_link_failure_costs_uec_less_than_roce() {
+    // A k=8 fat-tree 2 MB permutation; the link between the first edge
+    // switch (128) and its first aggregation switch (160) fails at 50 us,
+    // while every flow is sending. Packets on it and queued for it are
+    // lost. RoCE's go-back-N resends each loss's whole window and the
+    // flows the failure rehashes collide; UEC resends only what SACKs and
+    // NACKs show missing and sprays around the dead link.
+    const FAILURE: &str = "link-down:128-160@50us";
+    let reps = uec(LoadBalancing::Reps);
+    let spec = fat_tree(8);
+    let perm = |config: NetConfig, faults: &[&str]| {
+        let r = run_with_faults(
+            &spec,
+            TrafficPattern::Permutation,
+            2_000_000,
+            config,
+            faults,
+            1,
+        );
+        let f = flows(&r);
+        assert!(f.iter().all(|f| f.finished), "{faults:?}");
+        assert_eq!(r.stats().delivered_payload_bytes, 128 * 2_000_000);
+        (r, f)
+    };
+    let (_, roce_clean) = perm(NetConfig::default(), &[]);
+    let (roce_fail_run, roce_fail) = perm(NetConfig::default(), &[FAILURE]);
+    let (_, uec_clean) = perm(reps.clone(), &[]);
+    let (uec_fail_run, uec_fail) = perm(reps.clone(), &[FAILURE]);
+    // The failure lost packets under both transports.
+    assert!(roce_fail_run.stats().dropped_pkts > 0);
+    assert!(uec_fail_run.stats().dropped_pkts > 0);
+    // The cost of the failure: how much later the last flow finishes,
+    // relative to the same transport without it.
+    let cost = |clean: &[FlowRecord], failed: &[FlowRecord]| {
+        max_fct_ns(failed) as f64 / max_fct_ns(clean) as f64
+    };
+    let (cost_roce, cost_uec) = (cost(&roce_clean, &roce_fail), cost(&uec_clean, &uec_fail));
+    assert!(
+        cost_uec < cost_roce,
+        "the failure slowed UEC {cost_uec:.3}x, RoCE {cost_roce:.3}x"
+    );
+    // And in absolute time, and in what was resent: selective
+    // retransmission against go-back-N.
+    let extra = |clean: &[FlowRecord], failed: &[FlowRecord]| {
+        max_fct_ns(failed).saturating_sub(max_fct_ns(clean))
+    };
+    assert!(extra(&uec_clean, &uec_fail) < extra(&roce_clean, &roce_fail));
+    assert!(uec_fail_run.stats().retransmitted_pkts < roce_fail_run.stats().retransmitted_pkts);
+    // The same tables on two shards.
+    let two = run_with_faults(
+        &spec,
+        TrafficPattern::Permutation,
+        2_000_000,
+        reps,
+        &[FAILURE],
+        2,
+    );
+    assert_eq!(flows(&two), uec_fail);
+    assert_eq!(two.stats(), uec_fail_run.stats());
+}
+
 #[test]
 fn every_load_balancer_completes_a_lossy_permutation() {
     for lb in [
@@ -219,4 +323,84 @@ fn nscc_trims_less_than_an_uncontrolled_window_in_an_incast() {
     };
     let (nscc, none) = (trimmed(UecCc::Nscc), trimmed(UecCc::None));
     assert!(nscc * 2 < none, "NSCC trimmed {nscc}, no control {none}");
+}
+
+#[test]
+fn rccc_credits_hold_an_incast_queue_near_the_target() {
+    // The 16-to-1 incast above with receiver credits: after the first
+    // windows (sent unasked) drain, the receiver issues a credit per
+    // arrival while its outstanding credit is under one BDP, so the queue
+    // at its ToR's downlink stays under one BDP and the link stays busy.
+    let mut config = NetConfig {
+        buffer_bytes: 1_000_000,
+        sample_period: SimTime::from_us(5),
+        ..uec(LoadBalancing::Bitmap)
+    };
+    config.uec.cc = UecCc::Rccc;
+    let spec = fat_tree(8);
+    let r = run(
+        &spec,
+        TrafficPattern::Incast { degree: 16 },
+        1 << 20,
+        config.clone(),
+    );
+    let flows = flows(&r);
+    assert!(flows.iter().all(|f| f.finished));
+    let stats = r.stats();
+    assert_eq!(stats.delivered_payload_bytes, 16 << 20);
+    assert_eq!(stats.sent_payload_bytes, 16 << 20);
+    assert_eq!(stats.pfc_pauses, 0);
+    // The target in wire bytes: one BDP of the longest of the senders'
+    // paths, in whole packets.
+    let topo = build(&spec).unwrap();
+    let routing = Routing::build(&topo).unwrap();
+    let dst = flows[0].dst;
+    let specs = generate(&TrafficPattern::Incast { degree: 16 }, 128, 1 << 20, 3).unwrap();
+    let fabric = Fabric::new(topo, routing, specs.clone(), config.clone(), 1);
+    let rtt = specs
+        .iter()
+        .map(|s| netsim_models::network::ideal_fct(&fabric, s, 0).1)
+        .max()
+        .unwrap();
+    let bdp_bytes = 100e9 * rtt.as_ps() as f64 / 8e12;
+    let wire_pkt = u64::from(config.mtu_bytes + config.header_bytes);
+    let target_bytes = (bdp_bytes / f64::from(config.mtu_bytes)).ceil() as u64 * wire_pkt;
+    // The receiver's ToR and its port toward the receiver.
+    let down = fabric.topo.port(dst, 0);
+    let (tor, port) = (down.peer, u32::from(down.peer_port));
+    let late_max = r
+        .shards
+        .iter()
+        .flat_map(|s| &s.sink.queues)
+        .filter(|q| q.node == tor && q.port == port && q.priority == 1 && q.time_ns >= 200_000)
+        .map(|q| q.qlen_bytes)
+        .max()
+        .unwrap();
+    assert!(
+        late_max <= target_bytes + wire_pkt,
+        "queue {late_max} B after the first windows, target {target_bytes} B"
+    );
+    // The credits keep the last hop busy: the incast ends within 10% of
+    // its 16 MiB crossing one 100 Gb/s link back to back.
+    let wire_total = (16u64 << 20).div_ceil(u64::from(config.mtu_bytes)) * wire_pkt;
+    let ideal_ns = wire_total as f64 * 8.0 / 100.0;
+    let last = flows.iter().map(|f| f.end_ns.unwrap()).max().unwrap();
+    assert!(
+        (last as f64) < ideal_ns * 1.1,
+        "the incast ended at {last} ns, back to back {ideal_ns:.0} ns"
+    );
+    // Every trimmed packet was sent again.
+    for f in &flows {
+        assert!(f.retransmitted_pkts >= f.trimmed_pkts, "flow {}", f.flow_id);
+    }
+    // The same tables on two shards.
+    let two = run_with_faults(
+        &spec,
+        TrafficPattern::Incast { degree: 16 },
+        1 << 20,
+        config,
+        &[],
+        2,
+    );
+    assert_eq!(crate::flows(&two), flows);
 }

@@ -40,7 +40,8 @@ pub struct NetworkArgs {
     /// UEC load balancing over entropies: oblivious, bitmap or reps.
     #[arg(long, default_value = "bitmap")]
     pub uec_lb: String,
-    /// UEC congestion control: nscc or none (outstanding-packet limit only).
+    /// UEC congestion control: nscc (sender window), rccc (receiver
+    /// credits), both, or none (outstanding-packet limit only).
     #[arg(long, default_value = "nscc")]
     pub uec_cc: String,
     /// UEC: entropy values a flow sprays over (a power of two).
@@ -55,6 +56,12 @@ pub struct NetworkArgs {
     /// UEC: most packets a flow has outstanding.
     #[arg(long, default_value_t = 1024)]
     pub uec_window_pkts: u32,
+    /// UEC RCCC: credit a receiver keeps outstanding toward it, in BDPs.
+    #[arg(long, default_value_t = 1.0)]
+    pub uec_rccc_target_bdp: f64,
+    /// UEC RCCC: what a sender sends before its first credit, in BDPs.
+    #[arg(long, default_value_t = 1.0)]
+    pub uec_rccc_initial_bdp: f64,
     /// Payload bytes per data packet [netsim 4096, simai 9000, connectx 4096].
     #[arg(long)]
     pub mtu: Option<u32>,
@@ -324,8 +331,10 @@ impl NetworkArgs {
         };
         let uec_cc = match self.uec_cc.as_str() {
             "nscc" => UecCc::Nscc,
+            "rccc" => UecCc::Rccc,
+            "both" => UecCc::Both,
             "none" => UecCc::None,
-            other => bail!("--uec-cc: expected nscc or none, found `{other}`"),
+            other => bail!("--uec-cc: expected nscc, rccc, both or none, found `{other}`"),
         };
         // UEC runs its own window (NSCC); RoCE's --cc does not apply.
         let cc = if uec { CcKind::None } else { cc };
@@ -422,6 +431,8 @@ impl NetworkArgs {
             target_qdelay: micros("uec-target-qdelay-us", self.uec_target_qdelay_us)?,
             ooo_pkts: self.uec_ooo_pkts,
             window_pkts: self.uec_window_pkts,
+            rccc_target_bdp: self.uec_rccc_target_bdp,
+            rccc_initial_bdp: self.uec_rccc_initial_bdp,
         };
         c.validate()
             .map_err(|e| anyhow::anyhow!("--{}: {}", e.field, e.problem))?;
@@ -621,7 +632,8 @@ pub fn config_json(profile: &str, c: &NetConfig) -> serde_json::Value {
     let mbps = |bps: u64| bps as f64 / 1e6;
     let d = &c.dcqcn;
     let h = &c.hpcc;
-    serde_json::json!({
+    let u = &c.uec;
+    let mut v = serde_json::json!({
         "cc_profile": profile,
         "cc": format!("{:?}", c.cc).to_lowercase(),
         "mtu_bytes": c.mtu_bytes,
@@ -670,5 +682,19 @@ pub fn config_json(profile: &str, c: &NetConfig) -> serde_json::Value {
         },
         "dctcp_g": c.dctcp_g,
         "rto_ns": ns(c.rto),
-    })
+    });
+    // Apart from the literal above, which is at the json! macro's recursion limit.
+    v["transport"] = format!("{:?}", c.transport).to_lowercase().into();
+    v["trim"] = c.trim.into();
+    v["uec"] = serde_json::json!({
+        "lb": format!("{:?}", u.lb).to_lowercase(),
+        "entropies": u.entropies,
+        "cc": format!("{:?}", u.cc).to_lowercase(),
+        "target_qdelay_ns": ns(u.target_qdelay),
+        "ooo_pkts": u.ooo_pkts,
+        "window_pkts": u.window_pkts,
+        "rccc_target_bdp": u.rccc_target_bdp,
+        "rccc_initial_bdp": u.rccc_initial_bdp,
+    });
+    v
 }

@@ -138,6 +138,18 @@ fn bad_flags_exit_with_code_2() {
             "--uec-target-qdelay-us",
         ),
         (
+            vec!["--transport", "uec", "--uec-rccc-target-bdp", "0"],
+            "--uec-rccc-target-bdp",
+        ),
+        (
+            vec!["--transport", "uec", "--uec-rccc-initial-bdp", "NaN"],
+            "--uec-rccc-initial-bdp",
+        ),
+        (
+            vec!["--transport", "uec", "--uec-rccc-target-bdp", "1e300"],
+            "--uec-rccc-target-bdp",
+        ),
+        (
             vec!["--transport", "uec", "--fidelity", "flow"],
             "--transport uec",
         ),
@@ -518,4 +530,21 @@ fn a_cc_profile_sets_every_value_and_flags_override_it() {
     let netsim_default = incast_run_json("profile-netsim", &[]);
     assert_eq!(netsim_default["network"]["cc_profile"], "netsim");
     assert_eq!(netsim_default["network"]["window"], "Off");
+    assert_eq!(netsim_default["network"]["transport"], "roce");
+    let rccc = incast_run_json(
+        "uec-rccc",
+        &[
+            "--transport",
+            "uec",
+            "--uec-cc",
+            "rccc",
+            "--uec-rccc-target-bdp",
+            "1.5",
+        ],
+    );
+    let u = &rccc["network"]["uec"];
+    assert_eq!(u["cc"], "rccc");
+    assert_eq!(u["rccc_target_bdp"], 1.5);
+    assert_eq!(u["rccc_initial_bdp"], 1.0);
+    assert_eq!(rccc["network"]["trim"], true);
 }

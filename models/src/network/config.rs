@@ -488,6 +488,18 @@ impl NetConfig {
         if u.target_qdelay == SimTime::ZERO {
             return bad("uec-target-qdelay-us", "must be positive".into());
         }
+        if !(u.rccc_target_bdp > 0.0 && u.rccc_target_bdp <= 1000.0) {
+            return bad(
+                "uec-rccc-target-bdp",
+                format!("{} is outside (0, 1000]", u.rccc_target_bdp),
+            );
+        }
+        if !(0.0..=1000.0).contains(&u.rccc_initial_bdp) {
+            return bad(
+                "uec-rccc-initial-bdp",
+                format!("{} is outside [0, 1000]", u.rccc_initial_bdp),
+            );
+        }
         if self.trim && self.transport == Transport::Roce {
             return bad(
                 "trim",

@@ -129,6 +129,8 @@ pub struct Network<'f, S> {
     sender_of: HashMap<u32, u32>,
     /// transport: queue pairs whose destination is local, by global flow id.
     receivers: HashMap<u32, Receiver>,
+    /// transport: UEC RCCC credit state of local hosts that receive, by node.
+    credit_issuers: HashMap<u32, transport::uec::rccc::CreditIssuer>,
     /// tasks: the DAG as this shard's hosts saw it (dependencies not yet
     /// complete, only this shard's hosts' entries used; collective spans).
     dag: DagProgress,
@@ -314,6 +316,7 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
             senders,
             sender_of,
             receivers: HashMap::new(),
+            credit_issuers: HashMap::new(),
             ugal_choice: HashMap::new(),
             stats: NetStats::default(),
             dag: DagProgress::new(workload),

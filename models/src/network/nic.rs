@@ -98,7 +98,20 @@ impl<S: TelemetrySink> Network<'_, S> {
         if let Qp::Uec(u) = &mut s.qp {
             // UEC's window is NSCC's, inside the queue pair.
             s.cc = CcState::LineRate;
-            u.start(&fabric.config.uec, line_rate_bps, base_rtt, ctx.now());
+            let initial_pkts = if fabric.config.uec.cc.rccc() {
+                let bdp = super::transport::uec::rccc::path_bdp_bytes(fabric, &s.spec);
+                let initial = fabric.config.uec.rccc_initial_bdp;
+                super::transport::uec::rccc::initial_pkts(initial, bdp, fabric.config.mtu_bytes)
+            } else {
+                0
+            };
+            u.start(
+                &fabric.config.uec,
+                line_rate_bps,
+                base_rtt,
+                initial_pkts,
+                ctx.now(),
+            );
         }
         self.ports[gport].host.flows.push(i as u32);
         // Even lossless fabrics reorder under spraying: every queue pair
@@ -275,6 +288,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             PacketKind::Nack if uec => self.uec_receive_feedback(ctx, pkt),
             PacketKind::Sack => self.uec_receive_feedback(ctx, pkt),
             PacketKind::Trimmed => self.uec_receive_trimmed(ctx, pkt),
+            PacketKind::Credit => self.uec_receive_credit(ctx, pkt),
             PacketKind::Ack | PacketKind::Nack => self.receive_ack(ctx, pkt),
             PacketKind::Cnp => self.receive_cnp(ctx, pkt),
             PacketKind::InaDown => self.ina_result(ctx, pkt),

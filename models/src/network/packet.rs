@@ -22,6 +22,9 @@ pub enum PacketKind {
     /// Ultra Ethernet: the header of data packet `psn`, whose payload a
     /// switch cut off rather than drop (trimming); travels at control priority.
     Trimmed,
+    /// Ultra Ethernet RCCC: the receiver grants flow `flow`'s sender `psn`
+    /// more packets of new data.
+    Credit,
 }
 
 /// Egress priority classes. Control packets (ACK, NACK, CNP) have strict

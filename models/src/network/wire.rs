@@ -30,6 +30,7 @@ impl Wire for Packet {
             PacketKind::InaDown => 5,
             PacketKind::Sack => 6,
             PacketKind::Trimmed => 7,
+            PacketKind::Credit => 8,
         });
         w.u8(self.ce);
         w.bool(self.last);
@@ -55,6 +56,7 @@ impl Wire for Packet {
                 5 => PacketKind::InaDown,
                 6 => PacketKind::Sack,
                 7 => PacketKind::Trimmed,
+                8 => PacketKind::Credit,
                 k => panic!("invalid packet kind {k} on the wire"),
             },
             ce: r.u8(),

@@ -2,7 +2,9 @@
 //! defaults: the UEC reference simulator (htsim's `uec_src.cpp`, as the UEC
 //! evaluates UET) for the entropy set, the load balancer and NSCC's
 //! constants; the UET specification for the scheme (packet spraying over
-//! entropy values, SACK, trimming with NACKs).
+//! entropy values, SACK, trimming with NACKs, receiver credits); EQDS
+//! (Olteanu et al., NSDI 2022: the receiver-driven scheme RCCC descends
+//! from, in the same simulator) for the credit defaults.
 
 use netsim_engine::SimTime;
 
@@ -28,15 +30,33 @@ pub enum LoadBalancing {
     Reps,
 }
 
-/// UEC sender congestion control.
+/// UEC congestion control.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum UecCc {
     /// Network-signal congestion control: a window driven by queueing delay
     /// and ECN (fair/proportional/fast increase, multiplicative decrease,
     /// quick adapt).
     Nscc,
+    /// Receiver credit congestion control: after a first speculative
+    /// window, a sender sends new data only on credits its receiver issues,
+    /// and the receiver keeps the credit outstanding toward it at a target.
+    Rccc,
+    /// Both: a packet needs room in NSCC's window and a credit.
+    Both,
     /// No window control beyond the outstanding-packet limit.
     None,
+}
+
+impl UecCc {
+    /// Whether NSCC's window runs.
+    pub fn nscc(self) -> bool {
+        matches!(self, UecCc::Nscc | UecCc::Both)
+    }
+
+    /// Whether receivers issue credits.
+    pub fn rccc(self) -> bool {
+        matches!(self, UecCc::Rccc | UecCc::Both)
+    }
 }
 
 /// Ultra Ethernet transport parameters.
@@ -57,6 +77,15 @@ pub struct UecConfig {
     pub ooo_pkts: u32,
     /// Most packets a sender has outstanding (the SACK window; UET bounds it too).
     pub window_pkts: u32,
+    /// RCCC: the credit a receiver keeps outstanding toward it, in BDPs of
+    /// the longest path it has heard from (the sender's link rate x that
+    /// path's base RTT). One BDP is what keeps the last hop busy with no
+    /// standing queue (EQDS's pull pacer keeps one BDP of pulls out).
+    pub rccc_target_bdp: f64,
+    /// RCCC: what a sender may send before its first credit, in BDPs of its
+    /// path (EQDS: a new flow sends its first BDP speculatively, so a lone
+    /// flow loses no round trip).
+    pub rccc_initial_bdp: f64,
 }
 
 impl Default for UecConfig {
@@ -68,6 +97,8 @@ impl Default for UecConfig {
             target_qdelay: SimTime::from_us(6),
             ooo_pkts: 64,
             window_pkts: 1024,
+            rccc_target_bdp: 1.0,
+            rccc_initial_bdp: 1.0,
         }
     }
 }

@@ -3,7 +3,8 @@
 //! so a flow sprays over many paths; the receiver acknowledges each packet
 //! selectively; a switch that would drop a packet trims it to its header,
 //! and the receiver NACKs it so the sender resends it at once; NSCC sets
-//! the window; a retransmission timer is the last resort.
+//! the window, RCCC's receiver credits pace new data into a busy receiver;
+//! a retransmission timer is the last resort.
 //!
 //! ```text
 //!  sender: lb (entropy) ─ sack (psns) ─ nscc (window)
@@ -14,16 +15,18 @@
 pub mod config;
 mod lb;
 mod nscc;
+pub(crate) mod rccc;
 pub(crate) mod sack;
 
 use super::{Qp, Receiver, RxQp};
 use crate::network::packet::{Packet, PacketKind};
 use crate::network::{NetEvent, Network, NO_NODE};
 use crate::telemetry::TelemetrySink;
-use config::{UecCc, UecConfig};
+use config::UecConfig;
 use lb::EntropyPicker;
 use netsim_engine::{Context, NodeRng, SimTime};
 use nscc::Nscc;
+use rccc::CreditWallet;
 use sack::{SackReceiver, SackSender, SackVerdict};
 
 /// The sender side of one UEC flow.
@@ -33,6 +36,10 @@ pub(crate) struct UecSender {
     lb: EntropyPicker,
     /// Set when the flow starts, if NSCC runs.
     nscc: Option<Nscc>,
+    /// Set when the flow starts, if RCCC runs: new packets need credit.
+    credit: Option<CreditWallet>,
+    /// RCCC: resends NACKs asked for and not yet sent.
+    nacked_pending: u32,
     mtu_bytes: u32,
     /// NACKs received: packets trimmed on the way.
     pub trimmed_pkts: u64,
@@ -49,21 +56,28 @@ impl UecSender {
             seq: SackSender::new(packets, config.window_pkts),
             lb: EntropyPicker::new(config.lb, config.entropies, xor),
             nscc: None,
+            credit: None,
+            nacked_pending: 0,
             mtu_bytes,
             trimmed_pkts: 0,
             sacks: 0,
         }
     }
 
-    /// The flow starts at `now` on a path of `base_rtt` at `line_rate_bps`.
+    /// The flow starts at `now` on a path of `base_rtt` at `line_rate_bps`;
+    /// with RCCC, it may send `initial_pkts` new packets before a credit.
     pub(crate) fn start(
         &mut self,
         config: &UecConfig,
         line_rate_bps: u64,
         base_rtt: SimTime,
+        initial_pkts: u32,
         now: SimTime,
     ) {
-        if config.cc == UecCc::Nscc {
+        if config.cc.rccc() {
+            self.credit = Some(CreditWallet::new(initial_pkts));
+        }
+        if config.cc.nscc() {
             self.nscc = Some(Nscc::new(
                 line_rate_bps,
                 base_rtt,
@@ -78,22 +92,51 @@ impl UecSender {
         f64::from(self.seq.outstanding()) * f64::from(self.mtu_bytes)
     }
 
-    /// The psn that may go next, or `None` (window full, nothing to send).
+    /// The psn that may go next, or `None` (window full, no credit for new
+    /// data, nothing to send).
     pub(crate) fn next_psn(&mut self) -> Option<u32> {
         if let Some(n) = &self.nscc {
             if self.seq.outstanding() > 0 && self.in_flight_bytes() >= n.cwnd_bytes {
                 return None;
             }
         }
-        self.seq.next_psn()
+        let psn = self.seq.next_psn()?;
+        match &self.credit {
+            Some(c) if c.pkts == 0 && self.needs_credit(psn) => None,
+            _ => Some(psn),
+        }
+    }
+
+    /// RCCC: whether sending `psn` next takes a credit: new data, and the
+    /// resends the receiver asked for (its NACKs owe them a credit); not a
+    /// resend of a loss it cannot know of.
+    fn needs_credit(&self, psn: u32) -> bool {
+        !self.seq.is_retransmission(psn) || self.nacked_pending > 0
     }
 
     /// The next packet leaves at `now`: its psn, whether it is a
     /// retransmission, and its entropy value (1-based; 0 means none).
     pub(crate) fn on_send(&mut self, now: SimTime, rng: &mut NodeRng) -> (u32, bool, u16) {
+        let next = self.seq.next_psn();
+        let credited = self.credit.is_some() && next.is_some_and(|p| self.needs_credit(p));
         let (psn, retransmission) = self.seq.on_send(now);
+        if credited {
+            if let Some(c) = &mut self.credit {
+                c.pkts = c.pkts.saturating_sub(1);
+            }
+            if retransmission {
+                self.nacked_pending -= 1;
+            }
+        }
         let entropy = self.lb.next(rng) + 1;
         (psn, retransmission, entropy)
+    }
+
+    /// A credit for `pkts` more new packets arrived (RCCC).
+    pub(crate) fn on_credit(&mut self, pkts: u32) {
+        if let Some(c) = &mut self.credit {
+            c.pkts += pkts;
+        }
     }
 
     /// Packets acknowledged in order.
@@ -153,6 +196,9 @@ impl UecSender {
                 self.trimmed_pkts += 1;
                 self.lb.on_nack(entropy);
                 if self.seq.on_nack(pkt.psn) {
+                    if self.credit.is_some() {
+                        self.nacked_pending += 1;
+                    }
                     let in_flight = self.in_flight_bytes();
                     if let Some(n) = &mut self.nscc {
                         n.on_nack(now, mtu, in_flight);
@@ -219,6 +265,9 @@ impl<S: TelemetrySink> Network<'_, S> {
             }
         }
         self.host_send_control(ctx, reply);
+        if self.fabric.config.uec.cc.rccc() {
+            self.rccc_arrival(ctx, &pkt, complete);
+        }
         if complete {
             // The destination has the whole message: its dependents may start.
             if let Some(info) = self.fabric.workload.flow_info.get(pkt.flow as usize) {
@@ -245,6 +294,9 @@ impl<S: TelemetrySink> Network<'_, S> {
             entropy: pkt.entropy,
         };
         self.host_send_control(ctx, reply);
+        if self.fabric.config.uec.cc.rccc() {
+            self.rccc_arrival(ctx, &pkt, false);
+        }
     }
 
     /// A SACK or NACK reached a UEC sender.

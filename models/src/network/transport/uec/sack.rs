@@ -98,6 +98,12 @@ impl SackSender {
         (self.next_new < self.packets && self.next_new < self.una + window).then_some(self.next_new)
     }
 
+    /// Whether `psn` was sent before (sending it again is a retransmission).
+    #[inline]
+    pub(crate) fn is_retransmission(&self, psn: u32) -> bool {
+        psn < self.next_new
+    }
+
     /// The packet `next_psn()` named leaves at `now`; whether it was a
     /// retransmission. Panics if nothing may be sent.
     pub(crate) fn on_send(&mut self, now: SimTime) -> (u32, bool) {

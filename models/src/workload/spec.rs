@@ -177,6 +177,9 @@ pub struct WorkloadSpec {
     pub fallback: Algorithm,
     /// Workers per DPU for algorithm `dpu` (0: the hosts have no DPUs).
     pub dpu_workers: u32,
+    /// Data-parallel replicas each simulated replica stands for (1: every
+    /// replica is simulated). See [`crate::workload::build`]'s folding.
+    pub fold_dp: u32,
 }
 
 /// Pipelining granularity of trees and chains when `chunks` is not given
@@ -201,6 +204,7 @@ impl WorkloadSpec {
             profile: SwitchProfile::tofino(),
             fallback: Algorithm::Ring,
             dpu_workers: 0,
+            fold_dp: 1,
         }
     }
 }

@@ -3,7 +3,9 @@
 
 Default: scaled copies of the example (its layers, fewer GPUs and
 micro-batches, written to a temporary directory) run whole and folded at
-flow level, interleaved; one JSON line per case with the iteration time
+flow level, interleaved, and the whole run again with another `--seed`
+(other ECMP hashes: the yardstick, since a folded run's flows have other
+ids and so other paths); one JSON line per case with the iteration time
 (the run's simulated end) and its error against the whole run, each
 collective's duration error (matched by name and group, p50 / p99 / max of
 |error|), flows, wall time and peak RSS.
@@ -58,9 +60,9 @@ def run(workload, gpus, fold, out, extra):
 
 
 def durations(out):
-    """Per collective, keyed by its phase name and lowest member (the
-    simulated replicas are the whole run's first ones, on the same hosts),
-    its duration."""
+    """Per collective, keyed by its phase name, lowest member (the simulated
+    replicas are the whole run's first ones, on the same hosts) and
+    occurrence, its duration."""
     c = pq.read_table(os.path.join(out, "collectives"),
                       columns=["collective_id", "name", "duration_ns"]).to_pydict()
     f = pq.read_table(os.path.join(out, "flows"), columns=["collective_id", "src"]).to_pydict()
@@ -68,10 +70,15 @@ def durations(out):
     for cid, src in zip(f["collective_id"], f["src"]):
         if cid is not None and src < low.get(cid, 1 << 32):
             low[cid] = src
-    return {
-        (name, low.get(cid)): dur
-        for cid, name, dur in zip(c["collective_id"], c["name"], c["duration_ns"])
-    }
+    # Several lines of a layer share a phase name: the k-th collective of a
+    # name on a group (in build order, the same in both runs) matches.
+    seen, out = {}, {}
+    for cid, name, dur in sorted(zip(c["collective_id"], c["name"], c["duration_ns"])):
+        key = (name, low.get(cid))
+        k = seen.get(key, 0)
+        seen[key] = k + 1
+        out[key + (k,)] = dur
+    return out
 
 
 def pct(xs, q):
@@ -87,12 +94,16 @@ def compare(args, text, tmp):
         whole_out = os.path.join(tmp, f"w{gpus}")
         whole = run(path, gpus, 1, whole_out, args.extra)
         wd = durations(whole_out)
-        for fold in args.folds:
+        # The yardstick: the whole run with other ECMP hashes (flow ids
+        # differ between a folded and a whole run, so their paths do too).
+        cases = [(1, ["--seed", "2"])] + [(fold, []) for fold in args.folds]
+        for fold, seed in cases:
             out = os.path.join(tmp, f"f{gpus}-{fold}")
             try:
-                folded = run(path, gpus, fold, out, args.extra)
+                folded = run(path, gpus, fold, out, args.extra + seed)
             except subprocess.CalledProcessError as e:
-                print(json.dumps({"gpus": gpus, "fold_dp": fold, "refused": e.stderr.strip()[-200:]}))
+                error = [l for l in e.stderr.splitlines() if l.startswith("netsim: error")]
+                print(json.dumps({"gpus": gpus, "fold_dp": fold, "refused": error}))
                 continue
             errors = [
                 abs(dur - wd[key]) / wd[key]
@@ -101,7 +112,7 @@ def compare(args, text, tmp):
             ]
             we, fe = whole["sim_end_ns"], folded["sim_end_ns"]
             print(json.dumps({
-                "gpus": gpus, "ga": args.ga, "fold_dp": fold,
+                "gpus": gpus, "ga": args.ga, "fold_dp": fold, "extra": seed,
                 "iteration_ns": {"whole": we, "folded": fe},
                 "iteration_error": (fe - we) / we,
                 "collective_abs_error": {"p50": pct(errors, 0.5), "p99": pct(errors, 0.99),

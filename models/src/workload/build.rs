@@ -311,7 +311,8 @@ fn too_large(b: &Builder) -> String {
     use netsim_engine::process::{human_bytes, memory_limit_bytes};
     format!(
         "the workload needs more than {} tasks (~{} at {} B each; this process may use {}): \
-         use fewer --iterations, --channels or --chunks, smaller groups or larger messages",
+         use fewer --iterations, --channels or --chunks, smaller groups or larger messages, \
+         or simulate fewer data-parallel replicas (--fold-dp)",
         b.max_tasks(),
         human_bytes(b.max_tasks().saturating_mul(super::BYTES_PER_TASK)),
         super::BYTES_PER_TASK,

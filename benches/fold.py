@@ -15,7 +15,7 @@ collective's duration error (matched by name and group, p50 / p99 / max of
 collectives and the iteration time.
 
     cargo build --release -p netsim
-    python3 benches/fold.py [--gpus 768 1536] [--ga 2] [--folds 2 4]
+    python3 benches/fold.py [--gpus 1536 3072] [--ga 2] [--folds 2 4]
     python3 benches/fold.py --full
 """
 
@@ -139,7 +139,7 @@ def full(args, tmp):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--gpus", type=int, nargs="+", default=[768, 1536])
+    ap.add_argument("--gpus", type=int, nargs="+", default=[1536, 3072])
     ap.add_argument("--ga", type=int, default=2)
     ap.add_argument("--folds", type=int, nargs="+", default=[2, 4])
     ap.add_argument("--full", action="store_true")

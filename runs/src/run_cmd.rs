@@ -612,6 +612,7 @@ impl RunArgs {
         // and the fidelity.
         summary["events_imbalance"] = imbalance(&events_per_shard).into();
         summary["fidelity"] = self.fidelity.name().into();
+        summary["fold_dp"] = self.workload.fold_dp.into();
         summary["network"] =
             crate::network_args::config_json(&self.network.cc_profile, &plan.fabric.config);
         summary["fast_forward"] = serde_json::json!({

@@ -81,6 +81,12 @@ pub struct WorkloadArgs {
     /// Repetitions of the workload (each waits for the previous at every host).
     #[arg(long, default_value_t = 1)]
     pub iterations: u32,
+    /// Simulate one data-parallel replica in N, each standing for N: expert
+    /// and TP groups stay whole, DP rings keep their full step count and
+    /// size; the other replicas' traffic is left out (README "Flow level").
+    #[arg(long, value_name = "N", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub fold_dp: u32,
     /// A job sharing the fabric, as a TOML inline table (repeatable):
     /// `{name = "train", workload = "w.txt", hosts = "consecutive", ranks = 32, start_us = 10}`.
     #[arg(long, value_name = "TABLE")]
@@ -113,6 +119,20 @@ impl WorkloadArgs {
                     "note: the workload has {ranks} ranks; it runs on hosts 0-{} of {hosts}",
                     ranks - 1
                 ));
+            }
+            if self.fold_dp > 1 {
+                let dp = spec.parallelism.map_or(ranks, |p| p.dp);
+                let folded = format!(
+                    "note: --fold-dp {}: {} of {dp} data-parallel replicas are simulated, each \
+                     standing for {}; the others' traffic is left out",
+                    self.fold_dp,
+                    dp / self.fold_dp,
+                    self.fold_dp
+                );
+                note = Some(match note {
+                    Some(n) => format!("{n}\n{folded}"),
+                    None => folded,
+                });
             }
             vec![Job {
                 name: Some(job_name(name)),
@@ -255,6 +275,7 @@ impl WorkloadArgs {
         spec.host_overhead = SimTime::from_ns(self.host_overhead_ns);
         spec.dpu_workers = self.dpu_workers.unwrap_or(0);
         spec.dpu = self.dpu.params()?;
+        spec.fold_dp = self.fold_dp;
         let mut profile = SwitchProfile::by_name(&self.switch_profile).with_context(|| {
             format!(
                 "--switch-profile: unknown `{}` (tofino, sharp)",

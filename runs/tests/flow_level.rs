@@ -118,3 +118,74 @@ fn what_flow_level_cannot_model_is_refused_in_one_line() {
         assert!(!out.join("run.json").exists());
     }
 }
+
+#[test]
+fn a_folded_workload_runs_a_fraction_of_the_flows_and_says_so() {
+    let dir = scratch("fold");
+    let mut flows = Vec::new();
+    for fold in ["1", "2"] {
+        let out = dir.join(format!("f{fold}"));
+        let o = netsim(&[
+            "--topo",
+            "spectrum-x",
+            "--gpus",
+            "32",
+            "--workload",
+            "allreduce",
+            "--group",
+            "dp",
+            "--tp",
+            "8",
+            "--size",
+            "4MiB",
+            "--fidelity",
+            "flow",
+            "--fold-dp",
+            fold,
+            "--quiet",
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{stderr}");
+        assert_eq!(
+            stderr.contains("--fold-dp 2: 2 of 4"),
+            fold == "2",
+            "{stderr}"
+        );
+        let run = run_json(&out);
+        assert_eq!(run["fold_dp"], fold.parse::<u32>().unwrap());
+        assert_eq!(run["collectives_finished"], run["collectives"]);
+        assert_eq!(run["flows_finished"], run["flows"]);
+        flows.push((
+            run["flows"].as_u64().unwrap(),
+            run["collectives"].as_u64().unwrap(),
+        ));
+    }
+    // 8 DP rings of 4 ranks x 6 steps, then 8 rings of 2 kept ranks x 6 steps.
+    assert_eq!(flows, [(8 * 4 * 6, 8), (8 * 2 * 6, 8)]);
+    // A fold that leaves a DP_EP group one member is a one-line error.
+    let out = dir.join("bad");
+    let moe = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/scenarios/workloads/moe-pp4-ep2-tp8-128.txt"
+    );
+    let o = netsim(&[
+        "--topo",
+        "spectrum-x",
+        "--gpus",
+        "128",
+        "--workload",
+        moe,
+        "--fidelity",
+        "flow",
+        "--fold-dp",
+        "2",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("would keep 1 of its members"), "{stderr}");
+}

@@ -60,8 +60,35 @@ pub fn ring(
     pieces: Pieces,
     entry: &HostTasks,
 ) {
+    folded_ring(
+        b,
+        coll,
+        group,
+        group.len(),
+        size_bytes,
+        steps,
+        pieces,
+        entry,
+    );
+}
+
+/// [`ring`] over the simulated members `group` of a ring of `ranks`
+/// members (a folded data-parallel group: each member stands for
+/// `ranks / group.len()`): every step sends `size/ranks`, as the whole ring
+/// would, between the members `group` lists next to each other.
+#[allow(clippy::too_many_arguments)]
+pub fn folded_ring(
+    b: &mut Builder,
+    coll: u32,
+    group: &[NodeIndex],
+    ranks: usize,
+    size_bytes: u64,
+    steps: u32,
+    pieces: Pieces,
+    entry: &HostTasks,
+) {
     let n = group.len();
-    let per_step = size_bytes.div_ceil(n as u64);
+    let per_step = size_bytes.div_ceil(ranks as u64);
     let flows_per_step = u64::from(pieces.channels) * u64::from(pieces.chunks);
     // prev[i * flows_per_step + p]: the flow of piece p that rank i sent in
     // the previous step (it arrives at rank i + 1).

@@ -101,6 +101,7 @@ fn build_job<'a>(cx: &mut Cx<'a>, job: &'a Job) -> Result<(), BuildError> {
         Some(p) => p,
         None => Parallelism::data_parallel(ranks),
     };
+    let parallelism = fold(parallelism, spec.fold_dp)?;
     if parallelism.ranks() > ranks {
         return Err(BuildError::Invalid(format!(
             "the parallel layout needs {} ranks (tp {} x pp {} x dp {}) but {ranks} hosts are given",
@@ -188,8 +189,20 @@ fn build_job<'a>(cx: &mut Cx<'a>, job: &'a Job) -> Result<(), BuildError> {
                     if op.size_bytes == 0 && op.op != CollectiveOp::Barrier {
                         return Err(err("size must be positive".into()));
                     }
+                    let fold = match op.group {
+                        GroupSpec::Dp | GroupSpec::DpEp | GroupSpec::All => spec.fold_dp,
+                        GroupSpec::Tp | GroupSpec::Pp | GroupSpec::Ep => 1,
+                        GroupSpec::Ranks(_) if spec.fold_dp == 1 => 1,
+                        GroupSpec::Ranks(_) => {
+                            return Err(err("an explicit rank list cannot be folded".into()))
+                        }
+                    };
                     for g in parallelism.groups_in(&op.group, phase.stage) {
                         let g = place(g).map_err(err)?;
+                        let logical = g.len() * fold as usize;
+                        if fold > 1 {
+                            cx.check_folded(op, &g, logical).map_err(err)?;
+                        }
                         if g.len() < 2 {
                             // A group of one has nothing to communicate:
                             // its member goes on from its entry.
@@ -198,7 +211,7 @@ fn build_job<'a>(cx: &mut Cx<'a>, job: &'a Job) -> Result<(), BuildError> {
                             }
                             continue;
                         }
-                        exit.extend(cx.collective(&name, op, &g, &entry));
+                        exit.extend(cx.collective(&name, op, &g, logical, &entry));
                         if cx.b.over() {
                             return Err(err(too_large(&cx.b)));
                         }
@@ -228,7 +241,7 @@ fn build_job<'a>(cx: &mut Cx<'a>, job: &'a Job) -> Result<(), BuildError> {
                             let pair =
                                 vec![parallelism.rank(t, d, *from), parallelism.rank(t, d, *to)];
                             let pair = place(pair).map_err(err)?;
-                            exit.extend(cx.collective(&name, &op, &pair, &entry));
+                            exit.extend(cx.collective(&name, &op, &pair, 2, &entry));
                         }
                     }
                 }
@@ -268,12 +281,38 @@ fn build_job<'a>(cx: &mut Cx<'a>, job: &'a Job) -> Result<(), BuildError> {
     Ok(())
 }
 
+/// The layout actually simulated when each simulated data-parallel replica
+/// stands for `fold` of them: the first `dp / fold` replicas. Expert groups
+/// stay whole (`dp / fold` is a multiple of `ep`); DP and DP_EP rings keep
+/// their full step count and step size over the replicas simulated (see
+/// [`algo::folded_ring`]). What this leaves out is the traffic of the other
+/// replicas: where it would have shared a link with the simulated ones
+/// (ECMP collisions above the leaves, a DP ring's hops between segments),
+/// the folded run is optimistic. README "Flow level" gives the measured
+/// difference.
+fn fold(p: Parallelism, fold: u32) -> Result<Parallelism, BuildError> {
+    if fold == 1 {
+        return Ok(p);
+    }
+    if fold == 0 || !p.dp.is_multiple_of(fold) || !(p.dp / fold).is_multiple_of(p.ep) {
+        return Err(BuildError::Invalid(format!(
+            "--fold-dp {fold}: the fold must divide the data-parallel size {} into a multiple of ep {}",
+            p.dp, p.ep
+        )));
+    }
+    Ok(Parallelism {
+        dp: p.dp / fold,
+        ..p
+    })
+}
+
 /// The error of a workload with more tasks than fit, and what they would cost.
 fn too_large(b: &Builder) -> String {
     use netsim_engine::process::{human_bytes, memory_limit_bytes};
     format!(
         "the workload needs more than {} tasks (~{} at {} B each; this process may use {}): \
-         use fewer --iterations, --channels or --chunks, smaller groups or larger messages",
+         use fewer --iterations, --channels or --chunks, smaller groups or larger messages, \
+         or simulate fewer data-parallel replicas (--fold-dp)",
         b.max_tasks(),
         human_bytes(b.max_tasks().saturating_mul(super::BYTES_PER_TASK)),
         super::BYTES_PER_TASK,
@@ -307,19 +346,52 @@ impl Cx<'_> {
         }
     }
 
-    /// Adds one collective on `group` and returns each member's exit.
+    /// Why the simulated members `group` of a group of `logical` members
+    /// cannot stand for it: only flat rings fold (their steps do not depend
+    /// on which members are simulated), and a ring needs two members.
+    fn check_folded(&self, op: &OpSpec, group: &[NodeIndex], logical: usize) -> Result<(), String> {
+        let folds = op.algorithm == Algorithm::Ring
+            && matches!(
+                op.op,
+                CollectiveOp::AllReduce | CollectiveOp::AllGather | CollectiveOp::ReduceScatter
+            );
+        if !folds {
+            return Err(format!(
+                "--fold-dp: a folded group runs ring all-reduce, all-gather or reduce-scatter only, not {} with {}",
+                op.op.name(),
+                op.algorithm.name()
+            ));
+        }
+        if group.len() < 2 && logical > 1 {
+            return Err(format!(
+                "--fold-dp: a group of {logical} would keep {} of its members; use a smaller fold",
+                group.len()
+            ));
+        }
+        if self.nvswitch && servers(self.topo, group).is_some() {
+            return Err(
+                "--fold-dp: a group with several GPUs per server reduces over NVSwitch, which does not fold"
+                    .into(),
+            );
+        }
+        Ok(())
+    }
+
+    /// Adds one collective on `group` (the simulated members of a group of
+    /// `logical` members) and returns each member's exit.
     fn collective(
         &mut self,
         name: &str,
         op: &OpSpec,
         group: &[NodeIndex],
+        logical: usize,
         entry: &HostTasks,
     ) -> HostTasks {
         let coll = self.b.collective(Collective {
             name: name.into(),
             op: op.op,
             algorithm: op.algorithm.name().into(),
-            group_size: group.len() as u32,
+            group_size: logical as u32,
             size_bytes: op.size_bytes,
             offloaded: false,
             fallback_reason: None,
@@ -374,13 +446,14 @@ impl Cx<'_> {
                         nvswitch_all_reduce(b, coll, &servers, size, pieces, entry);
                     }
                     None => {
-                        let steps = 2 * (group.len() as u32 - 1);
-                        algo::ring(b, coll, group, size, steps, pieces, entry);
+                        let steps = 2 * (logical as u32 - 1);
+                        algo::folded_ring(b, coll, group, logical, size, steps, pieces, entry);
                     }
                 }
             }
             (CollectiveOp::AllGather | CollectiveOp::ReduceScatter, Algorithm::Ring) => {
-                algo::ring(b, coll, group, size, group.len() as u32 - 1, flat, entry);
+                let steps = logical as u32 - 1;
+                algo::folded_ring(b, coll, group, logical, size, steps, flat, entry);
             }
             (CollectiveOp::AllReduce, Algorithm::Tree) => {
                 algo::double_binary_tree(b, coll, group, size, tree_halves, entry);

@@ -180,6 +180,9 @@ pub struct WorkloadSpec {
     /// The DPUs' figures for algorithm `dpu` (per-operation costs, cores,
     /// staging fragment).
     pub dpu: crate::dpu::DpuParams,
+    /// Data-parallel replicas each simulated replica stands for (1: every
+    /// replica is simulated). See [`crate::workload::build`]'s folding.
+    pub fold_dp: u32,
 }
 
 /// Pipelining granularity of trees and chains when `chunks` is not given
@@ -205,6 +208,7 @@ impl WorkloadSpec {
             fallback: Algorithm::Ring,
             dpu_workers: 0,
             dpu: crate::dpu::DpuParams::default(),
+            fold_dp: 1,
         }
     }
 }

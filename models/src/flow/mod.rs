@@ -12,14 +12,16 @@
 //! A flow's bytes (with headers) drain at its max-min fair share of every
 //! channel (link direction) it crosses; shares are recomputed after each
 //! instant at which flows start or drain, only in the components those flows
-//! touch. Alone on its path a flow drains at the bottleneck rate, then pays
+//! touch. With `--cc none` nothing slows a sender, and [`fifo`] shares the
+//! channels as FIFO queues instead (fluid backlogs served in arrival order).
+//! Alone on its path a flow drains at the bottleneck rate, then pays
 //! exactly the latencies and store-and-forward delays of [`PathTiming`], so it
 //! completes at packet mode's `ideal_fct_ns`. Workload tasks start when their
 //! host sees their dependencies complete, as in packet mode: a flow is
 //! complete at its destination when delivered and at its source when acked.
 //!
-//! Not modelled: queues, ECN, PFC and congestion control (the `queues` and
-//! `pfc` tables stay empty), per-packet spraying and in-network aggregation
+//! Not modelled: packet queues, ECN, PFC and congestion control (the
+//! `queues` and `pfc` tables stay empty), per-packet spraying and in-network aggregation
 //! (refused by [`check`]). The run is sequential, so it is identical for any
 //! number of threads.
 

@@ -237,6 +237,30 @@ fn ring_all_reduce_agrees_with_packet_level() {
 }
 
 #[test]
+fn tree_all_reduce_pipeline_agrees_with_packet_level() {
+    // A double binary tree's 512 KiB chunks pipeline through the switches'
+    // queues: packet level lets the first chunks through ahead of the
+    // rest, which FIFO sharing reproduces. Max-min sharing kept them abreast
+    // and was 14% to 21% late over five ECMP seeds (20% with this one's);
+    // FIFO sharing is -5% to +13% (+12.5% here): what is left is the NIC's
+    // round robin, which at packet level finishes chunks started together
+    // a few packets apart, so their successors start staggered.
+    let fabric = workload(
+        &fat_tree(4),
+        &all_reduce(Algorithm::Tree, 16, 4 << 20),
+        config(),
+    );
+    let fluid_ns = collective_ns(&fabric, &fluid(&fabric));
+    let packet_ns = collective_ns(&fabric, &packets(&fabric));
+    let error = (fluid_ns - packet_ns).abs() / packet_ns;
+    assert!(
+        error < 0.15,
+        "flow level {fluid_ns} ns, packet level {packet_ns} ns: {:.1}% apart",
+        error * 100.0
+    );
+}
+
+#[test]
 fn permutation_on_a_fat_tree_takes_packet_levels_paths_and_agrees_on_average() {
     let config = NetConfig {
         mtu_bytes: 9000,
@@ -253,8 +277,26 @@ fn permutation_on_a_fat_tree_takes_packet_levels_paths_and_agrees_on_average() {
         |f: &[FlowRecord]| f.iter().map(|r| r.fct_ns.unwrap() as f64).sum::<f64>() / f.len() as f64;
     let (a, b) = (mean(&fluid), mean(&packet));
     assert!(
-        (a - b).abs() / b < 0.10,
+        (a - b).abs() / b < 0.05,
         "mean FCT: flow level {a:.0} ns, packet level {b:.0} ns"
+    );
+    // The distribution too: without congestion control the switches' FIFO
+    // queues, not max-min fairness, decide which flows finish first.
+    let quantile = |f: &[FlowRecord], q: f64| {
+        let mut fct: Vec<u64> = f.iter().map(|r| r.fct_ns.unwrap()).collect();
+        fct.sort_unstable();
+        fct[((fct.len() - 1) as f64 * q) as usize] as f64
+    };
+    // The shortest FCTs are the flows that met no one: fluid flows there
+    // skip the packet-level jitter of sharing a NIC and a queue, hence the
+    // wider bound at the 10th percentile.
+    let quantiles = [(0.1, 0.10), (0.5, 0.05), (0.9, 0.05), (0.99, 0.05)]
+        .map(|(q, bound)| (q, bound, quantile(&fluid, q), quantile(&packet, q)));
+    assert!(
+        quantiles
+            .iter()
+            .all(|&(_, bound, a, b)| (a - b).abs() / b < bound),
+        "FCT quantiles (q, bound, flow level ns, packet level ns): {quantiles:?}"
     );
     // The same paths: every link direction carries the same data in both
     // (packet level adds the ACKs of flows the other way, under 2% here).

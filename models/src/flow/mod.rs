@@ -12,18 +12,21 @@
 //! A flow's bytes (with headers) drain at its max-min fair share of every
 //! channel (link direction) it crosses; shares are recomputed after each
 //! instant at which flows start or drain, only in the components those flows
-//! touch. Alone on its path a flow drains at the bottleneck rate, then pays
+//! touch. With `--cc none` nothing slows a sender, and [`fifo`] shares the
+//! channels as FIFO queues instead (fluid backlogs served in arrival order).
+//! Alone on its path a flow drains at the bottleneck rate, then pays
 //! exactly the latencies and store-and-forward delays of [`PathTiming`], so it
 //! completes at packet mode's `ideal_fct_ns`. Workload tasks start when their
 //! host sees their dependencies complete, as in packet mode: a flow is
 //! complete at its destination when delivered and at its source when acked.
 //!
-//! Not modelled: queues, ECN, PFC and congestion control (the `queues` and
-//! `pfc` tables stay empty), per-packet spraying and in-network aggregation
+//! Not modelled: packet queues, ECN, PFC and congestion control (the
+//! `queues` and `pfc` tables stay empty), per-packet spraying and in-network aggregation
 //! (refused by [`check`]). The run is sequential, so it is identical for any
 //! number of threads.
 
 mod fair_share;
+mod fifo;
 mod meter;
 mod paths;
 
@@ -34,6 +37,7 @@ use crate::network::{
 use crate::telemetry::{FlowRecord, TelemetrySink};
 use crate::workload::progress::{DagProgress, Start};
 use fair_share::{FairShare, RateChange};
+use fifo::Fifo;
 use meter::LinkMeter;
 use netsim_engine::{Progress, SimTime};
 use paths::{route, Channels};
@@ -88,6 +92,8 @@ enum Event {
     TaskDone {
         task: u32,
     },
+    /// Something is due in the FIFO sharing model.
+    Wake,
 }
 
 /// One flow's progress.
@@ -112,6 +118,10 @@ struct Fluid<'f, S> {
     fabric: &'f Fabric,
     channels: Channels,
     share: FairShare,
+    /// FIFO sharing instead of max-min (senders nothing slows: `--cc none`).
+    fifo: Option<Fifo>,
+    /// The earliest `Wake` pending (`SimTime::MAX`: none).
+    wake_at: SimTime,
     meter: LinkMeter,
     flows: Vec<FlowState>,
     queue: BinaryHeap<Reverse<(SimTime, u64, Event)>>,
@@ -128,6 +138,7 @@ struct Fluid<'f, S> {
     hops: Vec<(u64, u64)>,
     changed: Vec<RateChange>,
     ready: Vec<u32>,
+    drained: Vec<u32>,
 }
 
 /// Runs `fabric` at flow level until every flow has finished or `end` is
@@ -147,13 +158,20 @@ pub fn simulate<S: TelemetrySink>(
                 .iter()
                 .map(|p| topo.link(p.link).bandwidth_bps)
         })
-        .collect();
+        .collect::<Vec<u64>>();
     let workload = &fabric.workload;
     let flow_count = workload.flows.len();
+    // Without congestion control nothing slows a sender: it injects at its
+    // NIC's share and the switches' FIFO queues share the links.
+    let fifo = (fabric.config.cc == crate::network::config::CcKind::None)
+        .then(|| Fifo::new(capacity_bps.clone(), flow_count));
+    let max_min_flows = if fifo.is_some() { 0 } else { flow_count };
     let period = fabric.config.sample_period;
     let mut fluid = Fluid {
         fabric,
-        share: FairShare::new(capacity_bps, flow_count),
+        share: FairShare::new(capacity_bps, max_min_flows),
+        fifo,
+        wake_at: SimTime::MAX,
         meter: LinkMeter::new(channels.count()),
         channels,
         flows: vec![
@@ -185,6 +203,7 @@ pub fn simulate<S: TelemetrySink>(
         hops: Vec::new(),
         changed: Vec::new(),
         ready: Vec::new(),
+        drained: Vec::new(),
     };
     if workload.has_tasks() {
         for task in 0..workload.tasks.len() as u32 {
@@ -247,13 +266,9 @@ impl<S: TelemetrySink> Fluid<'_, S> {
                 let path = self.share.path(flow);
                 self.meter.change(path, old_bps, 0, self.now);
                 self.meter.credit(path, residue);
-                let f = &self.flows[flow as usize];
-                let delivered = self.now.saturating_add(f.forward_tail);
-                let acked = delivered.saturating_add(f.ack_return);
-                self.stats.sent_payload_bytes += workload.flows[flow as usize].size_bytes;
-                self.push(delivered, Event::Delivered { flow });
-                self.push(acked, Event::Acked { flow });
+                self.drained(flow);
             }
+            Event::Wake => self.wake_at = SimTime::MAX,
             Event::Delivered { flow } => {
                 let spec = workload.flows[flow as usize];
                 self.stats.delivered_payload_bytes += spec.size_bytes;
@@ -282,13 +297,13 @@ impl<S: TelemetrySink> Fluid<'_, S> {
     fn start_flow(&mut self, flow: u32) {
         let fabric = self.fabric;
         let spec = fabric.workload.flows[flow as usize];
-        let share = &self.share;
+        let (share, fifo) = (&self.share, &self.fifo);
         route(
             fabric,
             &self.channels,
             flow,
             &spec,
-            |c| share.load(c),
+            |c| fifo.as_ref().map_or_else(|| share.load(c), |q| q.load(c)),
             &mut self.path,
             &mut self.hops,
         );
@@ -301,7 +316,10 @@ impl<S: TelemetrySink> Fluid<'_, S> {
         f.forward_tail = timing.forward_tail;
         f.ack_return = timing.ack_return;
         f.ideal_fct = ideal_fct(fabric, &spec, first_port).0;
-        self.share.add(flow, &self.path);
+        match &mut self.fifo {
+            Some(q) => q.add(flow, &self.path, f.left, self.now),
+            None => self.share.add(flow, &self.path),
+        }
         if let Some(info) = fabric.workload.flow_info.get(flow as usize) {
             self.dag.span_started(info.collective, self.now);
         }
@@ -310,6 +328,21 @@ impl<S: TelemetrySink> Fluid<'_, S> {
     /// New shares after the instant's starts and departures: every flow
     /// whose rate changed drains what it had at the old rate and reschedules.
     fn resolve(&mut self) {
+        if let Some(q) = &mut self.fifo {
+            let mut drained = std::mem::take(&mut self.drained);
+            q.step(self.now, &mut self.meter, &mut drained);
+            let next = q.next_event();
+            for &flow in &drained {
+                self.drained(flow);
+            }
+            drained.clear();
+            self.drained = drained;
+            if let Some(at) = next.filter(|&at| at < self.wake_at) {
+                self.wake_at = at;
+                self.push(at, Event::Wake);
+            }
+            return;
+        }
         let mut changed = std::mem::take(&mut self.changed);
         self.share.resolve(&mut changed);
         for &RateChange { flow, old_bps } in &changed {
@@ -329,6 +362,17 @@ impl<S: TelemetrySink> Fluid<'_, S> {
         }
         changed.clear();
         self.changed = changed;
+    }
+
+    /// Flow `flow`'s last byte left its last link now: it is delivered
+    /// after its forward tail, acknowledged after the ACK's way back.
+    fn drained(&mut self, flow: u32) {
+        let f = &self.flows[flow as usize];
+        let delivered = self.now.saturating_add(f.forward_tail);
+        let acked = delivered.saturating_add(f.ack_return);
+        self.stats.sent_payload_bytes += self.fabric.workload.flows[flow as usize].size_bytes;
+        self.push(delivered, Event::Delivered { flow });
+        self.push(acked, Event::Acked { flow });
     }
 
     /// Task `task` starts now on its host.

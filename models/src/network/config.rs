@@ -33,7 +33,8 @@ pub struct HpccConfig {
     /// Additive-increase stages before a multiplicative adjustment.
     pub max_stage: u32,
     pub additive_increase_bps: u64,
-    /// The base RTT `T` of the utilisation estimate (queue / (B T) + rate / B).
+    /// The base RTT `T` of the utilisation estimate (queue / (B T) + rate / B)
+    /// under [`HpccUtilisation::WindowRate`].
     pub base_rtt: SimTime,
     /// How switches measure a link's utilisation for the INT stamp.
     pub utilisation: HpccUtilisation,
@@ -54,8 +55,10 @@ pub enum HpccUtilisation {
     /// over `B T` (netsim's first model).
     WindowRate,
     /// INT deltas, as SimAI's sender computes them from two consecutive
-    /// records: the bytes sent since the port's previous stamp over the time
-    /// between them, plus `min(queue, previous queue) / (B T)`.
+    /// records of the same flow: the bytes the port sent between the flow's
+    /// previous packet and this one over the time between them, plus
+    /// `min(queue, previous queue) / (B T)` with `T` the flow's own base
+    /// RTT (`base_rtt` is not used).
     IntDelta,
 }
 

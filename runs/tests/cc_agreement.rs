@@ -413,3 +413,44 @@ fn figures_take_the_median_over_seeds_of_each_statistic() {
     );
     assert_eq!((m.queue_max_bytes, m.queue_mean_bytes), (20.0, 2.0));
 }
+
+/// Under the `connectx` profile a queue pair cut to DCQCN's 1 Mb/s floor
+/// sends a 1,062-byte packet every 8.5 ms, longer than the retransmission
+/// timeout: with nothing in flight the timer must not count that as a stall
+/// (it did, and three of the four flows gave up).
+#[test]
+fn paced_queue_pairs_at_the_rate_floor_do_not_time_out() {
+    let out = std::env::temp_dir().join(format!("netsim-cc-floor-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let o = Command::new(env!("CARGO_BIN_EXE_netsim"))
+        .args([
+            "--topo",
+            "star",
+            "--hosts",
+            "5",
+            "--traffic",
+            "incast",
+            "--incast-degree",
+            "4",
+            "--flow-size",
+            "1000000",
+            "--cc",
+            "dcqcn",
+            "--cc-profile",
+            "connectx",
+            "--mtu",
+            "1000",
+            "--quiet",
+        ])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let run: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("run.json")).unwrap()).unwrap();
+    let _ = std::fs::remove_dir_all(&out);
+    assert_eq!(run["flows_finished"], 4);
+    // The slowest flow waited at the floor: far past the 0.32 ms drain.
+    assert!(run["sim_end_ns"].as_u64().unwrap() > 5_000_000, "{run}");
+}

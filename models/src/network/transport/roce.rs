@@ -258,6 +258,23 @@ impl<S: TelemetrySink> Network<'_, S> {
     pub(crate) fn retransmit_timer(&mut self, ctx: &mut Context<'_, NetEvent>, i: usize) {
         let (rto, retry_limit) = (self.fabric.config.rto, self.fabric.config.retry_limit);
         let s = &mut self.senders[i];
+        if matches!(s.qp, Qp::Roce(_)) && s.qp.in_flight() == 0 {
+            // Nothing outstanding: the queue pair waits on its pacing (at
+            // DCQCN's rate floor a packet can be milliseconds apart), not on
+            // the network. A NIC's transport timer runs only for packets in
+            // flight; this one just re-arms.
+            s.stalled_timeouts = 0;
+            s.timeout_una = s.qp.acked();
+            let flow = s.flow;
+            ctx.schedule_self(
+                rto,
+                NetEvent::Timer {
+                    flow,
+                    timer: FlowTimer::Retransmit,
+                },
+            );
+            return;
+        }
         if s.qp.acked() == s.timeout_una {
             s.stalled_timeouts += 1;
         } else {

@@ -46,6 +46,10 @@ pub struct HpccConfig {
     /// `FAST_REACT`: every ACK adjusts the rate from the reference; off,
     /// only the once-per-RTT update does.
     pub fast_react: bool,
+    /// A rate change moves the next paced packet by the difference between
+    /// a full packet's sending time at the new rate and at the old (SimAI's
+    /// `ChangeRate`); off, the new rate applies from the next packet on.
+    pub retime_on_rate_change: bool,
 }
 
 /// How an HPCC switch turns its egress port's state into a utilisation.
@@ -277,6 +281,7 @@ impl Default for NetConfig {
                 utilisation: HpccUtilisation::WindowRate,
                 ewma: false,
                 fast_react: true,
+                retime_on_rate_change: false,
             },
             dctcp_g: 1.0 / 16.0,
             pfc: true,

@@ -177,6 +177,9 @@ pub struct NetworkArgs {
     /// HPCC: every ACK adjusts the rate (FAST_REACT) [all: on].
     #[arg(long, value_parser = ["on", "off"])]
     pub hpcc_fast_react: Option<String>,
+    /// HPCC: a rate change re-times the next paced packet (SimAI's ChangeRate) [netsim off; simai on].
+    #[arg(long, value_parser = ["on", "off"])]
+    pub hpcc_retime: Option<String>,
     /// Lossy mode: a queue may hold this fraction of the free buffer (dynamic threshold).
     #[arg(long)]
     pub dt_alpha: Option<f64>,
@@ -562,6 +565,9 @@ impl NetworkArgs {
         if let Some(v) = &self.hpcc_fast_react {
             h.fast_react = on_off("hpcc-fast-react", v)?;
         }
+        if let Some(v) = &self.hpcc_retime {
+            h.retime_on_rate_change = on_off("hpcc-retime", v)?;
+        }
         Ok(())
     }
 }
@@ -679,6 +685,7 @@ pub fn config_json(profile: &str, c: &NetConfig) -> serde_json::Value {
             "utilisation": format!("{:?}", h.utilisation),
             "ewma": h.ewma,
             "fast_react": h.fast_react,
+            "retime_on_rate_change": h.retime_on_rate_change,
         },
         "dctcp_g": c.dctcp_g,
         "rto_ns": ns(c.rto),

@@ -33,7 +33,8 @@ pub struct HpccConfig {
     /// Additive-increase stages before a multiplicative adjustment.
     pub max_stage: u32,
     pub additive_increase_bps: u64,
-    /// The base RTT `T` of the utilisation estimate (queue / (B T) + rate / B).
+    /// The base RTT `T` of the utilisation estimate (queue / (B T) + rate / B)
+    /// under [`HpccUtilisation::WindowRate`].
     pub base_rtt: SimTime,
     /// How switches measure a link's utilisation for the INT stamp.
     pub utilisation: HpccUtilisation,
@@ -45,6 +46,10 @@ pub struct HpccConfig {
     /// `FAST_REACT`: every ACK adjusts the rate from the reference; off,
     /// only the once-per-RTT update does.
     pub fast_react: bool,
+    /// A rate change moves the next paced packet by the difference between
+    /// a full packet's sending time at the new rate and at the old (SimAI's
+    /// `ChangeRate`); off, the new rate applies from the next packet on.
+    pub retime_on_rate_change: bool,
 }
 
 /// How an HPCC switch turns its egress port's state into a utilisation.
@@ -54,8 +59,10 @@ pub enum HpccUtilisation {
     /// over `B T` (netsim's first model).
     WindowRate,
     /// INT deltas, as SimAI's sender computes them from two consecutive
-    /// records: the bytes sent since the port's previous stamp over the time
-    /// between them, plus `min(queue, previous queue) / (B T)`.
+    /// records of the same flow: the bytes the port sent between the flow's
+    /// previous packet and this one over the time between them, plus
+    /// `min(queue, previous queue) / (B T)` with `T` the flow's own base
+    /// RTT (`base_rtt` is not used).
     IntDelta,
 }
 
@@ -274,6 +281,7 @@ impl Default for NetConfig {
                 utilisation: HpccUtilisation::WindowRate,
                 ewma: false,
                 fast_react: true,
+                retime_on_rate_change: false,
             },
             dctcp_g: 1.0 / 16.0,
             pfc: true,

@@ -6,6 +6,7 @@
 //! after serialisation plus link latency. What to send next is the owner's
 //! choice: the switch's queues (`switch.rs`) or the NIC's flows (`nic.rs`).
 
+use super::cc::{flow_base_rtt, IntRecords};
 use super::config::{CcKind, EcnProfile, HpccUtilisation};
 use super::nic::HostQueue;
 use super::packet::{self, Packet, PacketKind, PRIORITIES, PRIO_DATA};
@@ -32,13 +33,12 @@ pub(crate) struct Port {
     /// A `TxDone` is scheduled for `busy_until`.
     pub tx_pending: bool,
     /// HPCC: bytes sent since `rate_window_start`, and the rate measured
-    /// over the last full window of one base RTT. Under INT deltas the
-    /// window is the time since the previous data packet's stamp, and
-    /// `int_queue_bytes` the queue that stamp saw.
+    /// over the last full window of one base RTT.
     pub rate_window_start: SimTime,
     pub rate_window_bytes: u64,
     pub measured_rate_bps: f64,
-    pub int_queue_bytes: u64,
+    /// HPCC under INT deltas: the last INT record of each flow crossing.
+    pub int_records: IntRecords,
     /// The data class is paused by the peer's PFC.
     pub paused: bool,
     pub paused_since: SimTime,
@@ -92,7 +92,7 @@ impl Port {
             rate_window_start: SimTime::ZERO,
             rate_window_bytes: 0,
             measured_rate_bps: 0.0,
-            int_queue_bytes: 0,
+            int_records: IntRecords::default(),
             paused: false,
             paused_since: SimTime::ZERO,
             tx_bytes: [0; PRIORITIES],
@@ -108,25 +108,6 @@ impl Port {
             error_rng: 0,
             error_dropped_pkts: 0,
         }
-    }
-
-    /// HPCC's utilisation of port `p` from two consecutive INT records, as
-    /// SimAI's sender computes it (`UpdateRateHp`): the bytes sent between
-    /// the previous data packet's stamp and now over the time between them,
-    /// over the line rate, plus `min(queue, previous queue) / (B T)`. The
-    /// records are the port's previous data packet's, not the same flow's:
-    /// a packet carries one utilisation, not a per-hop INT stack.
-    fn int_delta_utilisation(p: &Port, now: SimTime, base_rtt: SimTime) -> u16 {
-        let rate = p.rate_bps as f64;
-        let elapsed_ps = (now - p.rate_window_start).as_ps() as f64;
-        let tx = if elapsed_ps > 0.0 {
-            p.rate_window_bytes as f64 * 8e12 / elapsed_ps / rate
-        } else {
-            0.0
-        };
-        let queue_bytes = p.queued_bytes[PRIO_DATA].min(p.int_queue_bytes);
-        let u = tx + (queue_bytes * 8) as f64 * 1e12 / (rate * base_rtt.as_ps() as f64);
-        (u * packet::UTIL_ONE).min(f64::from(u16::MAX)) as u16
     }
 
     /// Serialisation time of `bytes` at `rate_bps`.
@@ -173,15 +154,21 @@ impl<S: TelemetrySink> Network<'_, S> {
         debug_assert!(ctx.now() >= p.busy_until && !p.tx_pending);
         if stamp && config.hpcc.utilisation == HpccUtilisation::IntDelta {
             if pkt.kind == PacketKind::Data {
-                let util = Port::int_delta_utilisation(p, ctx.now(), config.hpcc.base_rtt);
-                pkt.util = pkt.util.max(util);
-                // A record holds the bytes sent before its packet: the next
-                // delta starts with this packet's.
-                p.rate_window_start = ctx.now();
-                p.rate_window_bytes = u64::from(pkt.wire_bytes);
-                p.int_queue_bytes = p.queued_bytes[PRIO_DATA];
-            } else {
-                p.rate_window_bytes += u64::from(pkt.wire_bytes);
+                let fabric = self.fabric;
+                let (src, dst) = (pkt.src, pkt.dst);
+                let u = p.int_records.stamp(
+                    pkt.flow,
+                    ctx.now(),
+                    p.tx_bytes.iter().sum(),
+                    p.queued_bytes.iter().sum(),
+                    p.rate_bps,
+                    pkt.last,
+                    || flow_base_rtt(fabric, src, dst),
+                );
+                if let Some(u) = u {
+                    let util = (u * packet::UTIL_ONE).min(f64::from(u16::MAX)) as u16;
+                    pkt.util = pkt.util.max(util);
+                }
             }
         } else if stamp {
             let now = ctx.now();

@@ -13,7 +13,7 @@
 //!   1`, the KMIN/KMAX/PMAX maps, `BUFFER_SIZE 32` MiB) and the ns-3 code it
 //!   runs: `rdma-hw.cc` (`RateOnFirstCnp` 1.0, a CNP flag on the ACK of every
 //!   marked packet, HPCC's EWMA over the base RTT, the reference rate updated
-//!   once per RTT), `switch-node.cc` (ECN marked at dequeue, ACKs in the data
+//!   once per RTT, a rate change re-timing the next paced packet), `switch-node.cc` (ECN marked at dequeue, ACKs in the data
 //!   class), the MMU (4 KB reserve per ingress queue, 3 KB resume offset,
 //!   headroom 3 x rate x latency per port, PFC threshold free >> 3) and the
 //!   header sizes of its packets (40 B per data packet, 82 B with HPCC's INT
@@ -105,6 +105,7 @@ fn simai(base: NetConfig) -> NetConfig {
             utilisation: HpccUtilisation::IntDelta,
             ewma: true,
             fast_react: true,
+            retime_on_rate_change: true,
             ..base.hpcc
         },
         buffer_bytes: 32 << 20,

@@ -1,12 +1,15 @@
 //! Congestion control at the sending NIC: DCQCN's reaction point
-//! (`dcqcn.rs`), HPCC (`hpcc.rs`), DCTCP, and the sender window that bounds
-//! the rate-based ones.
+//! (`dcqcn.rs`), HPCC (`hpcc.rs`) and the per-hop INT records its
+//! switches keep (`int.rs`), DCTCP, and the sender window that bounds the
+//! rate-based ones.
 
 mod dcqcn;
 mod hpcc;
+mod int;
 
 pub use dcqcn::{Dcqcn, IncreasePhase, IncreaseSource};
 pub use hpcc::Hpcc;
+pub(crate) use int::{flow_base_rtt, IntRecords};
 
 use super::config::{CcKind, WindowMode};
 

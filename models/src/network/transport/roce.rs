@@ -11,9 +11,10 @@ use super::{Qp, Receiver, ReceiverReliability, RxQp, RxVerdict, SenderReliabilit
 use crate::network::cc::CcState;
 use crate::network::config::{CcKind, CnpMode};
 use crate::network::packet::{self, Packet, PacketKind};
+use crate::network::port::Port;
 use crate::network::{FlowTimer, NetEvent, Network, NO_NODE};
 use crate::telemetry::TelemetrySink;
-use netsim_engine::Context;
+use netsim_engine::{Context, SimTime};
 
 /// Sender side of a go-back-N queue pair.
 #[derive(Clone, Copy, Debug, Default)]
@@ -222,16 +223,27 @@ impl<S: TelemetrySink> Network<'_, S> {
             let (una, next_psn) = (qp.acked(), qp.next_psn());
             match &mut s.cc {
                 CcState::Dctcp(d) => d.on_ack(g, mss, acked, u32::from(pkt.ce), una, next_psn),
-                CcState::Hpcc(h) => h.on_ack(
-                    &config.hpcc,
-                    s.base_rtt,
-                    ctx.now(),
-                    f64::from(pkt.util) / packet::UTIL_ONE,
-                    una,
-                    next_psn,
-                    s.line_rate_bps,
-                    config.dcqcn.min_rate_bps,
-                ),
+                CcState::Hpcc(h) => {
+                    let old_rate_bps = h.rate_bps;
+                    h.on_ack(
+                        &config.hpcc,
+                        s.base_rtt,
+                        ctx.now(),
+                        f64::from(pkt.util) / packet::UTIL_ONE,
+                        una,
+                        next_psn,
+                        s.line_rate_bps,
+                        config.dcqcn.min_rate_bps,
+                    );
+                    if config.hpcc.retime_on_rate_change && h.rate_bps != old_rate_bps {
+                        let wire = u64::from(config.mtu_bytes) + u64::from(config.header_bytes);
+                        let old = Port::serialization(wire, old_rate_bps.max(1.0) as u64);
+                        let new = Port::serialization(wire, h.rate_bps.max(1.0) as u64);
+                        // Earlier never than zero: a packet due in the past goes now.
+                        s.next_send =
+                            SimTime((s.next_send + new).as_ps().saturating_sub(old.as_ps()));
+                    }
+                }
                 _ => {}
             }
         }
@@ -258,6 +270,23 @@ impl<S: TelemetrySink> Network<'_, S> {
     pub(crate) fn retransmit_timer(&mut self, ctx: &mut Context<'_, NetEvent>, i: usize) {
         let (rto, retry_limit) = (self.fabric.config.rto, self.fabric.config.retry_limit);
         let s = &mut self.senders[i];
+        if matches!(s.qp, Qp::Roce(_)) && s.qp.in_flight() == 0 {
+            // Nothing outstanding: the queue pair waits on its pacing (at
+            // DCQCN's rate floor a packet can be milliseconds apart), not on
+            // the network. A NIC's transport timer runs only for packets in
+            // flight; this one just re-arms.
+            s.stalled_timeouts = 0;
+            s.timeout_una = s.qp.acked();
+            let flow = s.flow;
+            ctx.schedule_self(
+                rto,
+                NetEvent::Timer {
+                    flow,
+                    timer: FlowTimer::Retransmit,
+                },
+            );
+            return;
+        }
         if s.qp.acked() == s.timeout_una {
             s.stalled_timeouts += 1;
         } else {

@@ -270,11 +270,13 @@ impl<S: TelemetrySink> Network<'_, S> {
     pub(crate) fn retransmit_timer(&mut self, ctx: &mut Context<'_, NetEvent>, i: usize) {
         let (rto, retry_limit) = (self.fabric.config.rto, self.fabric.config.retry_limit);
         let s = &mut self.senders[i];
-        if matches!(s.qp, Qp::Roce(_)) && s.qp.in_flight() == 0 {
-            // Nothing outstanding: the queue pair waits on its pacing (at
-            // DCQCN's rate floor a packet can be milliseconds apart), not on
-            // the network. A NIC's transport timer runs only for packets in
-            // flight; this one just re-arms.
+        if matches!(s.qp, Qp::Roce(_)) && s.qp.in_flight() == 0 && s.next_send > ctx.now() {
+            // Nothing outstanding and the next packet not yet due: the queue
+            // pair waits on its pacing (at DCQCN's rate floor a packet can be
+            // milliseconds apart), not on the network. A NIC's transport
+            // timer runs only for packets in flight; this one just re-arms.
+            // A queue pair whose due packet cannot leave (its port is down)
+            // still counts towards --retry-limit.
             s.stalled_timeouts = 0;
             s.timeout_una = s.qp.acked();
             let flow = s.flow;

@@ -101,7 +101,13 @@ fn planes_are_bounded() {
             ..FatTreeParams::default()
         }));
         assert!(
-            matches!(e, Err(TopoError::BadParam { flag: "--planes", .. })),
+            matches!(
+                e,
+                Err(TopoError::BadParam {
+                    flag: "--planes",
+                    ..
+                })
+            ),
             "{e:?}"
         );
     }

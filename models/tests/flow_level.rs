@@ -39,6 +39,7 @@ fn fat_tree(k: u32) -> TopoSpec {
         host_link: link(),
         agg_link: link(),
         core_link: link(),
+        ..FatTreeParams::default()
     })
 }
 

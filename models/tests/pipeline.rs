@@ -126,6 +126,7 @@ fn a_128_gpu_pp4_ep2_tp8_workload_runs_in_pipeline_order() {
         host_link: link(),
         agg_link: link(),
         core_link: link(),
+        ..FatTreeParams::default()
     });
     let (rows, _) = run(&topo, &spec);
     // The same collectives, to the picosecond, on 4 shards.

@@ -144,6 +144,7 @@ impl DpuBenchCmd {
                 host_link: link,
                 agg_link: link,
                 core_link: link,
+                ..FatTreeParams::default()
             }),
             other => bail!("--topo: `{other}` is not star or fat-tree"),
         };

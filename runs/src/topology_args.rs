@@ -25,6 +25,10 @@ pub struct TopologyArgs {
     /// Fat-tree oversubscription at the leaf: hosts per edge switch = oversub * k/2.
     #[arg(long)]
     pub oversub: Option<u32>,
+    /// Fat-tree planes (1..=8): the switch layers built N times, each host's NIC striped
+    /// with one port into every plane.
+    #[arg(long)]
+    pub planes: Option<u32>,
     /// Star: number of hosts on the switch.
     #[arg(long)]
     pub hosts: Option<u32>,
@@ -152,6 +156,7 @@ impl TopologyArgs {
                 "--k",
                 "--tiers",
                 "--oversub",
+                "--planes",
                 "--link-gbps",
                 "--link-latency-ns",
                 "--host-link-gbps",
@@ -212,6 +217,7 @@ impl TopologyArgs {
                 set(&mut p.k, self.k);
                 set(&mut p.tiers, self.tiers);
                 set(&mut p.oversub, self.oversub);
+                set(&mut p.planes, self.planes);
                 p.host_link = tier(p.host_link, self.host_link_gbps, self.host_link_latency_ns);
                 p.agg_link = tier(p.agg_link, self.agg_link_gbps, self.agg_link_latency_ns);
                 p.core_link = tier(p.core_link, self.core_link_gbps, self.core_link_latency_ns);
@@ -261,10 +267,11 @@ impl TopologyArgs {
 
     /// The flags that were given, by their long names.
     fn given(&self) -> Vec<&'static str> {
-        let flags: [(&'static str, bool); 32] = [
+        let flags: [(&'static str, bool); 33] = [
             ("--k", self.k.is_some()),
             ("--tiers", self.tiers.is_some()),
             ("--oversub", self.oversub.is_some()),
+            ("--planes", self.planes.is_some()),
             ("--hosts", self.hosts.is_some()),
             ("--p", self.p.is_some()),
             ("--a", self.a.is_some()),
@@ -373,6 +380,8 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("--link-gbps"), "{e}");
+        let e = spec(&["star", "--planes", "2"]).unwrap_err().to_string();
+        assert!(e.contains("--planes"), "{e}");
         let e = spec(&["torus"]).unwrap_err().to_string();
         assert!(e.contains("unknown topology"), "{e}");
     }

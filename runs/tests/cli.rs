@@ -122,6 +122,9 @@ fn bad_flags_exit_with_code_2() {
         ),
         (vec!["--window", "huge"], "--window"),
         (vec!["--transport", "tcp"], "--transport"),
+        (vec!["--topo", "fat-tree", "--planes", "9"], "--planes"),
+        (vec!["--topo", "fat-tree", "--planes", "0"], "--planes"),
+        (vec!["--topo", "dragonfly", "--planes", "2"], "--planes"),
         (vec!["--trim", "on"], "--trim"),
         (vec!["--transport", "uec", "--uec-lb", "ecmp"], "--uec-lb"),
         (vec!["--transport", "uec", "--uec-cc", "cubic"], "--uec-cc"),
@@ -439,6 +442,36 @@ fn progress_bar_only_on_a_terminal_and_never_with_quiet() {
     // --quiet on a terminal: nothing at all.
     let quiet: Vec<&str> = args.iter().copied().chain(["--quiet"]).collect();
     assert_eq!(netsim_on_a_terminal(&quiet), "");
+}
+
+#[test]
+fn the_two_plane_scenario_runs_with_both_transports_on_two_shards() {
+    let scenario =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/permutation-k8-two-planes.toml");
+    let dir = scratch("planes");
+    for transport in ["uec", "roce"] {
+        let out = dir.join(transport);
+        let o = netsim(&[
+            "--config",
+            scenario.to_str().unwrap(),
+            "--k",
+            "4",
+            "--flow-size",
+            "100000",
+            "--transport",
+            transport,
+            "--shards",
+            "2",
+            "--quiet",
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{transport}: {}", stderr(&o));
+        let run: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("run.json")).unwrap()).unwrap();
+        assert_eq!(run["flows_finished"], 16, "{transport}");
+        assert_eq!(run["delivered_payload_bytes"], 16 * 100_000, "{transport}");
+    }
 }
 
 #[test]

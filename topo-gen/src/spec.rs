@@ -28,7 +28,8 @@ impl LinkParams {
 ///
 /// 3 tiers: k pods of k/2 edge and k/2 aggregation switches, (k/2)^2 cores, each edge
 /// switch with `oversub * k/2` hosts and k/2 uplinks. 2 tiers: k leaves with
-/// `oversub * k/2` hosts each, k/2 spines, every leaf linked to every spine.
+/// `oversub * k/2` hosts each, k/2 spines, every leaf linked to every spine. With
+/// `planes` > 1 the switches are built once per plane and every host has a port in each.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FatTreeParams {
     /// Switch radix k (even, >= 2).
@@ -43,6 +44,8 @@ pub struct FatTreeParams {
     pub agg_link: LinkParams,
     /// Aggregation to core links (3 tiers only).
     pub core_link: LinkParams,
+    /// Copies of the switch layers (1..=8); each host has one port into each plane.
+    pub planes: u32,
 }
 
 impl Default for FatTreeParams {
@@ -55,6 +58,7 @@ impl Default for FatTreeParams {
             host_link: LinkParams::DEFAULT,
             agg_link: LinkParams::DEFAULT,
             core_link: LinkParams::DEFAULT,
+            planes: 1,
         }
     }
 }

@@ -474,6 +474,7 @@ mod tests {
             host_link: link(),
             agg_link: link(),
             core_link: link(),
+            ..FatTreeParams::default()
         }))
         .unwrap();
         let all: Vec<u32> = topo.hosts().collect();

@@ -15,4 +15,5 @@ pub mod scenario;
 pub mod telemetry;
 pub mod topo_cmd;
 pub mod topology_args;
+pub mod traffic_args;
 pub mod workload_args;

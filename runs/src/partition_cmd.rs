@@ -11,8 +11,9 @@ use netsim_partition::{partition_weighted, Partition, PartitionConfig, Partition
 use netsim_topo::units::parse_ns;
 use netsim_topo::{Routing, Topology};
 
-use crate::network_args::{NetworkArgs, TrafficArgs};
+use crate::network_args::NetworkArgs;
 use crate::topology_args::{BuiltTopology, TopologyArgs};
+use crate::traffic_args::TrafficArgs;
 use crate::workload_args::WorkloadArgs;
 
 /// `netsim partition KIND [topology flags] [traffic/workload flags] --shards N

@@ -1,7 +1,7 @@
 //! `netsim run`: the flags of a simulation and wiring them into a run.
 
 use crate::fault_args::{fault_records, FaultArgs};
-use crate::network_args::{NetworkArgs, TrafficArgs};
+use crate::network_args::NetworkArgs;
 use crate::partition_cmd::balanced_partition;
 use crate::progress::with_progress_bar;
 use crate::ranks::Ranks;
@@ -9,6 +9,7 @@ use crate::telemetry::{
     prepare_output_dir, write_run_json, PartConfig, TableWriter, TelemetryError, TABLES,
 };
 use crate::topology_args::TopologyArgs;
+use crate::traffic_args::TrafficArgs;
 use crate::workload_args::WorkloadArgs;
 use anyhow::{bail, Context as _};
 use netsim_engine::{

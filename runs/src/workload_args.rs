@@ -1,6 +1,6 @@
 //! Flags of a collective workload and their translation into the task DAG.
 
-use crate::network_args::TrafficArgs;
+use crate::traffic_args::TrafficArgs;
 use anyhow::{bail, Context as _};
 use netsim_engine::SimTime;
 use netsim_models::network::config::NetConfig;

@@ -50,7 +50,7 @@ pub fn check_samples(workload: &Workload, period: SimTime, links: u32) -> anyhow
         return Ok(());
     }
     let latest_start = workload.flows.iter().map(|f| f.start).max();
-    let longest_compute = workload.tasks.iter().filter_map(|t| match t.kind {
+    let longest_compute = workload.tasks.iter().filter_map(|t| match workload.kind(t) {
         netsim_models::workload::TaskKind::Compute(d) => Some(d),
         netsim_models::workload::TaskKind::Flow(_) => None,
     });

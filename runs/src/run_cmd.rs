@@ -625,6 +625,16 @@ impl RunArgs {
         });
         summary["retransmitted_pkts"] = stats.retransmitted_pkts.into();
         summary["faults"] = plan.fabric.faults.faults.len().into();
+        let bytes = plan.fabric.workload.bytes();
+        summary["tasks"] = plan.fabric.workload.tasks.len().into();
+        summary["edges"] = plan.fabric.workload.edge_count().into();
+        summary["workload_bytes"] = serde_json::json!({
+            "tasks": bytes.tasks,
+            "flows": bytes.flows,
+            "dependents": bytes.dependents,
+            "collectives": bytes.collectives,
+            "total": bytes.total(),
+        });
         summary["rows"]["faults"] = fault_rows.into();
         write_run_json(&self.out, &summary)?;
         if !self.quiet {

@@ -29,6 +29,7 @@ mod fair_share;
 mod fifo;
 mod meter;
 mod paths;
+mod slots;
 
 use crate::network::config::EcmpMode;
 use crate::network::{
@@ -38,6 +39,7 @@ use crate::telemetry::{FlowRecord, TelemetrySink};
 use crate::workload::progress::{DagProgress, Start};
 use fair_share::{FairShare, RateChange};
 use fifo::Fifo;
+use slots::Slots;
 use meter::LinkMeter;
 use netsim_engine::{Progress, SimTime};
 use paths::{route, Channels};
@@ -99,7 +101,7 @@ enum Event {
 /// One flow's progress.
 #[derive(Clone, Copy, Debug)]
 struct FlowState {
-    /// `SimTime::MAX` until it starts.
+    /// When it started.
     start: SimTime,
     /// Wire bits still to drain, times 10^12 (bit-picoseconds), as of `settled_at`.
     left: u128,
@@ -123,7 +125,8 @@ struct Fluid<'f, S> {
     /// The earliest `Wake` pending (`SimTime::MAX`: none).
     wake_at: SimTime,
     meter: LinkMeter,
-    flows: Vec<FlowState>,
+    /// Per running flow (a slot from its start to its acknowledgement).
+    flows: Slots<FlowState>,
     queue: BinaryHeap<Reverse<(SimTime, u64, Event)>>,
     next_seq: u64,
     dag: DagProgress,
@@ -174,19 +177,7 @@ pub fn simulate<S: TelemetrySink>(
         wake_at: SimTime::MAX,
         meter: LinkMeter::new(channels.count()),
         channels,
-        flows: vec![
-            FlowState {
-                start: SimTime::MAX,
-                left: 0,
-                settled_at: SimTime::ZERO,
-                version: 0,
-                forward_tail: SimTime::ZERO,
-                ack_return: SimTime::ZERO,
-                ideal_fct: SimTime::ZERO,
-                end: None,
-            };
-            flow_count
-        ],
+        flows: Slots::new(flow_count),
         queue: BinaryHeap::new(),
         next_seq: 0,
         dag: DagProgress::new(workload),
@@ -255,7 +246,7 @@ impl<S: TelemetrySink> Fluid<'_, S> {
         match event {
             Event::Start { flow } => self.start_flow(flow),
             Event::Drained { flow, version } => {
-                if version != self.flows[flow as usize].version {
+                if !self.flows.is_open(flow) || version != self.flows[flow as usize].version {
                     return; // its rate changed since; a later event stands
                 }
                 let old_bps = self.share.remove(flow);
@@ -281,6 +272,7 @@ impl<S: TelemetrySink> Fluid<'_, S> {
                 self.flows[flow as usize].end = Some(self.now);
                 self.stats.flows_finished += 1;
                 self.record_flow(flow);
+                self.flows.close(flow);
                 if let Some(info) = workload.flow_info.get(flow as usize) {
                     self.seen_complete(info.task, spec.src, true);
                 }
@@ -309,9 +301,20 @@ impl<S: TelemetrySink> Fluid<'_, S> {
         );
         let timing = PathTiming::new(&fabric.config, spec.size_bytes, &self.hops);
         let first_port = (self.path[0] - self.channels.of(spec.src, 0)) as u16;
+        self.flows.open(
+            flow,
+            FlowState {
+                start: self.now,
+                left: 0,
+                settled_at: self.now,
+                version: 0,
+                forward_tail: SimTime::ZERO,
+                ack_return: SimTime::ZERO,
+                ideal_fct: SimTime::ZERO,
+                end: None,
+            },
+        );
         let f = &mut self.flows[flow as usize];
-        f.start = self.now;
-        f.settled_at = self.now;
         f.left = u128::from(timing.wire_bytes) * 8_000_000_000_000;
         f.forward_tail = timing.forward_tail;
         f.ack_return = timing.ack_return;
@@ -459,11 +462,10 @@ impl<S: TelemetrySink> Fluid<'_, S> {
                     .sample(&self.fabric.topo, sampled, last, &mut self.sink);
             }
         }
-        for flow in 0..self.flows.len() as u32 {
-            let f = &self.flows[flow as usize];
-            if f.end.is_none() && f.start != SimTime::MAX {
-                self.record_flow(flow);
-            }
+        // Flows still running started and did not finish.
+        let running: Vec<u32> = self.flows.open_flows().collect();
+        for flow in running {
+            self.record_flow(flow);
         }
         NetRun {
             shards: vec![ShardOutcome {

@@ -370,7 +370,7 @@ pub fn exits(b: &mut Builder, coll: u32, first: u32, group: &[NodeIndex]) -> Hos
                 v.push(t);
             }
         };
-        match task.kind {
+        match b.w.kind(&task) {
             TaskKind::Flow(f) => {
                 let f = b.w.flows[f as usize];
                 add(f.src);

@@ -23,6 +23,7 @@ pub mod algorithms;
 pub mod build;
 pub mod file;
 pub mod groups;
+pub mod memory;
 pub mod offload;
 pub mod progress;
 pub mod simai;
@@ -31,9 +32,11 @@ pub mod spec;
 use crate::traffic::FlowSpec;
 use netsim_engine::SimTime;
 use netsim_topo::NodeIndex;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 pub use build::{build, build_jobs, Job};
+pub use memory::WorkloadBytes;
 pub use offload::{Dtype, InaKind, InaOp, ReduceOp, SwitchProfile, TreeNode};
 pub use spec::{Algorithm, CollectiveOp, OpSpec, Phase, PhaseKind, WorkloadSpec};
 
@@ -49,17 +52,22 @@ pub enum TaskKind {
     Compute(SimTime),
 }
 
-/// One node of the DAG.
+/// One node of the DAG: 16 bytes, since the largest workloads hold hundreds
+/// of millions (what it does is packed into one word: see [`Workload::kind`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Task {
     /// Where the task starts (a flow's source).
     pub host: NodeIndex,
-    pub kind: TaskKind,
     /// Number of tasks it waits for.
     pub deps: u32,
     /// The collective it belongs to, or [`NONE`] (compute phases).
     pub collective: u32,
+    /// A flow id, or [`COMPUTE`] plus an index into [`Workload::durations`].
+    what: u32,
 }
+
+/// The bit of [`Task`]'s packed word that marks a compute task.
+const COMPUTE: u32 = 1 << 31;
 
 /// Per flow: the task and collective it belongs to, and the aggregation
 /// tree it streams into ([`NONE`] for a host-to-host flow).
@@ -107,6 +115,8 @@ pub struct Workload {
     dependents: Vec<u32>,
     dependent_base: Vec<u32>,
     pub collectives: Vec<Collective>,
+    /// The distinct compute durations, which compute tasks name by index.
+    durations: Vec<SimTime>,
     /// Names of the jobs sharing the fabric.
     pub jobs: Vec<Arc<str>>,
     pub ina_ops: Vec<InaOp>,
@@ -128,6 +138,16 @@ impl Workload {
     /// Whether the flows form a DAG of tasks (a workload) rather than traffic.
     pub fn has_tasks(&self) -> bool {
         !self.tasks.is_empty()
+    }
+
+    /// What task `task` does.
+    #[inline]
+    pub fn kind(&self, task: &Task) -> TaskKind {
+        if task.what & COMPUTE == 0 {
+            TaskKind::Flow(task.what)
+        } else {
+            TaskKind::Compute(self.durations[(task.what & !COMPUTE) as usize])
+        }
     }
 
     #[inline]
@@ -167,8 +187,11 @@ impl Workload {
 #[derive(Debug)]
 pub struct Builder {
     w: Workload,
-    /// `(dependency, dependent)` edges.
-    edges: Vec<(u32, u32)>,
+    /// Every task's dependencies, task after task (`Task::deps` of them
+    /// each): turned into the dependents' lists by [`Builder::finish`].
+    deps: Vec<u32>,
+    /// Index of each distinct compute duration in `Workload::durations`.
+    duration_ids: HashMap<SimTime, u32>,
     max_tasks: u64,
     over: bool,
 }
@@ -188,8 +211,9 @@ impl Builder {
                 host_overhead,
                 ..Workload::default()
             },
-            edges: Vec::new(),
-            max_tasks: by_memory.min(u64::from(NONE - 1)),
+            deps: Vec::new(),
+            duration_ids: HashMap::new(),
+            max_tasks: by_memory.min(u64::from(COMPUTE - 1)),
             over: false,
         }
     }
@@ -316,13 +340,24 @@ impl Builder {
                 self.observed_at(d, host),
                 "task {id} on host {host} depends on task {d}, whose completion host {host} cannot see"
             );
-            self.edges.push((d, id));
         }
+        self.deps.extend_from_slice(deps);
+        let what = match kind {
+            TaskKind::Flow(flow) => flow,
+            TaskKind::Compute(duration) => {
+                let durations = &mut self.w.durations;
+                let i = *self.duration_ids.entry(duration).or_insert_with(|| {
+                    durations.push(duration);
+                    durations.len() as u32 - 1
+                });
+                COMPUTE | i
+            }
+        };
         self.w.tasks.push(Task {
             host,
-            kind,
             deps: deps.len() as u32,
             collective,
+            what,
         });
         if collective != NONE {
             self.w.collectives[collective as usize].tasks += 1;
@@ -333,7 +368,7 @@ impl Builder {
     /// Whether `host` sees task `task` complete.
     fn observed_at(&self, task: u32, host: NodeIndex) -> bool {
         let t = &self.w.tasks[task as usize];
-        match t.kind {
+        match self.w.kind(t) {
             TaskKind::Compute(_) => t.host == host,
             TaskKind::Flow(f) => {
                 let f = &self.w.flows[f as usize];
@@ -346,22 +381,34 @@ impl Builder {
         self.w.tasks.len() as u32
     }
 
+    /// The workload, its dependents' lists counted then filled from the
+    /// dependencies (no list of edges: at most a few bytes per edge held twice).
     pub fn finish(mut self) -> Workload {
         let n = self.w.tasks.len();
         let mut base = vec![0u32; n + 1];
-        for &(d, _) in &self.edges {
+        for &d in &self.deps {
             base[d as usize + 1] += 1;
         }
         for i in 0..n {
             base[i + 1] += base[i];
         }
-        let mut fill = base.clone();
-        let mut dependents = vec![0u32; self.edges.len()];
-        // Edges were added in dependent order, so each list stays sorted.
-        for &(d, t) in &self.edges {
-            dependents[fill[d as usize] as usize] = t;
-            fill[d as usize] += 1;
+        let mut dependents = vec![0u32; self.deps.len()];
+        // Tasks are visited in id order, so each list comes out sorted; a
+        // task's slots are filled from its base upwards, `base[d]` standing
+        // for the next free one until all are filled.
+        let mut next = 0;
+        for (t, task) in self.w.tasks.iter().enumerate() {
+            let deps = &self.deps[next..next + task.deps as usize];
+            next += task.deps as usize;
+            for &d in deps {
+                dependents[base[d as usize] as usize] = t as u32;
+                base[d as usize] += 1;
+            }
         }
+        drop(std::mem::take(&mut self.deps));
+        // Each base now holds the next task's start: shift them back.
+        base.rotate_right(1);
+        base[0] = 0;
         self.w.dependents = dependents;
         self.w.dependent_base = base;
         self.w

@@ -65,7 +65,7 @@ impl DagProgress {
     /// Task `task` starts at `now` on its host: what to schedule.
     pub fn start(&mut self, workload: &Workload, task: u32, now: SimTime) -> Start {
         let t = workload.tasks[task as usize];
-        match t.kind {
+        match workload.kind(&t) {
             TaskKind::Flow(flow) => Start::Flow {
                 flow,
                 after: workload.host_overhead,

@@ -1,0 +1,100 @@
+//! What a workload holds in memory, structure by structure, and what it
+//! would hold once built: the builder refuses a workload whose structures
+//! would not fit before it allocates them, and `run.json` reports them.
+
+use super::{Collective, FlowInfo, Task, Workload};
+use crate::traffic::FlowSpec;
+use std::mem::size_of;
+
+/// Bytes of one workload's structures (their lengths, not spare capacity).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WorkloadBytes {
+    /// The tasks of the DAG ([`Task`], 16 B each).
+    pub tasks: u64,
+    /// The flows ([`FlowSpec`]) and what each belongs to ([`FlowInfo`]).
+    pub flows: u64,
+    /// The dependents' lists: one id per edge, one offset per task.
+    pub dependents: u64,
+    /// The collectives and their names.
+    pub collectives: u64,
+}
+
+impl WorkloadBytes {
+    /// What a workload of these counts holds once built (`edges`: its
+    /// dependencies), leaving out the collectives' names.
+    pub fn of_counts(tasks: u64, flows: u64, edges: u64, collectives: u64) -> WorkloadBytes {
+        let each = |n: u64, bytes: usize| n.saturating_mul(bytes as u64);
+        WorkloadBytes {
+            tasks: each(tasks, size_of::<Task>()),
+            flows: each(flows, size_of::<FlowSpec>() + size_of::<FlowInfo>()),
+            dependents: each(edges, 4).saturating_add(each(tasks.saturating_add(1), 4)),
+            collectives: each(collectives, size_of::<Collective>()),
+        }
+    }
+
+    /// All of them.
+    pub fn total(&self) -> u64 {
+        self.tasks
+            .saturating_add(self.flows)
+            .saturating_add(self.dependents)
+            .saturating_add(self.collectives)
+    }
+}
+
+impl Workload {
+    /// What this workload's structures hold.
+    pub fn bytes(&self) -> WorkloadBytes {
+        let edges = self.dependents.len() as u64;
+        let mut b = WorkloadBytes::of_counts(
+            self.tasks.len() as u64,
+            self.flows.len() as u64,
+            edges,
+            self.collectives.len() as u64,
+        );
+        if !self.has_tasks() {
+            // Plain traffic: no DAG, no flow info.
+            b.flows = (self.flows.len() * size_of::<FlowSpec>()) as u64;
+            b.dependents = 0;
+        }
+        let names: usize = self
+            .collectives
+            .iter()
+            .map(|c| c.name.len() + c.fallback_reason.as_ref().map_or(0, String::len))
+            .sum();
+        b.collectives = b.collectives.saturating_add(names as u64);
+        b
+    }
+
+    /// Dependency edges of the DAG.
+    pub fn edge_count(&self) -> u64 {
+        self.dependents.len() as u64
+    }
+}
+
+/// What one task costs the process while a workload is built, on top of
+/// what the built workload keeps: its dependencies are held once more
+/// until the dependents' lists are made.
+pub const BUILD_BYTES_PER_EDGE: u64 = 4;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::{Builder, NONE};
+    use netsim_engine::SimTime;
+
+    #[test]
+    fn a_task_is_16_bytes_and_counts_add_up() {
+        assert_eq!(size_of::<Task>(), 16);
+        let mut b = Builder::new(SimTime::ZERO);
+        let a = b.flow(0, 1, 10, NONE, &[]);
+        let c = b.flow(1, 2, 10, NONE, &[a]);
+        b.compute(1, SimTime(5), NONE, &[a, c]);
+        let w = b.finish();
+        let bytes = w.bytes();
+        assert_eq!(bytes.tasks, 3 * 16);
+        assert_eq!(bytes.flows, 2 * (24 + 12));
+        // Three edges, four offsets.
+        assert_eq!(bytes.dependents, 3 * 4 + 4 * 4);
+        assert_eq!(bytes.total(), 48 + 72 + 28);
+    }
+}

@@ -10,20 +10,21 @@ use netsim_models::workload::Workload;
 /// a generous estimate for the memory check.
 const BYTES_PER_PORT: u64 = 192;
 
-/// Fails when the network model's ports and senders (this rank's share of
-/// them) would not fit beside what this process already holds.
+/// Fails when the network model's ports and per-flow state (this rank's
+/// share of them, at `bytes_per_flow` each) would not fit beside what this
+/// process already holds (the workload among it).
 pub fn check_model_memory(
     topo: &netsim_topo::Topology,
     flows: usize,
+    bytes_per_flow: u64,
     ranks: usize,
 ) -> anyhow::Result<()> {
     use netsim_engine::process::human_bytes;
-    use netsim_models::workload::BYTES_PER_TASK;
     let ports = 2 * u64::from(topo.link_count()) / ranks as u64;
     let senders = flows as u64 / ranks as u64;
     let need = ports
         .saturating_mul(BYTES_PER_PORT)
-        .saturating_add(senders.saturating_mul(BYTES_PER_TASK));
+        .saturating_add(senders.saturating_mul(bytes_per_flow));
     let (limit, held) = (memory_limit_bytes(), memory_in_use_bytes());
     if need > limit.saturating_sub(held) {
         bail!(
@@ -50,10 +51,13 @@ pub fn check_samples(workload: &Workload, period: SimTime, links: u32) -> anyhow
         return Ok(());
     }
     let latest_start = workload.flows.iter().map(|f| f.start).max();
-    let longest_compute = workload.tasks.iter().filter_map(|t| match workload.kind(t) {
-        netsim_models::workload::TaskKind::Compute(d) => Some(d),
-        netsim_models::workload::TaskKind::Flow(_) => None,
-    });
+    let longest_compute = workload
+        .tasks
+        .iter()
+        .filter_map(|t| match workload.kind(t) {
+            netsim_models::workload::TaskKind::Compute(d) => Some(d),
+            netsim_models::workload::TaskKind::Flow(_) => None,
+        });
     let overhead = workload.has_tasks().then_some(workload.host_overhead);
     let span = latest_start
         .into_iter()

@@ -17,6 +17,7 @@ use netsim_engine::{
     rank_shards, splitmix64, Layout, Progress, SimTime,
 };
 use netsim_models::flow;
+use netsim_models::network::config::CcKind;
 use netsim_models::network::{collective_records, merge_spans, CollectiveSpan, Fabric, NetStats};
 use netsim_models::telemetry::{
     CollectiveRecord, FaultRecord, FlowRecord, LinkSample, PfcRecord, QueueSample,
@@ -276,7 +277,11 @@ impl RunArgs {
         let full = Routing::build_within(&topo, None, memory_limit_bytes())
             .with_context(|| format!("--topo {}", self.topo))?;
         // Beside the routing tables, before the estimate and the partition walk every flow.
-        crate::limits::check_model_memory(&topo, workload.flows.len(), ranks)
+        let bytes_per_flow = match self.fidelity {
+            Fidelity::Flow => flow::bytes_per_flow(config.cc == CcKind::None),
+            Fidelity::Packet => netsim_models::network::BYTES_PER_SENDER,
+        };
+        crate::limits::check_model_memory(&topo, workload.flows.len(), bytes_per_flow, ranks)
             .with_context(|| format!("--topo {}", self.topo))?;
         // One shard has nothing to balance: no need to walk every flow.
         let partitioned = if partition_config.shards == 1 {

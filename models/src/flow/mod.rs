@@ -31,6 +31,8 @@ mod meter;
 mod paths;
 mod slots;
 
+pub use slots::bytes_per_flow;
+
 use crate::network::config::EcmpMode;
 use crate::network::{
     five_tuple_hash, ideal_fct, Fabric, NetRun, NetStats, PathTiming, ShardOutcome,
@@ -39,10 +41,10 @@ use crate::telemetry::{FlowRecord, TelemetrySink};
 use crate::workload::progress::{DagProgress, Start};
 use fair_share::{FairShare, RateChange};
 use fifo::Fifo;
-use slots::Slots;
 use meter::LinkMeter;
 use netsim_engine::{Progress, SimTime};
 use paths::{route, Channels};
+use slots::Slots;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 

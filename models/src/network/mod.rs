@@ -49,6 +49,12 @@ mod wire;
 
 pub use crate::workload::progress::CollectiveSpan;
 pub use fabric::{ideal_fct, Fabric};
+
+/// What a packet-level run holds per flow of its shard, a generous estimate
+/// for the memory check: the sender, its entry in the map from flows to
+/// senders (up to twice 9 B at the map's load), and the entry that sorts
+/// senders by node while they are made (16 B).
+pub const BYTES_PER_SENDER: u64 = std::mem::size_of::<transport::Sender>() as u64 + 18 + 16;
 pub(crate) use fabric::{PathTiming, NO_NODE};
 pub use faults::{dead_links, FaultPlan};
 pub(crate) use forwarding::ecmp_pick;

@@ -50,6 +50,19 @@ pub fn build_jobs(
     topo: &Topology,
     config: &NetConfig,
 ) -> Result<Workload, BuildError> {
+    let budget_bytes = netsim_engine::process::memory_limit_bytes();
+    build_jobs_within(jobs, background, topo, config, budget_bytes)
+}
+
+/// [`build_jobs`], refusing a workload that needs more than `budget_bytes`
+/// to be built and run ([`super::memory::needed_bytes`]).
+pub fn build_jobs_within(
+    jobs: &[Job],
+    background: &[FlowSpec],
+    topo: &Topology,
+    config: &NetConfig,
+    budget_bytes: u64,
+) -> Result<Workload, BuildError> {
     let host_overhead = jobs.first().map_or(SimTime::ZERO, |j| j.spec.host_overhead);
     // Background traffic alone needs no job's settings.
     let none = WorkloadSpec::single(OpSpec {
@@ -61,7 +74,7 @@ pub fn build_jobs(
         reduce_op: ReduceOp::Sum,
     });
     let mut cx = Cx {
-        b: Builder::new(host_overhead),
+        b: Builder::within(host_overhead, budget_bytes),
         topo,
         spec: jobs.first().map_or(&none, |j| &j.spec),
         config,
@@ -90,6 +103,9 @@ pub fn build_jobs(
             Vec::new()
         };
         cx.b.flow(f.src, f.dst, f.size_bytes, super::NONE, &deps);
+    }
+    if cx.b.over() {
+        return Err(BuildError::Invalid(too_large(&cx.b)));
     }
     Ok(cx.b.finish())
 }
@@ -140,7 +156,7 @@ fn build_job<'a>(cx: &mut Cx<'a>, job: &'a Job) -> Result<(), BuildError> {
             }
         }
     }
-    let job_first_task = cx.b.task_count();
+    let job_first_bytes = cx.b.bytes();
     // Before the first iteration: the job's start time at each of its hosts.
     let mut previous_iteration: HostTasks = HostTasks::new();
     if job.start > SimTime::ZERO {
@@ -262,14 +278,16 @@ fn build_job<'a>(cx: &mut Cx<'a>, job: &'a Job) -> Result<(), BuildError> {
             .into_iter()
             .map(|(h, deps)| (h, vec![cx.b.join(h, super::NONE, &deps)]))
             .collect();
-        // Every iteration adds as many tasks as the first.
-        let per_iteration = u64::from(cx.b.task_count() - job_first_task);
-        let needed = u64::from(job_first_task)
+        // Every iteration adds as much as the first.
+        let per_iteration = cx.b.bytes() - job_first_bytes;
+        let needed = job_first_bytes
             .saturating_add(per_iteration.saturating_mul(u64::from(spec.iterations)));
-        if iteration == 0 && (needed > cx.b.max_tasks() || cx.b.over()) {
+        if iteration == 0 && (needed > cx.b.budget_bytes() || cx.b.over()) {
+            use netsim_engine::process::human_bytes;
             return Err(BuildError::Invalid(format!(
-                "{} iterations of {per_iteration} tasks each: {}",
+                "{} iterations of ~{} each: {}",
                 spec.iterations,
+                human_bytes(per_iteration),
                 too_large(&cx.b)
             )));
         }
@@ -306,17 +324,16 @@ fn fold(p: Parallelism, fold: u32) -> Result<Parallelism, BuildError> {
     })
 }
 
-/// The error of a workload with more tasks than fit, and what they would cost.
+/// The error of a workload that does not fit, and what its parts cost.
 fn too_large(b: &Builder) -> String {
-    use netsim_engine::process::{human_bytes, memory_limit_bytes};
+    use super::memory::{EDGE_BYTES, FLOW_BYTES, TASK_BYTES};
+    use netsim_engine::process::human_bytes;
     format!(
-        "the workload needs more than {} tasks (~{} at {} B each; this process may use {}): \
-         use fewer --iterations, --channels or --chunks, smaller groups or larger messages, \
-         or simulate fewer data-parallel replicas (--fold-dp)",
-        b.max_tasks(),
-        human_bytes(b.max_tasks().saturating_mul(super::BYTES_PER_TASK)),
-        super::BYTES_PER_TASK,
-        human_bytes(memory_limit_bytes())
+        "the workload needs more than the {} this process may use (tasks {TASK_BYTES} B, \
+         flows {FLOW_BYTES} B, dependencies {EDGE_BYTES} B each): use fewer --iterations, \
+         --channels or --chunks, smaller groups or larger messages, or simulate fewer \
+         data-parallel replicas (--fold-dp)",
+        human_bytes(b.budget_bytes())
     )
 }
 

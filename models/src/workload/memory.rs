@@ -2,6 +2,7 @@
 //! would hold once built: the builder refuses a workload whose structures
 //! would not fit before it allocates them, and `run.json` reports them.
 
+use super::progress::CollectiveSpan;
 use super::{Collective, FlowInfo, Task, Workload};
 use crate::traffic::FlowSpec;
 use std::mem::size_of;
@@ -71,10 +72,35 @@ impl Workload {
     }
 }
 
-/// What one task costs the process while a workload is built, on top of
-/// what the built workload keeps: its dependencies are held once more
-/// until the dependents' lists are made.
-pub const BUILD_BYTES_PER_EDGE: u64 = 4;
+/// What one task costs: the task, its offset into the dependents' lists,
+/// and the count of dependencies it still waits for during a run.
+pub const TASK_BYTES: u64 = size_of::<Task>() as u64 + 4 + 4;
+
+/// What one dependency costs: its entry in the dependents' lists, and while
+/// the workload is built its entry in the task's list of dependencies.
+pub const EDGE_BYTES: u64 = 4 + 4;
+
+/// What one flow costs: its spec, what it belongs to, and the least a run
+/// holds per flow (a flow-level run's slot index; a packet-level run holds
+/// a whole sender, which the run checks before it starts).
+pub const FLOW_BYTES: u64 = (size_of::<FlowSpec>() + size_of::<FlowInfo>()) as u64 + 4;
+
+/// What one collective costs: its row, its name, and its span during a run.
+pub fn collective_bytes(c: &Collective) -> u64 {
+    let text = c.name.len() + c.algorithm.len() + c.fallback_reason.as_ref().map_or(0, String::len);
+    (size_of::<Collective>() + text + size_of::<CollectiveSpan>()) as u64
+}
+
+/// What a workload of `tasks`, `edges`, `flows` and collectives of
+/// `collective_bytes` needs while it is built and run at least: the
+/// [`super::Builder`] refuses a workload past what the process may use.
+pub fn needed_bytes(tasks: u64, edges: u64, flows: u64, collective_bytes: u64) -> u64 {
+    tasks
+        .saturating_mul(TASK_BYTES)
+        .saturating_add(edges.saturating_mul(EDGE_BYTES))
+        .saturating_add(flows.saturating_mul(FLOW_BYTES))
+        .saturating_add(collective_bytes)
+}
 
 #[cfg(test)]
 mod tests {

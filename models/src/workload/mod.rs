@@ -35,7 +35,7 @@ use netsim_topo::NodeIndex;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-pub use build::{build, build_jobs, Job};
+pub use build::{build, build_jobs, build_jobs_within, Job};
 pub use memory::WorkloadBytes;
 pub use offload::{Dtype, InaKind, InaOp, ReduceOp, SwitchProfile, TreeNode};
 pub use spec::{Algorithm, CollectiveOp, OpSpec, Phase, PhaseKind, WorkloadSpec};
@@ -181,7 +181,8 @@ impl Workload {
 /// Builds a [`Workload`] task by task; dependencies must already exist, so
 /// the DAG is acyclic by construction.
 ///
-/// The builder holds at most [`Builder::max_tasks`] tasks: past that it adds
+/// The builder counts what the finished workload will hold and what a run
+/// of it adds at least ([`memory`]); past what this process may use it adds
 /// nothing more and [`Builder::over`] turns true, so that a workload too
 /// large for memory ends in an error rather than an abort.
 #[derive(Debug)]
@@ -193,19 +194,28 @@ pub struct Builder {
     /// Index of each distinct compute duration in `Workload::durations`.
     duration_ids: HashMap<SimTime, u32>,
     max_tasks: u64,
+    /// What the workload holds so far and a run of it adds at least
+    /// ([`memory::needed_bytes`]), and the most it may.
+    bytes: u64,
+    budget_bytes: u64,
     over: bool,
 }
 
-/// What one task costs while the workload is built and run (the task, its
-/// flow, edges, and the sender state a flow has during the run), a generous
-/// estimate for the memory check.
+/// What one flow of plain traffic costs while it is run (its spec and the
+/// sender state it has during a packet-level run), a generous estimate for
+/// the memory check of `--traffic`.
 pub const BYTES_PER_TASK: u64 = 256;
 
 impl Builder {
-    /// A builder with room for as many tasks as ids (`u32`) and the memory
-    /// this process may use (at [`BYTES_PER_TASK`]) allow.
+    /// A builder with room for as many tasks as ids allow (2^31) and for
+    /// what the memory this process may use holds.
     pub fn new(host_overhead: SimTime) -> Builder {
-        let by_memory = netsim_engine::process::memory_limit_bytes() / BYTES_PER_TASK;
+        Builder::within(host_overhead, netsim_engine::process::memory_limit_bytes())
+    }
+
+    /// A builder that refuses a workload needing more than `budget_bytes`.
+    pub fn within(host_overhead: SimTime, budget_bytes: u64) -> Builder {
+        let by_memory = budget_bytes / memory::TASK_BYTES;
         Builder {
             w: Workload {
                 host_overhead,
@@ -214,6 +224,8 @@ impl Builder {
             deps: Vec::new(),
             duration_ids: HashMap::new(),
             max_tasks: by_memory.min(u64::from(COMPUTE - 1)),
+            bytes: 0,
+            budget_bytes,
             over: false,
         }
     }
@@ -221,6 +233,24 @@ impl Builder {
     /// The most tasks this builder holds.
     pub fn max_tasks(&self) -> u64 {
         self.max_tasks
+    }
+
+    /// What the workload holds so far and a run of it adds at least.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// The most [`Builder::bytes`] may reach.
+    pub fn budget_bytes(&self) -> u64 {
+        self.budget_bytes
+    }
+
+    /// Counts `bytes` more; past the budget, refuses every further task.
+    fn charge(&mut self, bytes: u64) {
+        self.bytes = self.bytes.saturating_add(bytes);
+        if self.bytes > self.budget_bytes {
+            self.over = true;
+        }
     }
 
     /// Refuses every further task: what is being added would not fit.
@@ -235,6 +265,7 @@ impl Builder {
 
     /// Registers a collective and returns its id.
     pub fn collective(&mut self, c: Collective) -> u32 {
+        self.charge(memory::collective_bytes(&c));
         self.w.collectives.push(c);
         (self.w.collectives.len() - 1) as u32
     }
@@ -297,6 +328,7 @@ impl Builder {
         if self.over {
             return task;
         }
+        self.charge(memory::FLOW_BYTES);
         self.w.flows.push(FlowSpec {
             src,
             dst,
@@ -340,6 +372,10 @@ impl Builder {
                 self.observed_at(d, host),
                 "task {id} on host {host} depends on task {d}, whose completion host {host} cannot see"
             );
+        }
+        self.charge(memory::TASK_BYTES + memory::EDGE_BYTES * deps.len() as u64);
+        if self.over {
+            return 0;
         }
         self.deps.extend_from_slice(deps);
         let what = match kind {

@@ -297,7 +297,7 @@ fn collective(b: &mut Builder, name: &str, op: CollectiveOp, procs: u32, size: u
     b.collective(Collective {
         name: name.into(),
         op,
-        algorithm: "dpu".into(),
+        algorithm: "dpu",
         group_size: procs,
         size_bytes: size,
         offloaded: false,

@@ -99,9 +99,9 @@ pub fn collective_records(workload: &Workload, spans: &[CollectiveSpan]) -> Vec<
             let end_ns = complete.then(|| span.end.as_ns());
             CollectiveRecord {
                 collective_id: id as u32,
-                name: c.name.clone(),
+                name: c.name.to_string(),
                 op: c.op.name(),
-                algorithm: c.algorithm.clone(),
+                algorithm: c.algorithm.to_string(),
                 group_size: c.group_size,
                 size_bytes: c.size_bytes,
                 start_ns,

@@ -165,8 +165,24 @@ fn build_job<'a>(cx: &mut Cx<'a>, job: &'a Job) -> Result<(), BuildError> {
             previous_iteration.insert(h, vec![cx.b.compute(h, job.start, super::NONE, &[])]);
         }
     }
+    // The last phase that waits for each phase: past it, that phase's
+    // exits are only needed in the iteration's end, which gathers them as
+    // phases end (a large SimAI job has 10^5 phases of hundreds of hosts).
+    let mut last_use: Vec<usize> = (0..spec.phases.len()).collect();
+    for (j, phase) in spec.phases.iter().enumerate() {
+        for &i in &phase.after {
+            last_use[i] = last_use[i].max(j);
+        }
+    }
+    let mut released: Vec<Vec<usize>> = vec![Vec::new(); spec.phases.len()];
+    for (i, &j) in last_use.iter().enumerate() {
+        released[j].push(i);
+    }
     for iteration in 0..spec.iterations {
         let mut exits: Vec<HostTasks> = Vec::with_capacity(spec.phases.len());
+        // Per host, every phase's exits in phase order: what the next
+        // iteration waits for.
+        let mut all = HostTasks::new();
         for phase in &spec.phases {
             let err = |message: String| BuildError::Phase {
                 phase: phase.name.clone(),
@@ -185,10 +201,10 @@ fn build_job<'a>(cx: &mut Cx<'a>, job: &'a Job) -> Result<(), BuildError> {
                     entry.entry(h).or_default().extend_from_slice(tasks);
                 }
             }
-            let name = if spec.iterations > 1 {
-                format!("{}#{iteration}", phase.name)
+            let name: std::sync::Arc<str> = if spec.iterations > 1 {
+                format!("{}#{iteration}", phase.name).into()
             } else {
-                phase.name.clone()
+                phase.name.as_str().into()
             };
             let mut exit = HostTasks::new();
             match &phase.kind {
@@ -266,14 +282,16 @@ fn build_job<'a>(cx: &mut Cx<'a>, job: &'a Job) -> Result<(), BuildError> {
                 return Err(err(too_large(&cx.b)));
             }
             exits.push(exit);
-        }
-        // The next iteration starts at each host when all of this one is done there.
-        let mut all = HostTasks::new();
-        for e in &exits {
-            for (&h, tasks) in e {
-                all.entry(h).or_default().extend_from_slice(tasks);
+            let j = exits.len() - 1;
+            for &i in &released[j] {
+                for (h, tasks) in std::mem::take(&mut exits[i]) {
+                    all.entry(h).or_default().extend_from_slice(&tasks);
+                }
             }
         }
+        // The next iteration starts at each host when all of this one is done
+        // there (every phase was released into `all` by the last).
+        debug_assert!(exits.iter().all(|e| e.is_empty()));
         previous_iteration = all
             .into_iter()
             .map(|(h, deps)| (h, vec![cx.b.join(h, super::NONE, &deps)]))
@@ -398,16 +416,16 @@ impl Cx<'_> {
     /// `logical` members) and returns each member's exit.
     fn collective(
         &mut self,
-        name: &str,
+        name: &std::sync::Arc<str>,
         op: &OpSpec,
         group: &[NodeIndex],
         logical: usize,
         entry: &HostTasks,
     ) -> HostTasks {
         let coll = self.b.collective(Collective {
-            name: name.into(),
+            name: name.clone(),
             op: op.op,
-            algorithm: op.algorithm.name().into(),
+            algorithm: op.algorithm.name(),
             group_size: logical as u32,
             size_bytes: op.size_bytes,
             offloaded: false,
@@ -430,7 +448,7 @@ impl Cx<'_> {
                         self.spec.fallback
                     };
                     let c = self.b.collective_mut(coll);
-                    c.algorithm = algorithm.name().into();
+                    c.algorithm = algorithm.name();
                     c.fallback_reason = Some(reason);
                 }
             }
@@ -459,7 +477,7 @@ impl Cx<'_> {
                 let pieces = flat;
                 match servers(topo, group).filter(|_| nvswitch) {
                     Some(servers) => {
-                        b.collective_mut(coll).algorithm = "ring+nvswitch".into();
+                        b.collective_mut(coll).algorithm = "ring+nvswitch";
                         nvswitch_all_reduce(b, coll, &servers, size, pieces, entry);
                     }
                     None => {

@@ -16,7 +16,8 @@ pub struct WorkloadBytes {
     pub flows: u64,
     /// The dependents' lists: one id per edge, one offset per task.
     pub dependents: u64,
-    /// The collectives and their names.
+    /// The collectives' rows and fallback reasons (a name is one string
+    /// per phase, shared by its collectives, and left out).
     pub collectives: u64,
 }
 
@@ -60,7 +61,7 @@ impl Workload {
         let names: usize = self
             .collectives
             .iter()
-            .map(|c| c.name.len() + c.fallback_reason.as_ref().map_or(0, String::len))
+            .map(|c| c.fallback_reason.as_ref().map_or(0, String::len))
             .sum();
         b.collectives = b.collectives.saturating_add(names as u64);
         b
@@ -85,9 +86,11 @@ pub const EDGE_BYTES: u64 = 4 + 4;
 /// a whole sender, which the run checks before it starts).
 pub const FLOW_BYTES: u64 = (size_of::<FlowSpec>() + size_of::<FlowInfo>()) as u64 + 4;
 
-/// What one collective costs: its row, its name, and its span during a run.
+/// What one collective costs: its row, its fallback reason, and its span
+/// during a run (its name is one string per phase, shared by its
+/// collectives, and left out).
 pub fn collective_bytes(c: &Collective) -> u64 {
-    let text = c.name.len() + c.algorithm.len() + c.fallback_reason.as_ref().map_or(0, String::len);
+    let text = c.fallback_reason.as_ref().map_or(0, String::len);
     (size_of::<Collective>() + text + size_of::<CollectiveSpan>()) as u64
 }
 

@@ -81,10 +81,11 @@ pub struct FlowInfo {
 /// One collective as the `collectives` table reports it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Collective {
-    pub name: String,
+    /// The phase's name, shared by its collectives (10^7 of them in a large job).
+    pub name: Arc<str>,
     pub op: CollectiveOp,
     /// The algorithm that ran (after any fallback), e.g. `ring`, `ina`.
-    pub algorithm: String,
+    pub algorithm: &'static str,
     pub group_size: u32,
     pub size_bytes: u64,
     pub offloaded: bool,

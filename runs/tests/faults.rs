@@ -2,28 +2,16 @@
 //! packets are recovered, unreachable flows give up with a reason, lossy
 //! links, the same tables on 1 and 2 shards, and a closed form.
 
-use std::fs::File;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::{UInt32Type, UInt64Type};
-use arrow_array::{Array, RecordBatch};
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use arrow_array::Array;
 
-fn netsim(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_netsim"))
-        .args(args)
-        .output()
-        .unwrap()
-}
+mod common;
 
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("netsim-faults-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
+use common::tables::batches;
+use common::{netsim, run_json, scratch};
 
 /// Runs `args` into `out` (quiet), expecting exit 0; returns run.json.
 fn run(out: &Path, args: &[&str]) -> serde_json::Value {
@@ -35,23 +23,7 @@ fn run(out: &Path, args: &[&str]) -> serde_json::Value {
         "{all:?}: {}",
         String::from_utf8_lossy(&o.stderr)
     );
-    serde_json::from_str(&std::fs::read_to_string(out.join("run.json")).unwrap()).unwrap()
-}
-
-/// Every row of a table's parts.
-fn batches(dir: &Path) -> Vec<RecordBatch> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.extension().is_some_and(|e| e == "parquet") {
-            let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(&path).unwrap())
-                .unwrap()
-                .build()
-                .unwrap();
-            out.extend(reader.map(Result::unwrap));
-        }
-    }
-    out
+    run_json(out)
 }
 
 /// Every row of a table as text, sorted: the table's content whatever the

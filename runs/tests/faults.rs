@@ -4,13 +4,12 @@
 
 use std::path::Path;
 
-use arrow_array::cast::AsArray;
 use arrow_array::types::{UInt32Type, UInt64Type};
 use arrow_array::Array;
 
 mod common;
 
-use common::tables::batches;
+use common::tables::{batches, column, strings};
 use common::{netsim, run_json, scratch};
 
 /// Runs `args` into `out` (quiet), expecting exit 0; returns run.json.
@@ -50,18 +49,8 @@ type Flow = (u32, u32, Option<u64>, u64, Option<String>, u64);
 fn flows(out: &Path) -> Vec<Flow> {
     let mut v = Vec::new();
     for b in batches(&out.join("flows")) {
-        let u32s = |n: &str| {
-            b.column_by_name(n)
-                .unwrap()
-                .as_primitive::<UInt32Type>()
-                .clone()
-        };
-        let u64s = |n: &str| {
-            b.column_by_name(n)
-                .unwrap()
-                .as_primitive::<UInt64Type>()
-                .clone()
-        };
+        let u32s = |n: &str| column::<UInt32Type>(&b, n);
+        let u64s = |n: &str| column::<UInt64Type>(&b, n);
         let (src, dst, fct, ideal, retx) = (
             u32s("src"),
             u32s("dst"),
@@ -69,7 +58,7 @@ fn flows(out: &Path) -> Vec<Flow> {
             u64s("ideal_fct_ns"),
             u64s("retransmitted_pkts"),
         );
-        let reason = b.column_by_name("reason").unwrap().as_string::<i32>();
+        let reason = strings(&b, "reason");
         for i in 0..b.num_rows() {
             v.push((
                 src.value(i),
@@ -90,18 +79,8 @@ fn flows(out: &Path) -> Vec<Flow> {
 fn link_bytes(out: &Path, touches: impl Fn(u32, u32) -> bool, after_ns: u64) -> u64 {
     let mut total = 0;
     for b in batches(&out.join("links")) {
-        let u32s = |n: &str| {
-            b.column_by_name(n)
-                .unwrap()
-                .as_primitive::<UInt32Type>()
-                .clone()
-        };
-        let u64s = |n: &str| {
-            b.column_by_name(n)
-                .unwrap()
-                .as_primitive::<UInt64Type>()
-                .clone()
-        };
+        let u32s = |n: &str| column::<UInt32Type>(&b, n);
+        let u64s = |n: &str| column::<UInt64Type>(&b, n);
         let (src, dst, time, bytes) = (u32s("src"), u32s("dst"), u64s("time_ns"), u64s("tx_bytes"));
         for i in 0..b.num_rows() {
             if time.value(i) > after_ns && touches(src.value(i), dst.value(i)) {

@@ -9,18 +9,15 @@ use arrow_array::Array;
 
 mod common;
 
-use common::tables::batches;
+use common::tables::{batches, column, strings};
 use common::{netsim, scratch};
 
 /// `(job, start_ns)` of every row.
 fn jobs(dir: &Path, start: &str) -> Vec<(Option<String>, Option<u64>)> {
     let mut rows = Vec::new();
     for b in batches(dir) {
-        let job = b.column_by_name("job").unwrap().as_string::<i32>();
-        let s = b
-            .column_by_name(start)
-            .unwrap()
-            .as_primitive::<UInt64Type>();
+        let job = strings(&b, "job");
+        let s = column::<UInt64Type>(&b, start);
         for i in 0..b.num_rows() {
             rows.push((
                 job.is_valid(i).then(|| job.value(i).to_string()),

@@ -1,12 +1,12 @@
-//! Reading a run's Parquet tables back: every part of a table, a cell
-//! rendered exactly.
+//! Reading a run's Parquet tables back: every part of a table, a column by
+//! name and type, a cell rendered exactly.
 
 use std::fs::File;
 use std::path::Path;
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Float64Type, UInt32Type, UInt64Type, UInt8Type};
-use arrow_array::{Array, RecordBatch};
+use arrow_array::{Array, ArrowPrimitiveType, PrimitiveArray, RecordBatch, StringArray};
 use arrow_schema::DataType;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
@@ -26,6 +26,26 @@ pub fn batches(dir: &Path) -> Vec<RecordBatch> {
         out.extend(reader.map(Result::unwrap));
     }
     out
+}
+
+/// Column `name` of `batch`, of primitive type `T`; panics if it is missing
+/// or of another type.
+pub fn column<'a, T: ArrowPrimitiveType>(
+    batch: &'a RecordBatch,
+    name: &str,
+) -> &'a PrimitiveArray<T> {
+    batch
+        .column_by_name(name)
+        .unwrap_or_else(|| panic!("no column {name}"))
+        .as_primitive::<T>()
+}
+
+/// Text column `name` of `batch`; panics if it is missing or not text.
+pub fn strings<'a>(batch: &'a RecordBatch, name: &str) -> &'a StringArray {
+    batch
+        .column_by_name(name)
+        .unwrap_or_else(|| panic!("no column {name}"))
+        .as_string::<i32>()
 }
 
 /// One cell, exactly: floats by their bit pattern, nulls as `null`.

@@ -76,9 +76,12 @@ fn rows(out: &Path, table: &str, key: &str, columns: &[&str]) -> Vec<(String, Ve
     rows
 }
 
+/// One level's `(name, duration_ns)` per collective and `switch_offload` rows.
+type Level = (Vec<(String, u64)>, Vec<(String, Vec<u64>)>);
+
 /// Runs `config` at both fidelities: `(name, duration_ns)` of each
 /// collective, then each level's `switch_offload` rows.
-fn both(dir: &Path, config: &str) -> [(Vec<(String, u64)>, Vec<(String, Vec<u64>)>); 2] {
+fn both(dir: &Path, config: &str) -> [Level; 2] {
     ["packet", "flow"].map(|fidelity| {
         let out = dir.join(fidelity);
         let o = netsim(&[

@@ -68,9 +68,10 @@ pub(super) struct InaTrees {
     started: Vec<u32>,
     /// Per operation: one member's stream in wire bytes (chunks and headers).
     wire_bytes: Vec<u64>,
-    /// Per flow of an operation: the operation (`NONE` otherwise); empty
-    /// when the workload has none.
+    /// Per flow of an operation: the operation (`NONE` otherwise) and its
+    /// index in the operation's members; empty when the workload has none.
     op_of: Vec<u32>,
+    member_of: Vec<u32>,
     /// Per node: its offload counters (empty when the workload has no
     /// operation and no fallback).
     offload: Vec<SwitchOffloadRecord>,
@@ -91,6 +92,7 @@ impl InaTrees {
             started: vec![0; ops.len()],
             wire_bytes: Vec::with_capacity(ops.len()),
             op_of: Vec::new(),
+            member_of: Vec::new(),
             offload: Vec::new(),
         };
         if !ops.is_empty() {
@@ -109,8 +111,10 @@ impl InaTrees {
                 r.barriers_fallback = count.barriers;
             }
         }
+        trees.member_of = vec![NONE; trees.op_of.len()];
         for (flow, &op) in trees.op_of.iter().enumerate() {
             if op != NONE {
+                trees.member_of[flow] = trees.members[op as usize].len() as u32;
                 trees.members[op as usize].push(Member {
                     flow: flow as u32,
                     tail: SimTime::ZERO,
@@ -141,14 +145,10 @@ impl InaTrees {
             let chunk_wire = u64::from(op.chunk_bytes) + header;
             let last_wire = wire - u64::from(op.chunks - 1) * chunk_wire;
             let mut slowest_loop = SimTime::ZERO;
-            for m in &mut trees.members[op_id] {
+            // The workload builds an operation's streams in member order.
+            for (m, &(host, port)) in trees.members[op_id].iter_mut().zip(&op.members) {
                 let spec = workload.flows[m.flow as usize];
-                let port = op
-                    .members
-                    .iter()
-                    .find(|&&(host, _)| host == spec.src)
-                    .expect("a stream starts at a member")
-                    .1;
+                assert_eq!(spec.src, host, "operation {op_id}: streams in member order");
                 m.ideal = ideal_stream(topo, op, spec.src, port, |p| p + header, serialization);
                 let (tail, bottleneck) = tail(fabric, op_id, spec.src, port, last_wire);
                 m.tail = tail;
@@ -193,7 +193,7 @@ impl InaTrees {
     pub fn member_started(&mut self, op: u32, flow: u32) -> Option<(u32, &[u32], u128)> {
         let o = op as usize;
         self.started[o] += 1;
-        debug_assert!(self.members[o].iter().any(|m| m.flow == flow));
+        debug_assert_eq!(self.op_of[flow as usize], op);
         (self.started[o] as usize == self.members[o].len()).then(|| {
             (
                 self.first_stream + op,
@@ -205,11 +205,7 @@ impl InaTrees {
 
     /// Member flow `flow` alone on its tree: packet level's ideal.
     pub fn ideal(&self, op: u32, flow: u32) -> SimTime {
-        self.members[op as usize]
-            .iter()
-            .find(|m| m.flow == flow)
-            .expect("a member of its operation")
-            .ideal
+        self.members[op as usize][self.member_of[flow as usize] as usize].ideal
     }
 
     /// Operation `op`'s stream has drained: its members, and the switches'

@@ -73,10 +73,10 @@ pub fn check(fabric: &Fabric) -> Result<(), FlowModeError> {
         .ina_ops
         .iter()
         .map(edges)
-        .any(|e: usize| e >= 32_767)
+        .any(|e: usize| e > 32_767)
     {
         return Err(FlowModeError::Unsupported(
-            "an in-network tree of 32,767 edges or more",
+            "an in-network tree of more than 32,767 edges",
         ));
     }
     Ok(())

@@ -80,17 +80,7 @@ fn a_workload_at_flow_level_writes_the_same_tables_on_any_thread_count() {
 #[test]
 fn what_flow_level_cannot_model_is_refused_in_one_line() {
     let dir = scratch("refused");
-    for extra in [
-        &["--ecmp", "spray"][..],
-        &[
-            "--workload",
-            "allreduce",
-            "--algo",
-            "ina",
-            "--dtype",
-            "int32",
-        ][..],
-    ] {
+    for extra in [&["--ecmp", "spray"][..], &["--transport", "uec"][..]] {
         let out = dir.join("out");
         let mut args = vec!["--topo", "star", "--hosts", "8", "--fidelity", "flow"];
         args.extend_from_slice(extra);

@@ -48,6 +48,7 @@ mod transport;
 mod wire;
 
 pub use crate::workload::progress::CollectiveSpan;
+pub(crate) use aggregation::ideal_stream;
 pub use fabric::{ideal_fct, Fabric};
 pub(crate) use fabric::{PathTiming, NO_NODE};
 pub use faults::{dead_links, FaultPlan};

@@ -2,11 +2,14 @@
 //! closed form, the members' window, fallbacks and determinism, each
 //! against packet level.
 
+mod common;
+
+use common::flows;
 use netsim_engine::{Layout, SimTime};
 use netsim_models::flow;
 use netsim_models::network::config::NetConfig;
 use netsim_models::network::{collective_records, simulate, Fabric, NetRun};
-use netsim_models::telemetry::{CollectiveRecord, FlowRecord, MemorySink, SwitchOffloadRecord};
+use netsim_models::telemetry::{CollectiveRecord, MemorySink, SwitchOffloadRecord};
 use netsim_models::workload::groups::GroupSpec;
 use netsim_models::workload::{
     build, Algorithm, CollectiveOp, Dtype, OpSpec, Phase, PhaseKind, ReduceOp, SwitchProfile,
@@ -80,16 +83,6 @@ fn packets(fabric: &Fabric) -> NetRun<MemorySink> {
     simulate(fabric, &layout, SimTime::MAX, None, |_| {
         MemorySink::default()
     })
-}
-
-fn flows(run: &NetRun<MemorySink>) -> Vec<FlowRecord> {
-    let mut flows: Vec<FlowRecord> = run
-        .shards
-        .iter()
-        .flat_map(|s| s.sink.flows.clone())
-        .collect();
-    flows.sort_by_key(|f| f.flow_id);
-    flows
 }
 
 fn collectives(fabric: &Fabric, run: &NetRun<MemorySink>) -> Vec<CollectiveRecord> {

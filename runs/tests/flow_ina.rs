@@ -2,28 +2,13 @@
 //! shipped INA scenarios against packet level, and the `switch_offload`
 //! table both levels write.
 
-use std::fs::File;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
 
-use arrow_array::cast::AsArray;
+use std::path::Path;
+
 use arrow_array::types::UInt64Type;
-use arrow_array::RecordBatch;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-
-fn netsim(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_netsim"))
-        .args(args)
-        .output()
-        .expect("netsim runs")
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("netsim-flow-ina-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
+use common::tables::{batches, cell, column};
+use common::{netsim, scratch};
 
 fn scenario(name: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -33,44 +18,17 @@ fn scenario(name: &str) -> String {
         .to_string()
 }
 
-/// Every row of `table` as `(first string column, u64 columns...)`, in file order.
+/// Every row of `table` as `(key column, u64 columns...)`, in file order.
 fn rows(out: &Path, table: &str, key: &str, columns: &[&str]) -> Vec<(String, Vec<u64>)> {
     let mut rows = Vec::new();
-    let mut paths: Vec<PathBuf> = std::fs::read_dir(out.join(table))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "parquet"))
-        .collect();
-    paths.sort();
-    for path in paths {
-        let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(&path).unwrap())
-            .unwrap()
-            .build()
-            .unwrap();
-        for b in reader.map(Result::unwrap) {
-            let b: RecordBatch = b;
-            let key_of = |i: usize| {
-                let c = b.column_by_name(key).unwrap();
-                match c.as_string_opt::<i32>() {
-                    Some(s) => s.value(i).to_string(),
-                    None => c
-                        .as_primitive::<arrow_array::types::UInt32Type>()
-                        .value(i)
-                        .to_string(),
-                }
-            };
-            for i in 0..b.num_rows() {
-                let values = columns
-                    .iter()
-                    .map(|n| {
-                        b.column_by_name(n)
-                            .unwrap()
-                            .as_primitive::<UInt64Type>()
-                            .value(i)
-                    })
-                    .collect();
-                rows.push((key_of(i), values));
-            }
+    for b in batches(&out.join(table)) {
+        let keys = b.column_by_name(key).unwrap();
+        for i in 0..b.num_rows() {
+            let values = columns
+                .iter()
+                .map(|n| column::<UInt64Type>(&b, n).value(i))
+                .collect();
+            rows.push((cell(keys.as_ref(), i), values));
         }
     }
     rows

@@ -11,14 +11,16 @@ use arrow_schema::DataType;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 /// Every row of the table in `dir`: the batches of its part files, in
-/// directory order (anything else in `dir` is passed over).
+/// file-name order (anything else in `dir` is passed over).
 pub fn batches(dir: &Path) -> Vec<RecordBatch> {
+    let mut paths: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|e| e == "parquet"))
+        .collect();
+    paths.sort();
     let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.extension().is_none_or(|e| e != "parquet") {
-            continue;
-        }
+    for path in paths {
         let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(&path).unwrap())
             .unwrap()
             .build()

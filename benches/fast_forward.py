@@ -8,7 +8,7 @@ error at p50 and p99 (flows matched by id), events and their ratio, wall
 times and the speed-up. Needs a release build and pyarrow:
 
     cargo build --release -p netsim
-    python3 benches/fast_forward.py [--threads 1] [--repeat 1] [extra netsim flags]
+    python3 benches/fast_forward.py [--threads 1] [--repeat 1] [--workloads a,b] [extra netsim flags]
 
 `--bounds` runs each workload once with `--fast-forward off` and prints, from
 its flows table, the most that two refinements could avoid (DESIGN.md §3c,
@@ -35,6 +35,10 @@ import pyarrow.parquet as pq
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORKLOADS = {
+    # AICB's layout and sizes, cut to 2 layers (runs/scenarios/workloads/aicb_cut.py).
+    "gpt13b-tp8-pp2-128": "runs/scenarios/workloads/gpt13b-tp8-pp2-128.txt",
+    "mixtral-8x7b-ep8-tp2-128": "runs/scenarios/workloads/mixtral-8x7b-ep8-tp2-128.txt",
+    # Hand-made, small collectives (1-16 MiB): seconds per run.
     "gpt-micro-128": "runs/scenarios/workloads/gpt-micro-simai.txt",
     "moe-pp4-ep2-tp8-128": "runs/scenarios/workloads/moe-pp4-ep2-tp8-128.txt",
 }
@@ -104,16 +108,24 @@ def main():
     parser.add_argument("--bounds", action="store_true",
                         help="only the off run: what per-flow skipping and memoization allow")
     parser.add_argument("--netsim", help="the binary [target/release/netsim]")
+    parser.add_argument("--workloads", help="comma-separated names [all]: " + ", ".join(WORKLOADS))
     args, extra = parser.parse_known_args()
     if args.netsim:
         global NETSIM
         NETSIM = os.path.abspath(args.netsim)
     period_us = float(extra[extra.index("--ff-period-us") + 1]) if "--ff-period-us" in extra else 10
-    for name, workload in WORKLOADS.items():
+    names = args.workloads.split(",") if args.workloads else list(WORKLOADS)
+    for name in names:
+        if name not in WORKLOADS:
+            sys.exit(f"--workloads: unknown `{name}` ({', '.join(WORKLOADS)})")
+    for name in names:
+        workload = WORKLOADS[name]
         if args.bounds:
             with tempfile.TemporaryDirectory() as tmp:
                 _, flows = run(workload, "off", args.threads, f"{tmp}/off", extra)
-            print(json.dumps(bounds(name, flows, round(period_us * 1000))))
+            # One unskipped run bounds every check period.
+            for p_us in sorted({period_us, 10, 1, 0.5, 0.25}, reverse=True):
+                print(json.dumps(bounds(name, flows, round(p_us * 1000))))
             sys.stdout.flush()
             continue
         for _ in range(args.repeat):
@@ -140,9 +152,12 @@ def main():
                 "flow_steady_share": on["fast_forward"]["flow_steady_bytes"]
                 / max(on["sent_payload_bytes"], 1),
                 "skips": on["fast_forward"]["skips"],
+                "pfc_pauses_off": off["pfc_pauses"],
                 "wall_s_off": off["simulate_s"],
                 "wall_s_on": on["simulate_s"],
                 "speedup": off["simulate_s"] / on["simulate_s"],
+                "peak_rss_mb_off": off["peak_rss_bytes"] / 2**20,
+                "peak_rss_mb_on": on["peak_rss_bytes"] / 2**20,
             }))
             sys.stdout.flush()
 

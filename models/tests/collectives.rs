@@ -1,18 +1,21 @@
 //! Collectives and in-network computing against closed forms, link counts,
 //! limits, and across shard counts.
 
-use netsim_engine::{Layout, SimTime};
+use netsim_engine::SimTime;
 use netsim_models::network::config::{CcKind, NetConfig};
 use netsim_models::network::{collective_records, simulate, Fabric, NetRun};
-use netsim_models::telemetry::{CollectiveRecord, FlowRecord, MemorySink, SwitchOffloadRecord};
+use netsim_models::telemetry::{CollectiveRecord, MemorySink, SwitchOffloadRecord};
 use netsim_models::workload::groups::GroupSpec;
 use netsim_models::workload::{
     build, Algorithm, CollectiveOp, Dtype, OpSpec, ReduceOp, SwitchProfile, WorkloadSpec,
 };
-use netsim_partition::{partition, PartitionConfig, Strategy};
 use netsim_topo::{
     Arrangement, DragonflyParams, FatTreeParams, LinkParams, Routing, StarParams, TopoSpec,
 };
+
+mod common;
+
+use common::{flows, layout};
 
 const GBPS: u64 = 1_000_000_000;
 const LINK_NS: u64 = 1000;
@@ -70,20 +73,7 @@ fn fabric(topo: &TopoSpec, spec: &WorkloadSpec, config: NetConfig) -> Fabric {
 }
 
 fn run(fabric: &Fabric, shards: u32) -> NetRun<MemorySink> {
-    let layout = if shards == 1 {
-        Layout::blocks(fabric.topo.node_count(), 1, SimTime::MAX).unwrap()
-    } else {
-        let p = partition(
-            &fabric.topo,
-            &PartitionConfig {
-                shards,
-                strategy: Strategy::Structural,
-                latency_floor_ps: 0,
-            },
-        )
-        .unwrap();
-        Layout::new(p.shard_of, p.shards, p.lookahead).unwrap()
-    };
+    let layout = layout(&fabric.topo, shards);
     simulate(fabric, &layout, SimTime::from_us(100_000), None, |_| {
         MemorySink::default()
     })
@@ -101,16 +91,6 @@ fn offload(run: &NetRun<MemorySink>) -> Vec<SwitchOffloadRecord> {
         .collect();
     rows.sort_by_key(|r| r.node);
     rows
-}
-
-fn flows(run: &NetRun<MemorySink>) -> Vec<FlowRecord> {
-    let mut f: Vec<_> = run
-        .shards
-        .iter()
-        .flat_map(|s| s.sink.flows.clone())
-        .collect();
-    f.sort_by_key(|r| r.flow_id);
-    f
 }
 
 /// Duration of the one collective of a single-op run, in ns.

@@ -1,10 +1,8 @@
 //! The per-node work estimate against hand counts: ECMP splits, ACKs, NVLink inside a server,
 //! conservation over a whole workload.
 
-use netsim_engine::SimTime;
 use netsim_models::load::node_work;
 use netsim_models::network::config::NetConfig;
-use netsim_models::traffic::FlowSpec;
 use netsim_models::workload::groups::{GroupSpec, Parallelism};
 use netsim_models::workload::{
     build, Algorithm, CollectiveOp, Dtype, OpSpec, Phase, PhaseKind, ReduceOp, Workload,
@@ -12,14 +10,9 @@ use netsim_models::workload::{
 };
 use netsim_topo::{FatTreeParams, Role, Routing, SimaiParams, SimaiTemplate, TopoSpec};
 
-fn flow(src: u32, dst: u32, size_bytes: u64) -> FlowSpec {
-    FlowSpec {
-        src,
-        dst,
-        size_bytes,
-        start: SimTime::ZERO,
-    }
-}
+mod common;
+
+use common::flow;
 
 /// One flow across a k=4 fat-tree: 2 aggregation switches and 4 cores share its packets.
 #[test]

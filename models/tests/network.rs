@@ -1,11 +1,15 @@
 //! The packet-level network against closed forms and conservation laws.
 
-use netsim_engine::{Layout, SimTime};
+use netsim_engine::SimTime;
 use netsim_models::network::config::{CcKind, NetConfig};
 use netsim_models::network::{simulate, Fabric, NetRun};
-use netsim_models::telemetry::{FlowRecord, MemorySink};
+use netsim_models::telemetry::MemorySink;
 use netsim_models::traffic::FlowSpec;
 use netsim_topo::{build, LinkParams, Routing, StarParams, TopoSpec};
+
+mod common;
+
+use common::{flow, flows, layout};
 
 const GBPS: u64 = 1_000_000_000;
 
@@ -26,27 +30,8 @@ fn fabric(spec: &TopoSpec, flows: Vec<FlowSpec>, config: NetConfig) -> Fabric {
 }
 
 fn run(fabric: &Fabric, end: SimTime) -> NetRun<MemorySink> {
-    let layout = Layout::blocks(fabric.topo.node_count(), 1, SimTime::MAX).unwrap();
+    let layout = layout(&fabric.topo, 1);
     simulate(fabric, &layout, end, None, |_| MemorySink::default())
-}
-
-fn flows(run: &NetRun<MemorySink>) -> Vec<FlowRecord> {
-    let mut flows: Vec<FlowRecord> = run
-        .shards
-        .iter()
-        .flat_map(|s| s.sink.flows.clone())
-        .collect();
-    flows.sort_by_key(|f| f.flow_id);
-    flows
-}
-
-fn flow(src: u32, dst: u32, size_bytes: u64) -> FlowSpec {
-    FlowSpec {
-        src,
-        dst,
-        size_bytes,
-        start: SimTime::ZERO,
-    }
 }
 
 #[test]

@@ -2,13 +2,16 @@
 //! iteration against its hand-computed schedule, and a 128-GPU
 //! PP 4 x EP 2 x TP 8 MoE workload (stage order, sends and all-to-alls).
 
-use netsim_engine::{Layout, SimTime};
+use netsim_engine::SimTime;
 use netsim_models::network::config::{CcKind, NetConfig};
 use netsim_models::network::{collective_records, simulate, Fabric, NetRun};
 use netsim_models::telemetry::{CollectiveRecord, MemorySink};
 use netsim_models::workload::{build, simai, Algorithm, WorkloadSpec};
-use netsim_partition::{partition, PartitionConfig, Strategy};
 use netsim_topo::{FatTreeParams, LinkParams, Routing, StarParams, TopoSpec};
+
+mod common;
+
+use common::layout;
 
 const LINK_NS: u64 = 1000;
 
@@ -40,20 +43,7 @@ fn run_on(
     let routing = Routing::build(&topo).unwrap();
     let workload = build(spec, &topo, &config()).unwrap();
     let fabric = Fabric::with_workload(topo, routing, workload, config(), 7);
-    let layout = if shards == 1 {
-        Layout::blocks(fabric.topo.node_count(), 1, SimTime::MAX).unwrap()
-    } else {
-        let p = partition(
-            &fabric.topo,
-            &PartitionConfig {
-                shards,
-                strategy: Strategy::Structural,
-                latency_floor_ps: 0,
-            },
-        )
-        .unwrap();
-        Layout::new(p.shard_of, p.shards, p.lookahead).unwrap()
-    };
+    let layout = layout(&fabric.topo, shards);
     let run = simulate(&fabric, &layout, SimTime::from_us(1_000_000), None, |_| {
         MemorySink::default()
     });

@@ -3,13 +3,16 @@
 //! that is bound by the hosts' links gets about twice the goodput on two
 //! planes; and the tables are the same on 1 and 2 shards.
 
-use netsim_engine::{Layout, SimTime};
+use netsim_engine::SimTime;
 use netsim_models::network::config::{CcKind, LoadBalancing, NetConfig, Transport};
 use netsim_models::network::{simulate, Fabric, NetRun};
 use netsim_models::telemetry::{FlowRecord, MemorySink};
 use netsim_models::traffic::{generate, TrafficPattern};
-use netsim_partition::{partition, PartitionConfig, Strategy};
 use netsim_topo::{build, FatTreeParams, Routing, TopoSpec};
+
+mod common;
+
+use common::{flows, layout};
 
 fn fat_tree(planes: u32) -> TopoSpec {
     TopoSpec::FatTree(FatTreeParams {
@@ -42,33 +45,10 @@ fn run(
     let routing = Routing::build(&topo).unwrap();
     let flows = generate(&pattern, topo.host_count(), 200_000, 5).unwrap();
     let fabric = Fabric::new(topo, routing, flows, config.clone(), 1);
-    let layout = if shards == 1 {
-        Layout::blocks(fabric.topo.node_count(), 1, SimTime::MAX).unwrap()
-    } else {
-        let p = partition(
-            &fabric.topo,
-            &PartitionConfig {
-                shards,
-                strategy: Strategy::Structural,
-                latency_floor_ps: 0,
-            },
-        )
-        .unwrap();
-        Layout::new(p.shard_of, p.shards, p.lookahead).unwrap()
-    };
+    let layout = layout(&fabric.topo, shards);
     simulate(&fabric, &layout, SimTime::MAX, None, |_| {
         MemorySink::default()
     })
-}
-
-fn flows(run: &NetRun<MemorySink>) -> Vec<FlowRecord> {
-    let mut flows: Vec<FlowRecord> = run
-        .shards
-        .iter()
-        .flat_map(|s| s.sink.flows.clone())
-        .collect();
-    flows.sort_by_key(|f| f.flow_id);
-    flows
 }
 
 /// Aggregate goodput, bits per second: the sum over flows of size over

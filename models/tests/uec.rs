@@ -3,14 +3,17 @@
 //! permutation, a link failure mid-run, every load balancer and loss
 //! recovery path completing.
 
-use netsim_engine::{Layout, SimTime};
+use netsim_engine::SimTime;
 use netsim_models::faults::parse_fault;
 use netsim_models::network::config::{LoadBalancing, NetConfig, Transport, UecCc};
 use netsim_models::network::{simulate, Fabric, FaultPlan, NetRun};
 use netsim_models::telemetry::{FlowRecord, MemorySink};
 use netsim_models::traffic::{generate, TrafficPattern};
-use netsim_partition::{partition, PartitionConfig, Strategy};
 use netsim_topo::{build, FatTreeParams, Routing, TopoSpec};
+
+mod common;
+
+use common::{flows, layout};
 
 fn fat_tree(k: u32) -> TopoSpec {
     TopoSpec::FatTree(FatTreeParams {
@@ -64,33 +67,10 @@ fn run_with_faults(
     .unwrap();
     let mut fabric = Fabric::new(topo, routing, flows, config, 1);
     fabric.faults = plan;
-    let layout = if shards == 1 {
-        Layout::blocks(fabric.topo.node_count(), 1, SimTime::MAX).unwrap()
-    } else {
-        let p = partition(
-            &fabric.topo,
-            &PartitionConfig {
-                shards,
-                strategy: Strategy::Structural,
-                latency_floor_ps: 0,
-            },
-        )
-        .unwrap();
-        Layout::new(p.shard_of, p.shards, p.lookahead).unwrap()
-    };
+    let layout = layout(&fabric.topo, shards);
     simulate(&fabric, &layout, SimTime::MAX, None, |_| {
         MemorySink::default()
     })
-}
-
-fn flows(run: &NetRun<MemorySink>) -> Vec<FlowRecord> {
-    let mut flows: Vec<FlowRecord> = run
-        .shards
-        .iter()
-        .flat_map(|s| s.sink.flows.clone())
-        .collect();
-    flows.sort_by_key(|f| f.flow_id);
-    flows
 }
 
 fn p99_fct_ns(flows: &[FlowRecord]) -> u64 {

@@ -3,22 +3,17 @@
 //! here: it must end with exit code 2 and one line that says where the bad
 //! value came from, or with 0 where the input is valid.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Output;
 
 mod common;
+
+use common::scratch;
 
 fn netsim_in(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
     common::netsim_command(dir, args, env)
         .output()
         .expect("netsim runs")
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("netsim-bad-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
 }
 
 /// Runs `args` in `dir` and checks exit code 2 with one line on stderr

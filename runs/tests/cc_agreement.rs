@@ -11,14 +11,16 @@
 //! that differs, in the case's `reason` (and in `docs/cc-profiles.md`).
 
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::{UInt32Type, UInt64Type};
 use arrow_array::Array;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+mod common;
+
+use common::tables::batches;
 
 /// FCT statistics may differ by this fraction of SimAI's value.
 const FCT_TOLERANCE: f64 = 0.10;
@@ -284,22 +286,6 @@ fn run_netsim(case: &Case, seed: u64) -> (Flows, Figures) {
     let max = *samples.values().max().unwrap() as f64;
     let mean = samples.values().sum::<u64>() as f64 / samples.len() as f64;
     (ran, Figures::new(&fcts, max, mean))
-}
-
-fn batches(dir: &Path) -> Vec<arrow_array::RecordBatch> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.extension().is_none_or(|e| e != "parquet") {
-            continue;
-        }
-        let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(&path).unwrap())
-            .unwrap()
-            .build()
-            .unwrap();
-        out.extend(reader.map(Result::unwrap));
-    }
-    out
 }
 
 /// Every asserted statistic agrees with SimAI's ns-3 within its tolerance;

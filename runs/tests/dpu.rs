@@ -1,29 +1,8 @@
 //! `netsim dpu-bench` and DPU-staged collectives in `netsim run`, end to end.
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
+mod common;
 
-fn netsim(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_netsim"))
-        .args(args)
-        .output()
-        .expect("netsim runs")
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("netsim-dpu-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn run_json(out: &std::path::Path) -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(out.join("run.json")).unwrap()).unwrap()
-}
+use common::{netsim, run_json, scratch, stderr};
 
 #[test]
 fn dpu_bench_writes_its_table_and_a_summary() {

@@ -3,17 +3,12 @@
 //! flags end with exit code 2 and one line naming the flag, before any
 //! output is written; a run it covers reports its jumps in run.json.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Output;
 
 mod common;
 
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("netsim-ff-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
+use common::scratch;
 
 fn netsim_in(dir: &Path, args: &[&str]) -> Output {
     common::netsim_command(dir, args, &[])

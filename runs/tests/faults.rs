@@ -2,28 +2,15 @@
 //! packets are recovered, unreachable flows give up with a reason, lossy
 //! links, the same tables on 1 and 2 shards, and a closed form.
 
-use std::fs::File;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
 
-use arrow_array::cast::AsArray;
 use arrow_array::types::{UInt32Type, UInt64Type};
-use arrow_array::{Array, RecordBatch};
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use arrow_array::Array;
 
-fn netsim(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_netsim"))
-        .args(args)
-        .output()
-        .unwrap()
-}
+mod common;
 
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("netsim-faults-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
+use common::tables::{batches, column, strings};
+use common::{netsim, run_json, scratch};
 
 /// Runs `args` into `out` (quiet), expecting exit 0; returns run.json.
 fn run(out: &Path, args: &[&str]) -> serde_json::Value {
@@ -35,23 +22,7 @@ fn run(out: &Path, args: &[&str]) -> serde_json::Value {
         "{all:?}: {}",
         String::from_utf8_lossy(&o.stderr)
     );
-    serde_json::from_str(&std::fs::read_to_string(out.join("run.json")).unwrap()).unwrap()
-}
-
-/// Every row of a table's parts.
-fn batches(dir: &Path) -> Vec<RecordBatch> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.extension().is_some_and(|e| e == "parquet") {
-            let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(&path).unwrap())
-                .unwrap()
-                .build()
-                .unwrap();
-            out.extend(reader.map(Result::unwrap));
-        }
-    }
-    out
+    run_json(out)
 }
 
 /// Every row of a table as text, sorted: the table's content whatever the
@@ -78,18 +49,8 @@ type Flow = (u32, u32, Option<u64>, u64, Option<String>, u64);
 fn flows(out: &Path) -> Vec<Flow> {
     let mut v = Vec::new();
     for b in batches(&out.join("flows")) {
-        let u32s = |n: &str| {
-            b.column_by_name(n)
-                .unwrap()
-                .as_primitive::<UInt32Type>()
-                .clone()
-        };
-        let u64s = |n: &str| {
-            b.column_by_name(n)
-                .unwrap()
-                .as_primitive::<UInt64Type>()
-                .clone()
-        };
+        let u32s = |n: &str| column::<UInt32Type>(&b, n);
+        let u64s = |n: &str| column::<UInt64Type>(&b, n);
         let (src, dst, fct, ideal, retx) = (
             u32s("src"),
             u32s("dst"),
@@ -97,7 +58,7 @@ fn flows(out: &Path) -> Vec<Flow> {
             u64s("ideal_fct_ns"),
             u64s("retransmitted_pkts"),
         );
-        let reason = b.column_by_name("reason").unwrap().as_string::<i32>();
+        let reason = strings(&b, "reason");
         for i in 0..b.num_rows() {
             v.push((
                 src.value(i),
@@ -118,18 +79,8 @@ fn flows(out: &Path) -> Vec<Flow> {
 fn link_bytes(out: &Path, touches: impl Fn(u32, u32) -> bool, after_ns: u64) -> u64 {
     let mut total = 0;
     for b in batches(&out.join("links")) {
-        let u32s = |n: &str| {
-            b.column_by_name(n)
-                .unwrap()
-                .as_primitive::<UInt32Type>()
-                .clone()
-        };
-        let u64s = |n: &str| {
-            b.column_by_name(n)
-                .unwrap()
-                .as_primitive::<UInt64Type>()
-                .clone()
-        };
+        let u32s = |n: &str| column::<UInt32Type>(&b, n);
+        let u64s = |n: &str| column::<UInt64Type>(&b, n);
         let (src, dst, time, bytes) = (u32s("src"), u32s("dst"), u64s("time_ns"), u64s("tx_bytes"));
         for i in 0..b.num_rows() {
             if time.value(i) > after_ns && touches(src.value(i), dst.value(i)) {

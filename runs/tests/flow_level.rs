@@ -1,26 +1,11 @@
 //! `--fidelity flow` end to end: the same dataset as packet level (empty
 //! queue and PFC tables), identical for any thread count, and clear refusals.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
 
-fn netsim(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_netsim"))
-        .args(args)
-        .output()
-        .expect("netsim runs")
-}
+mod common;
 
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("netsim-flow-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn run_json(out: &Path) -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(out.join("run.json")).unwrap()).unwrap()
-}
+use common::{netsim, run_json, scratch};
 
 /// Every part file of a run, by its path under the output directory.
 fn parts(out: &Path) -> Vec<(String, Vec<u8>)> {
@@ -95,17 +80,7 @@ fn a_workload_at_flow_level_writes_the_same_tables_on_any_thread_count() {
 #[test]
 fn what_flow_level_cannot_model_is_refused_in_one_line() {
     let dir = scratch("refused");
-    for extra in [
-        &["--ecmp", "spray"][..],
-        &[
-            "--workload",
-            "allreduce",
-            "--algo",
-            "ina",
-            "--dtype",
-            "int32",
-        ][..],
-    ] {
+    for extra in [&["--ecmp", "spray"][..], &["--transport", "uec"][..]] {
         let out = dir.join("out");
         let mut args = vec!["--topo", "star", "--hosts", "8", "--fidelity", "flow"];
         args.extend_from_slice(extra);

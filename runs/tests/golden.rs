@@ -15,15 +15,14 @@
 //! build from before a refactoring, say).
 
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use arrow_array::cast::AsArray;
-use arrow_array::types::{Float64Type, UInt32Type, UInt64Type, UInt8Type};
-use arrow_array::{Array, RecordBatch};
-use arrow_schema::DataType;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use arrow_array::RecordBatch;
+
+mod common;
+
+use common::tables::{batches, cell};
 
 /// One golden run: a name and its command-line flags (after `run`).
 struct Golden {
@@ -293,25 +292,6 @@ fn fnv1a(hash: u64, bytes: &[u8]) -> u64 {
 
 const FNV_OFFSET: u64 = 0xCBF2_9CE4_8422_2325;
 
-/// One cell, exactly: floats by their bit pattern, nulls as `null`.
-fn cell(column: &dyn Array, row: usize) -> String {
-    if column.is_null(row) {
-        return "null".to_owned();
-    }
-    match column.data_type() {
-        DataType::UInt8 => column.as_primitive::<UInt8Type>().value(row).to_string(),
-        DataType::UInt32 => column.as_primitive::<UInt32Type>().value(row).to_string(),
-        DataType::UInt64 => column.as_primitive::<UInt64Type>().value(row).to_string(),
-        DataType::Float64 => format!(
-            "f{:016x}",
-            column.as_primitive::<Float64Type>().value(row).to_bits()
-        ),
-        DataType::Boolean => column.as_boolean().value(row).to_string(),
-        DataType::Utf8 => column.as_string::<i32>().value(row).to_owned(),
-        other => panic!("golden test cannot render column type {other}"),
-    }
-}
-
 fn rows_of(batch: &RecordBatch, out: &mut Vec<String>) {
     let schema = batch.schema();
     for row in 0..batch.num_rows() {
@@ -334,18 +314,8 @@ fn tables(out: &Path) -> BTreeMap<String, Vec<String>> {
             continue;
         }
         let mut rows = Vec::new();
-        for part in std::fs::read_dir(&dir).unwrap() {
-            let part = part.unwrap().path();
-            if part.extension().is_none_or(|e| e != "parquet") {
-                continue;
-            }
-            let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(&part).unwrap())
-                .unwrap()
-                .build()
-                .unwrap();
-            for batch in reader {
-                rows_of(&batch.unwrap(), &mut rows);
-            }
+        for batch in batches(&dir) {
+            rows_of(&batch, &mut rows);
         }
         rows.sort_unstable();
         let name = dir.file_name().unwrap().to_str().unwrap().to_owned();

@@ -1,54 +1,23 @@
 //! Several jobs on one fabric with background traffic: placement, start
 //! times, the `job` column, and placement errors.
 
-use std::fs::File;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::UInt64Type;
-use arrow_array::{Array, RecordBatch};
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use arrow_array::Array;
 
-fn netsim(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_netsim"))
-        .args(args)
-        .output()
-        .unwrap()
-}
+mod common;
 
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("netsim-jobs-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-/// Every row of a table's parts.
-fn batches(dir: &Path) -> Vec<RecordBatch> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.extension().is_some_and(|e| e == "parquet") {
-            let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(&path).unwrap())
-                .unwrap()
-                .build()
-                .unwrap();
-            out.extend(reader.map(Result::unwrap));
-        }
-    }
-    out
-}
+use common::tables::{batches, column, strings};
+use common::{netsim, scratch};
 
 /// `(job, start_ns)` of every row.
 fn jobs(dir: &Path, start: &str) -> Vec<(Option<String>, Option<u64>)> {
     let mut rows = Vec::new();
     for b in batches(dir) {
-        let job = b.column_by_name("job").unwrap().as_string::<i32>();
-        let s = b
-            .column_by_name(start)
-            .unwrap()
-            .as_primitive::<UInt64Type>();
+        let job = strings(&b, "job");
+        let s = column::<UInt64Type>(&b, start);
         for i in 0..b.num_rows() {
             rows.push((
                 job.is_valid(i).then(|| job.value(i).to_string()),

@@ -10,16 +10,17 @@
 //! Needs Open MPI's `mpirun` on `PATH` (or in `MPIRUN`).
 #![cfg(feature = "mpi")]
 
-use arrow_array::cast::AsArray;
-use arrow_array::types::{Float64Type, UInt32Type, UInt64Type, UInt8Type};
-use arrow_array::Array;
-use arrow_schema::DataType;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
+
+mod common;
+
+use common::tables::cell;
+use common::{run_json, scratch};
 
 const NETSIM: &str = env!("CARGO_BIN_EXE_netsim");
 
@@ -66,13 +67,6 @@ fn mpirun(ranks: u32, args: &[&str]) -> Output {
     run_within(command, Duration::from_secs(300))
 }
 
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("netsim-mpi-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 fn check(o: &Output, what: &str) {
     assert!(
         o.status.success(),
@@ -80,25 +74,6 @@ fn check(o: &Output, what: &str) {
         o.status,
         String::from_utf8_lossy(&o.stderr)
     );
-}
-
-/// Cell `row` of `column`, rendered exactly.
-fn cell(column: &dyn Array, row: usize) -> String {
-    if column.is_null(row) {
-        return "null".into();
-    }
-    match column.data_type() {
-        DataType::UInt8 => column.as_primitive::<UInt8Type>().value(row).to_string(),
-        DataType::UInt32 => column.as_primitive::<UInt32Type>().value(row).to_string(),
-        DataType::UInt64 => column.as_primitive::<UInt64Type>().value(row).to_string(),
-        DataType::Float64 => format!(
-            "{:#x}",
-            column.as_primitive::<Float64Type>().value(row).to_bits()
-        ),
-        DataType::Boolean => column.as_boolean().value(row).to_string(),
-        DataType::Utf8 => column.as_string::<i32>().value(row).to_string(),
-        other => panic!("no rendering for column type {other}"),
-    }
 }
 
 /// Every table of the dataset in `out`: its rows, rendered and sorted.
@@ -145,10 +120,6 @@ fn part_names(dir: &Path) -> Vec<String> {
         .collect();
     names.sort();
     names
-}
-
-fn run_json(out: &Path) -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(out.join("run.json")).unwrap()).unwrap()
 }
 
 /// The scenario on one thread, then under MPI at several ranks x threads:

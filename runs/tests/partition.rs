@@ -2,14 +2,9 @@
 //! estimated work, silent, fewer shards with a note when asked for too many, and the
 //! estimate next to the measured events in `run.json`.
 
-use std::process::{Command, Output};
+mod common;
 
-fn netsim(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_netsim"))
-        .args(args)
-        .output()
-        .expect("netsim runs")
-}
+use common::netsim;
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()

@@ -1,28 +1,14 @@
 //! SimAI/AICB workloads through the command line: SimAI's run-time knobs
 //! mapped onto netsim's flags, a pipelined MoE job, bad input.
 
-use std::fs::File;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
 
-use arrow_array::cast::AsArray;
 use arrow_array::types::{UInt32Type, UInt64Type};
-use arrow_array::RecordBatch;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
-fn netsim(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_netsim"))
-        .args(args)
-        .output()
-        .unwrap()
-}
+mod common;
 
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("netsim-simai-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
+use common::tables::{batches, column, strings};
+use common::{netsim, scratch};
 
 fn workload(name: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -35,39 +21,21 @@ fn workload(name: &str) -> String {
 /// `(name, op, group_size, start_ns, duration_ns)` of every collective.
 fn collectives(out: &Path) -> Vec<(String, String, u32, u64, u64)> {
     let mut rows = Vec::new();
-    for entry in std::fs::read_dir(out.join("collectives")).unwrap() {
-        let path = entry.unwrap().path();
-        if path.extension().is_none_or(|e| e != "parquet") {
-            continue;
-        }
-        let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(&path).unwrap())
-            .unwrap()
-            .build()
-            .unwrap();
-        for b in reader.map(Result::unwrap) {
-            let b: RecordBatch = b;
-            let s = |n| b.column_by_name(n).unwrap().as_string::<i32>().clone();
-            let u64s = |n| {
-                b.column_by_name(n)
-                    .unwrap()
-                    .as_primitive::<UInt64Type>()
-                    .clone()
-            };
-            let (name, op) = (s("name"), s("op"));
-            let group = b
-                .column_by_name("group_size")
-                .unwrap()
-                .as_primitive::<UInt32Type>();
-            let (start, duration) = (u64s("start_ns"), u64s("duration_ns"));
-            for i in 0..b.num_rows() {
-                rows.push((
-                    name.value(i).to_string(),
-                    op.value(i).to_string(),
-                    group.value(i),
-                    start.value(i),
-                    duration.value(i),
-                ));
-            }
+    for b in batches(&out.join("collectives")) {
+        let (name, op) = (strings(&b, "name"), strings(&b, "op"));
+        let group = column::<UInt32Type>(&b, "group_size");
+        let (start, duration) = (
+            column::<UInt64Type>(&b, "start_ns"),
+            column::<UInt64Type>(&b, "duration_ns"),
+        );
+        for i in 0..b.num_rows() {
+            rows.push((
+                name.value(i).to_string(),
+                op.value(i).to_string(),
+                group.value(i),
+                start.value(i),
+                duration.value(i),
+            ));
         }
     }
     rows.sort_by_key(|r| r.3);

@@ -22,7 +22,7 @@ pub struct FairShare {
     /// Per flow: its channels, `path[path_start[f]..path_start[f] + path_len[f]]`.
     path: Vec<u32>,
     path_start: Vec<u32>,
-    path_len: Vec<u8>,
+    path_len: Vec<u16>,
     rate_bps: Vec<u64>,
     /// Channels whose set of flows changed since the last [`FairShare::resolve`].
     dirty: Vec<u32>,
@@ -95,12 +95,12 @@ impl FairShare {
     pub fn add(&mut self, flow: u32, channels: &[u32]) {
         let f = flow as usize;
         assert!(
-            !channels.is_empty() && channels.len() <= usize::from(u8::MAX),
+            !channels.is_empty() && channels.len() <= usize::from(u16::MAX),
             "flow {flow}: a path of {} channels",
             channels.len()
         );
         self.path_start[f] = u32::try_from(self.path.len()).expect("under 2^32 path entries");
-        self.path_len[f] = channels.len() as u8;
+        self.path_len[f] = channels.len() as u16;
         self.path.extend_from_slice(channels);
         for &c in channels {
             self.flows_on[c as usize].push(flow);

@@ -21,12 +21,14 @@
 //! complete at its destination when delivered and at its source when acked.
 //!
 //! Not modelled: packet queues, ECN, PFC and congestion control (the
-//! `queues` and `pfc` tables stay empty), per-packet spraying and in-network aggregation
-//! (refused by [`check`]). The run is sequential, so it is identical for any
+//! `queues` and `pfc` tables stay empty) and per-packet spraying (refused by
+//! [`check`]). In-network aggregation is a fluid stream over its whole tree
+//! ([`ina`]). The run is sequential, so it is identical for any
 //! number of threads.
 
 mod fair_share;
 mod fifo;
+mod ina;
 mod meter;
 mod paths;
 mod slots;
@@ -41,6 +43,7 @@ use crate::telemetry::{FlowRecord, TelemetrySink};
 use crate::workload::progress::{DagProgress, Start};
 use fair_share::{FairShare, RateChange};
 use fifo::Fifo;
+use ina::InaTrees;
 use meter::LinkMeter;
 use netsim_engine::{Progress, SimTime};
 use paths::{route, Channels};
@@ -67,9 +70,17 @@ pub fn check(fabric: &Fabric) -> Result<(), FlowModeError> {
             "--transport uec (per-packet spraying, trimming)",
         ));
     }
-    if !fabric.workload.ina_ops.is_empty() {
+    // An operation's stream crosses every edge of its tree both ways.
+    let edges = |op: &crate::workload::InaOp| op.tree.iter().map(|t| t.child_ports.len()).sum();
+    if fabric
+        .workload
+        .ina_ops
+        .iter()
+        .map(edges)
+        .any(|e: usize| e > 32_767)
+    {
         return Err(FlowModeError::Unsupported(
-            "in-network aggregation (--algo ina)",
+            "an in-network tree of more than 32,767 edges",
         ));
     }
     Ok(())
@@ -115,6 +126,22 @@ struct FlowState {
     end: Option<SimTime>,
 }
 
+impl FlowState {
+    /// A flow (or stream) that starts at `now`, its timing still to be set.
+    fn started(now: SimTime) -> FlowState {
+        FlowState {
+            start: now,
+            left: 0,
+            settled_at: now,
+            version: 0,
+            forward_tail: SimTime::ZERO,
+            ack_return: SimTime::ZERO,
+            ideal_fct: SimTime::ZERO,
+            end: None,
+        }
+    }
+}
+
 /// Events handled between two progress reports.
 const PROGRESS_EVERY: u64 = 4096;
 
@@ -127,7 +154,10 @@ struct Fluid<'f, S> {
     /// The earliest `Wake` pending (`SimTime::MAX`: none).
     wake_at: SimTime,
     meter: LinkMeter,
-    /// Per running flow (a slot from its start to its acknowledgement).
+    /// In-network operations; their streams follow the flows in `flows`.
+    ina: InaTrees,
+    /// Per running flow or in-network stream (a slot from its start to its
+    /// acknowledgement, a stream's to its drain).
     flows: Slots<FlowState>,
     queue: BinaryHeap<Reverse<(SimTime, u64, Event)>>,
     next_seq: u64,
@@ -157,7 +187,7 @@ pub fn simulate<S: TelemetrySink>(
 ) -> NetRun<S> {
     let channels = Channels::new(fabric);
     let topo = &fabric.topo;
-    let capacity_bps = (0..topo.node_count())
+    let mut capacity_bps = (0..topo.node_count())
         .flat_map(|n| {
             topo.ports(n)
                 .iter()
@@ -170,16 +200,23 @@ pub fn simulate<S: TelemetrySink>(
     // NIC's share and the switches' FIFO queues share the links.
     let fifo = (fabric.config.cc == crate::network::config::CcKind::None)
         .then(|| Fifo::new(capacity_bps.clone(), flow_count));
-    let max_min_flows = if fifo.is_some() { 0 } else { flow_count };
+    let ina = InaTrees::new(fabric, &channels, &mut capacity_bps);
+    let streams = ina.count();
+    // In-network streams are max-min shared (ids after the flows').
+    let max_min_flows = match (fifo.is_some(), streams) {
+        (true, 0) => 0,
+        (_, ops) => flow_count + ops,
+    };
     let period = fabric.config.sample_period;
     let mut fluid = Fluid {
         fabric,
         share: FairShare::new(capacity_bps, max_min_flows),
         fifo,
         wake_at: SimTime::MAX,
-        meter: LinkMeter::new(channels.count()),
+        meter: LinkMeter::new(channels.count() + streams as u32),
+        ina,
         channels,
-        flows: Slots::new(flow_count),
+        flows: Slots::new(flow_count + streams),
         queue: BinaryHeap::new(),
         next_seq: 0,
         dag: DagProgress::new(workload),
@@ -290,6 +327,9 @@ impl<S: TelemetrySink> Fluid<'_, S> {
     /// Flow `flow` starts sending now: its path, timing and share.
     fn start_flow(&mut self, flow: u32) {
         let fabric = self.fabric;
+        if let Some(op) = self.ina.op_of(flow) {
+            return self.ina_member_started(op, flow);
+        }
         let spec = fabric.workload.flows[flow as usize];
         let (share, fifo) = (&self.share, &self.fifo);
         route(
@@ -303,19 +343,7 @@ impl<S: TelemetrySink> Fluid<'_, S> {
         );
         let timing = PathTiming::new(&fabric.config, spec.size_bytes, &self.hops);
         let first_port = (self.path[0] - self.channels.of(spec.src, 0)) as u16;
-        self.flows.open(
-            flow,
-            FlowState {
-                start: self.now,
-                left: 0,
-                settled_at: self.now,
-                version: 0,
-                forward_tail: SimTime::ZERO,
-                ack_return: SimTime::ZERO,
-                ideal_fct: SimTime::ZERO,
-                end: None,
-            },
-        );
+        self.flows.open(flow, FlowState::started(self.now));
         let f = &mut self.flows[flow as usize];
         f.left = u128::from(timing.wire_bytes) * 8_000_000_000_000;
         f.forward_tail = timing.forward_tail;
@@ -346,7 +374,6 @@ impl<S: TelemetrySink> Fluid<'_, S> {
                 self.wake_at = at;
                 self.push(at, Event::Wake);
             }
-            return;
         }
         let mut changed = std::mem::take(&mut self.changed);
         self.share.resolve(&mut changed);
@@ -372,6 +399,10 @@ impl<S: TelemetrySink> Fluid<'_, S> {
     /// Flow `flow`'s last byte left its last link now: it is delivered
     /// after its forward tail, acknowledged after the ACK's way back.
     fn drained(&mut self, flow: u32) {
+        if let Some(op) = self.ina.stream_op(flow) {
+            self.flows.close(flow);
+            return self.ina_drained(op);
+        }
         let f = &self.flows[flow as usize];
         let delivered = self.now.saturating_add(f.forward_tail);
         let acked = delivered.saturating_add(f.ack_return);
@@ -434,7 +465,11 @@ impl<S: TelemetrySink> Fluid<'_, S> {
             slowdown: fct_ns
                 .filter(|_| ideal_fct_ns > 0)
                 .map(|fct| fct as f64 / ideal_fct_ns as f64),
-            ecmp_path: five_tuple_hash(flow, spec.src, spec.dst),
+            // In-network streams follow their tree, not a hash (0 as at packet level).
+            ecmp_path: match self.ina.op_of(flow) {
+                Some(_) => 0,
+                None => five_tuple_hash(flow, spec.src, spec.dst),
+            },
             ecn_marked_pkts: 0,
             cnps: 0,
             retransmitted_pkts: 0,
@@ -464,8 +499,10 @@ impl<S: TelemetrySink> Fluid<'_, S> {
                     .sample(&self.fabric.topo, sampled, last, &mut self.sink);
             }
         }
-        // Flows still running started and did not finish.
-        let running: Vec<u32> = self.flows.open_flows().collect();
+        self.ina.report(&mut self.sink);
+        // Flows still running started and did not finish (streams are not flows).
+        let flows = self.fabric.workload.flows.len() as u32;
+        let running: Vec<u32> = self.flows.open_flows().filter(|&f| f < flows).collect();
         for flow in running {
             self.record_flow(flow);
         }

@@ -44,7 +44,7 @@ impl Aggregator {
 /// its chunks back to back at the slowest link of its path to the root,
 /// plus one chunk's store-and-forward and latency up and down every link,
 /// plus the processing of every switch on the way up.
-pub(super) fn ideal_stream(
+pub(crate) fn ideal_stream(
     topo: &Topology,
     op: &InaOp,
     host: u32,

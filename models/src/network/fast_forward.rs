@@ -56,7 +56,7 @@ pub(crate) struct Steady {
     qlen: Vec<u64>,
     wire: Vec<u64>,
     tx: Vec<[u64; PRIORITIES]>,
-    /// Drops and PFC pauses on this shard at each slot.
+    /// Drops, PFC pauses and finished flows on this shard at each slot.
     disturbances: [u64; SLOTS],
 }
 
@@ -172,7 +172,12 @@ impl<S: TelemetrySink> Network<'_, S> {
             .iter()
             .map(|p| p.dropped_pkts.iter().sum::<u64>())
             .sum();
-        let disturbances = dropped + self.stats.pfc_pauses;
+        // A flow that finished in the window leaves its share of a link to
+        // the others: their windowed rates, steady as they are, no longer
+        // hold (a ring step ending beside a longer one doubles its rate).
+        // Counted on the finished flow's sender shard; the agreed jump is
+        // the minimum over shards, so whichever shard it finished on vetoes.
+        let disturbances = dropped + self.stats.pfc_pauses + self.stats.flows_finished;
         let ff = self.steady.as_mut().expect("fast-forward is on");
         let index = ff.checks;
         ff.checks += 1;

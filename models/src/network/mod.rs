@@ -48,6 +48,7 @@ mod transport;
 mod wire;
 
 pub use crate::workload::progress::CollectiveSpan;
+pub(crate) use aggregation::ideal_stream;
 pub use fabric::{ideal_fct, Fabric};
 
 /// What a packet-level run holds per flow of its shard, a generous estimate

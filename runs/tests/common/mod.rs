@@ -1,8 +1,45 @@
-//! What the bad-input tests share: running the binary in a directory with
-//! its address space limited and no MPI launcher in its environment.
+//! What the `netsim` integration tests share: running the binary (plainly,
+//! or in a directory with its address space limited and no MPI launcher in
+//! its environment), a scratch directory per test, and reading a run back.
 
-use std::path::Path;
-use std::process::Command;
+// Every test crate compiles this module for itself and uses a part of it.
+#![allow(dead_code)]
+
+pub mod tables;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// `netsim args`, run to the end.
+pub fn netsim(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_netsim"))
+        .args(args)
+        .output()
+        .expect("netsim runs")
+}
+
+/// An empty directory for the test `name`, unique to this test binary and
+/// process (the binary's name is the crate's, so crates never share one).
+pub fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "netsim-{}-{}-{name}",
+        env!("CARGO_CRATE_NAME"),
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// What a run wrote on stderr, as text.
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// The run.json a run wrote into `out`.
+pub fn run_json(out: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(out.join("run.json")).unwrap()).unwrap()
+}
 
 /// The address space a case may use: a count that escapes its check aborts
 /// on allocation instead of passing on a large machine.

@@ -15,6 +15,14 @@ pub(super) struct Program<'a> {
     pub(super) recompute: &'a [Option<usize>],
 }
 
+/// The half of a step a pass over the lines runs: forward first to last,
+/// backward last to first.
+#[derive(Clone, Copy)]
+enum Pass {
+    Forward,
+    Backward,
+}
+
 /// Where a stage waits for, or sends to, a neighbouring stage.
 struct Pipe {
     /// Per micro-batch: the phase (a `send`) the stage waits for before it.
@@ -30,29 +38,42 @@ impl Program<'_> {
     /// The program of every rank, without a pipeline.
     pub(super) fn single(&self) -> Vec<Phase> {
         let (mut phases, mut last) = (Vec::new(), None);
-        self.forward(None, &mut phases, &mut last, None, &mut |_, _, _| {});
-        self.backward(None, &mut phases, &mut last, None, &mut |_, _, _| {});
+        for pass in [Pass::Forward, Pass::Backward] {
+            self.pass(pass, None, &mut phases, &mut last, None, &mut |_, _, _| {});
+        }
         phases
     }
 
-    /// Forward of every line on `stage`, after `last`.
-    fn forward(
+    /// One pass over every line on `stage`, after `last`: each line waits
+    /// for the transfer of a micro-batch that starts there, and
+    /// `on_boundary` runs after each line where a micro-batch ends.
+    fn pass(
         &self,
+        pass: Pass,
         stage: Option<u32>,
         phases: &mut Vec<Phase>,
         last: &mut Option<usize>,
         pipe: Option<&Pipe>,
         on_boundary: &mut dyn FnMut(&mut Vec<Phase>, usize, usize),
     ) {
-        for i in 0..self.layers.len() {
+        let n = self.layers.len();
+        let lines = (0..n).map(|k| match pass {
+            Pass::Forward => k,
+            Pass::Backward => n - 1 - k,
+        });
+        for i in lines {
             let wait = pipe.and_then(|p| p.recv[p.recv_before[i]?]);
-            self.forward_line(stage, phases, last, i, wait);
+            match pass {
+                Pass::Forward => self.forward_line(stage, phases, last, i, wait),
+                Pass::Backward => self.backward_line(stage, phases, last, i, wait),
+            }
             if let Some(m) = pipe.and_then(|p| p.send_after[i]) {
                 on_boundary(phases, m, last.expect("a line adds phases"));
             }
         }
     }
 
+    /// Line `i`'s forward, after `last` and `wait`.
     fn forward_line(
         &self,
         stage: Option<u32>,
@@ -81,69 +102,64 @@ impl Program<'_> {
         }
     }
 
-    /// Backward of every line, last first, on `stage`.
-    fn backward(
+    /// Line `i`'s backward (recomputing forwards first where asked),
+    /// after `last` and `wait`.
+    fn backward_line(
         &self,
         stage: Option<u32>,
         phases: &mut Vec<Phase>,
         last: &mut Option<usize>,
-        pipe: Option<&Pipe>,
-        on_boundary: &mut dyn FnMut(&mut Vec<Phase>, usize, usize),
+        i: usize,
+        mut wait: Option<usize>,
     ) {
-        for i in (0..self.layers.len()).rev() {
-            let (l, name) = (&self.layers[i], &self.names[i]);
-            let mut wait = pipe.and_then(|p| p.recv[p.recv_before[i]?]);
-            if let Some(from) = self.recompute[i] {
-                for j in from..i {
-                    self.forward_line(stage, phases, last, j, wait.take());
-                }
+        let (l, name) = (&self.layers[i], &self.names[i]);
+        if let Some(from) = self.recompute[i] {
+            for j in from..i {
+                self.forward_line(stage, phases, last, j, wait.take());
             }
-            let after: Vec<usize> = last.iter().copied().chain(wait).collect();
+        }
+        let after: Vec<usize> = last.iter().copied().chain(wait).collect();
+        *last = Some(push(
+            phases,
+            format!("{name}.ig"),
+            compute(l.compute[1]),
+            after,
+            stage,
+        ));
+        if let Some(op) = &l.comm[1] {
             *last = Some(push(
                 phases,
-                format!("{name}.ig"),
-                compute(l.compute[1]),
-                after,
-                stage,
-            ));
-            if let Some(op) = &l.comm[1] {
-                *last = Some(push(
-                    phases,
-                    format!("{name}.ig.{}", op.op.name()),
-                    PhaseKind::Collective(op.clone()),
-                    vec![last.unwrap()],
-                    stage,
-                ));
-            }
-            *last = Some(push(
-                phases,
-                format!("{name}.wg"),
-                compute(l.compute[2]),
+                format!("{name}.ig.{}", op.op.name()),
+                PhaseKind::Collective(op.clone()),
                 vec![last.unwrap()],
                 stage,
             ));
-            let mut update_after = vec![last.unwrap()];
-            if let Some(op) = &l.comm[2] {
-                // Overlaps the rest of the backward pass.
-                update_after = vec![push(
-                    phases,
-                    format!("{name}.wg.{}", op.op.name()),
-                    PhaseKind::Collective(op.clone()),
-                    vec![last.unwrap()],
-                    stage,
-                )];
-            }
-            push(
-                phases,
-                format!("{name}.update"),
-                compute(l.update),
-                update_after,
-                stage,
-            );
-            if let Some(m) = pipe.and_then(|p| p.send_after[i]) {
-                on_boundary(phases, m, last.expect("a line adds phases"));
-            }
         }
+        *last = Some(push(
+            phases,
+            format!("{name}.wg"),
+            compute(l.compute[2]),
+            vec![last.unwrap()],
+            stage,
+        ));
+        let mut update_after = vec![last.unwrap()];
+        if let Some(op) = &l.comm[2] {
+            // Overlaps the rest of the backward pass.
+            update_after = vec![push(
+                phases,
+                format!("{name}.wg.{}", op.op.name()),
+                PhaseKind::Collective(op.clone()),
+                vec![last.unwrap()],
+                stage,
+            )];
+        }
+        push(
+            phases,
+            format!("{name}.update"),
+            compute(l.update),
+            update_after,
+            stage,
+        );
     }
 
     /// Every stage's program with the transfers between them: forwards
@@ -182,27 +198,14 @@ impl Program<'_> {
                 },
                 recv_before: first_of.clone(),
             };
-            let mut out = vec![None; ga];
-            self.forward(
-                Some(s),
+            sent = self.stage_pass(
+                Pass::Forward,
+                s,
                 &mut phases,
                 &mut last[s as usize],
-                Some(&pipe),
-                &mut |phases, m, after| {
-                    out[m] = Some(push(
-                        phases,
-                        format!("mb{m}.activations"),
-                        PhaseKind::Send {
-                            size_bytes: pp_comm,
-                            from: s,
-                            to: s + 1,
-                        },
-                        vec![after],
-                        Some(s),
-                    ));
-                },
+                &pipe,
+                pp_comm,
             );
-            sent = out;
         }
         sent = vec![None; ga];
         for s in (0..p.pp).rev() {
@@ -215,29 +218,58 @@ impl Program<'_> {
                 },
                 recv_before: last_of.clone(),
             };
-            let mut out = vec![None; ga];
-            self.backward(
-                Some(s),
+            sent = self.stage_pass(
+                Pass::Backward,
+                s,
                 &mut phases,
                 &mut last[s as usize],
-                Some(&pipe),
-                &mut |phases, m, after| {
-                    out[m] = Some(push(
-                        phases,
-                        format!("mb{m}.gradients"),
-                        PhaseKind::Send {
-                            size_bytes: pp_comm,
-                            from: s,
-                            to: s - 1,
-                        },
-                        vec![after],
-                        Some(s),
-                    ));
-                },
+                &pipe,
+                pp_comm,
             );
-            sent = out;
         }
         phases
+    }
+
+    /// Stage `s`'s pass in a pipeline: a micro-batch that ends on this
+    /// stage is sent on (`pp_comm` bytes of activations to the next stage
+    /// forward, of gradients to the one before backward). Returns, per
+    /// micro-batch, the send phase the neighbour waits for.
+    fn stage_pass(
+        &self,
+        pass: Pass,
+        s: u32,
+        phases: &mut Vec<Phase>,
+        last: &mut Option<usize>,
+        pipe: &Pipe,
+        pp_comm: u64,
+    ) -> Vec<Option<usize>> {
+        let mut out = vec![None; pipe.recv.len()];
+        self.pass(
+            pass,
+            Some(s),
+            phases,
+            last,
+            Some(pipe),
+            &mut |phases, m, after| {
+                // Only a stage with a neighbour that way has boundaries.
+                let (what, to) = match pass {
+                    Pass::Forward => ("activations", s + 1),
+                    Pass::Backward => ("gradients", s - 1),
+                };
+                out[m] = Some(push(
+                    phases,
+                    format!("mb{m}.{what}"),
+                    PhaseKind::Send {
+                        size_bytes: pp_comm,
+                        from: s,
+                        to,
+                    },
+                    vec![after],
+                    Some(s),
+                ));
+            },
+        );
+        out
     }
 }
 

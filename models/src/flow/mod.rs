@@ -258,7 +258,7 @@ impl<S: TelemetrySink> Fluid<'_, S> {
                 if version != self.flows[flow as usize].version {
                     return; // its rate changed since; a later event stands
                 }
-                let old_bps = self.share.remove(flow);
+                let old_bps = self.share.rate_bps(flow);
                 let f = &mut self.flows[flow as usize];
                 let elapsed_ps = u128::from((self.now - f.settled_at).as_ps());
                 let residue = f.left.saturating_sub(u128::from(old_bps) * elapsed_ps);
@@ -266,6 +266,7 @@ impl<S: TelemetrySink> Fluid<'_, S> {
                 let path = self.share.path(flow);
                 self.meter.change(path, old_bps, 0, self.now);
                 self.meter.credit(path, residue);
+                self.share.remove(flow);
                 self.drained(flow);
             }
             Event::Wake => self.wake_at = SimTime::MAX,

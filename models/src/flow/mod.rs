@@ -29,6 +29,7 @@ mod fair_share;
 mod fifo;
 mod meter;
 mod paths;
+mod queue;
 
 use crate::network::config::EcmpMode;
 use crate::network::{
@@ -41,8 +42,7 @@ use fifo::Fifo;
 use meter::LinkMeter;
 use netsim_engine::{Progress, SimTime};
 use paths::{route, Channels};
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use queue::EventQueue;
 
 /// A scenario that flow level cannot run faithfully.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -124,7 +124,7 @@ struct Fluid<'f, S> {
     wake_at: SimTime,
     meter: LinkMeter,
     flows: Vec<FlowState>,
-    queue: BinaryHeap<Reverse<(SimTime, u64, Event)>>,
+    queue: EventQueue<Event>,
     next_seq: u64,
     dag: DagProgress,
     stats: NetStats,
@@ -187,7 +187,7 @@ pub fn simulate<S: TelemetrySink>(
             };
             flow_count
         ],
-        queue: BinaryHeap::new(),
+        queue: EventQueue::new(),
         next_seq: 0,
         dag: DagProgress::new(workload),
         stats: NetStats::default(),
@@ -217,13 +217,13 @@ pub fn simulate<S: TelemetrySink>(
         }
     }
     let mut reported = 0;
-    while let Some(&Reverse((at, _, _))) = fluid.queue.peek() {
+    while let Some((at, _)) = fluid.queue.peek() {
         if at >= end {
             break;
         }
         fluid.sample_until(at);
         fluid.now = at;
-        while let Some(&Reverse((t, _, event))) = fluid.queue.peek() {
+        while let Some((t, event)) = fluid.queue.peek() {
             if t != at {
                 break;
             }
@@ -246,7 +246,7 @@ pub fn simulate<S: TelemetrySink>(
 
 impl<S: TelemetrySink> Fluid<'_, S> {
     fn push(&mut self, at: SimTime, event: Event) {
-        self.queue.push(Reverse((at, self.next_seq, event)));
+        self.queue.push(at, self.next_seq, event);
         self.next_seq += 1;
     }
 

@@ -273,10 +273,7 @@ impl FairShare {
             };
             self.scan.push((share, c));
         }
-        loop {
-            let Some(&(share, c)) = self.scan.iter().min() else {
-                break;
-            };
+        while let Some(&(share, c)) = self.scan.iter().min() {
             if share == u64::MAX {
                 break;
             }

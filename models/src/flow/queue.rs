@@ -89,7 +89,7 @@ mod tests {
             let at = SimTime((x >> 40) % 50);
             q.push(at, seq, seq);
             expected.push((at, seq));
-            if x % 5 == 0 {
+            if x.is_multiple_of(5) {
                 // Interleaved pops take the least of what is queued so far.
                 expected.sort_unstable();
                 let least = expected.remove(0);

@@ -12,11 +12,14 @@ collective's duration error (matched by name and group, p50 / p99 / max of
 
 `--full`: the shipped example unchanged on `--topo hpn --gpus 9216` with
 `--fold-dp 12`, under `/usr/bin/time -v`: wall time, peak RSS, flows,
-collectives and the iteration time.
+collectives, the iteration time and the flow level's cost per flow
+(simulate time / flows). `--full-ga N` keeps its first N micro-batches (a
+shorter run of the same shape); arguments after the options (`--cc none`)
+go to netsim.
 
     cargo build --release -p netsim
     python3 benches/fold.py [--gpus 1536 3072] [--ga 2] [--folds 2 4]
-    python3 benches/fold.py --full
+    python3 benches/fold.py --full [--full-fold 12] [--full-ga 4] [--cc none]
 """
 
 import argparse
@@ -125,11 +128,18 @@ def compare(args, text, tmp):
             }), flush=True)
 
 
-def full(args, tmp):
+def full(args, text, tmp):
     out = os.path.join(tmp, "full")
-    s = run(EXAMPLE, 9216, args.full_fold, out, args.extra)
+    workload = EXAMPLE
+    if args.full_ga:
+        workload = os.path.join(tmp, f"moe-9216-ga{args.full_ga}.txt")
+        with open(workload, "w") as f:
+            f.write(scaled(text, 9216, args.full_ga))
+    s = run(workload, 9216, args.full_fold, out, args.extra)
     print(json.dumps({
-        "gpus": 9216, "fold_dp": args.full_fold, "wall_s": s["wall_s"],
+        "gpus": 9216, "fold_dp": args.full_fold, "ga": args.full_ga, "extra": args.extra,
+        "wall_s": s["wall_s"], "setup_s": s["setup_s"], "simulate_s": s["simulate_s"],
+        "us_per_flow": s["simulate_s"] * 1e6 / s["flows"],
         "peak_rss_bytes": s["time_v_peak_rss_bytes"], "flows": s["flows"],
         "flows_finished": s["flows_finished"], "collectives": s["collectives"],
         "collectives_finished": s["collectives_finished"],
@@ -144,13 +154,15 @@ def main():
     ap.add_argument("--folds", type=int, nargs="+", default=[2, 4])
     ap.add_argument("--full", action="store_true")
     ap.add_argument("--full-fold", type=int, default=12)
+    ap.add_argument("--full-ga", type=int, default=None)
     ap.add_argument("extra", nargs=argparse.REMAINDER)
-    args = ap.parse_args()
+    args, unknown = ap.parse_known_args()
+    args.extra = unknown + args.extra
     with open(EXAMPLE) as f:
         text = f.read()
     with tempfile.TemporaryDirectory(prefix="netsim-fold-") as tmp:
         if args.full:
-            full(args, tmp)
+            full(args, text, tmp)
         else:
             compare(args, text, tmp)
 

@@ -297,11 +297,11 @@ impl<S: TelemetrySink> super::Fluid<'_, S> {
         let members = self.ina.drained(self.fabric, op);
         for &Member { flow, tail, .. } in members {
             self.stats.sent_payload_bytes += size_bytes;
-            self.queue.push(std::cmp::Reverse((
+            self.queue.push(
                 now.saturating_add(tail),
                 self.next_seq,
                 super::Event::Acked { flow },
-            )));
+            );
             self.next_seq += 1;
         }
     }

@@ -31,6 +31,7 @@ mod fifo;
 mod ina;
 mod meter;
 mod paths;
+mod queue;
 mod slots;
 
 pub use slots::bytes_per_flow;
@@ -47,9 +48,8 @@ use ina::InaTrees;
 use meter::LinkMeter;
 use netsim_engine::{Progress, SimTime};
 use paths::{route, Channels};
+use queue::EventQueue;
 use slots::Slots;
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 
 /// A scenario that flow level cannot run faithfully.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -159,7 +159,7 @@ struct Fluid<'f, S> {
     /// Per running flow or in-network stream (a slot from its start to its
     /// acknowledgement, a stream's to its drain).
     flows: Slots<FlowState>,
-    queue: BinaryHeap<Reverse<(SimTime, u64, Event)>>,
+    queue: EventQueue<Event>,
     next_seq: u64,
     dag: DagProgress,
     stats: NetStats,
@@ -217,7 +217,7 @@ pub fn simulate<S: TelemetrySink>(
         ina,
         channels,
         flows: Slots::new(flow_count + streams),
-        queue: BinaryHeap::new(),
+        queue: EventQueue::new(),
         next_seq: 0,
         dag: DagProgress::new(workload),
         stats: NetStats::default(),
@@ -247,13 +247,13 @@ pub fn simulate<S: TelemetrySink>(
         }
     }
     let mut reported = 0;
-    while let Some(&Reverse((at, _, _))) = fluid.queue.peek() {
+    while let Some((at, _)) = fluid.queue.peek() {
         if at >= end {
             break;
         }
         fluid.sample_until(at);
         fluid.now = at;
-        while let Some(&Reverse((t, _, event))) = fluid.queue.peek() {
+        while let Some((t, event)) = fluid.queue.peek() {
             if t != at {
                 break;
             }
@@ -276,7 +276,7 @@ pub fn simulate<S: TelemetrySink>(
 
 impl<S: TelemetrySink> Fluid<'_, S> {
     fn push(&mut self, at: SimTime, event: Event) {
-        self.queue.push(Reverse((at, self.next_seq, event)));
+        self.queue.push(at, self.next_seq, event);
         self.next_seq += 1;
     }
 
@@ -288,7 +288,7 @@ impl<S: TelemetrySink> Fluid<'_, S> {
                 if !self.flows.is_open(flow) || version != self.flows[flow as usize].version {
                     return; // its rate changed since; a later event stands
                 }
-                let old_bps = self.share.remove(flow);
+                let old_bps = self.share.rate_bps(flow);
                 let f = &mut self.flows[flow as usize];
                 let elapsed_ps = u128::from((self.now - f.settled_at).as_ps());
                 let residue = f.left.saturating_sub(u128::from(old_bps) * elapsed_ps);
@@ -296,6 +296,7 @@ impl<S: TelemetrySink> Fluid<'_, S> {
                 let path = self.share.path(flow);
                 self.meter.change(path, old_bps, 0, self.now);
                 self.meter.credit(path, residue);
+                self.share.remove(flow);
                 self.drained(flow);
             }
             Event::Wake => self.wake_at = SimTime::MAX,

@@ -50,8 +50,13 @@ pub fn build_jobs(
     topo: &Topology,
     config: &NetConfig,
 ) -> Result<Workload, BuildError> {
-    let budget_bytes = netsim_engine::process::memory_limit_bytes();
-    build_jobs_within(jobs, background, topo, config, budget_bytes)
+    build_jobs_within(
+        jobs,
+        background,
+        topo,
+        config,
+        super::memory::build_budget_bytes(),
+    )
 }
 
 /// [`build_jobs`], refusing a workload that needs more than `budget_bytes`
@@ -347,7 +352,8 @@ fn too_large(b: &Builder) -> String {
     use super::memory::{EDGE_BYTES, FLOW_BYTES, TASK_BYTES};
     use netsim_engine::process::human_bytes;
     format!(
-        "the workload needs more than the {} this process may use (tasks {TASK_BYTES} B, \
+        "the workload needs more than the {} it may take here (a third of the memory left, \
+         as its vectors grow; tasks {TASK_BYTES} B, \
          flows {FLOW_BYTES} B, dependencies {EDGE_BYTES} B each): use fewer --iterations, \
          --channels or --chunks, smaller groups or larger messages, or simulate fewer \
          data-parallel replicas (--fold-dp)",

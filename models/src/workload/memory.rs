@@ -73,6 +73,14 @@ impl Workload {
     }
 }
 
+/// What a workload being built may count ([`needed_bytes`]): a third of
+/// what this process may still use, since a vector that doubles holds its
+/// old and its new buffer at once, up to three times its length.
+pub fn build_budget_bytes() -> u64 {
+    use netsim_engine::process::{memory_in_use_bytes, memory_limit_bytes};
+    memory_limit_bytes().saturating_sub(memory_in_use_bytes()) / 3
+}
+
 /// What one task costs: the task, its offset into the dependents' lists,
 /// and the count of dependencies it still waits for during a run.
 pub const TASK_BYTES: u64 = size_of::<Task>() as u64 + 4 + 4;

@@ -209,9 +209,9 @@ pub const BYTES_PER_TASK: u64 = 256;
 
 impl Builder {
     /// A builder with room for as many tasks as ids allow (2^31) and for
-    /// what the memory this process may use holds.
+    /// what [`memory::build_budget_bytes`] allows.
     pub fn new(host_overhead: SimTime) -> Builder {
-        Builder::within(host_overhead, netsim_engine::process::memory_limit_bytes())
+        Builder::within(host_overhead, memory::build_budget_bytes())
     }
 
     /// A builder that refuses a workload needing more than `budget_bytes`.

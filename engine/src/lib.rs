@@ -57,7 +57,7 @@ pub use layout::{Layout, LayoutError};
 pub use progress::Progress;
 pub use queue::{Event, EventQueue, MAX_NODES};
 pub use rng::{splitmix64, NodeRng};
-pub use shard::{run_shard, Context, Model, ShardReport, SkipProposal, SkipStats};
+pub use shard::{run_shard, AllMax, Context, Model, ShardReport, SkipProposal, SkipStats};
 pub use sync::{Aborted, Comm};
 pub use threads::run_on_threads;
 pub use time::{SimTime, TimeRangeError};

@@ -51,7 +51,20 @@ pub trait Model: Send {
 
     /// Advances the model's own state over the jump `now -> now + delta`.
     fn skip(&mut self, _now: SimTime, _delta: SimTime, _votes: &[u64]) {}
+
+    /// At check instant `now`, before the jump is agreed: whatever else the
+    /// model decides together with the other shards, through `all_max`
+    /// (each call replaces the values by their maximum over shards; every
+    /// shard must call it as many times, with as many values). Decisions
+    /// made here are functions of the state at `now` and of agreed values,
+    /// so they do not depend on the partition. The default agrees nothing.
+    fn skip_agree(&mut self, _now: SimTime, _all_max: AllMax<'_>) -> Result<(), Aborted> {
+        Ok(())
+    }
 }
+
+/// The collective maximum [`Model::skip_agree`] is handed.
+pub type AllMax<'a> = &'a mut dyn FnMut(&mut [u64]) -> Result<(), Aborted>;
 
 /// What one shard offers at a check instant.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -276,6 +289,7 @@ pub fn run_shard<M: Model, C: Comm<M::Payload>>(
         }
         if global_next >= next_check {
             let now = next_check;
+            model.skip_agree(now, &mut |values: &mut [u64]| comm.all_max(values))?;
             let delta = try_skip(&mut state, &mut model, comm, now, end, &mut votes)?;
             if delta > SimTime::ZERO {
                 let since = u128::from((now - last_check).as_ps().max(1));

@@ -226,6 +226,10 @@ pub struct NetworkArgs {
     /// Fast-forward: longest single jump in microseconds.
     #[arg(long, default_value_t = 10_000.0, help_heading = "Engine")]
     pub ff_max_skip_us: f64,
+    /// Fast-forward: on replays a wave of collectives that repeats an
+    /// earlier one on a quiet network from its record instead of simulating it.
+    #[arg(long, default_value = "off", help_heading = "Engine")]
+    pub ff_memo: String,
 }
 
 /// `kb` kilobytes from flag `--field` in bytes, checked to fit.
@@ -339,6 +343,11 @@ impl NetworkArgs {
                     period: micros("ff-period-us", self.ff_period_us)?,
                     tolerance: self.ff_tolerance,
                     max_skip: micros("ff-max-skip-us", self.ff_max_skip_us)?,
+                    memo: match self.ff_memo.as_str() {
+                        "on" => true,
+                        "off" => false,
+                        other => bail!("--ff-memo: expected on or off, found `{other}`"),
+                    },
                 })
             }
             "off" => None,

@@ -348,6 +348,19 @@ impl RunArgs {
                  run it with --fast-forward off"
             );
         }
+        if fabric.config.fast_forward.is_some_and(|f| f.memo) {
+            if fabric.topo.has_lossy_links() {
+                anyhow::bail!(
+                    "--ff-memo: the topology file's links lose packets (error_rate), which is not \
+                     memoized; run it with --ff-memo off"
+                );
+            }
+            if ranks > 1 {
+                // A wave's key walks every switch's routing rows, which a
+                // rank holds only for its own.
+                anyhow::bail!("--ff-memo on: runs in one process; start it without mpirun");
+            }
+        }
         if self.fidelity == Fidelity::Flow {
             if !fabric.faults.is_empty() {
                 anyhow::bail!("--fault: the flow level has no faults; use --fidelity packet");
@@ -487,6 +500,9 @@ impl RunArgs {
             skip.skips,
             skip.events_avoided,
             stats.ff_flow_steady_bytes,
+            stats.memo_hits,
+            stats.memo_misses,
+            stats.memo_events_avoided,
         ]);
         mine.extend(&events_per_shard);
         let record = mine.len();
@@ -520,11 +536,14 @@ impl RunArgs {
             flows_finished: sum(9),
             retransmitted_pkts: sum(10),
             ff_flow_steady_bytes: sum(19),
+            memo_hits: sum(20),
+            memo_misses: sum(21),
+            memo_events_avoided: sum(22),
         };
         let rows: Vec<u64> = (11..16).map(sum).collect();
         // The jumps are the same on every rank; the events they avoided add up.
         let (skipped_ps, skips, events_avoided) = (per_rank[0][16], per_rank[0][17], sum(18));
-        let events_per_shard: Vec<u64> = per_rank.iter().flat_map(|r| &r[20..]).copied().collect();
+        let events_per_shard: Vec<u64> = per_rank.iter().flat_map(|r| &r[23..]).copied().collect();
         let ranks_json: Vec<_> = per_rank
             .iter()
             .enumerate()
@@ -627,6 +646,10 @@ impl RunArgs {
             "skips": skips,
             "events_avoided": events_avoided,
             "flow_steady_bytes": stats.ff_flow_steady_bytes,
+            "memo": plan.fabric.config.fast_forward.is_some_and(|f| f.memo),
+            "memo_hits": stats.memo_hits,
+            "memo_misses": stats.memo_misses,
+            "memo_events_avoided": stats.memo_events_avoided,
         });
         summary["retransmitted_pkts"] = stats.retransmitted_pkts.into();
         summary["faults"] = plan.fabric.faults.faults.len().into();

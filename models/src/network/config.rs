@@ -234,6 +234,8 @@ pub struct FastForward {
     pub tolerance: f64,
     /// Longest single jump.
     pub max_skip: SimTime,
+    /// Memoization of repeated collective waves (`--ff-memo`).
+    pub memo: bool,
 }
 
 impl FastForward {
@@ -247,6 +249,7 @@ impl Default for FastForward {
             period: SimTime::from_us(10),
             tolerance: 0.01,
             max_skip: SimTime::from_us(10_000),
+            memo: false,
         }
     }
 }
@@ -475,6 +478,29 @@ impl NetConfig {
             }
             if ff.max_skip == SimTime::ZERO || ff.max_skip > SimTime::from_us(1_000_000) {
                 return bad("ff-max-skip-us", "must be positive and at most 1 s".into());
+            }
+            // A memo record is exact only where a wave's outcome is a
+            // function of its key: no random draws per packet (spraying,
+            // lossy links), no state carried from earlier traffic (HPCC's
+            // per-port INT), no routing that reads queues (UGAL).
+            let why = if !ff.memo {
+                None
+            } else if self.ecmp == EcmpMode::Spray {
+                Some("per-packet spraying (--ecmp spray)")
+            } else if self.cc == CcKind::Hpcc {
+                Some("HPCC (--cc hpcc)")
+            } else if self.link_error_rate > 0.0 {
+                Some("lossy links (--link-error-rate)")
+            } else if self.dragonfly_routing != DragonflyRouting::Minimal {
+                Some("Valiant or UGAL routing")
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                return bad(
+                    "ff-memo",
+                    format!("{why} is not memoized; run it with --ff-memo off"),
+                );
             }
         }
         let u = &self.uec;

@@ -468,7 +468,10 @@ impl<S: TelemetrySink> Network<'_, S> {
     pub(crate) fn ff_pinned(event: &NetEvent) -> bool {
         matches!(
             event,
-            NetEvent::FlowStart { .. } | NetEvent::TaskDone { .. } | NetEvent::InaEmit { .. }
+            NetEvent::FlowStart { .. }
+                | NetEvent::TaskDone { .. }
+                | NetEvent::InaEmit { .. }
+                | NetEvent::MemoEnd { .. }
         )
     }
 }

@@ -36,6 +36,7 @@ mod fabric;
 mod fast_forward;
 mod faults;
 mod forwarding;
+mod memo;
 mod nic;
 pub mod packet;
 mod port;
@@ -99,6 +100,9 @@ pub enum NetEvent {
     InaEmit { op: u32, chunk: u32, in_port: u16 },
     /// Fault `fault` of the fabric's plan happens at the handling node.
     Fault { fault: u32 },
+    /// A replayed flow (DESIGN.md §3c, memoization) ends at its source or
+    /// its destination.
+    MemoEnd { flow: u32, at_source: bool },
 }
 
 /// Per-flow timers of the sender.
@@ -158,6 +162,8 @@ pub struct Network<'f, S> {
     stats: NetStats,
     /// Fast-forward samples and settings (`None`: off).
     steady: Option<fast_forward::Steady>,
+    /// Memoization of repeated collective waves (`None`: off).
+    memo: Option<memo::Memo>,
     /// Time of the last event that changed anything.
     last_activity: SimTime,
 }
@@ -304,8 +310,13 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
             );
             fast_forward::Steady::new(ff, senders.len(), ports.len())
         });
+        let memo = config
+            .fast_forward
+            .filter(|ff| ff.memo && workload.has_tasks())
+            .map(|_| memo::Memo::new(fabric));
         Network {
             steady,
+            memo,
             ecmp_seed: nodes.iter().map(|n| fabric.ecmp_seed(n.0)).collect(),
             next_sample: vec![
                 if sampling {
@@ -438,6 +449,9 @@ impl<S: TelemetrySink> Model for Network<'_, S> {
             }
         }
         self.last_activity = ctx.now();
+        if let Some(m) = &mut self.memo {
+            m.events += 1;
+        }
         if self.next_sample[local] <= ctx.now() {
             self.sample_until(local, ctx.now());
         }
@@ -474,6 +488,7 @@ impl<S: TelemetrySink> Model for Network<'_, S> {
             NetEvent::TaskDone { task } => self.task_seen_complete(ctx, task, true),
             NetEvent::InaEmit { op, chunk, in_port } => self.ina_emit(ctx, op, chunk, in_port),
             NetEvent::Fault { fault } => self.apply_fault(ctx, fault),
+            NetEvent::MemoEnd { flow, at_source } => self.memo_end(ctx, flow, at_source),
         }
     }
 
@@ -504,5 +519,13 @@ impl<S: TelemetrySink> Model for Network<'_, S> {
 
     fn skip(&mut self, now: SimTime, delta: SimTime, votes: &[u64]) {
         self.ff_skip(now, delta, votes);
+    }
+
+    fn skip_agree(
+        &mut self,
+        now: SimTime,
+        all_max: netsim_engine::AllMax<'_>,
+    ) -> Result<(), netsim_engine::Aborted> {
+        self.memo_agree(now, all_max)
     }
 }

@@ -58,6 +58,9 @@ impl<S: TelemetrySink> Network<'_, S> {
         if let Some(info) = fabric.workload.flow_info.get(flow as usize) {
             self.dag.span_started(info.collective, ctx.now());
         }
+        if self.memo_flow_start(ctx, i, flow) {
+            return;
+        }
         if self.senders[i].ina_op != NO_TASK {
             return self.ina_stream_start(ctx, i);
         }

@@ -22,6 +22,11 @@ pub struct NetStats {
     /// Fast-forward: payload bytes acknowledged while their flow was
     /// steady on its own, or jumped over (DESIGN.md §3c).
     pub ff_flow_steady_bytes: u64,
+    /// Memoization: collectives replayed from a record, collectives
+    /// simulated, and the events the replays' records took.
+    pub memo_hits: u64,
+    pub memo_misses: u64,
+    pub memo_events_avoided: u64,
 }
 
 impl std::ops::AddAssign for NetStats {
@@ -33,6 +38,9 @@ impl std::ops::AddAssign for NetStats {
         self.flows_finished += o.flows_finished;
         self.retransmitted_pkts += o.retransmitted_pkts;
         self.ff_flow_steady_bytes += o.ff_flow_steady_bytes;
+        self.memo_hits += o.memo_hits;
+        self.memo_misses += o.memo_misses;
+        self.memo_events_avoided += o.memo_events_avoided;
     }
 }
 

@@ -67,6 +67,10 @@ impl<S: TelemetrySink> Network<'_, S> {
         } else if queue_bytes > p.ecn_kmin_bytes {
             let probability = p.ecn_pmax * (queue_bytes - p.ecn_kmin_bytes) as f64
                 / (p.ecn_kmax_bytes - p.ecn_kmin_bytes) as f64;
+            if let Some(m) = &mut self.memo {
+                // A memo record is exact only without random draws.
+                m.draws += 1;
+            }
             ctx.rng().next_f64() < probability
         } else {
             false

@@ -12,10 +12,12 @@ impl<S: TelemetrySink> Network<'_, S> {
     pub(crate) fn start_task(&mut self, ctx: &mut Context<'_, NetEvent>, task: u32) {
         let workload = &self.fabric.workload;
         debug_assert_eq!(workload.tasks[task as usize].host, ctx.node().0);
-        match self.dag.start(workload, task, ctx.now()) {
-            Start::Flow { flow, after } => ctx.schedule_self(after, NetEvent::FlowStart { flow }),
-            Start::Compute { task, after } => ctx.schedule_self(after, NetEvent::TaskDone { task }),
-        }
+        let (after, event) = match self.dag.start(workload, task, ctx.now()) {
+            Start::Flow { flow, after } => (after, NetEvent::FlowStart { flow }),
+            Start::Compute { task, after } => (after, NetEvent::TaskDone { task }),
+        };
+        self.memo_scheduled(&event, ctx.now() + after);
+        ctx.schedule_self(after, event);
     }
 
     /// The current host saw task `task` complete (at a flow's source when
@@ -26,6 +28,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         task: u32,
         at_source: bool,
     ) {
+        self.memo_seen(task, at_source, ctx.now());
         let mut ready = std::mem::take(&mut self.ready);
         let host = ctx.node().0;
         self.dag.seen_complete(

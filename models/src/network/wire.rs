@@ -124,6 +124,11 @@ impl Wire for NetEvent {
                 w.u8(8);
                 w.u32(fault);
             }
+            NetEvent::MemoEnd { flow, at_source } => {
+                w.u8(9);
+                w.u32(flow);
+                w.bool(at_source);
+            }
         }
         w.pad_to(start, Self::WIRE_BYTES);
     }
@@ -174,6 +179,13 @@ impl Wire for NetEvent {
                 11,
             ),
             8 => (NetEvent::Fault { fault: r.u32() }, 5),
+            9 => (
+                NetEvent::MemoEnd {
+                    flow: r.u32(),
+                    at_source: r.bool(),
+                },
+                6,
+            ),
             tag => panic!("invalid network event tag {tag} on the wire"),
         };
         for _ in used..Self::WIRE_BYTES {
@@ -231,6 +243,10 @@ mod tests {
                 pause: false,
             },
             NetEvent::FlowStart { flow: 12345 },
+            NetEvent::MemoEnd {
+                flow: 77,
+                at_source: false,
+            },
             NetEvent::Wake {
                 port: 2,
                 generation: 99,

@@ -54,6 +54,11 @@ impl DagProgress {
         }
     }
 
+    /// Dependencies of `task` its host has not yet seen complete.
+    pub fn remaining(&self, task: u32) -> u32 {
+        self.remaining[task as usize]
+    }
+
     /// A task of `collective` (or [`NONE`]) started at `now`.
     pub fn span_started(&mut self, collective: u32, now: SimTime) {
         if collective != NONE {

@@ -1,0 +1,290 @@
+//! `--ff-memo on` (DESIGN.md §3c, "Memoization"): a wave of collectives
+//! that repeats an earlier one on a quiet network is replayed from its
+//! record, and the replay equals simulating it: the same flows table as
+//! `--ff-memo off`, one miss and N - 1 hits for N repeats, bytes sent =
+//! delivered, the same outputs on 1, 2 and 4 threads; a flow beside a
+//! wave makes it a miss.
+
+use arrow_array::{Array, RecordBatch};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use std::path::{Path, PathBuf};
+
+mod common;
+
+/// One row of a table: column -> value as text.
+type Row = std::collections::BTreeMap<String, String>;
+
+/// Every row of a table's parts, sorted: the table's content whatever the
+/// shards that wrote its parts.
+fn read_rows(dir: &Path) -> Vec<Row> {
+    let mut batches: Vec<RecordBatch> = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "parquet") {
+            let reader =
+                ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&path).unwrap())
+                    .unwrap()
+                    .build()
+                    .unwrap();
+            batches.extend(reader.map(Result::unwrap));
+        }
+    }
+    let mut rows = Vec::new();
+    for b in &batches {
+        let schema = b.schema();
+        for i in 0..b.num_rows() {
+            rows.push(
+                schema
+                    .fields()
+                    .iter()
+                    .zip(b.columns())
+                    .map(|(f, c)| (f.name().clone(), cell(c.as_ref(), i)))
+                    .collect::<Row>(),
+            );
+        }
+    }
+    rows.sort();
+    rows
+}
+
+/// A cell as text: the value without the array's type around it.
+fn cell(c: &dyn Array, i: usize) -> String {
+    let text = format!("{:?}", c.slice(i, 1));
+    let inner = text.split_once('[').map_or(text.as_str(), |(_, v)| v);
+    inner
+        .trim_end()
+        .trim_end_matches(']')
+        .trim()
+        .trim_end_matches(',')
+        .to_string()
+}
+
+/// Four identical layers on 8 ranks: 20 us of compute, then a 1 MiB ring
+/// all-reduce over the 8 GPUs.
+const REPEATED: &str = "HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 8 ep: 1 pp: 1 vpp: 1 ga: 1 all_gpus: 8 checkpoints: 0 checkpoint_initiates: 0
+4
+layer0   -1 20000 ALLREDUCE 1048576 20000 NONE 0 20000 NONE 0 1000
+layer1   -1 20000 ALLREDUCE 1048576 20000 NONE 0 20000 NONE 0 1000
+layer2   -1 20000 ALLREDUCE 1048576 20000 NONE 0 20000 NONE 0 1000
+layer3   -1 20000 ALLREDUCE 1048576 20000 NONE 0 20000 NONE 0 1000
+";
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("netsim-memo-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("repeated.txt"), REPEATED).unwrap();
+    dir
+}
+
+/// Runs the repeated workload with `--ff-memo memo` and `extra`; returns
+/// the output directory.
+fn run(dir: &Path, out: &str, memo: &str, extra: &[&str]) -> PathBuf {
+    let workload = dir.join("repeated.txt");
+    let mut args = vec![
+        "run",
+        "--topo",
+        "spectrum-x",
+        "--gpus",
+        "16",
+        "--workload",
+        workload.to_str().unwrap(),
+        "--fast-forward",
+        "on",
+        "--ff-memo",
+        memo,
+        "--quiet",
+        "--out",
+        out,
+    ];
+    args.extend_from_slice(extra);
+    let output = common::netsim_command(dir, &args, &[])
+        .output()
+        .expect("netsim runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    dir.join(out)
+}
+
+fn summary(out: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(out.join("run.json")).unwrap()).unwrap()
+}
+
+/// Per flow (by id): what simulating it gives, without the skip columns.
+fn flows(out: &Path) -> Vec<Vec<String>> {
+    let rows = read_rows(&out.join("flows"));
+    let mut table: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            [
+                "flow_id",
+                "src",
+                "dst",
+                "size_bytes",
+                "start_ns",
+                "end_ns",
+                "fct_ns",
+                "ideal_fct_ns",
+                "ecmp_path",
+                "ecn_marked_pkts",
+                "cnps",
+                "retransmitted_pkts",
+                "finished",
+                "collective_id",
+            ]
+            .iter()
+            .map(|c| r[*c].to_string())
+            .collect()
+        })
+        .collect();
+    table.sort_by_key(|r| r[0].parse::<u64>().unwrap());
+    table
+}
+
+fn memo_counts(s: &serde_json::Value) -> (u64, u64) {
+    let ff = &s["fast_forward"];
+    (
+        ff["memo_hits"].as_u64().unwrap(),
+        ff["memo_misses"].as_u64().unwrap(),
+    )
+}
+
+#[test]
+fn a_repeated_collective_is_replayed_and_equals_simulating_it() {
+    let dir = scratch("repeat");
+    let off = run(&dir, "off", "off", &["--threads", "1"]);
+    let on = run(&dir, "on", "on", &["--threads", "1"]);
+    let (s_off, s_on) = (summary(&off), summary(&on));
+    // Four repeats: the first is simulated and recorded, three replayed.
+    assert_eq!(memo_counts(&s_on), (3, 1));
+    assert!(
+        s_on["fast_forward"]["memo_events_avoided"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+    assert!(
+        s_on["events"].as_u64().unwrap() * 2 < s_off["events"].as_u64().unwrap(),
+        "memo avoids most events: {} against {}",
+        s_on["events"],
+        s_off["events"]
+    );
+    // Every flow of the replayed repeats, and so the run, as simulated.
+    let (f_off, f_on) = (flows(&off), flows(&on));
+    assert_eq!(f_off.len(), 4 * 112);
+    assert_eq!(f_off, f_on);
+    assert_eq!(s_off["sim_end_ns"], s_on["sim_end_ns"]);
+    // Conservation across the replays.
+    for s in [&s_off, &s_on] {
+        assert_eq!(s["sent_payload_bytes"], s["delivered_payload_bytes"]);
+        assert_eq!(
+            s["sent_payload_bytes"].as_u64(),
+            Some(4 * 1_048_576 * 2 * 7)
+        );
+    }
+    // The replayed flows say so: all of their bytes skipped.
+    let rows = read_rows(&on.join("flows"));
+    let replayed = rows
+        .iter()
+        .filter(|r| r["skipped_bytes"] == r["size_bytes"])
+        .count();
+    assert_eq!(replayed, 3 * 112);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn memoized_runs_are_identical_on_1_2_and_4_threads() {
+    let dir = scratch("shards");
+    let one = run(&dir, "t1", "on", &["--threads", "1"]);
+    let reference = (flows(&one), summary(&one));
+    for threads in ["2", "4"] {
+        let out = run(&dir, &format!("t{threads}"), "on", &["--threads", threads]);
+        let s = summary(&out);
+        assert_eq!(flows(&out), reference.0, "{threads} threads");
+        for field in ["events", "sim_end_ns", "sent_payload_bytes"] {
+            assert_eq!(s[field], reference.1[field], "{field} on {threads} threads");
+        }
+        assert_eq!(s["fast_forward"], reference.1["fast_forward"]);
+        for table in ["collectives", "links", "queues"] {
+            assert_eq!(
+                read_rows(&out.join(table)),
+                read_rows(&one.join(table)),
+                "{table} on {threads} threads"
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_flow_beside_a_wave_makes_it_a_miss() {
+    let dir = scratch("beside");
+    // Hosts 8 and 9 are outside the job; their flow starts during the third
+    // repeat (the repeats start about 26 us apart from 20 us and last about
+    // 6 us) and ends before the fourth: the third is simulated, the fourth
+    // replayed again.
+    std::fs::write(
+        dir.join("beside.cm"),
+        "Nodes 16\nConnections 1\n8->9 start 75 size 2000000\n",
+    )
+    .unwrap();
+    let tm = format!("tm:{}", dir.join("beside.cm").display());
+    let extra = ["--threads", "2", "--traffic", tm.as_str()];
+    let off = run(&dir, "off", "off", &extra);
+    let on = run(&dir, "on", "on", &extra);
+    let s_on = summary(&on);
+    let (hits, misses) = memo_counts(&s_on);
+    assert_eq!(hits + misses, 4);
+    assert_eq!((hits, misses), (2, 2));
+    let replayed: Vec<bool> = (0..4)
+        .map(|c| {
+            let rows = read_rows(&on.join("flows"));
+            let mine: Vec<&Row> = rows
+                .iter()
+                .filter(|r| r["collective_id"] == c.to_string())
+                .collect();
+            assert_eq!(mine.len(), 112);
+            mine.iter().all(|r| r["skipped_bytes"] == r["size_bytes"])
+        })
+        .collect();
+    assert_eq!(replayed, [false, true, false, true]);
+    assert_eq!(flows(&off), flows(&on));
+    assert_eq!(s_on["sent_payload_bytes"], s_on["delivered_payload_bytes"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn what_memo_does_not_cover_is_refused_with_one_line() {
+    let dir = scratch("refused");
+    for (extra, line) in [
+        (&["--ecmp", "spray"][..], "--ff-memo: per-packet spraying"),
+        (&["--cc", "hpcc"][..], "--ff-memo: HPCC"),
+        (&["--ff-memo", "maybe"][..], "--ff-memo: expected on or off"),
+    ] {
+        let mut args = vec![
+            "run",
+            "--topo",
+            "star",
+            "--hosts",
+            "4",
+            "--fast-forward",
+            "on",
+            "--ff-memo",
+            "on",
+            "--out",
+            "out",
+        ];
+        args.extend_from_slice(extra);
+        let output = common::netsim_command(&dir, &args, &[])
+            .output()
+            .expect("netsim runs");
+        assert_eq!(output.status.code(), Some(2), "{extra:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(line), "{extra:?}: {stderr}");
+        assert!(common::is_one_line_error(&stderr), "{stderr}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -52,7 +52,7 @@ impl Plan {
             }
             let c = c as usize;
             tasks[c].push(t as u32);
-            match task.kind {
+            match workload.kind(&task) {
                 TaskKind::Flow(f) => {
                     first_flow[c] = first_flow[c].min(f);
                     let ina = workload
@@ -73,7 +73,7 @@ impl Plan {
             }
             let lo = entries.len() as u32;
             for &t in &tasks[c] {
-                if let TaskKind::Flow(f) = workload.tasks[t as usize].kind {
+                if let TaskKind::Flow(f) = workload.kind(&workload.tasks[t as usize]) {
                     if internal[t as usize] == 0 {
                         entries.push(f);
                     }
@@ -172,7 +172,7 @@ impl Canon {
             .collect();
         for (k, &t) in tasks.iter().enumerate() {
             let task = workload.tasks[t as usize];
-            match task.kind {
+            match workload.kind(&task) {
                 TaskKind::Flow(f) => {
                     flows.push(f);
                     let spec = workload.flows[f as usize];
@@ -234,7 +234,7 @@ impl Canon {
         let mut bound = SimTime::MAX;
         for (k, &t) in self.tasks.iter().enumerate() {
             let (src_done, dst_done) = record.done[k];
-            let source = match workload.tasks[t as usize].kind {
+            let source = match workload.kind(&workload.tasks[t as usize]) {
                 TaskKind::Flow(f) => workload.flows[f as usize].src,
                 TaskKind::Compute(_) => workload.tasks[t as usize].host,
             };
@@ -355,7 +355,7 @@ pub(super) fn earliest_flow_from(
         }
         best.insert(t, at);
         let task = workload.tasks[t as usize];
-        match task.kind {
+        match workload.kind(&task) {
             TaskKind::Flow(_) => bound = bound.min(at + workload.host_overhead),
             TaskKind::Compute(duration) => {
                 for &d in workload.dependents(t) {

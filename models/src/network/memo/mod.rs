@@ -221,7 +221,7 @@ impl<S: TelemetrySink> Network<'_, S> {
     pub(crate) fn memo_seen(&mut self, task: u32, at_source: bool, now: SimTime) {
         let Some(m) = self.memo.as_mut() else { return };
         if matches!(
-            self.fabric.workload.tasks[task as usize].kind,
+            self.fabric.workload.kind(&self.fabric.workload.tasks[task as usize]),
             TaskKind::Compute(_)
         ) {
             m.pending_computes.remove(&task);
@@ -235,7 +235,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         let at = some(now - r.canon.t0);
         let slot = &mut r.done[k];
         let compute = matches!(
-            self.fabric.workload.tasks[task as usize].kind,
+            self.fabric.workload.kind(&self.fabric.workload.tasks[task as usize]),
             TaskKind::Compute(_)
         );
         if at_source {
@@ -249,7 +249,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         r.outstanding -= 1;
         if at_source && !compute {
             // The flows-table counters, final at the source's completion.
-            let flow = match self.fabric.workload.tasks[task as usize].kind {
+            let flow = match self.fabric.workload.kind(&self.fabric.workload.tasks[task as usize]) {
                 TaskKind::Flow(f) => f,
                 TaskKind::Compute(_) => unreachable!(),
             };
@@ -410,7 +410,7 @@ impl<S: TelemetrySink> Network<'_, S> {
                     continue;
                 }
                 let ready = e.1;
-                match t.kind {
+                match workload.kind(&t) {
                     TaskKind::Flow(f) => {
                         out.insert(f, ready + workload.host_overhead);
                     }
@@ -499,7 +499,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         for &task in &canon.tasks {
             let t = workload.tasks[task as usize];
             let local = |n: u32| self.nodes.binary_search(&netsim_engine::NodeId(n)).is_ok();
-            match t.kind {
+            match workload.kind(&t) {
                 TaskKind::Flow(f) => {
                     let spec = workload.flows[f as usize];
                     outstanding += u64::from(local(spec.src)) + u64::from(local(spec.dst));

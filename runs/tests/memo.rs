@@ -5,11 +5,12 @@
 //! delivered, the same outputs on 1, 2 and 4 threads; a flow beside a
 //! wave makes it a miss.
 
-use arrow_array::{Array, RecordBatch};
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use std::path::{Path, PathBuf};
 
 mod common;
+
+use common::run_json as summary;
+use common::tables::{batches, cell};
 
 /// One row of a table: column -> value as text.
 type Row = std::collections::BTreeMap<String, String>;
@@ -17,20 +18,8 @@ type Row = std::collections::BTreeMap<String, String>;
 /// Every row of a table's parts, sorted: the table's content whatever the
 /// shards that wrote its parts.
 fn read_rows(dir: &Path) -> Vec<Row> {
-    let mut batches: Vec<RecordBatch> = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.extension().is_some_and(|e| e == "parquet") {
-            let reader =
-                ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&path).unwrap())
-                    .unwrap()
-                    .build()
-                    .unwrap();
-            batches.extend(reader.map(Result::unwrap));
-        }
-    }
     let mut rows = Vec::new();
-    for b in &batches {
+    for b in &batches(dir) {
         let schema = b.schema();
         for i in 0..b.num_rows() {
             rows.push(
@@ -47,18 +36,6 @@ fn read_rows(dir: &Path) -> Vec<Row> {
     rows
 }
 
-/// A cell as text: the value without the array's type around it.
-fn cell(c: &dyn Array, i: usize) -> String {
-    let text = format!("{:?}", c.slice(i, 1));
-    let inner = text.split_once('[').map_or(text.as_str(), |(_, v)| v);
-    inner
-        .trim_end()
-        .trim_end_matches(']')
-        .trim()
-        .trim_end_matches(',')
-        .to_string()
-}
-
 /// Four identical layers on 8 ranks: 20 us of compute, then a 1 MiB ring
 /// all-reduce over the 8 GPUs.
 const REPEATED: &str = "HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 8 ep: 1 pp: 1 vpp: 1 ga: 1 all_gpus: 8 checkpoints: 0 checkpoint_initiates: 0
@@ -70,9 +47,7 @@ layer3   -1 20000 ALLREDUCE 1048576 20000 NONE 0 20000 NONE 0 1000
 ";
 
 fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("netsim-memo-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::scratch(name);
     std::fs::write(dir.join("repeated.txt"), REPEATED).unwrap();
     dir
 }
@@ -107,10 +82,6 @@ fn run(dir: &Path, out: &str, memo: &str, extra: &[&str]) -> PathBuf {
         String::from_utf8_lossy(&output.stderr)
     );
     dir.join(out)
-}
-
-fn summary(out: &Path) -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(out.join("run.json")).unwrap()).unwrap()
 }
 
 /// Per flow (by id): what simulating it gives, without the skip columns.

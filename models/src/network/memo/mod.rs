@@ -221,7 +221,9 @@ impl<S: TelemetrySink> Network<'_, S> {
     pub(crate) fn memo_seen(&mut self, task: u32, at_source: bool, now: SimTime) {
         let Some(m) = self.memo.as_mut() else { return };
         if matches!(
-            self.fabric.workload.kind(&self.fabric.workload.tasks[task as usize]),
+            self.fabric
+                .workload
+                .kind(&self.fabric.workload.tasks[task as usize]),
             TaskKind::Compute(_)
         ) {
             m.pending_computes.remove(&task);
@@ -235,7 +237,9 @@ impl<S: TelemetrySink> Network<'_, S> {
         let at = some(now - r.canon.t0);
         let slot = &mut r.done[k];
         let compute = matches!(
-            self.fabric.workload.kind(&self.fabric.workload.tasks[task as usize]),
+            self.fabric
+                .workload
+                .kind(&self.fabric.workload.tasks[task as usize]),
             TaskKind::Compute(_)
         );
         if at_source {
@@ -249,7 +253,11 @@ impl<S: TelemetrySink> Network<'_, S> {
         r.outstanding -= 1;
         if at_source && !compute {
             // The flows-table counters, final at the source's completion.
-            let flow = match self.fabric.workload.kind(&self.fabric.workload.tasks[task as usize]) {
+            let flow = match self
+                .fabric
+                .workload
+                .kind(&self.fabric.workload.tasks[task as usize])
+            {
                 TaskKind::Flow(f) => f,
                 TaskKind::Compute(_) => unreachable!(),
             };

@@ -52,7 +52,7 @@ impl Plan {
             }
             let c = c as usize;
             tasks[c].push(t as u32);
-            match workload.kind(&task) {
+            match workload.kind(task) {
                 TaskKind::Flow(f) => {
                     first_flow[c] = first_flow[c].min(f);
                     let ina = workload

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Fast-forward against full packet level on the AICB/SimAI workloads.
 
-Runs each workload with `--fast-forward off` and `on` (interleaved, so
-machine noise hits both alike) and prints one JSON line per workload:
+Runs each workload with `--fast-forward off`, `on` and `on` with
+`--ff-memo on` (interleaved, so machine noise hits them alike) and prints one JSON line per workload:
 iteration time (the run's simulated end) and its error, each flow's FCT
 error at p50 and p99 (flows matched by id), events and their ratio, wall
 times and the speed-up. Needs a release build and pyarrow:
@@ -39,6 +39,7 @@ WORKLOADS = {
     "gpt13b-tp8-pp2-128": "runs/scenarios/workloads/gpt13b-tp8-pp2-128.txt",
     "mixtral-8x7b-ep8-tp2-128": "runs/scenarios/workloads/mixtral-8x7b-ep8-tp2-128.txt",
     # Hand-made, small collectives (1-16 MiB): seconds per run.
+    "repeated-layers-128": "benches/workloads/repeated-layers-128.txt",
     "gpt-micro-128": "runs/scenarios/workloads/gpt-micro-simai.txt",
     "moe-pp4-ep2-tp8-128": "runs/scenarios/workloads/moe-pp4-ep2-tp8-128.txt",
 }
@@ -48,12 +49,13 @@ NETSIM = os.path.join(ROOT, "target/release/netsim")
 WINDOW_PERIODS = 4
 
 
-def run(workload, fast_forward, threads, out, extra):
+def run(workload, fast_forward, threads, out, extra, memo="off"):
     cmd = [
         NETSIM, "run",
         "--topo", "spectrum-x", "--gpus", "128",
         "--workload", os.path.join(ROOT, workload),
         "--threads", str(threads), "--fast-forward", fast_forward,
+    ] + (["--ff-memo", memo] if fast_forward == "on" else []) + [
         "--sample-ns", "0", "--quiet", "--out", out,
     ] + extra
     subprocess.run(cmd, check=True)
@@ -132,9 +134,12 @@ def main():
             with tempfile.TemporaryDirectory() as tmp:
                 off, off_flows = run(workload, "off", args.threads, f"{tmp}/off", extra)
                 on, on_flows = run(workload, "on", args.threads, f"{tmp}/on", extra)
+                memo, memo_flows = run(workload, "on", args.threads, f"{tmp}/memo", extra, "on")
             off_fct = off_flows.set_index("flow_id")["fct_ns"].astype(float)
             on_fct = on_flows.set_index("flow_id")["fct_ns"].astype(float)
             err = ((on_fct - off_fct) / off_fct).abs()
+            memo_fct = memo_flows.set_index("flow_id")["fct_ns"].astype(float)
+            memo_err = ((memo_fct - off_fct) / off_fct).abs()
             print(json.dumps({
                 "workload": name,
                 "threads": args.threads,
@@ -158,6 +163,16 @@ def main():
                 "speedup": off["simulate_s"] / on["simulate_s"],
                 "peak_rss_mb_off": off["peak_rss_bytes"] / 2**20,
                 "peak_rss_mb_on": on["peak_rss_bytes"] / 2**20,
+                # On + memoization of repeated waves (--ff-memo on).
+                "iteration_error_memo": memo["sim_end_ns"] / off["sim_end_ns"] - 1,
+                "fct_error_p50_memo": memo_err.quantile(0.5),
+                "fct_error_p99_memo": memo_err.quantile(0.99),
+                "events_memo": memo["events"],
+                "event_reduction_memo": off["events"] / max(memo["events"], 1),
+                "memo_hits": memo["fast_forward"]["memo_hits"],
+                "memo_misses": memo["fast_forward"]["memo_misses"],
+                "memo_events_avoided": memo["fast_forward"]["memo_events_avoided"],
+                "wall_s_memo": memo["simulate_s"],
             }))
             sys.stdout.flush()
 

@@ -6,6 +6,7 @@ pub mod dpu_bench_cmd;
 pub mod fault_args;
 pub mod jobs;
 pub mod limits;
+pub mod memory_check;
 pub mod network_args;
 pub mod partition_cmd;
 pub mod progress;

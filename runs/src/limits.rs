@@ -1,42 +1,9 @@
-//! Limits a run checks before it allocates or starts: the network model's
-//! memory and the number of sample rows.
+//! Limits a run checks before it starts: the number of sample rows (its
+//! memory is checked in [`crate::memory_check`]).
 
 use anyhow::bail;
-use netsim_engine::process::{memory_in_use_bytes, memory_limit_bytes};
 use netsim_engine::SimTime;
 use netsim_models::workload::Workload;
-
-/// What the network model holds per port (queues, counters, pause state),
-/// a generous estimate for the memory check.
-const BYTES_PER_PORT: u64 = 192;
-
-/// Fails when the network model's ports and per-flow state (this rank's
-/// share of them, at `bytes_per_flow` each) would not fit beside what this
-/// process already holds (the workload among it).
-pub fn check_model_memory(
-    topo: &netsim_topo::Topology,
-    flows: usize,
-    bytes_per_flow: u64,
-    ranks: usize,
-) -> anyhow::Result<()> {
-    use netsim_engine::process::human_bytes;
-    let ports = 2 * u64::from(topo.link_count()) / ranks as u64;
-    let senders = flows as u64 / ranks as u64;
-    let need = ports
-        .saturating_mul(BYTES_PER_PORT)
-        .saturating_add(senders.saturating_mul(bytes_per_flow));
-    let (limit, held) = (memory_limit_bytes(), memory_in_use_bytes());
-    if need > limit.saturating_sub(held) {
-        bail!(
-            "the network model needs ~{} for {ports} ports and {senders} flows; this process \
-             may use {} and holds {} already (a smaller topology or fewer flows fit)",
-            human_bytes(need),
-            human_bytes(limit),
-            human_bytes(held)
-        );
-    }
-    Ok(())
-}
 
 /// The most rows the `links` and `queues` tables may be asked for: beyond
 /// this a run writes samples for hours.

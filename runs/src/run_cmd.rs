@@ -17,7 +17,6 @@ use netsim_engine::{
     rank_shards, splitmix64, Layout, Progress, SimTime,
 };
 use netsim_models::flow;
-use netsim_models::network::config::CcKind;
 use netsim_models::network::{collective_records, merge_spans, CollectiveSpan, Fabric, NetStats};
 use netsim_models::telemetry::{
     CollectiveRecord, FaultRecord, FlowRecord, LinkSample, PfcRecord, QueueSample,
@@ -277,11 +276,8 @@ impl RunArgs {
         let full = Routing::build_within(&topo, None, memory_limit_bytes())
             .with_context(|| format!("--topo {}", self.topo))?;
         // Beside the routing tables, before the estimate and the partition walk every flow.
-        let bytes_per_flow = match self.fidelity {
-            Fidelity::Flow => flow::bytes_per_flow(config.cc == CcKind::None),
-            Fidelity::Packet => netsim_models::network::BYTES_PER_SENDER,
-        };
-        crate::limits::check_model_memory(&topo, workload.flows.len(), bytes_per_flow, ranks)
+        let bytes_per_flow = crate::memory_check::bytes_per_flow(self.fidelity, &config);
+        crate::memory_check::check_model_memory(&topo, workload.flows.len(), bytes_per_flow, ranks)
             .with_context(|| format!("--topo {}", self.topo))?;
         // One shard has nothing to balance: no need to walk every flow.
         let partitioned = if partition_config.shards == 1 {
@@ -653,16 +649,9 @@ impl RunArgs {
         });
         summary["retransmitted_pkts"] = stats.retransmitted_pkts.into();
         summary["faults"] = plan.fabric.faults.faults.len().into();
-        let bytes = plan.fabric.workload.bytes();
         summary["tasks"] = plan.fabric.workload.tasks.len().into();
         summary["edges"] = plan.fabric.workload.edge_count().into();
-        summary["workload_bytes"] = serde_json::json!({
-            "tasks": bytes.tasks,
-            "flows": bytes.flows,
-            "dependents": bytes.dependents,
-            "collectives": bytes.collectives,
-            "total": bytes.total(),
-        });
+        summary["workload_bytes"] = crate::memory_check::workload_bytes_json(&plan.fabric.workload);
         summary["rows"]["faults"] = fault_rows.into();
         write_run_json(&self.out, &summary)?;
         if !self.quiet {

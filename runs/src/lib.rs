@@ -4,6 +4,7 @@ pub mod cli;
 pub mod dpu_args;
 pub mod dpu_bench_cmd;
 pub mod fault_args;
+pub mod fcts;
 pub mod jobs;
 pub mod limits;
 pub mod memory_check;

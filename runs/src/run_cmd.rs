@@ -1,6 +1,7 @@
 //! `netsim run`: the flags of a simulation and wiring them into a run.
 
 use crate::fault_args::{fault_records, FaultArgs};
+use crate::fcts::Fcts;
 use crate::network_args::NetworkArgs;
 use crate::partition_cmd::balanced_partition;
 use crate::progress::with_progress_bar;
@@ -17,7 +18,7 @@ use netsim_engine::{
     rank_shards, splitmix64, Layout, Progress, SimTime,
 };
 use netsim_models::flow;
-use netsim_models::network::{collective_records, merge_spans, CollectiveSpan, Fabric, NetStats};
+use netsim_models::network::{collective_record, merge_spans, CollectiveSpan, Fabric, NetStats};
 use netsim_models::telemetry::{
     CollectiveRecord, FaultRecord, FlowRecord, LinkSample, PfcRecord, QueueSample,
     SwitchOffloadRecord, TelemetrySink,
@@ -125,7 +126,7 @@ struct ParquetSink {
     links: TableWriter<LinkSample>,
     error: Option<TelemetryError>,
     /// Completion times of finished flows, for the run's percentiles.
-    fcts_ns: Vec<u64>,
+    fcts: Fcts,
 }
 
 impl ParquetSink {
@@ -153,7 +154,9 @@ impl ParquetSink {
 
 impl TelemetrySink for ParquetSink {
     fn flow(&mut self, record: FlowRecord) {
-        self.fcts_ns.extend(record.fct_ns);
+        if let Some(fct_ns) = record.fct_ns {
+            self.fcts.push(fct_ns);
+        }
         let r = self.flows.push(&record);
         self.keep(r);
     }
@@ -425,7 +428,11 @@ impl RunArgs {
                         switch_offload: TableWriter::create(&part)?,
                         links: TableWriter::create(&part)?,
                         error: None,
-                        fcts_ns: Vec::new(),
+                        // One flow-level sink sees every flow.
+                        fcts: match self.fidelity {
+                            Fidelity::Flow => Fcts::with_capacity(plan.fabric.workload.flows.len()),
+                            Fidelity::Packet => Fcts::default(),
+                        },
                     })))
                 })
                 .collect::<Result<Vec<_>, TelemetryError>>()
@@ -446,7 +453,7 @@ impl RunArgs {
                 .take()
                 .expect("each shard takes its sink once")
         };
-        let run = with_progress_bar(&progress, known_end, show_progress, || {
+        let mut run = with_progress_bar(&progress, known_end, show_progress, || {
             match self.fidelity {
                 Fidelity::Packet => {
                     ranks.simulate(&plan.fabric, layout, end, Some(&progress), |shard| {
@@ -460,14 +467,14 @@ impl RunArgs {
 
         let stats = run.stats();
         let skip = run.skip();
-        let spans = run.spans();
+        let spans = run.take_spans();
         let events_per_shard: Vec<u64> = run.shards.iter().map(|s| s.handled_events).collect();
-        let mut fcts = Vec::new();
+        let mut fcts = Fcts::default();
         let finished: anyhow::Result<[u64; 5]> =
             run.shards
                 .into_iter()
                 .try_fold([0u64; 5], |mut rows, mut shard| {
-                    fcts.append(&mut shard.sink.fcts_ns);
+                    fcts.append(&mut shard.sink.fcts);
                     for (total, n) in rows.iter_mut().zip(shard.sink.finish()?) {
                         *total += n;
                     }
@@ -503,13 +510,18 @@ impl RunArgs {
         mine.extend(&events_per_shard);
         let record = mine.len();
         let gathered = ranks.gather(&mine);
-        let fcts = ranks.gather_varcount(&fcts);
-        let spans = ranks.gather(
-            &spans
-                .iter()
-                .flat_map(|s| [s.start.as_ps(), s.end.as_ps(), u64::from(s.tasks_done)])
-                .collect::<Vec<_>>(),
-        );
+        // One process keeps its own (10^8 flows and 10^7 collectives in a
+        // large job): no copies to gather.
+        let (fcts, spans) = if size == 1 {
+            (Some(fcts), Some(spans))
+        } else {
+            (
+                ranks
+                    .gather_varcount(&fcts.to_ns())
+                    .map(|t| Fcts::from_ns(&t)),
+                gather_spans(ranks, &spans),
+            )
+        };
         let (Some(gathered), Some(mut fcts), Some(spans)) = (gathered, fcts, spans) else {
             return Ok(());
         };
@@ -555,23 +567,18 @@ impl RunArgs {
             })
             .collect();
 
-        // One row per collective, from what every shard of every rank saw of it.
-        let spans: Vec<CollectiveSpan> = spans
-            .chunks_exact(3)
-            .map(|s| CollectiveSpan {
-                start: SimTime(s[0]),
-                end: SimTime(s[1]),
-                tasks_done: s[2] as u32,
-            })
-            .collect();
-        let per_rank_spans = spans.len() / size;
-        let spans = merge_spans(spans.chunks(per_rank_spans.max(1)));
-        let collectives = collective_records(&plan.fabric.workload, &spans);
-        let collectives_done = collectives.iter().filter(|c| c.end_ns.is_some()).count();
+        // One row per collective, from what every shard of every rank saw
+        // of it, written as it is made.
+        let workload = &plan.fabric.workload;
+        let collectives = workload.collectives.len().min(spans.len());
+        let mut collectives_done = 0;
         let mut writer = TableWriter::<CollectiveRecord>::create(&part(0))?;
-        for c in &collectives {
-            writer.push(c)?;
+        for (id, span) in spans.iter().enumerate().take(collectives) {
+            let c = collective_record(workload, id as u32, span);
+            collectives_done += usize::from(c.end_ns.is_some());
+            writer.push(&c)?;
         }
+        drop(spans);
         let collective_rows = writer.finish()?;
         let mut writer = TableWriter::<FaultRecord>::create(&part(0))?;
         for f in fault_records(&plan.fabric.faults) {
@@ -579,10 +586,8 @@ impl RunArgs {
         }
         let fault_rows = writer.finish()?;
 
-        fcts.sort_unstable();
-        let percentile = |p: f64| -> Option<u64> {
-            (!fcts.is_empty()).then(|| fcts[((fcts.len() - 1) as f64 * p).round() as usize])
-        };
+        let (fct_p50_ns, fct_p99_ns) = (fcts.percentile(0.5), fcts.percentile(0.99));
+        drop(fcts);
         let shards = plan.partition.shards;
         let mut summary = serde_json::json!({
             "scenario": plan.scenario,
@@ -610,11 +615,11 @@ impl RunArgs {
             "per_rank": ranks_json,
             "sim_end_ns": run.sim_end.as_ns(),
             "flows": plan.fabric.workload.flows.len(),
-            "collectives": collectives.len(),
+            "collectives": collectives,
             "collectives_finished": collectives_done,
             "flows_finished": stats.flows_finished,
-            "fct_p50_ns": percentile(0.5),
-            "fct_p99_ns": percentile(0.99),
+            "fct_p50_ns": fct_p50_ns,
+            "fct_p99_ns": fct_p99_ns,
             "sent_payload_bytes": stats.sent_payload_bytes,
             "delivered_payload_bytes": stats.delivered_payload_bytes,
             "dropped_pkts": stats.dropped_pkts,
@@ -655,13 +660,10 @@ impl RunArgs {
         summary["rows"]["faults"] = fault_rows.into();
         write_run_json(&self.out, &summary)?;
         if !self.quiet {
-            let collectives_note = if collectives.is_empty() {
+            let collectives_note = if collectives == 0 {
                 String::new()
             } else {
-                format!(
-                    "{collectives_done}/{} collectives finished, ",
-                    collectives.len()
-                )
+                format!("{collectives_done}/{collectives} collectives finished, ")
             };
             eprintln!(
                 "netsim: {events} events in {sim_s:.3} s ({:.2} M events/s), wall {wall_s:.3} s, \
@@ -670,14 +672,33 @@ impl RunArgs {
                 events as f64 / sim_s / 1e6,
                 stats.flows_finished,
                 plan.fabric.workload.flows.len(),
-                percentile(0.5).map_or("-".into(), |f| format!("{:.1}", f as f64 / 1e3)),
-                percentile(0.99).map_or("-".into(), |f| format!("{:.1}", f as f64 / 1e3)),
+                fct_p50_ns.map_or("-".into(), |f| format!("{:.1}", f as f64 / 1e3)),
+                fct_p99_ns.map_or("-".into(), |f| format!("{:.1}", f as f64 / 1e3)),
                 run.sim_end.as_ps() as f64 / 1e6,
                 self.out.display()
             );
         }
         Ok(())
     }
+}
+
+/// Collective: every rank's collective spans, merged on rank 0.
+fn gather_spans(ranks: &Ranks, spans: &[CollectiveSpan]) -> Option<Vec<CollectiveSpan>> {
+    let flat: Vec<u64> = spans
+        .iter()
+        .flat_map(|s| [s.start.as_ps(), s.end.as_ps(), u64::from(s.tasks_done)])
+        .collect();
+    let all: Vec<CollectiveSpan> = ranks
+        .gather(&flat)?
+        .chunks_exact(3)
+        .map(|s| CollectiveSpan {
+            start: SimTime(s[0]),
+            end: SimTime(s[1]),
+            tasks_done: s[2] as u32,
+        })
+        .collect();
+    let per_rank = all.len() / ranks.size();
+    Some(merge_spans(all.chunks(per_rank.max(1))))
 }
 
 /// The largest of `per_shard` over their mean, minus 1 (0 when all are 0).

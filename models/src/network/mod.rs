@@ -62,7 +62,8 @@ pub use faults::{dead_links, FaultPlan};
 pub(crate) use forwarding::ecmp_pick;
 pub use forwarding::five_tuple_hash;
 pub use run::{
-    collective_records, merge_spans, simulate, simulate_on, NetRun, NetStats, ShardOutcome,
+    collective_record, collective_records, merge_spans, simulate, simulate_on, NetRun, NetStats,
+    ShardOutcome,
 };
 pub use telemetry::link_tier;
 

@@ -91,36 +91,50 @@ impl<S> NetRun<S> {
     pub fn spans(&self) -> Vec<CollectiveSpan> {
         merge_spans(self.shards.iter().map(|s| s.spans.as_slice()))
     }
+
+    /// [`NetRun::spans`], taken out of the shards (one shard's are moved,
+    /// not copied: a large job has 10^7 collectives).
+    pub fn take_spans(&mut self) -> Vec<CollectiveSpan> {
+        if let [only] = self.shards.as_mut_slice() {
+            return std::mem::take(&mut only.spans);
+        }
+        let total = self.spans();
+        for s in &mut self.shards {
+            s.spans = Vec::new();
+        }
+        total
+    }
 }
 
 /// The `collectives` table: each collective of `workload` with its span.
 pub fn collective_records(workload: &Workload, spans: &[CollectiveSpan]) -> Vec<CollectiveRecord> {
-    workload
-        .collectives
-        .iter()
-        .zip(spans)
-        .enumerate()
-        .map(|(id, (c, span))| {
-            let started = span.start != SimTime::MAX;
-            let complete = started && span.tasks_done == c.tasks;
-            let start_ns = started.then(|| span.start.as_ns());
-            let end_ns = complete.then(|| span.end.as_ns());
-            CollectiveRecord {
-                collective_id: id as u32,
-                name: c.name.to_string(),
-                op: c.op.name(),
-                algorithm: c.algorithm.to_string(),
-                group_size: c.group_size,
-                size_bytes: c.size_bytes,
-                start_ns,
-                end_ns,
-                duration_ns: start_ns.zip(end_ns).map(|(s, e)| e - s),
-                offloaded: c.offloaded,
-                fallback_reason: c.fallback_reason.clone(),
-                job: workload.collective_job(id as u32).cloned(),
-            }
-        })
+    (0..workload.collectives.len().min(spans.len()))
+        .map(|id| collective_record(workload, id as u32, &spans[id]))
         .collect()
+}
+
+/// The `collectives` table's row of collective `id` of `workload`, which
+/// `span` saw (a run writes them one by one: a large job has 10^7).
+pub fn collective_record(workload: &Workload, id: u32, span: &CollectiveSpan) -> CollectiveRecord {
+    let c = &workload.collectives[id as usize];
+    let started = span.start != SimTime::MAX;
+    let complete = started && span.tasks_done == c.tasks;
+    let start_ns = started.then(|| span.start.as_ns());
+    let end_ns = complete.then(|| span.end.as_ns());
+    CollectiveRecord {
+        collective_id: id,
+        name: c.name.to_string(),
+        op: c.op.name(),
+        algorithm: c.algorithm.to_string(),
+        group_size: c.group_size,
+        size_bytes: c.size_bytes,
+        start_ns,
+        end_ns,
+        duration_ns: start_ns.zip(end_ns).map(|(s, e)| e - s),
+        offloaded: c.offloaded,
+        fallback_reason: c.fallback_reason.clone(),
+        job: workload.collective_job(id).cloned(),
+    }
 }
 
 /// Per collective, the union of what several shards (or ranks) saw.

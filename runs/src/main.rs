@@ -9,7 +9,24 @@ use std::process::ExitCode;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+// In the mimalloc library the allocator above links (the `mimalloc`
+// crate's bindings leave its options out).
+extern "C" {
+    fn mi_option_set(option: std::ffi::c_int, value: std::ffi::c_long);
+}
+
+/// `mi_option_purge_delay` in mimalloc 3's `mi_option_t` (milliseconds).
+const MI_OPTION_PURGE_DELAY: std::ffi::c_int = 15;
+
 fn main() -> ExitCode {
+    // Freed memory goes back to the system at once rather than 10 s later
+    // (mimalloc 3's default for its arenas): a large workload is built in
+    // blocks moved into exact-size vectors, and the blocks it frees would
+    // otherwise stay resident beside them (1.83 against 1.32 GB at the end
+    // of building SimAI's 9,216-GPU example at --fold-dp 12), and the memory
+    // checks read what the process holds.
+    // SAFETY: mimalloc's own function, called before any other thread runs.
+    unsafe { mi_option_set(MI_OPTION_PURGE_DELAY, 0) };
     match run() {
         Ok(()) => ExitCode::SUCCESS,
         // That rank printed the error.

@@ -361,7 +361,7 @@ pub fn dissemination_barrier(b: &mut Builder, coll: u32, group: &[NodeIndex], en
 pub fn exits(b: &mut Builder, coll: u32, first: u32, group: &[NodeIndex]) -> HostTasks {
     let mut seen: HostTasks = group.iter().map(|&h| (h, Vec::new())).collect();
     for t in first..b.task_count() {
-        let task = b.w.tasks[t as usize];
+        let task = b.task_at(t);
         if task.collective != coll {
             continue;
         }
@@ -370,9 +370,9 @@ pub fn exits(b: &mut Builder, coll: u32, first: u32, group: &[NodeIndex]) -> Hos
                 v.push(t);
             }
         };
-        match b.w.kind(&task) {
+        match b.kind(&task) {
             TaskKind::Flow(f) => {
-                let f = b.w.flows[f as usize];
+                let f = b.flow_spec(f);
                 add(f.src);
                 add(f.dst);
             }

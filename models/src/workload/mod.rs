@@ -21,6 +21,7 @@
 
 pub mod algorithms;
 pub mod build;
+mod chunked;
 pub mod file;
 pub mod groups;
 pub mod memory;
@@ -30,6 +31,7 @@ pub mod simai;
 pub mod spec;
 
 use crate::traffic::FlowSpec;
+use chunked::Chunked;
 use netsim_engine::SimTime;
 use netsim_topo::NodeIndex;
 use std::collections::HashMap;
@@ -144,11 +146,7 @@ impl Workload {
     /// What task `task` does.
     #[inline]
     pub fn kind(&self, task: &Task) -> TaskKind {
-        if task.what & COMPUTE == 0 {
-            TaskKind::Flow(task.what)
-        } else {
-            TaskKind::Compute(self.durations[(task.what & !COMPUTE) as usize])
-        }
+        kind(&self.durations, task)
     }
 
     #[inline]
@@ -179,6 +177,16 @@ impl Workload {
     }
 }
 
+/// What `task` does, its duration one of `durations`.
+#[inline]
+fn kind(durations: &[SimTime], task: &Task) -> TaskKind {
+    if task.what & COMPUTE == 0 {
+        TaskKind::Flow(task.what)
+    } else {
+        TaskKind::Compute(durations[(task.what & !COMPUTE) as usize])
+    }
+}
+
 /// Builds a [`Workload`] task by task; dependencies must already exist, so
 /// the DAG is acyclic by construction.
 ///
@@ -188,10 +196,17 @@ impl Workload {
 /// large for memory ends in an error rather than an abort.
 #[derive(Debug)]
 pub struct Builder {
+    /// The workload's small structures; its large ones are built apart, in
+    /// blocks that never copy what they hold, and moved in by
+    /// [`Builder::finish`].
     w: Workload,
+    tasks: Chunked<Task>,
+    flows: Chunked<FlowSpec>,
+    flow_info: Chunked<FlowInfo>,
+    collectives: Chunked<Collective>,
     /// Every task's dependencies, task after task (`Task::deps` of them
     /// each): turned into the dependents' lists by [`Builder::finish`].
-    deps: Vec<u32>,
+    deps: Chunked<u32>,
     /// Index of each distinct compute duration in `Workload::durations`.
     duration_ids: HashMap<SimTime, u32>,
     max_tasks: u64,
@@ -222,7 +237,11 @@ impl Builder {
                 host_overhead,
                 ..Workload::default()
             },
-            deps: Vec::new(),
+            tasks: Chunked::default(),
+            flows: Chunked::default(),
+            flow_info: Chunked::default(),
+            collectives: Chunked::default(),
+            deps: Chunked::default(),
             duration_ids: HashMap::new(),
             max_tasks: by_memory.min(u64::from(COMPUTE - 1)),
             bytes: 0,
@@ -267,8 +286,8 @@ impl Builder {
     /// Registers a collective and returns its id.
     pub fn collective(&mut self, c: Collective) -> u32 {
         self.charge(memory::collective_bytes(&c));
-        self.w.collectives.push(c);
-        (self.w.collectives.len() - 1) as u32
+        self.collectives.push(c);
+        (self.collectives.len() - 1) as u32
     }
 
     /// Registers a job and returns its id.
@@ -278,7 +297,7 @@ impl Builder {
     }
 
     pub fn collective_mut(&mut self, id: u32) -> &mut Collective {
-        &mut self.w.collectives[id as usize]
+        &mut self.collectives[id as usize]
     }
 
     pub fn ina_op(&mut self, op: InaOp) -> u32 {
@@ -324,19 +343,19 @@ impl Builder {
         deps: &[u32],
     ) -> u32 {
         assert!(size_bytes > 0, "a flow carries at least one byte");
-        let flow = self.w.flows.len() as u32;
+        let flow = self.flows.len() as u32;
         let task = self.task(src, TaskKind::Flow(flow), collective, deps);
         if self.over {
             return task;
         }
         self.charge(memory::FLOW_BYTES);
-        self.w.flows.push(FlowSpec {
+        self.flows.push(FlowSpec {
             src,
             dst,
             size_bytes,
             start: SimTime::ZERO,
         });
-        self.w.flow_info.push(FlowInfo {
+        self.flow_info.push(FlowInfo {
             task,
             collective,
             ina_op,
@@ -361,12 +380,12 @@ impl Builder {
     }
 
     fn task(&mut self, host: NodeIndex, kind: TaskKind, collective: u32, deps: &[u32]) -> u32 {
-        if self.over || self.w.tasks.len() as u64 >= self.max_tasks {
+        if self.over || self.tasks.len() as u64 >= self.max_tasks {
             // Ids handed out from here on are never used: the build fails.
             self.over = true;
             return 0;
         }
-        let id = self.w.tasks.len() as u32;
+        let id = self.tasks.len() as u32;
         for &d in deps {
             assert!(d < id, "task {id} depends on a later task {d}");
             assert!(
@@ -390,65 +409,93 @@ impl Builder {
                 COMPUTE | i
             }
         };
-        self.w.tasks.push(Task {
+        self.tasks.push(Task {
             host,
             deps: deps.len() as u32,
             collective,
             what,
         });
         if collective != NONE {
-            self.w.collectives[collective as usize].tasks += 1;
+            self.collectives[collective as usize].tasks += 1;
         }
         id
     }
 
     /// Whether `host` sees task `task` complete.
     fn observed_at(&self, task: u32, host: NodeIndex) -> bool {
-        let t = &self.w.tasks[task as usize];
-        match self.w.kind(t) {
+        let t = &self.tasks[task as usize];
+        match self.kind(t) {
             TaskKind::Compute(_) => t.host == host,
             TaskKind::Flow(f) => {
-                let f = &self.w.flows[f as usize];
+                let f = &self.flows[f as usize];
                 f.src == host || f.dst == host
             }
         }
     }
 
     pub fn task_count(&self) -> u32 {
-        self.w.tasks.len() as u32
+        self.tasks.len() as u32
     }
 
-    /// The workload, its dependents' lists counted then filled from the
-    /// dependencies (no list of edges: at most a few bytes per edge held twice).
-    pub fn finish(mut self) -> Workload {
-        let n = self.w.tasks.len();
+    /// Task `task` as added.
+    pub fn task_at(&self, task: u32) -> Task {
+        self.tasks[task as usize]
+    }
+
+    /// What `task` does.
+    pub fn kind(&self, task: &Task) -> TaskKind {
+        kind(&self.w.durations, task)
+    }
+
+    /// Flow `flow` as added.
+    pub fn flow_spec(&self, flow: u32) -> FlowSpec {
+        self.flows[flow as usize]
+    }
+
+    /// The workload, every structure moved into a vector of its exact
+    /// length, and its dependents' lists counted then filled from the
+    /// dependencies, which are freed block by block as they are read: the
+    /// peak is what the workload holds and a block or two, not a vector's
+    /// spare half or the dependencies twice.
+    pub fn finish(self) -> Workload {
+        let Builder {
+            mut w,
+            tasks,
+            flows,
+            flow_info,
+            collectives,
+            deps,
+            ..
+        } = self;
+        w.flows = flows.into_vec();
+        w.flow_info = flow_info.into_vec();
+        w.collectives = collectives.into_vec();
+        w.tasks = tasks.into_vec();
+        let n = w.tasks.len();
         let mut base = vec![0u32; n + 1];
-        for &d in &self.deps {
+        for &d in deps.iter() {
             base[d as usize + 1] += 1;
         }
         for i in 0..n {
             base[i + 1] += base[i];
         }
-        let mut dependents = vec![0u32; self.deps.len()];
+        let mut dependents = vec![0u32; deps.len()];
         // Tasks are visited in id order, so each list comes out sorted; a
         // task's slots are filled from its base upwards, `base[d]` standing
         // for the next free one until all are filled.
-        let mut next = 0;
-        for (t, task) in self.w.tasks.iter().enumerate() {
-            let deps = &self.deps[next..next + task.deps as usize];
-            next += task.deps as usize;
-            for &d in deps {
+        let mut deps = deps.into_blocks().flatten();
+        for (t, task) in w.tasks.iter().enumerate() {
+            for d in deps.by_ref().take(task.deps as usize) {
                 dependents[base[d as usize] as usize] = t as u32;
                 base[d as usize] += 1;
             }
         }
-        drop(std::mem::take(&mut self.deps));
         // Each base now holds the next task's start: shift them back.
         base.rotate_right(1);
         base[0] = 0;
-        self.w.dependents = dependents;
-        self.w.dependent_base = base;
-        self.w
+        w.dependents = dependents;
+        w.dependent_base = base;
+        w
     }
 }
 

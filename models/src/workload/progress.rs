@@ -3,6 +3,7 @@
 //! level (per shard) and flow level drive it alike.
 
 use super::{TaskKind, Workload, NONE};
+use hashbrown::HashMap;
 use netsim_engine::SimTime;
 
 /// What one shard saw of one collective: when its hosts started the first
@@ -42,21 +43,43 @@ pub enum Start {
 /// collective, its span.
 #[derive(Clone, Debug)]
 pub struct DagProgress {
-    remaining: Vec<u32>,
+    /// Per task, one byte: the count, or [`MANY`] for a task that waits
+    /// for more (an iteration's end gathers hundreds), counted in `many`.
+    remaining: Vec<u8>,
+    many: HashMap<u32, u32>,
     spans: Vec<CollectiveSpan>,
 }
 
+/// In [`DagProgress::remaining`]: the count is in `many`.
+const MANY: u8 = u8::MAX;
+
+/// What a run's [`DagProgress`] holds per task and per collective.
+pub const BYTES_PER_TASK: u64 = 1;
+pub const BYTES_PER_COLLECTIVE: u64 = std::mem::size_of::<CollectiveSpan>() as u64;
+
 impl DagProgress {
     pub fn new(workload: &Workload) -> DagProgress {
+        let many = (0..workload.tasks.len() as u32)
+            .map(|t| (t, workload.tasks[t as usize].deps))
+            .filter(|&(_, deps)| deps >= u32::from(MANY))
+            .collect();
         DagProgress {
-            remaining: workload.tasks.iter().map(|t| t.deps).collect(),
+            remaining: workload
+                .tasks
+                .iter()
+                .map(|t| u8::try_from(t.deps).unwrap_or(MANY))
+                .collect(),
+            many,
             spans: vec![CollectiveSpan::UNSEEN; workload.collectives.len()],
         }
     }
 
     /// Dependencies of `task` its host has not yet seen complete.
     pub fn remaining(&self, task: u32) -> u32 {
-        self.remaining[task as usize]
+        match self.remaining[task as usize] {
+            MANY => self.many[&task],
+            left => u32::from(left),
+        }
     }
 
     /// A task of `collective` (or [`NONE`]) started at `now`.
@@ -110,8 +133,15 @@ impl DagProgress {
                 continue;
             }
             let left = &mut self.remaining[d as usize];
-            *left -= 1;
-            if *left == 0 {
+            let done = if *left == MANY {
+                let many = self.many.get_mut(&d).expect("a task waiting for many");
+                *many -= 1;
+                *many == 0
+            } else {
+                *left -= 1;
+                *left == 0
+            };
+            if done {
                 ready.push(d);
             }
         }
@@ -120,5 +150,37 @@ impl DagProgress {
     /// Per collective, what was seen of it.
     pub fn into_spans(self) -> Vec<CollectiveSpan> {
         self.spans
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::Builder;
+
+    #[test]
+    fn a_task_waiting_for_hundreds_starts_after_the_last() {
+        let mut b = Builder::new(SimTime::ZERO);
+        let firsts: Vec<u32> = (0..300)
+            .map(|_| b.compute(0, SimTime(1), NONE, &[]))
+            .collect();
+        let join = b.join(0, NONE, &firsts);
+        let pair = b.join(0, NONE, &firsts[..2]);
+        let w = b.finish();
+        let mut dag = DagProgress::new(&w);
+        assert_eq!((dag.remaining(join), dag.remaining(pair)), (300, 2));
+        let mut ready = Vec::new();
+        for (i, &t) in firsts.iter().enumerate() {
+            dag.seen_complete(&w, t, 0, true, SimTime(1), &mut ready);
+            assert_eq!(dag.remaining(join), 299 - i as u32);
+            let expected: &[u32] = match i {
+                0 => &[],
+                1..=298 => &[pair],
+                _ => &[pair, join],
+            };
+            assert_eq!(ready, expected, "after {}", i + 1);
+        }
+        // One byte a task, and a map entry for the one waiting for many.
+        assert_eq!((dag.remaining.len(), dag.many.len()), (302, 1));
     }
 }

@@ -43,10 +43,7 @@ pub fn node_work(
     let ack_interval = u64::from(config.ack_interval.max(1));
     for (i, flow) in workload.flows.iter().enumerate() {
         let packets = flow.size_bytes.div_ceil(mtu).max(1);
-        let into_tree = workload
-            .flow_info
-            .get(i)
-            .is_some_and(|info| info.ina_op != NONE);
+        let into_tree = workload.flow_ina_op(i as u32) != NONE;
         if into_tree || !topo.is_host(flow.dst) {
             // Up into the tree and the result back down, over the host's own link.
             let p = 2.0 * packets as f64;

@@ -43,11 +43,12 @@ fn a_workload_is_refused_one_byte_short_of_what_it_needs() {
     );
     // PP 4 x EP 2 x TP 8: hundreds of collectives, thousands of tasks.
     assert!(w.collectives.len() > 100 && w.tasks.len() > 10_000);
-    // Per task 16 B + its offset + its count of dependencies left; per
-    // dependency 4 B twice; per flow its spec, info and slot.
+    // Per task 16 B + its offset + its byte of dependencies left; per
+    // dependency 4 B (the dependencies' list becomes the dependents'); per
+    // flow its spec, its task and its slot.
     assert_eq!(
         needed,
-        24 * w.tasks.len() as u64 + 8 * w.edge_count() + 40 * w.flows.len() as u64 + names
+        21 * w.tasks.len() as u64 + 4 * w.edge_count() + 32 * w.flows.len() as u64 + names
     );
     let fits = build(&topo, needed).unwrap();
     assert_eq!(fits.tasks, w.tasks);
@@ -61,7 +62,7 @@ fn the_structures_hold_what_their_counts_say() {
     let w = build(&topo(), u64::MAX).unwrap();
     let b = w.bytes();
     assert_eq!(b.tasks, 16 * w.tasks.len() as u64);
-    assert_eq!(b.flows, 36 * w.flows.len() as u64);
+    assert_eq!(b.flows, 28 * w.flows.len() as u64);
     assert_eq!(
         b.dependents,
         4 * (w.edge_count() + w.tasks.len() as u64 + 1)

@@ -96,7 +96,9 @@ impl InaTrees {
             offload: Vec::new(),
         };
         if !ops.is_empty() {
-            trees.op_of = workload.flow_info.iter().map(|info| info.ina_op).collect();
+            trees.op_of = (0..workload.flows.len() as u32)
+                .map(|flow| workload.flow_ina_op(flow))
+                .collect();
         }
         if !ops.is_empty() || !workload.fallbacks.is_empty() {
             trees.offload = (0..topo.node_count())
@@ -279,7 +281,7 @@ impl<S: TelemetrySink> super::Fluid<'_, S> {
         let ideal = self.ina.ideal(op, flow);
         self.flows.open(flow, super::FlowState::started(now));
         self.flows[flow as usize].ideal_fct = ideal;
-        if let Some(info) = self.fabric.workload.flow_info.get(flow as usize) {
+        if let Some(info) = self.fabric.workload.flow_info(flow) {
             self.dag.span_started(info.collective, now);
         }
         if let Some((stream, path, wire_bit_ps)) = self.ina.member_started(op, flow) {

@@ -303,7 +303,7 @@ impl<S: TelemetrySink> Fluid<'_, S> {
             Event::Delivered { flow } => {
                 let spec = workload.flows[flow as usize];
                 self.stats.delivered_payload_bytes += spec.size_bytes;
-                if let Some(info) = workload.flow_info.get(flow as usize) {
+                if let Some(info) = workload.flow_info(flow) {
                     self.seen_complete(info.task, spec.dst, false);
                 }
             }
@@ -313,7 +313,7 @@ impl<S: TelemetrySink> Fluid<'_, S> {
                 self.stats.flows_finished += 1;
                 self.record_flow(flow);
                 self.flows.close(flow);
-                if let Some(info) = workload.flow_info.get(flow as usize) {
+                if let Some(info) = workload.flow_info(flow) {
                     self.seen_complete(info.task, spec.src, true);
                 }
             }
@@ -354,7 +354,7 @@ impl<S: TelemetrySink> Fluid<'_, S> {
             Some(q) => q.add(flow, &self.path, f.left, self.now),
             None => self.share.add(flow, &self.path),
         }
-        if let Some(info) = fabric.workload.flow_info.get(flow as usize) {
+        if let Some(info) = fabric.workload.flow_info(flow) {
             self.dag.span_started(info.collective, self.now);
         }
     }

@@ -241,7 +241,7 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
         for &(local, id) in &local_flows {
             let spec = workload.flows[id as usize];
             let mut sender = Sender::new(id, spec, config);
-            if let Some(info) = workload.flow_info.get(id as usize) {
+            if let Some(info) = workload.flow_info(id) {
                 // Starts when its task does.
                 sender.start = SimTime::MAX;
                 if info.ina_op != NO_TASK {

@@ -55,7 +55,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         let i = self.sender_of[&flow] as usize;
         let fabric = self.fabric;
         self.senders[i].start = ctx.now();
-        if let Some(info) = fabric.workload.flow_info.get(flow as usize) {
+        if let Some(info) = fabric.workload.flow_info(flow) {
             self.dag.span_started(info.collective, ctx.now());
         }
         if self.memo_flow_start(ctx, i, flow) {
@@ -370,7 +370,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         let gport = self.port_index(ctx.local_index(), port);
         self.ports[gport].host.flows.retain(|&f| f as usize != i);
         self.record_flow(i);
-        if let Some(info) = self.fabric.workload.flow_info.get(flow as usize) {
+        if let Some(info) = self.fabric.workload.flow_info(flow) {
             self.task_seen_complete(ctx, info.task, true);
         }
     }

@@ -352,9 +352,8 @@ fn too_large(b: &Builder) -> String {
     use super::memory::{EDGE_BYTES, FLOW_BYTES, TASK_BYTES};
     use netsim_engine::process::human_bytes;
     format!(
-        "the workload needs more than the {} it may take here (a third of the memory left, \
-         as its vectors grow; tasks {TASK_BYTES} B, \
-         flows {FLOW_BYTES} B, dependencies {EDGE_BYTES} B each): use fewer --iterations, \
+        "the workload needs more than the {} it may take here (the memory left; tasks \
+         {TASK_BYTES} B, flows {FLOW_BYTES} B, dependencies {EDGE_BYTES} B each): use fewer --iterations, \
          --channels or --chunks, smaller groups or larger messages, or simulate fewer \
          data-parallel replicas (--fold-dp)",
         human_bytes(b.budget_bytes())

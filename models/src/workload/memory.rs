@@ -3,7 +3,7 @@
 //! would not fit before it allocates them, and `run.json` reports them.
 
 use super::progress::CollectiveSpan;
-use super::{Collective, FlowInfo, Task, Workload};
+use super::{Collective, Task, Workload};
 use crate::traffic::FlowSpec;
 use std::mem::size_of;
 
@@ -12,7 +12,8 @@ use std::mem::size_of;
 pub struct WorkloadBytes {
     /// The tasks of the DAG ([`Task`], 16 B each).
     pub tasks: u64,
-    /// The flows ([`FlowSpec`]) and what each belongs to ([`FlowInfo`]).
+    /// The flows ([`FlowSpec`]), the task each is, and the aggregation
+    /// tree of the few that stream into one.
     pub flows: u64,
     /// The dependents' lists: one id per edge, one offset per task.
     pub dependents: u64,
@@ -28,7 +29,7 @@ impl WorkloadBytes {
         let each = |n: u64, bytes: usize| n.saturating_mul(bytes as u64);
         WorkloadBytes {
             tasks: each(tasks, size_of::<Task>()),
-            flows: each(flows, size_of::<FlowSpec>() + size_of::<FlowInfo>()),
+            flows: each(flows, size_of::<FlowSpec>() + 4),
             dependents: each(edges, 4).saturating_add(each(tasks.saturating_add(1), 4)),
             collectives: each(collectives, size_of::<Collective>()),
         }
@@ -54,10 +55,11 @@ impl Workload {
             self.collectives.len() as u64,
         );
         if !self.has_tasks() {
-            // Plain traffic: no DAG, no flow info.
+            // Plain traffic: no DAG, no tasks of flows.
             b.flows = (self.flows.len() * size_of::<FlowSpec>()) as u64;
             b.dependents = 0;
         }
+        b.flows += (self.ina_flows.len() * INA_FLOW_BYTES as usize) as u64;
         let names: usize = self
             .collectives
             .iter()
@@ -73,26 +75,39 @@ impl Workload {
     }
 }
 
-/// What a workload being built may count ([`needed_bytes`]): a third of
-/// what this process may still use, since a vector that doubles holds its
-/// old and its new buffer at once, up to three times its length.
+/// What a workload being built may count ([`needed_bytes`]): what this
+/// process may still use, less [`BUILD_SLACK_BYTES`]. The builder grows
+/// its structures in blocks that never copy what they hold and moves them
+/// into vectors of their exact length, freeing each block as it goes (see
+/// [`super::chunked`]), so what it counts is what it holds.
 pub fn build_budget_bytes() -> u64 {
     use netsim_engine::process::{memory_in_use_bytes, memory_limit_bytes};
-    memory_limit_bytes().saturating_sub(memory_in_use_bytes()) / 3
+    memory_limit_bytes()
+        .saturating_sub(memory_in_use_bytes())
+        .saturating_sub(BUILD_SLACK_BYTES)
 }
 
+/// What a build holds beyond its count at most: a block of each structure
+/// being moved and the scratch of the phase being built.
+pub const BUILD_SLACK_BYTES: u64 = 256 << 20;
+
 /// What one task costs: the task, its offset into the dependents' lists,
-/// and the count of dependencies it still waits for during a run.
-pub const TASK_BYTES: u64 = size_of::<Task>() as u64 + 4 + 4;
+/// and the count of dependencies it still waits for during a run (1 B).
+pub const TASK_BYTES: u64 = size_of::<Task>() as u64 + 4 + super::progress::BYTES_PER_TASK;
 
-/// What one dependency costs: its entry in the dependents' lists, and while
-/// the workload is built its entry in the task's list of dependencies.
-pub const EDGE_BYTES: u64 = 4 + 4;
+/// What one dependency costs: its entry in the task's list of dependencies
+/// while the workload is built, which becomes its entry in the dependents'
+/// lists (the one freed block by block as the other fills).
+pub const EDGE_BYTES: u64 = 4;
 
-/// What one flow costs: its spec, what it belongs to, and the least a run
-/// holds per flow (a flow-level run's slot index; a packet-level run holds
-/// a whole sender, which the run checks before it starts).
-pub const FLOW_BYTES: u64 = (size_of::<FlowSpec>() + size_of::<FlowInfo>()) as u64 + 4;
+/// What one flow costs: its spec, the task it is, and the least a run
+/// holds per flow (a flow-level run's slot index; the rest of a run's
+/// per-flow state is checked before it starts).
+pub const FLOW_BYTES: u64 = size_of::<FlowSpec>() as u64 + 4 + 4;
+
+/// What a flow streaming into an aggregation tree costs beside: its entry
+/// in the list of those.
+pub const INA_FLOW_BYTES: u64 = 8;
 
 /// What one collective costs: its row, its fallback reason, and its span
 /// during a run (its name is one string per phase, shared by its
@@ -129,9 +144,9 @@ mod tests {
         let w = b.finish();
         let bytes = w.bytes();
         assert_eq!(bytes.tasks, 3 * 16);
-        assert_eq!(bytes.flows, 2 * (24 + 12));
+        assert_eq!(bytes.flows, 2 * (24 + 4));
         // Three edges, four offsets.
         assert_eq!(bytes.dependents, 3 * 4 + 4 * 4);
-        assert_eq!(bytes.total(), 48 + 72 + 28);
+        assert_eq!(bytes.total(), 48 + 56 + 28);
     }
 }

@@ -21,7 +21,7 @@
 
 pub mod algorithms;
 pub mod build;
-mod chunked;
+pub(crate) mod chunked;
 pub mod file;
 pub mod groups;
 pub mod memory;
@@ -71,8 +71,9 @@ pub struct Task {
 /// The bit of [`Task`]'s packed word that marks a compute task.
 const COMPUTE: u32 = 1 << 31;
 
-/// Per flow: the task and collective it belongs to, and the aggregation
-/// tree it streams into ([`NONE`] for a host-to-host flow).
+/// What a flow of a workload belongs to ([`Workload::flow_info`]): its
+/// task and collective, and the aggregation tree it streams into ([`NONE`]
+/// for a host-to-host flow).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FlowInfo {
     pub task: u32,
@@ -111,8 +112,13 @@ pub struct FallbackCount {
 #[derive(Clone, Debug, Default)]
 pub struct Workload {
     pub flows: Vec<FlowSpec>,
-    /// Parallel to `flows`; empty for plain traffic (no DAG).
-    pub flow_info: Vec<FlowInfo>,
+    /// Parallel to `flows`: the task each is (its collective is the
+    /// task's); empty for plain traffic (no DAG).
+    flow_task: Vec<u32>,
+    /// The flows that stream into an aggregation tree and the tree's
+    /// [`InaOp`], sorted by flow (few flows do: 4 B a flow for the rest
+    /// would be 0.5 GB on a large job).
+    ina_flows: Vec<(u32, u32)>,
     pub tasks: Vec<Task>,
     /// Tasks that depend on task `t`: `dependents[dependent_base[t]..dependent_base[t + 1]]`.
     dependents: Vec<u32>,
@@ -170,10 +176,41 @@ impl Workload {
     /// The collective of flow `flow`, if it belongs to one.
     #[inline]
     pub fn flow_collective(&self, flow: u32) -> Option<u32> {
-        self.flow_info
-            .get(flow as usize)
+        self.flow_info(flow)
             .map(|i| i.collective)
             .filter(|&c| c != NONE)
+    }
+
+    /// What flow `flow` belongs to; `None` for plain traffic.
+    #[inline]
+    pub fn flow_info(&self, flow: u32) -> Option<FlowInfo> {
+        let task = *self.flow_task.get(flow as usize)?;
+        Some(FlowInfo {
+            task,
+            collective: self.tasks[task as usize].collective,
+            ina_op: self.flow_ina_op(flow),
+        })
+    }
+
+    /// The task flow `flow` is.
+    ///
+    /// # Panics
+    /// If the flow is plain traffic (no task).
+    #[inline]
+    pub fn flow_task(&self, flow: u32) -> u32 {
+        self.flow_task[flow as usize]
+    }
+
+    /// The aggregation tree flow `flow` streams into, or [`NONE`].
+    #[inline]
+    pub fn flow_ina_op(&self, flow: u32) -> u32 {
+        if self.ina_flows.is_empty() {
+            return NONE;
+        }
+        match self.ina_flows.binary_search_by_key(&flow, |&(f, _)| f) {
+            Ok(i) => self.ina_flows[i].1,
+            Err(_) => NONE,
+        }
     }
 }
 
@@ -202,7 +239,7 @@ pub struct Builder {
     w: Workload,
     tasks: Chunked<Task>,
     flows: Chunked<FlowSpec>,
-    flow_info: Chunked<FlowInfo>,
+    flow_task: Chunked<u32>,
     collectives: Chunked<Collective>,
     /// Every task's dependencies, task after task (`Task::deps` of them
     /// each): turned into the dependents' lists by [`Builder::finish`].
@@ -239,7 +276,7 @@ impl Builder {
             },
             tasks: Chunked::default(),
             flows: Chunked::default(),
-            flow_info: Chunked::default(),
+            flow_task: Chunked::default(),
             collectives: Chunked::default(),
             deps: Chunked::default(),
             duration_ids: HashMap::new(),
@@ -355,11 +392,12 @@ impl Builder {
             size_bytes,
             start: SimTime::ZERO,
         });
-        self.flow_info.push(FlowInfo {
-            task,
-            collective,
-            ina_op,
-        });
+        self.flow_task.push(task);
+        if ina_op != NONE {
+            self.charge(memory::INA_FLOW_BYTES);
+            // Flows are added in id order: the list stays sorted.
+            self.w.ina_flows.push((flow, ina_op));
+        }
         task
     }
 
@@ -462,13 +500,13 @@ impl Builder {
             mut w,
             tasks,
             flows,
-            flow_info,
+            flow_task,
             collectives,
             deps,
             ..
         } = self;
         w.flows = flows.into_vec();
-        w.flow_info = flow_info.into_vec();
+        w.flow_task = flow_task.into_vec();
         w.collectives = collectives.into_vec();
         w.tasks = tasks.into_vec();
         let n = w.tasks.len();

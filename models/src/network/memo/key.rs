@@ -55,10 +55,7 @@ impl Plan {
             match workload.kind(task) {
                 TaskKind::Flow(f) => {
                     first_flow[c] = first_flow[c].min(f);
-                    let ina = workload
-                        .flow_info
-                        .get(f as usize)
-                        .is_some_and(|i| i.ina_op != NONE);
+                    let ina = workload.flow_ina_op(f) != NONE;
                     ok[c] &= !ina;
                 }
                 TaskKind::Compute(_) => ok[c] &= internal[t] != 0,

@@ -207,7 +207,7 @@ impl<S: TelemetrySink> Network<'_, S> {
 
     /// A replayed flow ends at its source or destination.
     pub(crate) fn memo_end(&mut self, ctx: &mut Context<'_, NetEvent>, flow: u32, at_source: bool) {
-        let task = self.fabric.workload.flow_info[flow as usize].task;
+        let task = self.fabric.workload.flow_task(flow);
         if at_source {
             let i = self.sender_of[&flow] as usize;
             self.senders[i].end = Some(ctx.now());
@@ -456,7 +456,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         let m = self.memo.as_mut().expect("memo on");
         let record = &m.records[&canon.key];
         for (k, &flow) in canon.flows.iter().enumerate() {
-            let task = self.fabric.workload.flow_info[flow as usize].task;
+            let task = self.fabric.workload.flow_task(flow);
             let (src_done, dst_done) = record.done[canon.task_index(task).expect("wave task")];
             let start = record.flows[k].start;
             m.replay.insert(

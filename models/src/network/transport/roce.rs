@@ -191,7 +191,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         }
         if verdict.in_order && pkt.last {
             // The destination has the whole message: its dependents may start.
-            if let Some(info) = self.fabric.workload.flow_info.get(pkt.flow as usize) {
+            if let Some(info) = self.fabric.workload.flow_info(pkt.flow) {
                 self.task_seen_complete(ctx, info.task, false);
             }
         }

@@ -1,48 +1,118 @@
-//! The memory a run checks before it allocates: the network model's ports
-//! and per-flow state beside what the process holds already (the workload
-//! among it), and what `run.json` reports of the workload's structures.
+//! The memory a run checks before it allocates: what the network model
+//! adds beside what the process holds already (the workload among it),
+//! item by item, and what `run.json` reports of it and of the workload's
+//! structures.
 
 use crate::run_cmd::Fidelity;
 use anyhow::bail;
-use netsim_engine::process::{memory_in_use_bytes, memory_limit_bytes};
+use netsim_engine::process::{human_bytes, memory_in_use_bytes, memory_limit_bytes};
 use netsim_models::flow;
 use netsim_models::network::config::{CcKind, NetConfig};
+use netsim_models::workload::progress;
 use netsim_models::workload::Workload;
-
-/// What a run of `fidelity` holds per flow (this rank's), for
-/// [`check_model_memory`].
-pub fn bytes_per_flow(fidelity: Fidelity, config: &NetConfig) -> u64 {
-    match fidelity {
-        Fidelity::Flow => flow::bytes_per_flow(config.cc == CcKind::None),
-        Fidelity::Packet => netsim_models::network::BYTES_PER_SENDER,
-    }
-}
 
 /// What the network model holds per port (queues, counters, pause state),
 /// a generous estimate for the memory check.
 const BYTES_PER_PORT: u64 = 192;
 
-/// Fails when the network model's ports and per-flow state (this rank's
-/// share of them, at `bytes_per_flow` each) would not fit beside what this
-/// process already holds (the workload among it).
-pub fn check_model_memory(
-    topo: &netsim_topo::Topology,
-    flows: usize,
-    bytes_per_flow: u64,
-    ranks: usize,
-) -> anyhow::Result<()> {
-    use netsim_engine::process::human_bytes;
-    let ports = 2 * u64::from(topo.link_count()) / ranks as u64;
-    let senders = flows as u64 / ranks as u64;
-    let need = ports
-        .saturating_mul(BYTES_PER_PORT)
-        .saturating_add(senders.saturating_mul(bytes_per_flow));
+/// What a run keeps per finished flow for `run.json`'s percentiles (a
+/// completion time under 4.3 s, see [`crate::fcts`]).
+const BYTES_PER_FCT: u64 = 4;
+
+/// Flows a flow-level run is allowed to have in flight at once, per host:
+/// a generous allowance rather than a bound (SimAI's 9,216-GPU example at
+/// `--fold-dp 12` has at most 6,972 flows in flight, under one per host).
+const FLOWS_IN_FLIGHT_PER_HOST: u64 = 64;
+
+/// What a run adds beside the workload it holds, as the check predicts it
+/// (this rank's share).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RunBytes {
+    /// Its ports' queues and counters.
+    pub ports: u64,
+    /// Its state per flow of the workload (slot indices, a packet-level
+    /// run's senders, the completion times kept).
+    pub flows: u64,
+    /// Per task the count of dependencies left, per collective its span
+    /// (once per shard).
+    pub dag: u64,
+    /// The state of the flows in flight (flow level: an allowance).
+    pub in_flight: u64,
+}
+
+impl RunBytes {
+    /// What a run of `workload` on `topo` at `fidelity` adds, on one of
+    /// `ranks` ranks of `shards` shards each.
+    pub fn of(
+        fidelity: Fidelity,
+        config: &NetConfig,
+        topo: &netsim_topo::Topology,
+        workload: &Workload,
+        ranks: usize,
+        shards: u32,
+    ) -> RunBytes {
+        let ranks = ranks as u64;
+        let flows = workload.flows.len() as u64 / ranks;
+        let dag_per_shard = (workload.tasks.len() as u64 * progress::BYTES_PER_TASK)
+            .saturating_add(workload.collectives.len() as u64 * progress::BYTES_PER_COLLECTIVE);
+        let ports = 2 * u64::from(topo.link_count()) / ranks;
+        match fidelity {
+            Fidelity::Flow => {
+                let in_flight = flows.min(u64::from(topo.host_count()) * FLOWS_IN_FLIGHT_PER_HOST);
+                RunBytes {
+                    ports: ports * BYTES_PER_PORT,
+                    flows: flows.saturating_mul(
+                        flow::bytes_per_flow(config.cc == CcKind::None) + BYTES_PER_FCT,
+                    ),
+                    dag: dag_per_shard,
+                    in_flight: in_flight.saturating_mul(flow::BYTES_PER_FLOW_IN_FLIGHT),
+                }
+            }
+            // A packet-level run makes every sender before it starts; its
+            // kept completion times grow as a vector does (three times).
+            Fidelity::Packet => RunBytes {
+                ports: ports * BYTES_PER_PORT,
+                flows: flows
+                    .saturating_mul(netsim_models::network::BYTES_PER_SENDER + 3 * BYTES_PER_FCT),
+                dag: dag_per_shard.saturating_mul(u64::from(shards) / ranks),
+                in_flight: 0,
+            },
+        }
+    }
+
+    pub fn total(&self) -> u64 {
+        self.ports
+            .saturating_add(self.flows)
+            .saturating_add(self.dag)
+            .saturating_add(self.in_flight)
+    }
+
+    /// `run.json`'s `run_bytes_predicted`.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "ports": self.ports,
+            "flows": self.flows,
+            "dag": self.dag,
+            "in_flight": self.in_flight,
+            "total": self.total(),
+        })
+    }
+}
+
+/// Fails when what the run adds ([`RunBytes`]) would not fit beside what
+/// this process already holds (the workload among it).
+pub fn check_run_memory(need: &RunBytes, flows: usize) -> anyhow::Result<()> {
     let (limit, held) = (memory_limit_bytes(), memory_in_use_bytes());
-    if need > limit.saturating_sub(held) {
+    if need.total() > limit.saturating_sub(held) {
         bail!(
-            "the network model needs ~{} for {ports} ports and {senders} flows; this process \
-             may use {} and holds {} already (a smaller topology or fewer flows fit)",
-            human_bytes(need),
+            "the run needs ~{} beside its workload ({} for ports, {} for {flows} flows, {} for \
+             the DAG's progress, {} for flows in flight); this process may use {} and holds {} \
+             already (a smaller topology, fewer flows or --fold-dp fit)",
+            human_bytes(need.total()),
+            human_bytes(need.ports),
+            human_bytes(need.flows),
+            human_bytes(need.dag),
+            human_bytes(need.in_flight),
             human_bytes(limit),
             human_bytes(held)
         );

@@ -2,6 +2,7 @@
 
 use crate::fault_args::{fault_records, FaultArgs};
 use crate::fcts::Fcts;
+use crate::memory_check::RunBytes;
 use crate::network_args::NetworkArgs;
 use crate::partition_cmd::balanced_partition;
 use crate::progress::with_progress_bar;
@@ -113,6 +114,8 @@ pub struct Plan {
     pub scenario: String,
     /// Said before the run starts (a workload on fewer hosts than the fabric).
     pub note: Option<String>,
+    /// What the run adds beside the workload, as checked before it starts.
+    pub run_bytes: RunBytes,
 }
 
 /// The telemetry of one shard, streamed to its Parquet part files. The first
@@ -279,8 +282,15 @@ impl RunArgs {
         let full = Routing::build_within(&topo, None, memory_limit_bytes())
             .with_context(|| format!("--topo {}", self.topo))?;
         // Beside the routing tables, before the estimate and the partition walk every flow.
-        let bytes_per_flow = crate::memory_check::bytes_per_flow(self.fidelity, &config);
-        crate::memory_check::check_model_memory(&topo, workload.flows.len(), bytes_per_flow, ranks)
+        let run_bytes = RunBytes::of(
+            self.fidelity,
+            &config,
+            &topo,
+            &workload,
+            ranks,
+            self.shards(),
+        );
+        crate::memory_check::check_run_memory(&run_bytes, workload.flows.len())
             .with_context(|| format!("--topo {}", self.topo))?;
         // One shard has nothing to balance: no need to walk every flow.
         let partitioned = if partition_config.shards == 1 {
@@ -381,6 +391,7 @@ impl RunArgs {
             }
         }
         Ok(Plan {
+            run_bytes,
             fabric,
             partition,
             layout,
@@ -657,6 +668,7 @@ impl RunArgs {
         summary["tasks"] = plan.fabric.workload.tasks.len().into();
         summary["edges"] = plan.fabric.workload.edge_count().into();
         summary["workload_bytes"] = crate::memory_check::workload_bytes_json(&plan.fabric.workload);
+        summary["run_bytes_predicted"] = plan.run_bytes.json();
         summary["rows"]["faults"] = fault_rows.into();
         write_run_json(&self.out, &summary)?;
         if !self.quiet {

@@ -34,7 +34,7 @@ mod paths;
 mod queue;
 mod slots;
 
-pub use slots::bytes_per_flow;
+pub use slots::{bytes_per_flow, BYTES_PER_FLOW_IN_FLIGHT};
 
 use crate::network::config::EcmpMode;
 use crate::network::{

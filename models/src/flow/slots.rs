@@ -4,19 +4,24 @@
 
 use std::ops::{Index, IndexMut};
 
-/// What a flow-level run holds per flow of its workload, a generous
-/// estimate for the memory check, from the structures that grow with flows:
-/// its slot index (4 B), the sharing model's arrays indexed by flow id
-/// (max-min: path offset and length, rate, two epochs, 21 B; FIFO: also its
-/// bits in flight and injection state, 36 B more), the channels of its path,
-/// kept for the run (4 B each), its events queued while its rate changes,
-/// its tasks' counts of dependencies left, its collective's span and row.
-/// Measured on SimAI's 9,216-GPU example at `--fold-dp 12` (11.5 M flows,
-/// max-min): the run's peak is 61 B per flow above the built workload's;
-/// 128 B leaves room.
+/// What a flow-level run holds per flow of its workload beside the
+/// workload, for the memory check: the structures indexed by flow id, its
+/// slot index here and in the max-min solver (4 B each). FIFO sharing
+/// (`--cc none`) keeps per-flow and per-hop arrays for the whole run: the
+/// earlier generous 164 B in all, not measured again. What a flow holds
+/// while it runs is [`BYTES_PER_FLOW_IN_FLIGHT`].
 pub fn bytes_per_flow(fifo: bool) -> u64 {
-    128 + if fifo { 36 } else { 0 }
+    if fifo {
+        164
+    } else {
+        8
+    }
 }
+
+/// What a flow holds while it runs, a generous estimate: its state here
+/// (80 B), its solver slot and the channels of its path, its entries on
+/// those channels and its events queued.
+pub const BYTES_PER_FLOW_IN_FLIGHT: u64 = 512;
 
 /// "No slot": the flow has not started, or has ended.
 const FREE: u32 = u32::MAX;

@@ -53,8 +53,9 @@ pub struct DagProgress {
 /// In [`DagProgress::remaining`]: the count is in `many`.
 const MANY: u8 = u8::MAX;
 
-/// What a run's [`DagProgress`] holds per task and per collective.
+/// What a run's [`DagProgress`] holds per task.
 pub const BYTES_PER_TASK: u64 = 1;
+/// What a run's [`DagProgress`] holds per collective (its span).
 pub const BYTES_PER_COLLECTIVE: u64 = std::mem::size_of::<CollectiveSpan>() as u64;
 
 impl DagProgress {

@@ -105,7 +105,7 @@ pub fn check_run_memory(need: &RunBytes, flows: usize) -> anyhow::Result<()> {
     let (limit, held) = (memory_limit_bytes(), memory_in_use_bytes());
     if need.total() > limit.saturating_sub(held) {
         bail!(
-            "the run needs ~{} beside its workload ({} for ports, {} for {flows} flows, {} for \
+            "the network model needs ~{} beside its workload ({} for ports, {} for {flows} flows, {} for \
              the DAG's progress, {} for flows in flight); this process may use {} and holds {} \
              already (a smaller topology, fewer flows or --fold-dp fit)",
             human_bytes(need.total()),
@@ -130,4 +130,46 @@ pub fn workload_bytes_json(workload: &Workload) -> serde_json::Value {
         "collectives": bytes.collectives,
         "total": bytes.total(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use netsim_engine::SimTime;
+    use netsim_models::workload::{Builder, NONE};
+    use netsim_topo::{FatTreeParams, TopoSpec};
+
+    #[test]
+    fn the_prediction_adds_up_the_run_s_structures() {
+        let topo = netsim_topo::build(&TopoSpec::FatTree(FatTreeParams {
+            k: 4,
+            tiers: 2,
+            ..FatTreeParams::default()
+        }))
+        .unwrap();
+        let mut b = Builder::new(SimTime::ZERO);
+        let a = b.flow(0, 1, 10, NONE, &[]);
+        let c = b.flow(1, 2, 10, NONE, &[a]);
+        b.compute(2, SimTime(5), NONE, &[c]);
+        let w = b.finish();
+        let config = NetConfig::default();
+        let ports = 2 * u64::from(topo.link_count()) * 192;
+        let flow = RunBytes::of(Fidelity::Flow, &config, &topo, &w, 1, 1);
+        // Two flows: 8 B of slot indices and 4 B of completion time each,
+        // both allowed in flight; three tasks at a byte each, no collective.
+        assert_eq!(
+            flow,
+            RunBytes {
+                ports,
+                flows: 2 * 12,
+                dag: 3,
+                in_flight: 2 * flow::BYTES_PER_FLOW_IN_FLIGHT,
+            }
+        );
+        assert_eq!(flow.total(), ports + 24 + 3 + 1024);
+        // Packet level: a sender per flow, the DAG's progress per shard.
+        let packet = RunBytes::of(Fidelity::Packet, &config, &topo, &w, 1, 4);
+        let sender = netsim_models::network::BYTES_PER_SENDER;
+        assert_eq!((packet.flows, packet.dag), (2 * (sender + 12), 4 * 3));
+    }
 }

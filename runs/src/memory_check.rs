@@ -19,9 +19,10 @@ const BYTES_PER_PORT: u64 = 192;
 /// completion time under 4.3 s, see [`crate::fcts`]).
 const BYTES_PER_FCT: u64 = 4;
 
-/// Flows a flow-level run is allowed to have in flight at once, per host:
-/// a generous allowance rather than a bound (SimAI's 9,216-GPU example at
-/// `--fold-dp 12` has at most 6,972 flows in flight, under one per host).
+/// Flows a workload's flow-level run is allowed to have in flight at once,
+/// per host: a generous allowance rather than a bound (SimAI's 9,216-GPU
+/// example at `--fold-dp 12` has at most 6,972 flows in flight, under one
+/// per host; plain traffic is allowed all its flows).
 const FLOWS_IN_FLIGHT_PER_HOST: u64 = 64;
 
 /// What a run adds beside the workload it holds, as the check predicts it
@@ -58,7 +59,11 @@ impl RunBytes {
         let ports = 2 * u64::from(topo.link_count()) / ranks;
         match fidelity {
             Fidelity::Flow => {
-                let in_flight = flows.min(u64::from(topo.host_count()) * FLOWS_IN_FLIGHT_PER_HOST);
+                // Plain traffic may have every flow in flight at once.
+                let in_flight = match workload.has_tasks() {
+                    true => flows.min(u64::from(topo.host_count()) * FLOWS_IN_FLIGHT_PER_HOST),
+                    false => flows,
+                };
                 RunBytes {
                     ports: ports * BYTES_PER_PORT,
                     flows: flows.saturating_mul(
@@ -167,6 +172,13 @@ mod tests {
             }
         );
         assert_eq!(flow.total(), ports + 24 + 3 + 1024);
+        // Plain traffic: every flow may be in flight, no DAG.
+        let traffic = Workload::from_flows(w.flows.clone());
+        let traffic = RunBytes::of(Fidelity::Flow, &config, &topo, &traffic, 1, 1);
+        assert_eq!(
+            (traffic.flows, traffic.dag, traffic.in_flight),
+            (2 * 12, 0, 2 * flow::BYTES_PER_FLOW_IN_FLIGHT)
+        );
         // Packet level: a sender per flow, the DAG's progress per shard.
         let packet = RunBytes::of(Fidelity::Packet, &config, &topo, &w, 1, 4);
         let sender = netsim_models::network::BYTES_PER_SENDER;

@@ -148,6 +148,7 @@ def full(args, text, tmp):
 
 
 def main():
+    global NETSIM
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--gpus", type=int, nargs="+", default=[1536, 3072])
     ap.add_argument("--ga", type=int, default=2)
@@ -155,9 +156,11 @@ def main():
     ap.add_argument("--full", action="store_true")
     ap.add_argument("--full-fold", type=int, default=12)
     ap.add_argument("--full-ga", type=int, default=None)
+    ap.add_argument("--netsim", default=NETSIM, help="the binary to run")
     ap.add_argument("extra", nargs=argparse.REMAINDER)
     args, unknown = ap.parse_known_args()
     args.extra = unknown + args.extra
+    NETSIM = args.netsim
     with open(EXAMPLE) as f:
         text = f.read()
     with tempfile.TemporaryDirectory(prefix="netsim-fold-") as tmp:

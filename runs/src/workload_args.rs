@@ -83,7 +83,9 @@ pub struct WorkloadArgs {
     pub iterations: u32,
     /// Simulate one data-parallel replica in N, each standing for N: expert
     /// and TP groups stay whole, DP rings keep their full step count and
-    /// size; the other replicas' traffic is left out (README "Flow level").
+    /// size. At flow level each simulated flow runs as a class of N members
+    /// (the others' load counted on the links they share); at packet level
+    /// the other replicas' traffic is left out (README "Flow level").
     #[arg(long, value_name = "N", default_value_t = 1,
           value_parser = clap::value_parser!(u32).range(1..))]
     pub fold_dp: u32,
@@ -124,9 +126,11 @@ impl WorkloadArgs {
                 let dp = spec.parallelism.map_or(ranks, |p| p.dp);
                 let folded = format!(
                     "note: --fold-dp {}: {} of {dp} data-parallel replicas are simulated, each \
-                     standing for {}; the others' traffic is left out",
+                     standing for {}; at flow level each of their flows runs as a class of {} \
+                     (the others' load counted), at packet level the others' traffic is left out",
                     self.fold_dp,
                     dp / self.fold_dp,
+                    self.fold_dp,
                     self.fold_dp
                 );
                 note = Some(match note {

@@ -10,9 +10,15 @@ ids and so other paths); one JSON line per case with the iteration time
 collective's duration error (matched by name and group, p50 / p99 / max of
 |error|), flows, wall time and peak RSS.
 
+At flow level a folded run's flows are classes of `fold` members each
+(README "Flow level", Folding), so the folded rows measure the
+symmetric-replica assumption; `--netsim` picks the binary (to compare
+builds).
+
 `--full`: the shipped example unchanged on `--topo hpn --gpus 9216` with
-`--fold-dp 12`, under `/usr/bin/time -v`: wall time, peak RSS, flows,
-collectives, the iteration time and the flow level's cost per flow
+`--fold-dp 12`, under `/usr/bin/time -v`: wall time (set-up and
+simulating), peak RSS, flows (classes) and the member flows they stand
+for, collectives, the iteration time and the flow level's cost per class
 (simulate time / flows). `--full-ga N` keeps its first N micro-batches (a
 shorter run of the same shape); arguments after the options (`--cc none`)
 go to netsim.
@@ -141,6 +147,8 @@ def full(args, text, tmp):
         "wall_s": s["wall_s"], "setup_s": s["setup_s"], "simulate_s": s["simulate_s"],
         "us_per_flow": s["simulate_s"] * 1e6 / s["flows"],
         "peak_rss_bytes": s["time_v_peak_rss_bytes"], "flows": s["flows"],
+        # At flow level each flows row is a class of `fold` members.
+        "member_flows": s["flows"] * args.full_fold,
         "flows_finished": s["flows_finished"], "collectives": s["collectives"],
         "collectives_finished": s["collectives_finished"],
         "iteration_ns": s["sim_end_ns"], "events": s.get("events"),

@@ -278,13 +278,24 @@ impl FairShare {
                 }
                 self.flow_epoch[f as usize] = epoch;
                 self.component_flows.push(f);
+                // A channel of this flow alone leads nowhere: it starts
+                // full here and joins the flow's tightest one (`candidates`).
+                let mut private = (u64::MAX, u32::MAX);
                 let start = self.path_start[f as usize] as usize;
                 for &c2 in &self.path[start..start + self.path_len[f as usize] as usize] {
-                    if self.channel_epoch[c2 as usize] != epoch {
-                        self.channel_epoch[c2 as usize] = epoch;
+                    let ci = c2 as usize;
+                    if self.flows_on[ci].len() == 1 {
+                        let n = self.weight_on[ci];
+                        self.left_bps[ci] = self.capacity_bps[ci];
+                        self.unfixed[ci] = n;
+                        private = private.min((self.capacity_bps[ci] / u64::from(n), c2));
+                        self.channel_epoch[ci] = epoch;
+                    } else if self.channel_epoch[ci] != epoch {
+                        self.channel_epoch[ci] = epoch;
                         self.component_channels.push(c2);
                     }
                 }
+                self.private_min[f as usize] = private;
             }
         }
     }
@@ -312,28 +323,19 @@ impl FairShare {
     /// one flow alone crosses (most of a class's member channels) can only
     /// ever fix that flow, and keeps its share until it does: only the
     /// smallest such entry of each flow is a candidate (the others would
-    /// come after it, when the flow is fixed already).
+    /// come after it, when the flow is fixed already), and
+    /// `collect_component` leaves them out of the component's channels.
     fn candidates(&mut self) {
         self.scan.clear();
-        for &f in &self.component_flows {
-            self.private_min[f as usize] = (u64::MAX, u32::MAX);
-        }
         for &c in &self.component_channels {
             let ci = c as usize;
             let n = self.weight_on[ci];
+            if n == 0 || self.flows_on[ci].len() == 1 {
+                continue; // its last flow left, or a flow's own (a seed)
+            }
             self.left_bps[ci] = self.capacity_bps[ci];
             self.unfixed[ci] = n;
-            if n == 0 {
-                continue; // its last flow left
-            }
-            let entry = (self.capacity_bps[ci] / u64::from(n), c);
-            match self.flows_on[ci][..] {
-                [f] => {
-                    let m = &mut self.private_min[f as usize];
-                    *m = (*m).min(entry);
-                }
-                _ => self.scan.push(entry),
-            }
+            self.scan.push((self.capacity_bps[ci] / u64::from(n), c));
         }
         for &f in &self.component_flows {
             let m = self.private_min[f as usize];

@@ -10,16 +10,23 @@ ids and so other paths); one JSON line per case with the iteration time
 collective's duration error (matched by name and group, p50 / p99 / max of
 |error|), flows, wall time and peak RSS.
 
+`--classes` runs the folded cases with `--fold-classes` (each flow a
+class of `fold` members, the left-out replicas' load counted; README "Flow
+level", Folding), so the folded rows measure the symmetric-replica
+assumption; without it they measure the plain fold (the left-out replicas
+sending nothing). `--netsim` picks the binary (to compare builds).
+
 `--full`: the shipped example unchanged on `--topo hpn --gpus 9216` with
-`--fold-dp 12`, under `/usr/bin/time -v`: wall time, peak RSS, flows,
-collectives, the iteration time and the flow level's cost per flow
+`--fold-dp 12`, under `/usr/bin/time -v`: wall time (set-up and
+simulating), peak RSS, flows (with `--classes`: classes, and the member
+flows they stand for), collectives, the iteration time and the flow level's cost per class
 (simulate time / flows). `--full-ga N` keeps its first N micro-batches (a
 shorter run of the same shape); arguments after the options (`--cc none`)
 go to netsim.
 
     cargo build --release -p netsim
-    python3 benches/fold.py [--gpus 1536 3072] [--ga 2] [--folds 2 4]
-    python3 benches/fold.py --full [--full-fold 12] [--full-ga 4] [--cc none]
+    python3 benches/fold.py [--gpus 1536 3072] [--ga 2] [--folds 2 4] [--classes]
+    python3 benches/fold.py --full [--full-fold 12] [--full-ga 4] [--classes] [--cc none]
 """
 
 import argparse
@@ -48,7 +55,9 @@ def scaled(text, gpus, ga):
     return "\n".join([header, str(len(keep))] + keep) + "\n"
 
 
-def run(workload, gpus, fold, out, extra):
+def run(workload, gpus, fold, out, extra, classes=False):
+    if classes and fold > 1:
+        extra = ["--fold-classes"] + extra
     cmd = [
         "/usr/bin/time", "-v", NETSIM, "run", "--topo", "hpn", "--gpus", str(gpus),
         "--workload", workload, "--fidelity", "flow", "--fold-dp", str(fold),
@@ -103,7 +112,7 @@ def compare(args, text, tmp):
         for fold, seed in cases:
             out = os.path.join(tmp, f"f{gpus}-{fold}")
             try:
-                folded = run(path, gpus, fold, out, args.extra + seed)
+                folded = run(path, gpus, fold, out, args.extra + seed, args.classes)
             except subprocess.CalledProcessError as e:
                 error = [l for l in e.stderr.splitlines() if l.startswith("netsim: error")]
                 print(json.dumps({"gpus": gpus, "fold_dp": fold, "refused": error}))
@@ -115,7 +124,8 @@ def compare(args, text, tmp):
             ]
             we, fe = whole["sim_end_ns"], folded["sim_end_ns"]
             print(json.dumps({
-                "gpus": gpus, "ga": args.ga, "fold_dp": fold, "extra": seed,
+                "gpus": gpus, "ga": args.ga, "fold_dp": fold, "classes": args.classes,
+                "extra": seed,
                 "iteration_ns": {"whole": we, "folded": fe},
                 "iteration_error": (fe - we) / we,
                 "collective_abs_error": {"p50": pct(errors, 0.5), "p99": pct(errors, 0.99),
@@ -135,12 +145,15 @@ def full(args, text, tmp):
         workload = os.path.join(tmp, f"moe-9216-ga{args.full_ga}.txt")
         with open(workload, "w") as f:
             f.write(scaled(text, 9216, args.full_ga))
-    s = run(workload, 9216, args.full_fold, out, args.extra)
+    s = run(workload, 9216, args.full_fold, out, args.extra, args.classes)
     print(json.dumps({
-        "gpus": 9216, "fold_dp": args.full_fold, "ga": args.full_ga, "extra": args.extra,
+        "gpus": 9216, "fold_dp": args.full_fold, "classes": args.classes, "ga": args.full_ga,
+        "extra": args.extra,
         "wall_s": s["wall_s"], "setup_s": s["setup_s"], "simulate_s": s["simulate_s"],
         "us_per_flow": s["simulate_s"] * 1e6 / s["flows"],
         "peak_rss_bytes": s["time_v_peak_rss_bytes"], "flows": s["flows"],
+        # With classes each flows row stands for `fold` member flows.
+        "member_flows": s["flows"] * (args.full_fold if args.classes else 1),
         "flows_finished": s["flows_finished"], "collectives": s["collectives"],
         "collectives_finished": s["collectives_finished"],
         "iteration_ns": s["sim_end_ns"], "events": s.get("events"),
@@ -148,6 +161,7 @@ def full(args, text, tmp):
 
 
 def main():
+    global NETSIM
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--gpus", type=int, nargs="+", default=[1536, 3072])
     ap.add_argument("--ga", type=int, default=2)
@@ -155,9 +169,12 @@ def main():
     ap.add_argument("--full", action="store_true")
     ap.add_argument("--full-fold", type=int, default=12)
     ap.add_argument("--full-ga", type=int, default=None)
+    ap.add_argument("--classes", action="store_true", help="folded runs with --fold-classes")
+    ap.add_argument("--netsim", default=NETSIM, help="the binary to run")
     ap.add_argument("extra", nargs=argparse.REMAINDER)
     args, unknown = ap.parse_known_args()
     args.extra = unknown + args.extra
+    NETSIM = args.netsim
     with open(EXAMPLE) as f:
         text = f.read()
     with tempfile.TemporaryDirectory(prefix="netsim-fold-") as tmp:

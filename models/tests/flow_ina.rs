@@ -4,56 +4,18 @@
 
 mod common;
 
-use common::flows;
-use netsim_engine::{Layout, SimTime};
-use netsim_models::flow;
+use common::{cc_none as config, fat_tree, flows, fluid, packets, star, workload_fabric as fabric};
+use netsim_engine::SimTime;
 use netsim_models::network::config::NetConfig;
-use netsim_models::network::{collective_records, simulate, Fabric, NetRun};
+use netsim_models::network::{collective_records, Fabric, NetRun};
 use netsim_models::telemetry::{CollectiveRecord, MemorySink, SwitchOffloadRecord};
 use netsim_models::workload::groups::GroupSpec;
 use netsim_models::workload::{
-    build, Algorithm, CollectiveOp, Dtype, OpSpec, Phase, PhaseKind, ReduceOp, SwitchProfile,
-    WorkloadSpec,
+    Algorithm, CollectiveOp, Dtype, OpSpec, Phase, PhaseKind, ReduceOp, SwitchProfile, WorkloadSpec,
 };
-use netsim_topo::{FatTreeParams, LinkParams, Routing, StarParams, TopoSpec};
 
 const GBPS: u64 = 1_000_000_000;
 const LATENCY_PS: u64 = 1_000_000;
-
-fn link() -> LinkParams {
-    LinkParams {
-        bandwidth_bps: 100 * GBPS,
-        latency_ps: LATENCY_PS,
-    }
-}
-
-fn star(hosts: u32) -> TopoSpec {
-    TopoSpec::Star(StarParams {
-        hosts,
-        host_link: link(),
-    })
-}
-
-fn leaf_spine(k: u32) -> TopoSpec {
-    TopoSpec::FatTree(FatTreeParams {
-        k,
-        tiers: 2,
-        oversub: 1,
-        host_link: link(),
-        agg_link: link(),
-        core_link: link(),
-        ..FatTreeParams::default()
-    })
-}
-
-/// `--cc none --pfc on`: what in-network aggregation runs on.
-fn config() -> NetConfig {
-    NetConfig {
-        cc: netsim_models::network::config::CcKind::None,
-        sample_period: SimTime::ZERO,
-        ..NetConfig::default()
-    }
-}
 
 fn ina(ranks: u32, size_bytes: u64) -> OpSpec {
     OpSpec {
@@ -64,25 +26,6 @@ fn ina(ranks: u32, size_bytes: u64) -> OpSpec {
         dtype: Dtype::Int32,
         reduce_op: ReduceOp::Sum,
     }
-}
-
-fn fabric(topo: &TopoSpec, spec: &WorkloadSpec, config: NetConfig) -> Fabric {
-    let topo = netsim_topo::build(topo).unwrap();
-    let routing = Routing::build(&topo).unwrap();
-    let workload = build(spec, &topo, &config).unwrap();
-    Fabric::with_workload(topo, routing, workload, config, 3)
-}
-
-fn fluid(fabric: &Fabric) -> NetRun<MemorySink> {
-    flow::check(fabric).unwrap();
-    flow::simulate(fabric, SimTime::MAX, None, MemorySink::default())
-}
-
-fn packets(fabric: &Fabric) -> NetRun<MemorySink> {
-    let layout = Layout::blocks(fabric.topo.node_count(), 1, SimTime::MAX).unwrap();
-    simulate(fabric, &layout, SimTime::MAX, None, |_| {
-        MemorySink::default()
-    })
 }
 
 fn collectives(fabric: &Fabric, run: &NetRun<MemorySink>) -> Vec<CollectiveRecord> {
@@ -127,7 +70,7 @@ fn a_reduction_alone_finishes_at_its_closed_form_on_a_star_and_a_leaf_spine() {
     let config = config();
     let size = 256 * u64::from(config.mtu_bytes);
     // One switch (one link up and down), then leaf and spine (two).
-    for (topo, links) in [(star(8), 1), (leaf_spine(4), 2)] {
+    for (topo, links) in [(star(8), 1), (fat_tree(4, 2), 2)] {
         let spec = WorkloadSpec::single(ina(8, size));
         let fabric = fabric(&topo, &spec, config.clone());
         let want = closed_form(256, links, &config).as_ns();
@@ -178,7 +121,7 @@ fn too_few_slots_slow_the_reduction_as_at_packet_level() {
     let config = config();
     let mut spec = WorkloadSpec::single(ina(8, 256 * u64::from(config.mtu_bytes)));
     spec.profile.slots_per_group = 4;
-    let fabric = fabric(&leaf_spine(4), &spec, config.clone());
+    let fabric = fabric(&fat_tree(4, 2), &spec, config.clone());
     let fluid_ns = collectives(&fabric, &fluid(&fabric))[0]
         .duration_ns
         .unwrap() as f64;
@@ -253,7 +196,7 @@ fn barriers_and_reductions_are_identical_from_run_to_run() {
         after: vec![0],
         stage: None,
     });
-    let fabric = fabric(&leaf_spine(8), &spec, config);
+    let fabric = fabric(&fat_tree(8, 2), &spec, config);
     let (a, b) = (fluid(&fabric), fluid(&fabric));
     assert_eq!(flows(&a), flows(&b));
     assert_eq!(collectives(&fabric, &a), collectives(&fabric, &b));

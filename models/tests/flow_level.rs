@@ -3,81 +3,27 @@
 
 use netsim_engine::SimTime;
 use netsim_models::flow::{self, FlowModeError};
-use netsim_models::network::config::{CcKind, DragonflyRouting, EcmpMode, NetConfig};
-use netsim_models::network::{collective_records, simulate, Fabric, NetRun};
+use netsim_models::network::config::{DragonflyRouting, EcmpMode, NetConfig};
+use netsim_models::network::{collective_records, Fabric, NetRun};
 use netsim_models::telemetry::{FlowRecord, MemorySink};
 use netsim_models::traffic::{generate, FlowSpec, TrafficPattern};
 use netsim_models::workload::groups::GroupSpec;
-use netsim_models::workload::{
-    build, Algorithm, CollectiveOp, Dtype, OpSpec, ReduceOp, WorkloadSpec,
-};
-use netsim_topo::{
-    Arrangement, DragonflyParams, FatTreeParams, LinkParams, Routing, StarParams, TopoSpec,
-};
+use netsim_models::workload::{Algorithm, CollectiveOp, Dtype, OpSpec, ReduceOp, WorkloadSpec};
+use netsim_topo::{Arrangement, DragonflyParams, Routing, TopoSpec};
 
 mod common;
 
-use common::{flow, flows, layout};
+use common::{
+    cc_none as config, fat_tree, flow, flows, fluid, link, packets, star,
+    workload_fabric as workload,
+};
 
 const GBPS: u64 = 1_000_000_000;
-
-fn link() -> LinkParams {
-    LinkParams {
-        bandwidth_bps: 100 * GBPS,
-        latency_ps: 1_000_000,
-    }
-}
-
-fn star(hosts: u32) -> TopoSpec {
-    TopoSpec::Star(StarParams {
-        hosts,
-        host_link: link(),
-    })
-}
-
-fn fat_tree(k: u32) -> TopoSpec {
-    TopoSpec::FatTree(FatTreeParams {
-        k,
-        tiers: 3,
-        oversub: 1,
-        host_link: link(),
-        agg_link: link(),
-        core_link: link(),
-        ..FatTreeParams::default()
-    })
-}
-
-fn config() -> NetConfig {
-    NetConfig {
-        cc: CcKind::None,
-        sample_period: SimTime::ZERO,
-        ..NetConfig::default()
-    }
-}
 
 fn traffic(topo: &TopoSpec, flows: Vec<FlowSpec>, config: NetConfig) -> Fabric {
     let topo = netsim_topo::build(topo).unwrap();
     let routing = Routing::build(&topo).unwrap();
     Fabric::new(topo, routing, flows, config, 3)
-}
-
-fn workload(topo: &TopoSpec, spec: &WorkloadSpec, config: NetConfig) -> Fabric {
-    let topo = netsim_topo::build(topo).unwrap();
-    let routing = Routing::build(&topo).unwrap();
-    let workload = build(spec, &topo, &config).unwrap();
-    Fabric::with_workload(topo, routing, workload, config, 3)
-}
-
-fn fluid(fabric: &Fabric) -> NetRun<MemorySink> {
-    flow::check(fabric).unwrap();
-    flow::simulate(fabric, SimTime::MAX, None, MemorySink::default())
-}
-
-fn packets(fabric: &Fabric) -> NetRun<MemorySink> {
-    let layout = layout(&fabric.topo, 1);
-    simulate(fabric, &layout, SimTime::MAX, None, |_| {
-        MemorySink::default()
-    })
 }
 
 /// Wire bytes of a message: payload plus one header per MTU-sized packet.
@@ -90,7 +36,7 @@ fn a_flow_alone_finishes_at_exactly_the_ideal_time() {
     // Across pods of a k=4 fat-tree (six hops), sizes below, at and above
     // one MTU: the fluid drain plus the path's tail is packet mode's ideal.
     for size in [1, 4096, 1_000_000, 3_333_333] {
-        let fabric = traffic(&fat_tree(4), vec![flow(0, 15, size)], config());
+        let fabric = traffic(&fat_tree(4, 3), vec![flow(0, 15, size)], config());
         let f = &flows(&fluid(&fabric))[0];
         assert!(f.finished);
         assert_eq!(f.fct_ns, Some(f.ideal_fct_ns), "{size} bytes");
@@ -208,7 +154,7 @@ fn collective_ns(fabric: &Fabric, run: &NetRun<MemorySink>) -> f64 {
 fn ring_all_reduce_agrees_with_packet_level() {
     // 16 ranks across a k=4 fat-tree, every step bandwidth-bound.
     let fabric = workload(
-        &fat_tree(4),
+        &fat_tree(4, 3),
         &all_reduce(Algorithm::Ring, 16, 4 << 20),
         config(),
     );
@@ -232,7 +178,7 @@ fn tree_all_reduce_pipeline_agrees_with_packet_level() {
     // round robin, which at packet level finishes chunks started together
     // a few packets apart, so their successors start staggered.
     let fabric = workload(
-        &fat_tree(4),
+        &fat_tree(4, 3),
         &all_reduce(Algorithm::Tree, 16, 4 << 20),
         config(),
     );
@@ -256,7 +202,7 @@ fn permutation_on_a_fat_tree_takes_packet_levels_paths_and_agrees_on_average() {
     };
     let size = 1_000_000;
     let flows_spec = generate(&TrafficPattern::Permutation, 128, size, 5).unwrap();
-    let fabric = traffic(&fat_tree(8), flows_spec, config.clone());
+    let fabric = traffic(&fat_tree(8, 3), flows_spec, config.clone());
     let (fluid_run, packet_run) = (fluid(&fabric), packets(&fabric));
     let (fluid, packet) = (flows(&fluid_run), flows(&packet_run));
     let mean =
@@ -345,7 +291,7 @@ fn spraying_is_refused() {
         ecmp: EcmpMode::Spray,
         ..config()
     };
-    let fabric = traffic(&fat_tree(4), vec![flow(0, 15, 1000)], sprayed);
+    let fabric = traffic(&fat_tree(4, 3), vec![flow(0, 15, 1000)], sprayed);
     assert!(matches!(
         flow::check(&fabric),
         Err(FlowModeError::Unsupported(_))

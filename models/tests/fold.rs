@@ -1,7 +1,8 @@
 //! Folded data-parallel replicas (`--fold-dp`): a folded run simulates one
-//! replica in N and must reproduce the whole run wherever the replicas
-//! left out share no link with the simulated ones (a non-blocking switch),
-//! with N times fewer flows.
+//! replica in N, with N times fewer flows, and must reproduce the whole run
+//! wherever the replicas are symmetric: on a non-blocking switch, and at
+//! flow level, where each flow is a class of N members, also where the
+//! replicas share a link (each member counted there).
 
 use netsim_engine::SimTime;
 use netsim_models::flow;
@@ -13,6 +14,7 @@ use netsim_models::workload::spec::BuildError;
 use netsim_models::workload::{
     build, simai, Algorithm, CollectiveOp, Dtype, OpSpec, ReduceOp, Workload, WorkloadSpec,
 };
+use netsim_models::workload::{build_jobs, Job};
 use netsim_topo::{LinkParams, Routing, StarParams, TopoSpec, Topology};
 
 const GBPS: u64 = 1_000_000_000;
@@ -44,9 +46,10 @@ fn star(hosts: u32) -> Topology {
     .unwrap()
 }
 
+/// Congestion control on: flow level shares links max-min, where folded
+/// flows run as classes.
 fn config() -> NetConfig {
     NetConfig {
-        cc: CcKind::None,
         sample_period: SimTime::ZERO,
         ..NetConfig::default()
     }
@@ -59,8 +62,16 @@ fn moe(fold_dp: u32) -> WorkloadSpec {
 }
 
 fn run(topo: &Topology, workload: Workload) -> (Fabric, NetRun<MemorySink>) {
+    run_with(topo, workload, config())
+}
+
+fn run_with(
+    topo: &Topology,
+    workload: Workload,
+    config: NetConfig,
+) -> (Fabric, NetRun<MemorySink>) {
     let routing = Routing::build(topo).unwrap();
-    let fabric = Fabric::with_workload(topo.clone(), routing, workload, config(), 3);
+    let fabric = Fabric::with_workload(topo.clone(), routing, workload, config, 3);
     flow::check(&fabric).unwrap();
     let run = flow::simulate(&fabric, SimTime::MAX, None, MemorySink::default());
     (fabric, run)
@@ -142,4 +153,144 @@ fn folds_that_cannot_stand_for_the_whole_job_are_refused() {
     spec.parallelism = Some(Parallelism::new(32, 1, 1, 1).unwrap());
     spec.fold_dp = 2;
     assert!(build_err(&spec).contains("ring all-reduce, all-gather or reduce-scatter only"));
+}
+
+/// Two switches joined by one 100 Gb/s link, hosts alternating between
+/// them (even hosts on switch 8, odd on switch 9) on 400 Gb/s links: every
+/// ring hop between neighbours crosses the shared link, and with 8 hosts 4
+/// flows cross it each way.
+fn dumbbell(gpus_per_server: u32) -> Topology {
+    let mut text = format!("10 {gpus_per_server} 0 2 9 H100\n8 9\n8 9 100Gbps 0.001ms 0\n");
+    for h in 0..8 {
+        text += &format!("{h} {} 400Gbps 0.001ms 0\n", 8 + h % 2);
+    }
+    netsim_topo::simai::parse_simai(&text, "dumbbell").unwrap()
+}
+
+/// An all-reduce ring over `dp` data-parallel ranks, folded by `fold_dp`.
+fn ring(fold_dp: u32, dp: u32) -> WorkloadSpec {
+    let mut spec = WorkloadSpec::single(OpSpec {
+        op: CollectiveOp::AllReduce,
+        algorithm: Algorithm::Ring,
+        size_bytes: 8 << 20,
+        group: GroupSpec::Dp,
+        dtype: Dtype::Float32,
+        reduce_op: ReduceOp::Sum,
+    });
+    spec.parallelism = Some(Parallelism::new(dp, 1, 1, 1).unwrap());
+    spec.fold_dp = fold_dp;
+    spec.fold_classes = true;
+    spec
+}
+
+fn sampled() -> NetConfig {
+    NetConfig {
+        sample_period: SimTime::from_ns(20_000),
+        ..NetConfig::default()
+    }
+}
+
+#[test]
+fn members_of_a_class_share_a_link_as_the_whole_runs_flows_do() {
+    // Folded by 4, hosts 0 and 1 are kept: the class of flow 0 -> 1 has the
+    // members 2k -> 2k+1, all four across the 100 Gb/s link (weight 4), so
+    // each runs at 100 / 4 = 25 Gb/s, as the whole ring's 4 flows that
+    // cross it each way do. (The replicas left out sending nothing, the
+    // flow would have the link to itself: 4 times faster.)
+    let topo = dumbbell(1);
+    let whole = build(&ring(1, 8), &topo, &config()).unwrap();
+    let folded = build(&ring(4, 8), &topo, &config()).unwrap();
+    assert_eq!(folded.flows.len() * 4, whole.flows.len());
+    let (wf, wr) = run_with(&topo, whole, sampled());
+    let (ff, fr) = run_with(&topo, folded, sampled());
+    assert_eq!(fr.sim_end, wr.sim_end);
+    let span = |f: &Fabric, r: &NetRun<MemorySink>| {
+        let c = collective_records(&f.workload, &r.shards[0].spans);
+        (c[0].start_ns, c[0].end_ns)
+    };
+    assert_eq!(span(&ff, &fr), span(&wf, &wr));
+    // The links table counts every member: each link direction carries
+    // what it carries in the whole run, interval by interval (a copy's host
+    // links report their kept host's), so bytes are conserved.
+    let rows = |r: &NetRun<MemorySink>| {
+        let mut rows: Vec<_> = r.shards[0]
+            .sink
+            .links
+            .iter()
+            .map(|l| (l.time_ns, l.src, l.src_port, l.tx_bytes))
+            .collect();
+        rows.sort_unstable();
+        rows
+    };
+    let (wl, fl) = (rows(&wr), rows(&fr));
+    assert_eq!(fl, wl);
+    // Switch 8's port 0 is the shared link toward switch 9: the 4 members
+    // of flow 0 -> 1's class crossed it in each of the 14 steps.
+    let shared: u64 = fl
+        .iter()
+        .filter(|l| l.1 == 8 && l.2 == 0)
+        .map(|l| l.3)
+        .sum();
+    assert_eq!(shared % (4 * 14), 0);
+    let wire_bytes = shared / (4 * 14);
+    assert!(wire_bytes > 1 << 20, "{wire_bytes}");
+    // Each flow drains at a quarter of the shared link: its completion is
+    // the ideal one (alone at 100 Gb/s) plus 3 serialisations at 100 Gb/s.
+    let flows = &fr.shards[0].sink.flows;
+    assert_eq!(flows.len(), 2 * 14);
+    let serialisation_ns = (wire_bytes * 8) as f64 / 100.0;
+    for f in flows {
+        let late_ns = (f.fct_ns.unwrap() - f.ideal_fct_ns) as f64;
+        assert!(
+            (late_ns - 3.0 * serialisation_ns).abs() < 2.0,
+            "{f:?}: {late_ns} ns late"
+        );
+    }
+    // The plain fold leaves the copies out: each kept flow has the shared
+    // link to itself and ends at its ideal time, 4 times too early.
+    let plain = WorkloadSpec {
+        fold_classes: false,
+        ..ring(4, 8)
+    };
+    let (_, pr) = run_with(&topo, build(&plain, &topo, &config()).unwrap(), sampled());
+    assert!(pr.sim_end < fr.sim_end);
+    for f in &pr.shards[0].sink.flows {
+        assert!(f.fct_ns.unwrap() - f.ideal_fct_ns < 2, "{f:?}");
+    }
+}
+
+#[test]
+fn classes_are_refused_where_copies_would_not_mirror_the_kept_replicas() {
+    let refused = |topo: &Topology, workload: Workload, config: NetConfig| {
+        let routing = Routing::build(topo).unwrap();
+        let fabric = Fabric::with_workload(topo.clone(), routing, workload, config, 3);
+        flow::check(&fabric).unwrap_err().to_string()
+    };
+    // FIFO sharing (--cc none) has no classes.
+    let fifo = NetConfig {
+        cc: CcKind::None,
+        ..config()
+    };
+    let topo = dumbbell(1);
+    let w = build(&ring(4, 8), &topo, &fifo).unwrap();
+    assert!(refused(&topo, w, fifo).contains("--cc none"));
+    // 12 ranks in 3 servers of 4 GPUs, folded by 4: the kept ranks 0-2
+    // share server 0, their first copy (ranks 3-5) straddles servers 0 and 1.
+    let mut text = "13 4 0 1 12 H100\n12\n".to_string();
+    for h in 0..12 {
+        text += &format!("{h} 12 400Gbps 0.001ms 0\n");
+    }
+    let topo = netsim_topo::simai::parse_simai(&text, "servers").unwrap();
+    let w = build(&ring(4, 12), &topo, &config()).unwrap();
+    assert!(refused(&topo, w, config()).contains("do not sit on the fabric as the kept ones do"));
+    // A job placed on scattered hosts has no copies to stand for.
+    let topo = dumbbell(1);
+    let job = Job {
+        name: None,
+        spec: ring(4, 8),
+        hosts: vec![0, 1, 2, 3, 4, 5, 7, 6],
+        start: SimTime::ZERO,
+    };
+    let w = build_jobs(&[job], &[], &topo, &config()).unwrap();
+    assert!(refused(&topo, w, config()).contains("consecutive hosts"));
 }

@@ -370,6 +370,16 @@ impl RunArgs {
                 anyhow::bail!("--ff-memo on: runs in one process; start it without mpirun");
             }
         }
+        if self.workload.fold_classes {
+            if self.fidelity != Fidelity::Flow {
+                anyhow::bail!(
+                    "--fold-classes: classes are a flow-level model; add --fidelity flow"
+                );
+            }
+            if self.workload.fold_dp == 1 {
+                anyhow::bail!("--fold-classes: there is nothing folded; add --fold-dp N");
+            }
+        }
         if self.fidelity == Fidelity::Flow {
             if !fabric.faults.is_empty() {
                 anyhow::bail!("--fault: the flow level has no faults; use --fidelity packet");
@@ -650,6 +660,7 @@ impl RunArgs {
         summary["events_imbalance"] = imbalance(&events_per_shard).into();
         summary["fidelity"] = self.fidelity.name().into();
         summary["fold_dp"] = self.workload.fold_dp.into();
+        summary["fold_classes"] = self.workload.fold_classes.into();
         summary["network"] =
             crate::network_args::config_json(&self.network.cc_profile, &plan.fabric.config);
         summary["fast_forward"] = serde_json::json!({

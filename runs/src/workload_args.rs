@@ -83,10 +83,16 @@ pub struct WorkloadArgs {
     pub iterations: u32,
     /// Simulate one data-parallel replica in N, each standing for N: expert
     /// and TP groups stay whole, DP rings keep their full step count and
-    /// size; the other replicas' traffic is left out (README "Flow level").
+    /// size. The other replicas' traffic is left out, unless --fold-classes
+    /// counts it at flow level (README "Flow level").
     #[arg(long, value_name = "N", default_value_t = 1,
           value_parser = clap::value_parser!(u32).range(1..))]
     pub fold_dp: u32,
+    /// With --fold-dp at flow level: run each simulated flow as a class of N
+    /// members, the left-out replicas' load counted on the links they share
+    /// (slower: classes couple across the spine; README "Flow level").
+    #[arg(long)]
+    pub fold_classes: bool,
     /// A job sharing the fabric, as a TOML inline table (repeatable):
     /// `{name = "train", workload = "w.txt", hosts = "consecutive", ranks = 32, start_us = 10}`.
     #[arg(long, value_name = "TABLE")]
@@ -124,10 +130,18 @@ impl WorkloadArgs {
                 let dp = spec.parallelism.map_or(ranks, |p| p.dp);
                 let folded = format!(
                     "note: --fold-dp {}: {} of {dp} data-parallel replicas are simulated, each \
-                     standing for {}; the others' traffic is left out",
+                     standing for {}; {}",
                     self.fold_dp,
                     dp / self.fold_dp,
-                    self.fold_dp
+                    self.fold_dp,
+                    if self.fold_classes {
+                        format!(
+                            "each of their flows runs as a class of {} (the others' load counted)",
+                            self.fold_dp
+                        )
+                    } else {
+                        "the others' traffic is left out".to_string()
+                    }
                 );
                 note = Some(match note {
                     Some(n) => format!("{n}\n{folded}"),
@@ -276,6 +290,7 @@ impl WorkloadArgs {
         spec.dpu_workers = self.dpu_workers.unwrap_or(0);
         spec.dpu = self.dpu.params()?;
         spec.fold_dp = self.fold_dp;
+        spec.fold_classes = self.fold_classes;
         let mut profile = SwitchProfile::by_name(&self.switch_profile).with_context(|| {
             format!(
                 "--switch-profile: unknown `{}` (tofino, sharp)",

@@ -164,3 +164,74 @@ fn a_folded_workload_runs_a_fraction_of_the_flows_and_says_so() {
     assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
     assert!(stderr.contains("would keep 1 of its members"), "{stderr}");
 }
+
+#[test]
+fn folded_classes_write_the_same_tables_on_any_thread_count_and_refuse_fifo_sharing() {
+    let dir = scratch("fold-classes");
+    let args = |threads: &str, out: &Path| -> Vec<String> {
+        [
+            "--topo",
+            "spectrum-x",
+            "--gpus",
+            "64",
+            "--workload",
+            "allreduce",
+            "--group",
+            "dp",
+            "--tp",
+            "8",
+            "--size",
+            "4MiB",
+            "--fidelity",
+            "flow",
+            "--fold-dp",
+            "2",
+            "--fold-classes",
+            "--sample-ns",
+            "5000",
+            "--threads",
+            threads,
+            "--quiet",
+            "--out",
+            out.to_str().unwrap(),
+        ]
+        .map(String::from)
+        .to_vec()
+    };
+    let mut outputs = Vec::new();
+    for threads in ["1", "2"] {
+        let out = dir.join(format!("t{threads}"));
+        let a = args(threads, &out);
+        let o = netsim(&a.iter().map(String::as_str).collect::<Vec<_>>());
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let run = run_json(&out);
+        // One row per class: 8 DP rings of 4 kept ranks x 14 steps.
+        assert_eq!(run["flows"], 8 * 4 * 14);
+        assert_eq!(run["flows_finished"], run["flows"]);
+        outputs.push(parts(&out));
+    }
+    assert!(
+        outputs[0] == outputs[1],
+        "tables differ between 1 and 2 threads"
+    );
+    // FIFO sharing has no classes: a one-line error, nothing written.
+    let out = dir.join("fifo");
+    let mut a = args("1", &out);
+    a.extend(["--cc", "none"].map(String::from));
+    let o = netsim(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(common::is_one_line_error(&stderr), "{stderr}");
+    assert!(stderr.contains("--cc none"), "{stderr}");
+    assert!(!out.join("run.json").exists());
+    // Classes are a flow-level model.
+    let out = dir.join("packet");
+    let mut a = args("1", &out);
+    let fidelity = a.iter().position(|x| x == "flow").unwrap();
+    a[fidelity] = "packet".into();
+    let o = netsim(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--fold-classes"), "{stderr}");
+    assert!(!out.join("run.json").exists());
+}

@@ -8,6 +8,12 @@
 //! fixed`) fixes all its unfixed flows at that share; their rates come off
 //! every other channel they cross; repeat. A channel's share never drops when
 //! flows at the minimum share are fixed, so a lazy heap of shares suffices.
+//!
+//! A flow may be a class of identical flows run at one rate (a folded
+//! job's replicas, [`super::classes`]): it crosses each of its channels
+//! with a weight, the number of its members there, and counts that many
+//! times in the channel's share (`capacity left / members not yet fixed`),
+//! so its rate is each member's weighted max-min fair rate.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -17,16 +23,20 @@ use std::collections::BinaryHeap;
 #[derive(Debug)]
 pub struct FairShare {
     capacity_bps: Vec<u64>,
-    /// Per channel: the active flows crossing it, as slots.
+    /// Per channel: the active flows crossing it, as slots, and the sum of
+    /// their weights there (members crossing it).
     flows_on: Vec<Vec<u32>>,
+    weight_on: Vec<u32>,
     /// Per flow id: its slot while active ([`NO_SLOT`] otherwise).
     slot_of: Vec<u32>,
     /// Per slot (an active flow; slots are reused, so everything the
     /// solver touches stays as dense as the flows in flight): its flow id,
     /// channels `path[path_start[s]..][..path_len[s]]` (room for
-    /// `path_room[s]`), rate and marks.
+    /// `path_room[s]`) with their weights in `weight` at the same places,
+    /// rate and marks.
     flow_at: Vec<u32>,
     path: Vec<u32>,
+    weight: Vec<u32>,
     path_start: Vec<u32>,
     path_len: Vec<u16>,
     path_room: Vec<u16>,
@@ -45,10 +55,18 @@ pub struct FairShare {
     component_channels: Vec<u32>,
     component_flows: Vec<u32>,
     heap: BinaryHeap<Reverse<(u64, u32)>>,
-    /// Per component channel: `(share, channel)` (`fill_scan`); per channel:
-    /// its index there.
+    /// The component's candidate bottlenecks, `(share, channel)`
+    /// (`candidates`); per channel: its index there (`fill_scan`).
     scan: Vec<(u64, u32)>,
     scan_slot: Vec<u32>,
+    /// Per slot: the smallest `(share, channel)` of the channels only its
+    /// flow crosses (`candidates`).
+    private_min: Vec<(u64, u32)>,
+    /// The channels one [`FairShare::fix_channel`] changed, each once
+    /// (`touched_at[c]`: the last step that listed `c`).
+    touched: Vec<u32>,
+    touched_at: Vec<u64>,
+    step: u64,
     /// [`SCAN_CHANNELS`] (tests lower it to check the heap gives the same).
     scan_channels: usize,
 }
@@ -56,9 +74,10 @@ pub struct FairShare {
 /// A flow that is not active.
 const NO_SLOT: u32 = u32::MAX;
 
-/// Components of at most this many channels find their next bottleneck by
-/// a linear scan (cheaper than heap pushes at the sizes workloads make:
-/// 7 channels on average on SimAI's MoE example); larger ones use the heap.
+/// Components of at most this many candidate channels (`candidates`) find
+/// their next bottleneck by a linear scan (cheaper than heap pushes at the
+/// sizes workloads make: 7 channels on average on SimAI's MoE example);
+/// larger ones use the heap.
 const SCAN_CHANNELS: usize = 64;
 
 /// A flow whose rate changed: its rate before (0 if it just arrived).
@@ -79,9 +98,11 @@ impl FairShare {
         FairShare {
             capacity_bps,
             flows_on: vec![Vec::new(); channels],
+            weight_on: vec![0; channels],
             slot_of: vec![NO_SLOT; flows],
             flow_at: Vec::new(),
             path: Vec::new(),
+            weight: Vec::new(),
             path_start: Vec::new(),
             path_len: Vec::new(),
             path_room: Vec::new(),
@@ -99,6 +120,10 @@ impl FairShare {
             heap: BinaryHeap::new(),
             scan: Vec::new(),
             scan_slot: vec![0; channels],
+            private_min: Vec::new(),
+            touched: Vec::new(),
+            touched_at: vec![0; channels],
+            step: 0,
             scan_channels: SCAN_CHANNELS,
         }
     }
@@ -121,14 +146,33 @@ impl FairShare {
         &self.path[start..start + self.path_len[slot as usize] as usize]
     }
 
-    /// Active flows crossing `channel`.
+    /// The weights of active flow `flow` on its channels ([`FairShare::path`]).
+    pub fn weights(&self, flow: u32) -> &[u32] {
+        let slot = self.slot_of[flow as usize] as usize;
+        let start = self.path_start[slot] as usize;
+        &self.weight[start..start + self.path_len[slot] as usize]
+    }
+
+    /// Active flows crossing `channel`, each counted by its weight there.
     pub fn load(&self, channel: u32) -> usize {
-        self.flows_on[channel as usize].len()
+        self.weight_on[channel as usize] as usize
     }
 
     /// Flow `flow` starts crossing `channels` (each at most once); its rate
     /// is set by the next [`FairShare::resolve`].
     pub fn add(&mut self, flow: u32, channels: &[u32]) {
+        self.add_weighted(flow, channels, |_| 1);
+    }
+
+    /// A class `flow` starts crossing `channels` (each at most once) with
+    /// `weights[i]` members on `channels[i]` (each at least 1).
+    pub fn add_class(&mut self, flow: u32, channels: &[u32], weights: &[u32]) {
+        assert_eq!(channels.len(), weights.len());
+        assert!(weights.iter().all(|&w| w > 0), "a class without members");
+        self.add_weighted(flow, channels, |i| weights[i]);
+    }
+
+    fn add_weighted(&mut self, flow: u32, channels: &[u32], weight: impl Fn(usize) -> u32) {
         assert!(
             !channels.is_empty() && channels.len() <= usize::from(u16::MAX),
             "flow {flow}: a path of {} channels",
@@ -146,6 +190,7 @@ impl FairShare {
                 self.rate_bps.push(0);
                 self.flow_epoch.push(0);
                 self.fixed_epoch.push(0);
+                self.private_min.push((u64::MAX, u32::MAX));
                 slot
             }
         };
@@ -156,6 +201,7 @@ impl FairShare {
             self.path_start[s] = u32::try_from(self.path.len()).expect("under 2^32 path entries");
             self.path_room[s] = len;
             self.path.resize(self.path.len() + usize::from(len), 0);
+            self.weight.resize(self.path.len(), 0);
         }
         let start = self.path_start[s] as usize;
         self.path[start..start + channels.len()].copy_from_slice(channels);
@@ -163,7 +209,10 @@ impl FairShare {
         self.flow_at[s] = flow;
         self.rate_bps[s] = 0;
         self.slot_of[flow as usize] = slot;
-        for &c in channels {
+        for (i, &c) in channels.iter().enumerate() {
+            let w = weight(i);
+            self.weight[start + i] = w;
+            self.weight_on[c as usize] += w;
             self.flows_on[c as usize].push(slot);
             self.dirty.push(c);
         }
@@ -177,6 +226,7 @@ impl FairShare {
         let start = self.path_start[s] as usize;
         for i in start..start + self.path_len[s] as usize {
             let c = self.path[i];
+            self.weight_on[c as usize] -= self.weight[i];
             let on = &mut self.flows_on[c as usize];
             let at = on
                 .iter()
@@ -228,23 +278,36 @@ impl FairShare {
                 }
                 self.flow_epoch[f as usize] = epoch;
                 self.component_flows.push(f);
+                // A channel of this flow alone leads nowhere: it starts
+                // full here and joins the flow's tightest one (`candidates`).
+                let mut private = (u64::MAX, u32::MAX);
                 let start = self.path_start[f as usize] as usize;
                 for &c2 in &self.path[start..start + self.path_len[f as usize] as usize] {
-                    if self.channel_epoch[c2 as usize] != epoch {
-                        self.channel_epoch[c2 as usize] = epoch;
+                    let ci = c2 as usize;
+                    if self.flows_on[ci].len() == 1 {
+                        let n = self.weight_on[ci];
+                        self.left_bps[ci] = self.capacity_bps[ci];
+                        self.unfixed[ci] = n;
+                        private = private.min((self.capacity_bps[ci] / u64::from(n), c2));
+                        self.channel_epoch[ci] = epoch;
+                    } else if self.channel_epoch[ci] != epoch {
+                        self.channel_epoch[ci] = epoch;
                         self.component_channels.push(c2);
                     }
                 }
+                self.private_min[f as usize] = private;
             }
         }
     }
 
     /// Progressive filling over the collected component: repeatedly the
     /// channel with the smallest `(share, channel id)` fixes its unfixed
-    /// flows. Small components find it by scanning their shares, large ones
-    /// through a lazy heap; both pick the same channel at every step.
+    /// flows. Small components find it by scanning their candidates' shares,
+    /// large ones through a lazy heap; both pick the same channel at every
+    /// step.
     fn fill(&mut self, changed: &mut Vec<RateChange>) {
-        if self.component_channels.len() <= self.scan_channels {
+        self.candidates();
+        if self.scan.len() <= self.scan_channels {
             self.fill_scan(changed);
         } else {
             self.fill_heap(changed);
@@ -255,23 +318,38 @@ impl FairShare {
             .all(|&f| self.fixed_epoch[f as usize] == self.epoch));
     }
 
-    /// [`FairShare::fill`] with the shares of the component's channels in
-    /// one small array, `scan[slot[c]]`, `u64::MAX` once a channel has no
-    /// unfixed flow.
-    fn fill_scan(&mut self, changed: &mut Vec<RateChange>) {
+    /// Every component channel starts full; `scan` gets the `(share,
+    /// channel)` of the channels that may be a bottleneck. A channel that
+    /// one flow alone crosses (most of a class's member channels) can only
+    /// ever fix that flow, and keeps its share until it does: only the
+    /// smallest such entry of each flow is a candidate (the others would
+    /// come after it, when the flow is fixed already), and
+    /// `collect_component` leaves them out of the component's channels.
+    fn candidates(&mut self) {
         self.scan.clear();
-        for (i, &c) in self.component_channels.iter().enumerate() {
+        for &c in &self.component_channels {
             let ci = c as usize;
-            let n = self.flows_on[ci].len() as u32;
+            let n = self.weight_on[ci];
+            if n == 0 || self.flows_on[ci].len() == 1 {
+                continue; // its last flow left, or a flow's own (a seed)
+            }
             self.left_bps[ci] = self.capacity_bps[ci];
             self.unfixed[ci] = n;
-            self.scan_slot[ci] = i as u32;
-            let share = if n > 0 {
-                self.capacity_bps[ci] / u64::from(n)
-            } else {
-                u64::MAX
-            };
-            self.scan.push((share, c));
+            self.scan.push((self.capacity_bps[ci] / u64::from(n), c));
+        }
+        for &f in &self.component_flows {
+            let m = self.private_min[f as usize];
+            if m.0 != u64::MAX {
+                self.scan.push(m);
+            }
+        }
+    }
+
+    /// [`FairShare::fill`] with the candidates' shares in one small array,
+    /// `scan[scan_slot[c]]`, `u64::MAX` once a channel has no unfixed flow.
+    fn fill_scan(&mut self, changed: &mut Vec<RateChange>) {
+        for (i, &(_, c)) in self.scan.iter().enumerate() {
+            self.scan_slot[c as usize] = i as u32;
         }
         while let Some(&(share, c)) = self.scan.iter().min() {
             if share == u64::MAX {
@@ -293,16 +371,7 @@ impl FairShare {
     /// whose share is no longer the channel's is stale and skipped.
     fn fill_heap(&mut self, changed: &mut Vec<RateChange>) {
         self.heap.clear();
-        for &c in &self.component_channels {
-            let c = c as usize;
-            let n = self.flows_on[c].len() as u32;
-            self.left_bps[c] = self.capacity_bps[c];
-            self.unfixed[c] = n;
-            if n > 0 {
-                self.heap
-                    .push(Reverse((self.capacity_bps[c] / u64::from(n), c as u32)));
-            }
-        }
+        self.heap.extend(self.scan.iter().map(|&e| Reverse(e)));
         while let Some(Reverse((share, c))) = self.heap.pop() {
             let ci = c as usize;
             if self.unfixed[ci] == 0 || share != self.left_bps[ci] / u64::from(self.unfixed[ci]) {
@@ -316,9 +385,12 @@ impl FairShare {
         }
     }
 
-    /// Fixes every unfixed flow on channel `ci` at `rate`, takes it off the
-    /// other channels it crosses, and tells `update(self, channel, left,
-    /// unfixed)` each such channel's new state (every channel but `ci`).
+    /// Fixes every unfixed flow on channel `ci` at `rate` (per member), takes
+    /// its members off the channels it crosses, and then tells `update(self,
+    /// channel, left, unfixed)` the new state of each such channel that
+    /// other flows cross too, once (a class crosses many channels, and a
+    /// channel is crossed by many of the flows fixed together); a channel
+    /// of one flow has none left unfixed.
     fn fix_channel(
         &mut self,
         ci: usize,
@@ -327,6 +399,9 @@ impl FairShare {
         mut update: impl FnMut(&mut FairShare, usize, u64, u32),
     ) {
         let epoch = self.epoch;
+        self.step += 1;
+        let step = self.step;
+        self.touched.clear();
         for k in 0..self.flows_on[ci].len() {
             let f = self.flows_on[ci][k];
             if self.fixed_epoch[f as usize] == epoch {
@@ -342,14 +417,20 @@ impl FairShare {
             }
             let start = self.path_start[f as usize] as usize;
             for i in start..start + self.path_len[f as usize] as usize {
-                let c2 = self.path[i] as usize;
-                self.left_bps[c2] = self.left_bps[c2].saturating_sub(rate);
-                self.unfixed[c2] -= 1;
-                if c2 != ci {
-                    let (left, unfixed) = (self.left_bps[c2], self.unfixed[c2]);
-                    update(self, c2, left, unfixed);
+                let (c2, w) = (self.path[i] as usize, self.weight[i]);
+                let taken = rate.saturating_mul(u64::from(w));
+                self.left_bps[c2] = self.left_bps[c2].saturating_sub(taken);
+                self.unfixed[c2] -= w;
+                if c2 != ci && self.touched_at[c2] != step && self.flows_on[c2].len() > 1 {
+                    self.touched_at[c2] = step;
+                    self.touched.push(c2 as u32);
                 }
             }
+        }
+        for k in 0..self.touched.len() {
+            let c2 = self.touched[k] as usize;
+            let (left, unfixed) = (self.left_bps[c2], self.unfixed[c2]);
+            update(self, c2, left, unfixed);
         }
     }
 }
@@ -387,6 +468,49 @@ mod tests {
     }
 
     #[test]
+    fn classes_get_weighted_max_min_shares() {
+        // Worked by hand. Channel 0 (120 b/s): class 0 with 3 members and
+        // class 1 with 1. Channel 1 (100 b/s): class 1 with 2 members and
+        // class 2 with 1. Channel 2 (12 b/s): class 2 alone.
+        // Channel 2 caps class 2 at 12 first; channel 0 then gives each of
+        // its 4 members 120 / 4 = 30 (channel 1 would leave class 1's two
+        // members (100 - 12) / 2 = 44 each).
+        let mut s = FairShare::new(vec![120, 100, 12], 3);
+        s.add_class(0, &[0], &[3]);
+        s.add_class(1, &[0, 1], &[1, 2]);
+        s.add_class(2, &[1, 2], &[1, 1]);
+        solve(&mut s);
+        assert_eq!((s.rate_bps(0), s.rate_bps(1), s.rate_bps(2)), (30, 30, 12));
+        assert_eq!((s.load(0), s.load(1), s.load(2)), (4, 3, 1));
+        // Class 0 leaves: class 1's two members on channel 1 get
+        // (100 - 12) / 2 = 44 each, below channel 0's 120.
+        s.remove(0);
+        solve(&mut s);
+        assert_eq!((s.rate_bps(1), s.rate_bps(2)), (44, 12));
+        assert_eq!(s.weights(1), &[1, 2]);
+    }
+
+    #[test]
+    fn a_class_of_n_equals_n_flows_on_the_same_channels() {
+        // N = 4 members of one class on an uplink shared with a plain flow:
+        // each gets C / (N + 1), as 4 separate flows would.
+        let (mut class, mut flows) = (
+            FairShare::new(vec![1_000, 1_000], 8),
+            FairShare::new(vec![1_000, 1_000], 8),
+        );
+        class.add_class(0, &[0, 1], &[4, 1]);
+        class.add(1, &[0]);
+        for f in 0..4 {
+            flows.add(f, if f == 0 { &[0, 1] } else { &[0] });
+        }
+        flows.add(4, &[0]);
+        solve(&mut class);
+        solve(&mut flows);
+        assert_eq!((class.rate_bps(0), class.rate_bps(1)), (200, 200));
+        assert!((0..5).all(|f| flows.rate_bps(f) == 200));
+    }
+
+    #[test]
     fn departures_only_touch_their_component() {
         let mut s = FairShare::new(vec![100, 100], 4);
         s.add(0, &[0]);
@@ -407,8 +531,9 @@ mod tests {
 
     #[test]
     fn scanning_and_the_heap_give_the_same_rates_through_arrivals_and_departures() {
-        // Random paths over 40 channels of uneven capacities; flows come and
-        // go (slots are reused), both solvers see the same sequence.
+        // Random paths over 40 channels of uneven capacities; flows and
+        // classes come and go (slots are reused), both solvers see the same
+        // sequence.
         let caps: Vec<u64> = (0..40).map(|c| 1_000 + 37 * (c * c % 23)).collect();
         let (mut scan, mut heap) = (
             FairShare::new(caps.clone(), 300),
@@ -425,18 +550,31 @@ mod tests {
             let mut path: Vec<u32> = (0..1 + rand(5)).map(|_| rand(40) as u32).collect();
             path.sort_unstable();
             path.dedup();
-            scan.add(flow, &path);
-            heap.add(flow, &path);
+            // Every other flow a class of 1 to 4 members per channel.
+            let weights: Vec<u32> = path.iter().map(|_| 1 + rand(4) as u32).collect();
+            if flow % 2 == 0 {
+                scan.add(flow, &path);
+                heap.add(flow, &path);
+            } else {
+                scan.add_class(flow, &path, &weights);
+                heap.add_class(flow, &path, &weights);
+            }
             active.push(flow);
             if rand(3) == 0 {
                 let gone = active.swap_remove(rand(active.len() as u64) as usize);
                 assert_eq!(scan.remove(gone), heap.remove(gone));
             }
             assert_eq!(solve(&mut scan), solve(&mut heap));
+            let mut used = vec![0u64; caps.len()];
             for &f in &active {
                 assert_eq!(scan.rate_bps(f), heap.rate_bps(f), "flow {f}");
                 assert_eq!(scan.path(f), heap.path(f));
+                for (&c, &w) in scan.path(f).iter().zip(scan.weights(f)) {
+                    used[c as usize] += scan.rate_bps(f) * u64::from(w);
+                }
             }
+            // Every member counts against every channel it crosses.
+            assert!(used.iter().zip(&caps).all(|(u, c)| u <= c));
         }
     }
 

@@ -401,7 +401,7 @@ impl Fifo {
         self.sent[ei] += u128::from(old) * elapsed;
         self.out_since[ei] = now;
         self.out_bps[ei] = rate_bps;
-        meter.change(&[c], old, rate_bps, now);
+        meter.change(&[c], &[1], old, rate_bps, now);
         let flow = self.entry_flow[ei] as usize;
         if e + 1 < self.path_start[flow] + u32::from(self.path_len[flow]) {
             self.set_input(e + 1, rate_bps, ended, now);
@@ -532,7 +532,7 @@ impl Fifo {
         let c = self.path[ei];
         let flow = self.entry_flow[ei];
         let f = flow as usize;
-        meter.credit(&[c], self.wire[f].saturating_sub(self.sent[ei]));
+        meter.credit(&[c], &[1], self.wire[f].saturating_sub(self.sent[ei]));
         if e + 1 == self.path_start[f] + u32::from(self.path_len[f]) {
             let start = self.path_start[f] as usize;
             for i in start..start + usize::from(self.path_len[f]) {

@@ -21,6 +21,10 @@ pub struct LinkMeter {
     settled_at: Vec<SimTime>,
     /// Per channel: whole bytes already reported.
     sampled_bytes: Vec<u64>,
+    /// Per channel: the channel whose volume it reports (a folded replica
+    /// copy's host channel reports its kept host's, [`super::classes`]);
+    /// empty: each its own.
+    mirror: Vec<u32>,
 }
 
 impl LinkMeter {
@@ -31,7 +35,13 @@ impl LinkMeter {
             carried: vec![0; n],
             settled_at: vec![SimTime::ZERO; n],
             sampled_bytes: vec![0; n],
+            mirror: Vec::new(),
         }
+    }
+
+    /// Channel `c` reports the volume of channel `mirror[c]`.
+    pub fn set_mirrors(&mut self, mirror: Vec<u32>) {
+        self.mirror = mirror;
     }
 
     fn settle(&mut self, channel: usize, now: SimTime) {
@@ -40,21 +50,30 @@ impl LinkMeter {
         self.settled_at[channel] = now;
     }
 
-    /// A flow over `channels` goes from `old_bps` to `new_bps` at `now`.
-    pub fn change(&mut self, channels: &[u32], old_bps: u64, new_bps: u64, now: SimTime) {
-        for &c in channels {
+    /// A flow (a class of `weights[i]` members on `channels[i]`) goes from
+    /// `old_bps` to `new_bps` per member at `now`.
+    pub fn change(
+        &mut self,
+        channels: &[u32],
+        weights: &[u32],
+        old_bps: u64,
+        new_bps: u64,
+        now: SimTime,
+    ) {
+        for (&c, &w) in channels.iter().zip(weights) {
             let c = c as usize;
             self.settle(c, now);
-            self.rate_bps[c] = self.rate_bps[c] - old_bps + new_bps;
+            let w = u64::from(w);
+            self.rate_bps[c] = self.rate_bps[c] - old_bps * w + new_bps * w;
         }
     }
 
-    /// Adds `bit_ps` a flow over `channels` carried beyond its rate: what is
-    /// left of its last picosecond when it drains, so that every channel
-    /// carries exactly the flow's wire bytes.
-    pub fn credit(&mut self, channels: &[u32], bit_ps: u128) {
-        for &c in channels {
-            self.carried[c as usize] += bit_ps;
+    /// Adds `bit_ps` per member a flow over `channels` carried beyond its
+    /// rate: what is left of its last picosecond when it drains, so that
+    /// every channel carries exactly the members' wire bytes.
+    pub fn credit(&mut self, channels: &[u32], weights: &[u32], bit_ps: u128) {
+        for (&c, &w) in channels.iter().zip(weights) {
+            self.carried[c as usize] += bit_ps * u128::from(w);
         }
     }
 
@@ -72,8 +91,9 @@ impl LinkMeter {
         let mut c = 0;
         for node in 0..topo.node_count() {
             for (port, p) in topo.ports(node).iter().enumerate() {
-                self.settle(c, to);
-                let bytes = (self.carried[c] / BIT_PS_PER_BYTE) as u64;
+                let m = self.mirror.get(c).map_or(c, |&m| m as usize);
+                self.settle(m, to);
+                let bytes = (self.carried[m] / BIT_PS_PER_BYTE) as u64;
                 let tx_bytes = bytes - self.sampled_bytes[c];
                 self.sampled_bytes[c] = bytes;
                 c += 1;

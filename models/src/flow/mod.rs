@@ -26,6 +26,7 @@
 //! ([`ina`]). The run is sequential, so it is identical for any
 //! number of threads.
 
+mod classes;
 mod fair_share;
 mod fifo;
 mod ina;
@@ -42,6 +43,7 @@ use crate::network::{
 };
 use crate::telemetry::{FlowRecord, TelemetrySink};
 use crate::workload::progress::{DagProgress, Start};
+use classes::Classes;
 use fair_share::{FairShare, RateChange};
 use fifo::Fifo;
 use ina::InaTrees;
@@ -56,6 +58,8 @@ use slots::Slots;
 pub enum FlowModeError {
     #[error("--fidelity flow: {0} is not modelled at flow level; use --fidelity packet")]
     Unsupported(&'static str),
+    #[error("--fidelity flow: {0}")]
+    Fold(String),
 }
 
 /// Refuses what the fluid model cannot represent.
@@ -83,7 +87,8 @@ pub fn check(fabric: &Fabric) -> Result<(), FlowModeError> {
             "an in-network tree of more than 32,767 edges",
         ));
     }
-    Ok(())
+    let fifo = fabric.config.cc == crate::network::config::CcKind::None;
+    classes::check(fabric, fifo).map_err(FlowModeError::Fold)
 }
 
 /// What happens to a flow or task; ordered for the event queue's ties.
@@ -156,6 +161,8 @@ struct Fluid<'f, S> {
     meter: LinkMeter,
     /// In-network operations; their streams follow the flows in `flows`.
     ina: InaTrees,
+    /// Folded jobs' flows as classes of members ([`classes`]).
+    classes: Option<Classes>,
     /// Per running flow or in-network stream (a slot from its start to its
     /// acknowledgement, a stream's to its drain).
     flows: Slots<FlowState>,
@@ -171,6 +178,8 @@ struct Fluid<'f, S> {
     // Scratch, reused for every flow and instant.
     path: Vec<u32>,
     hops: Vec<(u64, u64)>,
+    class_path: Vec<u32>,
+    class_weights: Vec<u32>,
     changed: Vec<RateChange>,
     ready: Vec<u32>,
     drained: Vec<u32>,
@@ -208,13 +217,19 @@ pub fn simulate<S: TelemetrySink>(
         (_, ops) => flow_count + ops,
     };
     let period = fabric.config.sample_period;
+    let classes = Classes::new(fabric);
+    let mut meter = LinkMeter::new(channels.count() + streams as u32);
+    if let Some(c) = &classes {
+        meter.set_mirrors(c.mirrors(topo, &channels));
+    }
     let mut fluid = Fluid {
         fabric,
         share: FairShare::new(capacity_bps, max_min_flows),
         fifo,
         wake_at: SimTime::MAX,
-        meter: LinkMeter::new(channels.count() + streams as u32),
+        meter,
         ina,
+        classes,
         channels,
         flows: Slots::new(flow_count + streams),
         queue: EventQueue::new(),
@@ -231,6 +246,8 @@ pub fn simulate<S: TelemetrySink>(
         },
         path: Vec::new(),
         hops: Vec::new(),
+        class_path: Vec::new(),
+        class_weights: Vec::new(),
         changed: Vec::new(),
         ready: Vec::new(),
         drained: Vec::new(),
@@ -293,9 +310,9 @@ impl<S: TelemetrySink> Fluid<'_, S> {
                 let elapsed_ps = u128::from((self.now - f.settled_at).as_ps());
                 let residue = f.left.saturating_sub(u128::from(old_bps) * elapsed_ps);
                 f.left = 0;
-                let path = self.share.path(flow);
-                self.meter.change(path, old_bps, 0, self.now);
-                self.meter.credit(path, residue);
+                let (path, weights) = (self.share.path(flow), self.share.weights(flow));
+                self.meter.change(path, weights, old_bps, 0, self.now);
+                self.meter.credit(path, weights, residue);
                 self.share.remove(flow);
                 self.drained(flow);
             }
@@ -333,12 +350,14 @@ impl<S: TelemetrySink> Fluid<'_, S> {
         }
         let spec = fabric.workload.flows[flow as usize];
         let (share, fifo) = (&self.share, &self.fifo);
+        let load = |c| fifo.as_ref().map_or_else(|| share.load(c), |q| q.load(c));
         route(
             fabric,
             &self.channels,
             flow,
             &spec,
-            |c| fifo.as_ref().map_or_else(|| share.load(c), |q| q.load(c)),
+            None,
+            load,
             &mut self.path,
             &mut self.hops,
         );
@@ -350,9 +369,24 @@ impl<S: TelemetrySink> Fluid<'_, S> {
         f.forward_tail = timing.forward_tail;
         f.ack_return = timing.ack_return;
         f.ideal_fct = ideal_fct(fabric, &spec, first_port).0;
-        match &mut self.fifo {
-            Some(q) => q.add(flow, &self.path, f.left, self.now),
-            None => self.share.add(flow, &self.path),
+        match (&mut self.fifo, &mut self.classes) {
+            (Some(q), _) => q.add(flow, &self.path, f.left, self.now),
+            (None, Some(classes)) if classes.replicas(&spec) > 1 => {
+                let share = &self.share;
+                classes.class(
+                    fabric,
+                    &self.channels,
+                    flow,
+                    &spec,
+                    &self.path,
+                    |c| share.load(c),
+                    &mut self.class_path,
+                    &mut self.class_weights,
+                );
+                self.share
+                    .add_class(flow, &self.class_path, &self.class_weights);
+            }
+            (None, _) => self.share.add(flow, &self.path),
         }
         if let Some(info) = fabric.workload.flow_info(flow) {
             self.dag.span_started(info.collective, self.now);
@@ -380,8 +414,8 @@ impl<S: TelemetrySink> Fluid<'_, S> {
         self.share.resolve(&mut changed);
         for &RateChange { flow, old_bps } in &changed {
             let new_bps = self.share.rate_bps(flow);
-            self.meter
-                .change(self.share.path(flow), old_bps, new_bps, self.now);
+            let (path, weights) = (self.share.path(flow), self.share.weights(flow));
+            self.meter.change(path, weights, old_bps, new_bps, self.now);
             let f = &mut self.flows[flow as usize];
             let elapsed_ps = u128::from((self.now - f.settled_at).as_ps());
             f.left = f.left.saturating_sub(u128::from(old_bps) * elapsed_ps);

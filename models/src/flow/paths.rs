@@ -39,12 +39,16 @@ impl Channels {
 
 /// Writes into `channels` the channels flow `flow` crosses, in order, and into
 /// `hops` each one's `(bandwidth_bps, latency_ps)`. `load(channel)` is the
-/// number of flows on a channel now, for UGAL's choice.
+/// number of flows on a channel now, for UGAL's choice. `first_port`, when
+/// given and among the source's next hops, is the source's choice instead
+/// of its hash (a class member leaves its host as its representative does).
+#[allow(clippy::too_many_arguments)]
 pub fn route(
     fabric: &Fabric,
     index: &Channels,
     flow: u32,
     spec: &FlowSpec,
+    first_port: Option<u16>,
     load: impl Fn(u32) -> usize,
     channels: &mut Vec<u32>,
     hops: &mut Vec<(u64, u64)>,
@@ -56,13 +60,16 @@ pub fn route(
     let (src, dst) = (spec.src, spec.dst);
     let first = routing.next_hops(src, dst);
     assert!(!first.is_empty(), "host {src} has no route to host {dst}");
-    let mut port = first.get(ecmp_pick(
-        fabric.ecmp_seed(src),
-        flow,
-        src,
-        dst,
-        first.len(),
-    ));
+    let mut port = match first_port.filter(|&p| (0..first.len()).any(|i| first.get(i) == p)) {
+        Some(p) => p,
+        None => first.get(ecmp_pick(
+            fabric.ecmp_seed(src),
+            flow,
+            src,
+            dst,
+            first.len(),
+        )),
+    };
     let mut at = src;
     let mut via = NO_NODE;
     loop {

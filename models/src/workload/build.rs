@@ -122,7 +122,21 @@ fn build_job<'a>(cx: &mut Cx<'a>, job: &'a Job) -> Result<(), BuildError> {
         Some(p) => p,
         None => Parallelism::data_parallel(ranks),
     };
+    let whole_ranks = parallelism.ranks();
     let parallelism = fold(parallelism, spec.fold_dp)?;
+    if spec.fold_dp > 1 && spec.fold_classes {
+        // Replica copy k of rank r is rank r + k * kept (DP is the outermost
+        // dimension of the layout).
+        let first = job.hosts.first().copied().unwrap_or(0);
+        let contiguous = job.hosts.len() as u64 >= u64::from(whole_ranks)
+            && (0..whole_ranks).all(|r| first.checked_add(r) == Some(job.hosts[r as usize]));
+        cx.b.fold(super::Fold {
+            first,
+            kept: parallelism.ranks(),
+            replicas: spec.fold_dp,
+            contiguous,
+        });
+    }
     if parallelism.ranks() > ranks {
         return Err(BuildError::Invalid(format!(
             "the parallel layout needs {} ranks (tp {} x pp {} x dp {}) but {ranks} hosts are given",

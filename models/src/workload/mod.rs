@@ -133,6 +133,23 @@ pub struct Workload {
     pub fallbacks: Vec<(NodeIndex, FallbackCount)>,
     /// Time every task without dependencies waits before starting (per-message host overhead).
     pub host_overhead: SimTime,
+    /// The folded jobs that run as classes at flow level (`--fold-dp` with
+    /// `--fold-classes`).
+    pub folds: Vec<Fold>,
+}
+
+/// A job of which only the first data-parallel replicas are built
+/// (`WorkloadSpec::fold_dp`): its ranks `0..kept` run on hosts
+/// `first..first + kept`, each standing for `replicas` ranks, and rank
+/// `r + k * kept` (replica copy `k`) would run on host `first + k * kept + r`
+/// where the job's placement is contiguous over its whole layout
+/// (`contiguous`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fold {
+    pub first: NodeIndex,
+    pub kept: u32,
+    pub replicas: u32,
+    pub contiguous: bool,
 }
 
 impl Workload {
@@ -325,6 +342,11 @@ impl Builder {
         self.charge(memory::collective_bytes(&c));
         self.collectives.push(c);
         (self.collectives.len() - 1) as u32
+    }
+
+    /// Records a folded job.
+    pub fn fold(&mut self, fold: Fold) {
+        self.w.folds.push(fold);
     }
 
     /// Registers a job and returns its id.

@@ -183,6 +183,10 @@ pub struct WorkloadSpec {
     /// Data-parallel replicas each simulated replica stands for (1: every
     /// replica is simulated). See [`crate::workload::build`]'s folding.
     pub fold_dp: u32,
+    /// At flow level, run a folded job's flows as classes with a
+    /// multiplicity (the replicas left out counted on the links they
+    /// share; [`crate::flow`]'s classes) instead of leaving them out.
+    pub fold_classes: bool,
 }
 
 /// Pipelining granularity of trees and chains when `chunks` is not given
@@ -209,6 +213,7 @@ impl WorkloadSpec {
             dpu_workers: 0,
             dpu: crate::dpu::DpuParams::default(),
             fold_dp: 1,
+            fold_classes: false,
         }
     }
 }

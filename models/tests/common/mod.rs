@@ -50,3 +50,67 @@ pub fn flow(src: u32, dst: u32, size_bytes: u64) -> FlowSpec {
         start: SimTime::ZERO,
     }
 }
+
+/// The link of the small test fabrics: 100 Gb/s, 1 us.
+pub fn link() -> netsim_topo::LinkParams {
+    netsim_topo::LinkParams {
+        bandwidth_bps: 100_000_000_000,
+        latency_ps: 1_000_000,
+    }
+}
+
+/// `hosts` hosts on one switch over [`link`]s.
+pub fn star(hosts: u32) -> netsim_topo::TopoSpec {
+    netsim_topo::TopoSpec::Star(netsim_topo::StarParams {
+        hosts,
+        host_link: link(),
+    })
+}
+
+/// A non-blocking fat-tree of `tiers` tiers (2: a leaf-spine) over [`link`]s.
+pub fn fat_tree(k: u32, tiers: u32) -> netsim_topo::TopoSpec {
+    netsim_topo::TopoSpec::FatTree(netsim_topo::FatTreeParams {
+        k,
+        tiers,
+        oversub: 1,
+        host_link: link(),
+        agg_link: link(),
+        core_link: link(),
+        ..netsim_topo::FatTreeParams::default()
+    })
+}
+
+/// `--cc none`, no link sampling.
+pub fn cc_none() -> netsim_models::network::config::NetConfig {
+    netsim_models::network::config::NetConfig {
+        cc: netsim_models::network::config::CcKind::None,
+        sample_period: SimTime::ZERO,
+        ..Default::default()
+    }
+}
+
+/// `spec` built on `topo` (ECMP seed 3).
+pub fn workload_fabric(
+    topo: &netsim_topo::TopoSpec,
+    spec: &netsim_models::workload::WorkloadSpec,
+    config: netsim_models::network::config::NetConfig,
+) -> netsim_models::network::Fabric {
+    let topo = netsim_topo::build(topo).unwrap();
+    let routing = netsim_topo::Routing::build(&topo).unwrap();
+    let workload = netsim_models::workload::build(spec, &topo, &config).unwrap();
+    netsim_models::network::Fabric::with_workload(topo, routing, workload, config, 3)
+}
+
+/// `fabric` at flow level, to the end.
+pub fn fluid(fabric: &netsim_models::network::Fabric) -> NetRun<MemorySink> {
+    netsim_models::flow::check(fabric).unwrap();
+    netsim_models::flow::simulate(fabric, SimTime::MAX, None, MemorySink::default())
+}
+
+/// `fabric` at packet level on one shard, to the end.
+pub fn packets(fabric: &netsim_models::network::Fabric) -> NetRun<MemorySink> {
+    let layout = layout(&fabric.topo, 1);
+    netsim_models::network::simulate(fabric, &layout, SimTime::MAX, None, |_| {
+        MemorySink::default()
+    })
+}

@@ -336,31 +336,7 @@ impl RunArgs {
         };
         let mut fabric = Fabric::with_workload(topo, routing, workload, config, self.seed);
         fabric.faults = fault_plan;
-        if fabric.config.fast_forward.is_some() && !fabric.faults.faults.is_empty() {
-            anyhow::bail!(
-                "--fast-forward on: runs with faults (--fault, --faults, [[fault]]) are not \
-                 fast-forwarded yet; run them with --fast-forward off"
-            );
-        }
-        if fabric.config.fast_forward.is_some() && !fabric.workload.ina_ops.is_empty() {
-            anyhow::bail!(
-                "--fast-forward on: in-network aggregation (--algo ina) is not fast-forwarded yet; \
-                 run it with --fast-forward off"
-            );
-        }
-        if fabric.config.fast_forward.is_some_and(|f| f.memo) {
-            if fabric.topo.has_lossy_links() {
-                anyhow::bail!(
-                    "--ff-memo: the topology file's links lose packets (error_rate), which is not \
-                     memoized; run it with --ff-memo off"
-                );
-            }
-            if ranks > 1 {
-                // A wave's key walks every switch's routing rows, which a
-                // rank holds only for its own.
-                anyhow::bail!("--ff-memo on: runs in one process; start it without mpirun");
-            }
-        }
+        crate::fast_forward_args::check(&fabric, ranks)?;
         if self.fidelity == Fidelity::Flow {
             if !fabric.faults.is_empty() {
                 anyhow::bail!("--fault: the flow level has no faults; use --fidelity packet");
@@ -640,17 +616,13 @@ impl RunArgs {
         summary["fold_dp"] = self.workload.fold_dp.into();
         summary["network"] =
             crate::network_args::config_json(&self.network.cc_profile, &plan.fabric.config);
-        summary["fast_forward"] = serde_json::json!({
-            "enabled": plan.fabric.config.fast_forward.is_some(),
-            "skipped_ns": SimTime(skipped_ps).as_ns(),
-            "skips": skips,
-            "events_avoided": events_avoided,
-            "flow_steady_bytes": stats.ff_flow_steady_bytes,
-            "memo": plan.fabric.config.fast_forward.is_some_and(|f| f.memo),
-            "memo_hits": stats.memo_hits,
-            "memo_misses": stats.memo_misses,
-            "memo_events_avoided": stats.memo_events_avoided,
-        });
+        summary["fast_forward"] = crate::fast_forward_args::summary(
+            &plan.fabric,
+            &stats,
+            skipped_ps,
+            skips,
+            events_avoided,
+        );
         summary["retransmitted_pkts"] = stats.retransmitted_pkts.into();
         summary["faults"] = plan.fabric.faults.faults.len().into();
         let bytes = plan.fabric.workload.bytes();

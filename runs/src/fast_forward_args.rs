@@ -54,5 +54,6 @@ pub(crate) fn summary(
         "memo_hits": stats.memo_hits,
         "memo_misses": stats.memo_misses,
         "memo_events_avoided": stats.memo_events_avoided,
+        "memo_sandbox_events": stats.memo_sandbox_events,
     })
 }

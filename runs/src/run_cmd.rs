@@ -479,6 +479,7 @@ impl RunArgs {
             stats.memo_hits,
             stats.memo_misses,
             stats.memo_events_avoided,
+            stats.memo_sandbox_events,
         ]);
         mine.extend(&events_per_shard);
         let record = mine.len();
@@ -515,11 +516,12 @@ impl RunArgs {
             memo_hits: sum(20),
             memo_misses: sum(21),
             memo_events_avoided: sum(22),
+            memo_sandbox_events: sum(23),
         };
         let rows: Vec<u64> = (11..16).map(sum).collect();
         // The jumps are the same on every rank; the events they avoided add up.
         let (skipped_ps, skips, events_avoided) = (per_rank[0][16], per_rank[0][17], sum(18));
-        let events_per_shard: Vec<u64> = per_rank.iter().flat_map(|r| &r[23..]).copied().collect();
+        let events_per_shard: Vec<u64> = per_rank.iter().flat_map(|r| &r[24..]).copied().collect();
         let ranks_json: Vec<_> = per_rank
             .iter()
             .enumerate()

@@ -26,6 +26,7 @@ pub mod groups;
 pub mod memory;
 pub mod offload;
 pub mod progress;
+mod sandbox;
 pub mod simai;
 pub mod spec;
 

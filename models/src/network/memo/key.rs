@@ -1,14 +1,16 @@
 //! The memo's key: which collectives may be memoized (the plan, from the
-//! workload alone), the canonical description of a wave about to start
+//! workload alone), the resources a flow's packets use (its contention
+//! domain's members), the canonical description of a domain about to start
 //! (its tasks, flows, the ports their packets and acknowledgements cross,
-//! relabelled in order of appearance) and how early anything outside the
-//! wave could start.
+//! relabelled in order of appearance) and how early a flow that uses its
+//! resources could start.
 
-use super::Record;
 use crate::network::Fabric;
 use crate::workload::{TaskKind, Workload, NONE};
-use hashbrown::HashMap;
+use hashbrown::{HashMap, HashSet};
 use netsim_engine::SimTime;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 
 /// Which collectives a wave may hold, from the workload alone (the same on
 /// every shard).
@@ -94,11 +96,114 @@ impl Plan {
     pub(super) fn first_flow(&self, c: u32) -> u32 {
         self.first_flow[c as usize]
     }
+
+    /// The collectives whose every entry has an agreed start in `entries`
+    /// (time + 1, as [`Plan::entries`]; 0: not foreseen), in id order.
+    pub(super) fn foreseen(&self, entries: &[u64]) -> Vec<u32> {
+        let mut out = Vec::new();
+        for (c, &(lo, hi)) in self.entry_range.iter().enumerate() {
+            let slots = &entries[lo as usize..hi as usize];
+            if !slots.is_empty() && !slots.contains(&0) {
+                out.push(c as u32);
+            }
+        }
+        out
+    }
+
+    /// Collective `c`'s tasks in id order.
+    pub(super) fn tasks(&self, c: u32) -> &[u32] {
+        &self.tasks[c as usize]
+    }
+}
+
+/// A resource packets share: a host's egress port (a link is one
+/// serialiser, carrying one flow's data and another's acknowledgements
+/// alike) or a whole switch (its ports draw on one shared buffer, whose
+/// free space sets every port's PFC and drop thresholds).
+pub(super) type Resource = u64;
+
+fn host_port(node: u32, port: u16) -> Resource {
+    u64::from(node) << 17 | u64::from(port)
+}
+
+fn switch(node: u32) -> Resource {
+    u64::from(node) << 17 | 1 << 16
+}
+
+/// The resources flow `flow`'s data and acknowledgements use on a
+/// fault-free fabric with hash ECMP, appended to `out`.
+pub(super) fn flow_resources(fabric: &Fabric, flow: u32, out: &mut Vec<Resource>) {
+    let spec = fabric.workload.flows[flow as usize];
+    let mut path = Vec::new();
+    for (a, b) in [(spec.src, spec.dst), (spec.dst, spec.src)] {
+        path.clear();
+        static_path(fabric, flow, a, b, &mut path);
+        out.extend(
+            path.iter()
+                .map(|&(node, port)| port_resource(fabric, node, port)),
+        );
+    }
+}
+
+/// The resource an egress port belongs to: a host's port alone, or its
+/// switch.
+pub(super) fn port_resource(fabric: &Fabric, node: u32, port: u16) -> Resource {
+    if fabric.topo.is_host(node) {
+        host_port(node, port)
+    } else {
+        switch(node)
+    }
+}
+
+/// The contention domains of `colls`: collectives whose flows use a
+/// common resource, directly or through others, end up in one domain
+/// (union-find over the collectives and the resources they use, rebuilt
+/// for every decision, so departures split domains). Each domain's
+/// collectives in id order; domains ordered by their first collective.
+pub(super) fn domains(fabric: &Fabric, plan: &Plan, colls: &[u32]) -> Vec<Vec<u32>> {
+    let workload = &fabric.workload;
+    let mut parent: Vec<u32> = (0..colls.len() as u32).collect();
+    fn root(parent: &mut [u32], mut x: u32) -> u32 {
+        while parent[x as usize] != x {
+            parent[x as usize] = parent[parent[x as usize] as usize];
+            x = parent[x as usize];
+        }
+        x
+    }
+    let mut owner: HashMap<Resource, u32> = HashMap::new();
+    let mut res = Vec::new();
+    for (i, &c) in colls.iter().enumerate() {
+        for &t in plan.tasks(c) {
+            let TaskKind::Flow(f) = workload.kind(&workload.tasks[t as usize]) else {
+                continue;
+            };
+            res.clear();
+            flow_resources(fabric, f, &mut res);
+            for &r in &res {
+                let other = *owner.entry(r).or_insert(i as u32);
+                let (a, b) = (root(&mut parent, other), root(&mut parent, i as u32));
+                if a != b {
+                    parent[a.max(b) as usize] = a.min(b);
+                }
+            }
+        }
+    }
+    let mut by_root: HashMap<u32, usize> = HashMap::new();
+    let mut out: Vec<Vec<u32>> = Vec::new();
+    for (i, &c) in colls.iter().enumerate() {
+        let r = root(&mut parent, i as u32);
+        let d = *by_root.entry(r).or_insert_with(|| {
+            out.push(Vec::new());
+            out.len() - 1
+        });
+        out[d].push(c);
+    }
+    out
 }
 
 /// A wave about to start, described so that two waves with equal keys are
 /// the same input to the simulation.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(super) struct Canon {
     /// The wave's first start.
     pub(super) t0: SimTime,
@@ -109,25 +214,16 @@ pub(super) struct Canon {
     flow_index: HashMap<u32, u32>,
     /// The ports its packets cross (data and acknowledgements), by label.
     pub(super) ports: Vec<(u32, u16)>,
+    /// The resources its packets use.
+    pub(super) resources: HashSet<Resource>,
     pub(super) key: Vec<u64>,
 }
 
 impl Canon {
-    /// The wave of the collectives with an agreed entry start (`entries`,
-    /// time + 1, as [`Plan::entries`]); `None` when there is none or when
-    /// some of their entries' starts are not known yet.
-    pub(super) fn build(fabric: &Fabric, plan: &Plan, entries: &[u64]) -> Option<Canon> {
+    /// The domain of collectives `wave` (each with every entry's start
+    /// agreed in `entries`, time + 1, as [`Plan::entries`]).
+    pub(super) fn build(fabric: &Fabric, plan: &Plan, wave: &[u32], entries: &[u64]) -> Canon {
         let workload = &fabric.workload;
-        let mut wave: Vec<u32> = Vec::new();
-        for (c, &(lo, hi)) in plan.entry_range.iter().enumerate() {
-            let slots = &entries[lo as usize..hi as usize];
-            if slots.iter().any(|&s| s != 0) {
-                if slots.contains(&0) {
-                    return None;
-                }
-                wave.push(c as u32);
-            }
-        }
         let start = |f: u32| -> Option<SimTime> {
             let e = plan.entries.iter().position(|&x| x == f)?;
             Some(SimTime(entries[e] - 1))
@@ -140,7 +236,8 @@ impl Canon {
                     .iter()
                     .map(|&s| SimTime(s - 1))
             })
-            .min()?;
+            .min()
+            .expect("a domain has entries");
         let tasks: Vec<u32> = wave
             .iter()
             .flat_map(|&c| plan.tasks[c as usize].iter().copied())
@@ -159,6 +256,7 @@ impl Canon {
             }
         }
         let mut labels = Labels::default();
+        let mut resources = Vec::new();
         let mut key = vec![wave.len() as u64, tasks.len() as u64];
         let mut flows = Vec::new();
         let mut path = Vec::new();
@@ -183,6 +281,7 @@ impl Canon {
                         labels.node(fabric, spec.dst),
                     ]);
                     key.extend([spec.size_bytes, offset]);
+                    flow_resources(fabric, f, &mut resources);
                     for (a, b) in [(spec.src, spec.dst), (spec.dst, spec.src)] {
                         path.clear();
                         static_path(fabric, f, a, b, &mut path);
@@ -208,15 +307,45 @@ impl Canon {
             .enumerate()
             .map(|(k, &f)| (f, k as u32))
             .collect();
-        Some(Canon {
+        resources.sort_unstable();
+        resources.dedup();
+        Canon {
             t0,
             tasks,
             flows,
             task_index,
             flow_index,
             ports: labels.ports,
+            resources: resources.into_iter().collect(),
             key,
-        })
+        }
+    }
+
+    /// The same domain with its tasks renumbered `0..n` in canonical
+    /// order, as the sandbox's workload holds them.
+    pub(super) fn renumbered(&self) -> Canon {
+        Canon {
+            t0: self.t0,
+            tasks: (0..self.tasks.len() as u32).collect(),
+            flows: self.flows.clone(),
+            task_index: (0..self.tasks.len() as u32).map(|k| (k, k)).collect(),
+            flow_index: self.flow_index.clone(),
+            ports: self.ports.clone(),
+            resources: self.resources.clone(),
+            key: Vec::new(),
+        }
+    }
+
+    /// Whether flow `flow`'s packets would use one of the domain's resources.
+    pub(super) fn touched_by(
+        &self,
+        fabric: &Fabric,
+        flow: u32,
+        scratch: &mut Vec<Resource>,
+    ) -> bool {
+        scratch.clear();
+        flow_resources(fabric, flow, scratch);
+        scratch.iter().any(|r| self.resources.contains(r))
     }
 
     pub(super) fn task_index(&self, task: u32) -> Option<usize> {
@@ -225,32 +354,6 @@ impl Canon {
 
     pub(super) fn flow_index(&self, flow: u32) -> Option<usize> {
         self.flow_index.get(&flow).map(|&k| k as usize)
-    }
-
-    /// The earliest a flow outside the wave could start because of the
-    /// wave's own completions, were it replayed from `record`.
-    pub(super) fn released_start(&self, fabric: &Fabric, record: &Record) -> SimTime {
-        let workload = &fabric.workload;
-        let mut bound = SimTime::MAX;
-        for (k, &t) in self.tasks.iter().enumerate() {
-            let (src_done, dst_done) = record.done[k];
-            let source = match workload.kind(&workload.tasks[t as usize]) {
-                TaskKind::Flow(f) => workload.flows[f as usize].src,
-                TaskKind::Compute(_) => workload.tasks[t as usize].host,
-            };
-            for &d in workload.dependents(t) {
-                if self.task_index.contains_key(&d) {
-                    continue;
-                }
-                let seen = if workload.tasks[d as usize].host == source {
-                    src_done
-                } else {
-                    dst_done
-                };
-                bound = bound.min(earliest_flow_from(workload, self, d, self.t0 + seen));
-            }
-        }
-        bound
     }
 }
 
@@ -334,55 +437,56 @@ fn static_path(fabric: &Fabric, flow: u32, src: u32, dst: u32, out: &mut Vec<(u3
     }
 }
 
-/// The earliest a flow outside `canon`'s wave could start once task `task`
-/// is ready at `ready`: a flow after the host overhead, a compute task
-/// after its duration through its dependents; never for the wave's own.
-pub(super) fn earliest_flow_from(
-    workload: &Workload,
+/// The earliest a flow outside `canon`'s domain that uses its resources
+/// could start, from `seeds` (task, earliest start), no earlier than
+/// `horizon` (`SimTime::MAX`: at or after the horizon, or never).
+///
+/// Each seed's dependents, and theirs, are followed in time order: a task
+/// starts no earlier than its earliest dependency could have completed, a
+/// flow completes no earlier than it starts, a flow starts the host
+/// overhead after it is ready and a compute task ends its duration after.
+/// Every lower bound is conservative; the domain's own tasks are not
+/// followed (its completions are seeds of their own, from its record).
+pub(super) fn earliest_touching(
+    fabric: &Fabric,
     canon: &Canon,
-    task: u32,
-    ready: SimTime,
+    seeds: impl IntoIterator<Item = (u32, SimTime)>,
+    horizon: SimTime,
 ) -> SimTime {
-    let mut bound = SimTime::MAX;
-    let mut work = vec![(task, ready)];
-    let mut best: HashMap<u32, SimTime> = HashMap::new();
-    while let Some((t, at)) = work.pop() {
-        if at >= bound || canon.task_index.contains_key(&t) {
+    let workload = &fabric.workload;
+    let mut heap: BinaryHeap<Reverse<(SimTime, u32)>> =
+        seeds.into_iter().map(|(t, at)| Reverse((at, t))).collect();
+    let mut seen: HashSet<u32> = HashSet::new();
+    let mut scratch = Vec::new();
+    while let Some(Reverse((at, t))) = heap.pop() {
+        if at >= horizon {
+            break;
+        }
+        if canon.task_index.contains_key(&t) || !seen.insert(t) {
             continue;
         }
-        if best.get(&t).is_some_and(|&b| b <= at) {
-            continue;
-        }
-        best.insert(t, at);
         let task = workload.tasks[t as usize];
-        match workload.kind(&task) {
-            TaskKind::Flow(_) => bound = bound.min(at + workload.host_overhead),
-            TaskKind::Compute(duration) => {
-                for &d in workload.dependents(t) {
-                    if workload.tasks[d as usize].host == task.host {
-                        work.push((d, at + duration));
-                    }
+        let done = match workload.kind(&task) {
+            TaskKind::Flow(f) => {
+                if canon.touched_by(fabric, f, &mut scratch) {
+                    return at;
                 }
+                at
             }
+            TaskKind::Compute(duration) => at + duration,
+        };
+        for &d in workload.dependents(t) {
+            heap.push(Reverse((done + start_delay(workload, d), d)));
         }
     }
-    bound
+    SimTime::MAX
 }
 
-/// The earliest a flow outside the wave could start once compute task
-/// `task` ends at `end`.
-pub(super) fn earliest_flow_after(
-    workload: &Workload,
-    canon: &Canon,
-    task: u32,
-    end: SimTime,
-) -> SimTime {
-    let host = workload.tasks[task as usize].host;
-    workload
-        .dependents(task)
-        .iter()
-        .filter(|&&d| workload.tasks[d as usize].host == host)
-        .map(|&d| earliest_flow_from(workload, canon, d, end))
-        .min()
-        .unwrap_or(SimTime::MAX)
+/// How long after it is ready task `task` starts to use the network: a
+/// flow after the host overhead, a compute task at once.
+pub(super) fn start_delay(workload: &Workload, task: u32) -> SimTime {
+    match workload.kind(&workload.tasks[task as usize]) {
+        TaskKind::Flow(_) => workload.host_overhead,
+        TaskKind::Compute(_) => SimTime::ZERO,
+    }
 }

@@ -216,17 +216,28 @@ pub(super) struct Canon {
     pub(super) ports: Vec<(u32, u16)>,
     /// The resources its packets use.
     pub(super) resources: HashSet<Resource>,
+    /// Per canonical task: its dependencies inside the domain; whether it
+    /// is a flow whose start is in the key (an entry).
+    pub(super) inside: Vec<u32>,
+    pub(super) entry: Vec<bool>,
     pub(super) key: Vec<u64>,
 }
 
 impl Canon {
-    /// The domain of collectives `wave` (each with every entry's start
-    /// agreed in `entries`, time + 1, as [`Plan::entries`]).
-    pub(super) fn build(fabric: &Fabric, plan: &Plan, wave: &[u32], entries: &[u64]) -> Canon {
+    /// The domain of collectives `wave` and compute tasks `computes`
+    /// (collectives with every entry's start agreed in `entries`, time +
+    /// 1, as [`Plan::entries`], and those they start through computes).
+    pub(super) fn build(
+        fabric: &Fabric,
+        plan: &Plan,
+        wave: &[u32],
+        computes: &[u32],
+        entries: &[u64],
+    ) -> Canon {
         let workload = &fabric.workload;
         let start = |f: u32| -> Option<SimTime> {
             let e = plan.entries.iter().position(|&x| x == f)?;
-            Some(SimTime(entries[e] - 1))
+            (entries[e] != 0).then(|| SimTime(entries[e] - 1))
         };
         let t0 = wave
             .iter()
@@ -234,6 +245,7 @@ impl Canon {
                 let (lo, hi) = plan.entry_range[c as usize];
                 entries[lo as usize..hi as usize]
                     .iter()
+                    .filter(|&&s| s != 0)
                     .map(|&s| SimTime(s - 1))
             })
             .min()
@@ -241,6 +253,7 @@ impl Canon {
         let tasks: Vec<u32> = wave
             .iter()
             .flat_map(|&c| plan.tasks[c as usize].iter().copied())
+            .chain(computes.iter().copied())
             .collect();
         let task_index: HashMap<u32, u32> = tasks
             .iter()
@@ -268,11 +281,13 @@ impl Canon {
             })
             .filter_map(|f| Some((f, start(f)? - t0)))
             .collect();
+        let mut entry = vec![false; tasks.len()];
         for (k, &t) in tasks.iter().enumerate() {
             let task = workload.tasks[t as usize];
             match workload.kind(&task) {
                 TaskKind::Flow(f) => {
                     flows.push(f);
+                    entry[k] = entry_offsets.contains_key(&f);
                     let spec = workload.flows[f as usize];
                     let offset = entry_offsets.get(&f).map_or(0, |o| o.as_ps() + 1);
                     key.extend([
@@ -295,7 +310,7 @@ impl Canon {
                     key.extend([1, labels.node(fabric, task.host), duration.as_ps()]);
                 }
             }
-            key.push(u64::from(task.deps - plan.internal[t as usize]));
+            key.push(u64::from(task.deps) - deps[k].len() as u64);
             deps[k].sort_unstable();
             key.push(deps[k].len() as u64);
             key.extend(deps[k].iter().map(|&j| u64::from(j)));
@@ -311,6 +326,8 @@ impl Canon {
         resources.dedup();
         Canon {
             t0,
+            inside: deps.iter().map(|d| d.len() as u32).collect(),
+            entry,
             tasks,
             flows,
             task_index,
@@ -329,6 +346,8 @@ impl Canon {
             tasks: (0..self.tasks.len() as u32).collect(),
             flows: self.flows.clone(),
             task_index: (0..self.tasks.len() as u32).map(|k| (k, k)).collect(),
+            inside: self.inside.clone(),
+            entry: self.entry.clone(),
             flow_index: self.flow_index.clone(),
             ports: self.ports.clone(),
             resources: self.resources.clone(),
@@ -437,32 +456,121 @@ fn static_path(fabric: &Fabric, flow: u32, src: u32, dst: u32, out: &mut Vec<(u3
     }
 }
 
+/// What the memo's guard knows of the whole DAG at a check instant, agreed
+/// by every shard (one `all_max` over three values per task): which tasks
+/// start (flows scheduled or sending, `MAX - start`), which compute tasks
+/// end (`MAX - end`), and how many dependencies each task's host has not
+/// seen complete yet.
+pub(super) struct DagView {
+    pub(super) values: Vec<u64>,
+}
+
+impl DagView {
+    pub(super) fn new(tasks: usize) -> DagView {
+        DagView {
+            values: vec![0; 3 * tasks],
+        }
+    }
+
+    fn tasks(&self) -> usize {
+        self.values.len() / 3
+    }
+
+    pub(super) fn starts(&mut self, task: u32, at: SimTime) {
+        let v = &mut self.values[task as usize];
+        *v = (*v).max(u64::MAX - at.as_ps());
+    }
+
+    pub(super) fn ends(&mut self, task: u32, at: SimTime) {
+        let n = self.tasks();
+        let v = &mut self.values[n + task as usize];
+        *v = (*v).max(u64::MAX - at.as_ps());
+    }
+
+    pub(super) fn remaining(&mut self, task: u32, deps: u32) {
+        let n = self.tasks();
+        self.values[2 * n + task as usize] = u64::from(deps);
+    }
+}
+
 /// The earliest a flow outside `canon`'s domain that uses its resources
-/// could start, from `seeds` (task, earliest start), no earlier than
-/// `horizon` (`SimTime::MAX`: at or after the horizon, or never).
+/// could start, before `horizon` (`SimTime::MAX`: at or after it, or
+/// never), given the agreed DAG state `dag`, the completions of replayed
+/// tasks, and the domain's own (`own`, per canonical task, absolute).
 ///
-/// Each seed's dependents, and theirs, are followed in time order: a task
-/// starts no earlier than its earliest dependency could have completed, a
-/// flow completes no earlier than it starts, a flow starts the host
-/// overhead after it is ready and a compute task ends its duration after.
-/// Every lower bound is conservative; the domain's own tasks are not
-/// followed (its completions are seeds of their own, from its record).
+/// Tasks are followed in time order from what starts or ends: a task
+/// starts once its host has seen every dependency it still waits for
+/// complete (the latest of their earliest completions, plus the host
+/// overhead for a flow), a flow completes no earlier than it starts, a
+/// compute task its duration after. Every bound is a lower bound; the
+/// domain's own tasks and replayed ones are not followed as flows (they
+/// send nothing), their completions are. The same on every shard.
 pub(super) fn earliest_touching(
     fabric: &Fabric,
     canon: &Canon,
-    seeds: impl IntoIterator<Item = (u32, SimTime)>,
+    dag: &DagView,
+    replayed: &HashMap<u32, (SimTime, SimTime)>,
+    own: &[(SimTime, SimTime)],
+    now: SimTime,
     horizon: SimTime,
 ) -> SimTime {
     let workload = &fabric.workload;
-    let mut heap: BinaryHeap<Reverse<(SimTime, u32)>> =
-        seeds.into_iter().map(|(t, at)| Reverse((at, t))).collect();
+    let n = dag.tasks();
+    let mut heap: BinaryHeap<Reverse<(SimTime, u32)>> = BinaryHeap::new();
+    let mut waiting: HashMap<u32, (u32, SimTime)> = HashMap::new();
+    // Task `d` may start at `at` as far as one of its dependencies goes.
+    let mut reach = |heap: &mut BinaryHeap<_>, d: u32, at: SimTime| {
+        let at = at + start_delay(workload, d);
+        let e = waiting.entry(d).or_insert((0, SimTime::ZERO));
+        e.0 += 1;
+        e.1 = e.1.max(at);
+        if u64::from(e.0) == dag.values[2 * n + d as usize] {
+            heap.push(Reverse((e.1, d)));
+        }
+    };
+    let completed = |heap: &mut BinaryHeap<_>,
+                     reach: &mut dyn FnMut(&mut BinaryHeap<_>, u32, SimTime),
+                     t: u32,
+                     (src_done, dst_done): (SimTime, SimTime)| {
+        let source = self::source(workload, t);
+        for &d in workload.dependents(t) {
+            let seen = if workload.tasks[d as usize].host == source {
+                src_done
+            } else {
+                dst_done
+            };
+            // Before `now`, its host has seen it: it no longer waits.
+            if seen >= now {
+                reach(heap, d, seen);
+            }
+        }
+    };
+    for t in 0..n {
+        if dag.values[t] != 0 {
+            heap.push(Reverse((SimTime(u64::MAX - dag.values[t]), t as u32)));
+        }
+        if dag.values[n + t] != 0 {
+            let end = SimTime(u64::MAX - dag.values[n + t]);
+            for &d in workload.dependents(t as u32) {
+                reach(&mut heap, d, end);
+            }
+        }
+    }
+    let mut order: Vec<(&u32, &(SimTime, SimTime))> = replayed.iter().collect();
+    order.sort_unstable();
+    for (&t, &done) in order {
+        completed(&mut heap, &mut reach, t, done);
+    }
+    for (k, &t) in canon.tasks.iter().enumerate() {
+        completed(&mut heap, &mut reach, t, own[k]);
+    }
     let mut seen: HashSet<u32> = HashSet::new();
     let mut scratch = Vec::new();
     while let Some(Reverse((at, t))) = heap.pop() {
         if at >= horizon {
             break;
         }
-        if canon.task_index.contains_key(&t) || !seen.insert(t) {
+        if canon.task_index.contains_key(&t) || replayed.contains_key(&t) || !seen.insert(t) {
             continue;
         }
         let task = workload.tasks[t as usize];
@@ -476,10 +584,113 @@ pub(super) fn earliest_touching(
             TaskKind::Compute(duration) => at + duration,
         };
         for &d in workload.dependents(t) {
-            heap.push(Reverse((done + start_delay(workload, d), d)));
+            reach(&mut heap, d, done);
         }
     }
     SimTime::MAX
+}
+
+/// Most tasks a domain grows to (a bound on the sandbox's work per key).
+const MAX_DOMAIN_TASKS: usize = 1 << 14;
+
+/// Grows the domain of collectives `colls` (using `resources`) by what its
+/// own completions start on its resources: compute tasks (outside any
+/// collective) that wait only for the domain, and memoizable collectives
+/// not yet replayed whose every task waits only for the domain and for
+/// each other, and whose flows use the domain's resources (directly or
+/// through such computes); none that uses `foreign` resources (another
+/// domain's). A collective chained to the last one with no gap (the next
+/// tensor-parallel step on the same NVSwitch, whose first ranks start while
+/// the last ranks of this one finish) thus joins its domain instead of
+/// cutting its replay short. Returns the computes, in id order; `colls`
+/// and `resources` grow.
+pub(super) fn extend(
+    fabric: &Fabric,
+    plan: &Plan,
+    replayed: &[bool],
+    colls: &mut Vec<u32>,
+    resources: &mut HashSet<Resource>,
+    foreign: &HashSet<Resource>,
+) -> Vec<u32> {
+    let workload = &fabric.workload;
+    let mut members: HashSet<u32> = colls
+        .iter()
+        .flat_map(|&c| plan.tasks(c).iter().copied())
+        .collect();
+    let mut frontier: Vec<u32> = colls
+        .iter()
+        .flat_map(|&c| plan.tasks(c).iter().copied())
+        .collect();
+    frontier.sort_unstable();
+    frontier.reverse();
+    // Per task outside the domain: its dependencies inside it.
+    let mut incoming: HashMap<u32, u32> = HashMap::new();
+    let mut computes = Vec::new();
+    let mut res = Vec::new();
+    while let Some(t) = frontier.pop() {
+        for &d in workload.dependents(t) {
+            if members.contains(&d) || members.len() >= MAX_DOMAIN_TASKS {
+                continue;
+            }
+            let e = incoming.entry(d).or_insert(0);
+            *e += 1;
+            let task = workload.tasks[d as usize];
+            if *e != task.deps {
+                continue;
+            }
+            match workload.kind(&task) {
+                TaskKind::Compute(_) if task.collective == NONE => {
+                    members.insert(d);
+                    computes.push(d);
+                    frontier.push(d);
+                }
+                TaskKind::Compute(_) => {}
+                TaskKind::Flow(_) => {
+                    let c = task.collective;
+                    if c == NONE || replayed[c as usize] || plan.tasks(c).is_empty() {
+                        continue;
+                    }
+                    // Every task of `c` waits only for the domain and `c`.
+                    let ok = plan.tasks(c).iter().all(|&u| {
+                        let from_domain = incoming.get(&u).copied().unwrap_or(0);
+                        from_domain + plan.internal[u as usize] == workload.tasks[u as usize].deps
+                    });
+                    if !ok {
+                        continue;
+                    }
+                    res.clear();
+                    for &u in plan.tasks(c) {
+                        if let TaskKind::Flow(f) = workload.kind(&workload.tasks[u as usize]) {
+                            flow_resources(fabric, f, &mut res);
+                        }
+                    }
+                    if !res.iter().any(|r| resources.contains(r))
+                        || res.iter().any(|r| foreign.contains(r))
+                    {
+                        continue;
+                    }
+                    resources.extend(res.iter().copied());
+                    colls.push(c);
+                    for &u in plan.tasks(c) {
+                        members.insert(u);
+                        frontier.push(u);
+                    }
+                }
+            }
+        }
+    }
+    colls.sort_unstable();
+    computes.sort_unstable();
+    computes
+}
+
+/// Where task `task` starts: a flow's source, a compute task's host.
+pub(super) fn source(workload: &Workload, task: u32) -> u32 {
+    let t = workload.tasks[task as usize];
+    match workload.kind(&t) {
+        TaskKind::Flow(f) => workload.flows[f as usize].src,
+        TaskKind::Compute(_) => t.host,
+    }
 }
 
 /// How long after it is ready task `task` starts to use the network: a

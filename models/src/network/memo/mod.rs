@@ -90,6 +90,10 @@ pub(crate) struct Memo {
     /// source sees them end.
     replay: HashMap<u32, Replayed>,
     replaying: HashSet<u32>,
+    /// Tasks of replayed domains not yet complete at both ends: when their
+    /// source and destination (or host) see them complete. The same on
+    /// every shard; an entry leaves at the first check after both.
+    completions: HashMap<u32, (SimTime, SimTime)>,
     /// Flow starts and compute ends scheduled on this shard, not yet handled.
     pending_flows: HashMap<u32, SimTime>,
     pending_computes: HashMap<u32, SimTime>,
@@ -108,6 +112,7 @@ impl Memo {
             replayed: vec![false; fabric.workload.collectives.len()],
             replay: HashMap::new(),
             replaying: HashSet::new(),
+            completions: HashMap::new(),
             pending_flows: HashMap::new(),
             pending_computes: HashMap::new(),
             recording: None,
@@ -273,14 +278,33 @@ impl<S: TelemetrySink> Network<'_, S> {
 
     /// The memo's step at check instant `now` (DESIGN.md §3c): splits the
     /// collectives about to start into contention domains and replays
-    /// those it can, making a record in a sandbox first where none exists.
+    /// those it can, making a record in a sandbox first where none exists;
+    /// again while a round replays something, since the completions of
+    /// what it replayed may foresee the next collectives' starts.
     pub(crate) fn memo_agree(&mut self, now: SimTime, all_max: AllMax<'_>) -> Result<(), Aborted> {
-        let Some(m) = self.memo.as_ref() else {
+        let Some(m) = self.memo.as_mut() else {
             return Ok(());
         };
+        m.completions.retain(|_, &mut (a, b)| a.max(b) >= now);
+        let mut grow = Vec::new();
+        while self.memo_round(now, all_max, &mut grow)? {}
+        Ok(())
+    }
+
+    /// One round of [`Network::memo_agree`]; whether to go on (the same on
+    /// every shard): it replayed a domain, or a domain's replay was cut
+    /// short by a flow on its resources and the domain (by its first
+    /// collective, in `grow`) is to grow by what it starts itself.
+    fn memo_round(
+        &mut self,
+        now: SimTime,
+        all_max: AllMax<'_>,
+        grow: &mut Vec<u32>,
+    ) -> Result<bool, Aborted> {
+        let m = self.memo.as_ref().expect("memo on");
         let fabric = self.fabric;
         // Round 1: entry flows' starts this shard can foresee, agreed.
-        let (predicted, chains) = self.memo_predict();
+        let (predicted, chains) = self.memo_predict(now);
         let mut entries = vec![0u64; m.plan.entries.len()];
         for (e, slot) in entries.iter_mut().enumerate() {
             if let Some(&t) = predicted.get(&m.plan.entries[e]) {
@@ -295,12 +319,53 @@ impl<S: TelemetrySink> Network<'_, S> {
             .filter(|&c| !m.replayed[c as usize])
             .collect();
         if colls.is_empty() {
-            return Ok(());
+            return Ok(false);
         }
-        let canons: Vec<Canon> = key::domains(fabric, &m.plan, &colls)
+        let mut domains = key::domains(fabric, &m.plan, &colls);
+        let mut used: Vec<HashSet<key::Resource>> = domains
             .iter()
-            .map(|d| Canon::build(fabric, &m.plan, d, &entries))
+            .map(|d| {
+                let mut res = Vec::new();
+                for &c in d {
+                    for &t in m.plan.tasks(c) {
+                        if let TaskKind::Flow(f) =
+                            fabric.workload.kind(&fabric.workload.tasks[t as usize])
+                        {
+                            key::flow_resources(fabric, f, &mut res);
+                        }
+                    }
+                }
+                res.into_iter().collect()
+            })
             .collect();
+        let mut canons = Vec::with_capacity(domains.len());
+        for d in 0..domains.len() {
+            let foreign: HashSet<key::Resource> = used
+                .iter()
+                .enumerate()
+                .filter(|&(e, _)| e != d)
+                .flat_map(|(_, r)| r.iter().copied())
+                .collect();
+            let computes = if grow.contains(&domains[d][0]) {
+                key::extend(
+                    fabric,
+                    &m.plan,
+                    &m.replayed,
+                    &mut domains[d],
+                    &mut used[d],
+                    &foreign,
+                )
+            } else {
+                Vec::new()
+            };
+            canons.push(Canon::build(
+                fabric,
+                &m.plan,
+                &domains[d],
+                &computes,
+                &entries,
+            ));
+        }
         // Round 2, per domain: whether its resources are busy on this shard
         // (a byte queued, a packet on a wire, a pause, buffer in use, or a
         // flow of this shard sending through them); per labelled port, its
@@ -321,17 +386,16 @@ impl<S: TelemetrySink> Network<'_, S> {
                     Err(_) => 0,
                 });
             }
-            for &t in &canon.tasks {
+            for (k, &t) in canon.tasks.iter().enumerate() {
                 let task = fabric.workload.tasks[t as usize];
                 if self.nodes.binary_search(&NodeId(task.host)).is_err() {
                     agreed.push(0);
                     continue;
                 }
-                let internal = m.plan.internal[t as usize];
-                let outside = self.dag.remaining(t) - internal;
+                let outside = self.dag.remaining(t) - canon.inside[k];
                 agreed.push(match chains.get(&t) {
                     // An entry: its start is in the key already.
-                    _ if internal == 0 || outside == 0 => 1,
+                    _ if canon.entry[k] || outside == 0 => 1,
                     Some(&(n, ready)) if n == outside => some(ready.max(canon.t0) - canon.t0),
                     _ => 0,
                 });
@@ -366,10 +430,11 @@ impl<S: TelemetrySink> Network<'_, S> {
                     .tasks
                     .iter()
                     .zip(&row[1 + ports..])
-                    .map(|(&t, &met)| {
+                    .enumerate()
+                    .map(|(k, (&t, &met))| {
                         let task = fabric.workload.tasks[t as usize];
                         match fabric.workload.kind(&task) {
-                            TaskKind::Flow(f) if m.plan.internal[t as usize] == 0 => {
+                            TaskKind::Flow(f) if canon.entry[k] => {
                                 starts[&f] - fabric.workload.host_overhead
                             }
                             _ => canon.t0 + SimTime(met - 1),
@@ -391,27 +456,46 @@ impl<S: TelemetrySink> Network<'_, S> {
             ready.push((canon, fresh));
         }
         if ready.is_empty() {
-            return Ok(());
+            return Ok(false);
         }
-        // Round 3: per domain with a record, the earliest a flow that uses
-        // its resources could start, agreed (the minimum over shards).
-        let mut bound = vec![0u64; ready.len()];
+        // Round 3: the DAG as every shard's hosts see it, agreed; then,
+        // the same on every shard, per domain with a record, the earliest a
+        // flow that uses its resources could start.
+        let dag = self.memo_dag_view(now, all_max)?;
         let m = self.memo.as_ref().expect("memo on");
-        for (slot, (canon, _)) in bound.iter_mut().zip(&ready) {
-            let record = &m.records[&canon.key];
-            let until = canon.t0 + record.span;
-            let b =
-                key::earliest_touching(fabric, canon, self.memo_seeds(now, canon, record), until);
-            *slot = u64::MAX - b.as_ps();
-        }
-        all_max(&mut bound)?;
+        let bound: Vec<SimTime> = ready
+            .iter()
+            .map(|(canon, _)| {
+                let record = &m.records[&canon.key];
+                let own: Vec<(SimTime, SimTime)> = record
+                    .done
+                    .iter()
+                    .map(|&(a, b)| (canon.t0 + a, canon.t0 + b))
+                    .collect();
+                key::earliest_touching(
+                    fabric,
+                    canon,
+                    &dag,
+                    &m.completions,
+                    &own,
+                    now,
+                    canon.t0 + record.span,
+                )
+            })
+            .collect();
+        let mut again = false;
         for ((canon, fresh), b) in ready.into_iter().zip(bound) {
             let until = canon.t0 + self.memo.as_ref().expect("memo on").records[&canon.key].span;
-            if SimTime(u64::MAX - b) >= until {
+            let first = fabric.workload.tasks[canon.tasks[0] as usize].collective;
+            if b >= until {
                 self.memo_replay(canon, fresh);
+                again = true;
+            } else if !grow.contains(&first) {
+                grow.push(first);
+                again = true;
             }
         }
-        Ok(())
+        Ok(again)
     }
 
     /// Per flow sending from this shard (not replayed), the resources it uses.
@@ -454,81 +538,84 @@ impl<S: TelemetrySink> Network<'_, S> {
                 let p = &self.ports[gp];
                 switch_busy
                     || p.queued_bytes.iter().any(|&b| b != 0)
-                    || p.busy_until + p.latency > now
+                    // (Nothing was ever sent from a port still at time zero.)
+                    || (p.busy_until != SimTime::ZERO && p.busy_until + p.latency > now)
                     || p.paused
                     || p.ingress.pause_sent
             })
         })
     }
 
-    /// Where a flow that uses `canon`'s resources could come from, as this
-    /// shard sees it (task, earliest start): flow starts it scheduled; the
-    /// dependents of its compute tasks that will end, and of its flows
-    /// sending or replayed and not yet ended; and, on every shard alike,
-    /// the dependents of the domain's own tasks at their recorded
-    /// completions.
-    fn memo_seeds(&self, now: SimTime, canon: &Canon, record: &Record) -> Vec<(u32, SimTime)> {
+    /// The DAG state the guard follows (see [`key::DagView`]): this
+    /// shard's flow starts scheduled, flows sending (not replayed: they
+    /// send nothing), compute tasks that will end, and its hosts' tasks'
+    /// missing dependencies; agreed.
+    fn memo_dag_view(&self, now: SimTime, all_max: AllMax<'_>) -> Result<key::DagView, Aborted> {
         let m = self.memo.as_ref().expect("memo on");
         let workload = &self.fabric.workload;
-        let mut seeds: Vec<(u32, SimTime)> = m
-            .pending_flows
-            .iter()
-            .map(|(&f, &at)| (workload.flow_info[f as usize].task, at))
-            .collect();
-        let after = |task: u32, at: SimTime, seeds: &mut Vec<(u32, SimTime)>| {
-            for &d in workload.dependents(task) {
-                seeds.push((d, at + key::start_delay(workload, d)));
-            }
-        };
-        for (&task, &end) in &m.pending_computes {
-            after(task, end, &mut seeds);
+        let mut dag = key::DagView::new(workload.tasks.len());
+        for (&f, &at) in &m.pending_flows {
+            dag.starts(workload.flow_info[f as usize].task, at);
         }
         for s in &self.senders {
-            if s.start != SimTime::MAX && s.end.is_none() && !s.gave_up {
-                if m.replaying.contains(&s.flow) {
-                    after(workload.flow_info[s.flow as usize].task, now, &mut seeds);
-                } else {
-                    seeds.push((workload.flow_info[s.flow as usize].task, now));
-                }
+            if s.start != SimTime::MAX
+                && s.end.is_none()
+                && !s.gave_up
+                && !m.replaying.contains(&s.flow)
+            {
+                dag.starts(workload.flow_info[s.flow as usize].task, now);
             }
         }
-        for (k, &t) in canon.tasks.iter().enumerate() {
-            let task = workload.tasks[t as usize];
-            let source = match workload.kind(&task) {
-                TaskKind::Flow(f) => workload.flows[f as usize].src,
-                TaskKind::Compute(_) => task.host,
-            };
-            let (src_done, dst_done) = record.done[k];
-            for &d in workload.dependents(t) {
-                let seen = if workload.tasks[d as usize].host == source {
-                    src_done
-                } else {
-                    dst_done
-                };
-                seeds.push((d, canon.t0 + seen + key::start_delay(workload, d)));
+        for (&t, &end) in &m.pending_computes {
+            dag.ends(t, end);
+        }
+        for (t, task) in workload.tasks.iter().enumerate() {
+            if self.nodes.binary_search(&NodeId(task.host)).is_ok() {
+                dag.remaining(t as u32, self.dag.remaining(t as u32));
             }
         }
-        seeds
+        all_max(&mut dag.values)?;
+        Ok(dag)
     }
 
     /// Per flow, the start this shard foresees: a flow start scheduled, or
     /// a flow whose every missing dependency is a compute task (or a chain
-    /// of them) that will end at a known time.
+    /// of them) that will end at a known time, or a replayed task, whose
+    /// completions are recorded.
     /// Also gives, per task reached, how many of its missing dependencies
     /// are such compute tasks and when the last of them ends.
     #[allow(clippy::type_complexity)]
-    fn memo_predict(&self) -> (HashMap<u32, SimTime>, HashMap<u32, (u32, SimTime)>) {
+    fn memo_predict(&self, now: SimTime) -> (HashMap<u32, SimTime>, HashMap<u32, (u32, SimTime)>) {
         let m = self.memo.as_ref().expect("memo on");
         let workload = &self.fabric.workload;
         let mut out: HashMap<u32, SimTime> = m.pending_flows.clone();
         let mut seen: HashMap<u32, (u32, SimTime)> = HashMap::new();
-        let mut work: Vec<(u32, SimTime)> =
-            m.pending_computes.iter().map(|(&t, &at)| (t, at)).collect();
-        while let Some((task, end)) = work.pop() {
-            let host = workload.tasks[task as usize].host;
+        // (task, host that sees it complete, when).
+        let mut work: Vec<(u32, u32, SimTime)> = m
+            .pending_computes
+            .iter()
+            .map(|(&t, &at)| (t, workload.tasks[t as usize].host, at))
+            .collect();
+        // Completions before `now` were seen already (every event before
+        // the check instant is handled): their hosts no longer wait for them.
+        for (&t, &(src_done, dst_done)) in &m.completions {
+            if src_done >= now {
+                work.push((t, key::source(workload, t), src_done));
+            }
+            if let TaskKind::Flow(f) = workload.kind(&workload.tasks[t as usize]) {
+                if dst_done >= now {
+                    work.push((t, workload.flows[f as usize].dst, dst_done));
+                }
+            }
+        }
+        while let Some((task, host, end)) = work.pop() {
             for &d in workload.dependents(task) {
                 let t = workload.tasks[d as usize];
-                if t.host != host {
+                // A replayed task's completions come from its record.
+                if t.host != host
+                    || self.nodes.binary_search(&NodeId(host)).is_err()
+                    || m.completions.contains_key(&d)
+                {
                     continue;
                 }
                 let e = seen.entry(d).or_insert((0, SimTime::ZERO));
@@ -542,7 +629,7 @@ impl<S: TelemetrySink> Network<'_, S> {
                     TaskKind::Flow(f) => {
                         out.insert(f, ready + workload.host_overhead);
                     }
-                    TaskKind::Compute(duration) => work.push((d, ready + duration)),
+                    TaskKind::Compute(duration) => work.push((d, t.host, ready + duration)),
                 }
             }
         }
@@ -568,9 +655,14 @@ impl<S: TelemetrySink> Network<'_, S> {
                 },
             );
         }
-        for &t in &canon.tasks {
+        for (k, &t) in canon.tasks.iter().enumerate() {
             let c = self.fabric.workload.tasks[t as usize].collective;
-            m.replayed[c as usize] = true;
+            if c != crate::workload::NONE {
+                m.replayed[c as usize] = true;
+            }
+            let (src_done, dst_done) = record.done[k];
+            m.completions
+                .insert(t, (canon.t0 + src_done, canon.t0 + dst_done));
         }
         // The ports' byte counters and the run's totals move as the
         // sandbox moved them; the totals are counted once, by the shard of

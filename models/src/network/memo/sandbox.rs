@@ -65,9 +65,18 @@ impl<S: TelemetrySink> Network<'_, S> {
         }
         let at = |x: u64| SimTime(x - 1);
         let done: Vec<(SimTime, SimTime)> = r.done.iter().map(|&(a, b)| (at(a), at(b))).collect();
+        // Until the last flow's last acknowledgement: the domain's compute
+        // tasks use no resource (and run in the replay as usual).
         let span = done
             .iter()
-            .map(|d| d.0.max(d.1))
+            .zip(&canon.tasks)
+            .filter(|&(_, &t)| {
+                matches!(
+                    workload.kind(&workload.tasks[t as usize]),
+                    TaskKind::Flow(_)
+                )
+            })
+            .map(|(d, _)| d.0.max(d.1))
             .max()
             .unwrap_or(SimTime::ZERO);
         // Counted once, by the shard of node 0, though every shard runs it.

@@ -35,6 +35,9 @@ struct Record {
     flows: Vec<FlowRecord>,
     /// Per labelled port, bytes started per priority.
     port_bytes: Vec<[u64; super::packet::PRIORITIES]>,
+    /// Per labelled port, its round-robin pointer at the end (a host
+    /// port's turn, which the next domain's key holds).
+    round_robin_after: Vec<usize>,
     /// Events its sandbox handled, and the payload bytes it sent and
     /// delivered, PFC pauses it caused.
     events: u64,
@@ -677,6 +680,7 @@ impl<S: TelemetrySink> Network<'_, S> {
                 {
                     *tx += b;
                 }
+                self.ports[gp].host.round_robin = record.round_robin_after[label];
             }
         }
         if self.sender_of.contains_key(&canon.flows[0]) {

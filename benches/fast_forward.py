@@ -168,7 +168,16 @@ def main():
                 "fct_error_p50_memo": memo_err.quantile(0.5),
                 "fct_error_p99_memo": memo_err.quantile(0.99),
                 "events_memo": memo["events"],
-                "event_reduction_memo": off["events"] / max(memo["events"], 1),
+                # The sandboxes' events (domains simulated alone to make
+                # their records) count: they are work the run did.
+                "memo_sandbox_events": memo["fast_forward"]["memo_sandbox_events"],
+                "event_reduction_memo": off["events"]
+                / max(memo["events"] + memo["fast_forward"]["memo_sandbox_events"], 1),
+                # Payload replayed from records (flows whose whole size was
+                # skipped, less what fast-forward jumps moved in the on run).
+                "memo_replayed_share": float(
+                    memo_flows["size_bytes"][memo_flows["skipped_bytes"] == memo_flows["size_bytes"]].sum()
+                    / max(memo_flows["size_bytes"].sum(), 1)),
                 "memo_hits": memo["fast_forward"]["memo_hits"],
                 "memo_misses": memo["fast_forward"]["memo_misses"],
                 "memo_events_avoided": memo["fast_forward"]["memo_events_avoided"],

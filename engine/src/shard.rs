@@ -225,7 +225,8 @@ pub struct ShardReport<M> {
 /// their proposals, of the time to their earliest pinned event and to
 /// `end`. Every unpinned pending event moves by `d`, in key order, and the
 /// model advances its state; nothing lies before `c + d` afterwards, so the
-/// lookahead contract holds as before.
+/// lookahead contract holds as before. At instant 0, before any event is
+/// handled, the model's [`Model::skip_agree`] runs once, without a jump.
 pub fn run_shard<M: Model, C: Comm<M::Payload>>(
     layout: &Layout,
     shard: ShardId,
@@ -263,6 +264,13 @@ pub fn run_shard<M: Model, C: Comm<M::Payload>>(
     let mut reported_events = 0u64;
     let period = model.skip_period();
     let mut next_check = period;
+    if period != SimTime::MAX {
+        // Check instant 0, before anything is handled: only the model's
+        // agreement (what starts at once may be decided there), no jump.
+        model.skip_agree(SimTime::ZERO, &mut |values: &mut [u64]| {
+            comm.all_max(values)
+        })?;
+    }
     let mut skip = SkipStats::default();
     let (mut last_check, mut events_at_check) = (SimTime::ZERO, 0u64);
     let mut votes = Vec::new();

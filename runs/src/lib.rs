@@ -3,6 +3,7 @@
 pub mod cli;
 pub mod dpu_args;
 pub mod dpu_bench_cmd;
+pub mod fast_forward_args;
 pub mod fault_args;
 pub mod fcts;
 pub mod jobs;

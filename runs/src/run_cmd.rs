@@ -345,31 +345,7 @@ impl RunArgs {
         };
         let mut fabric = Fabric::with_workload(topo, routing, workload, config, self.seed);
         fabric.faults = fault_plan;
-        if fabric.config.fast_forward.is_some() && !fabric.faults.faults.is_empty() {
-            anyhow::bail!(
-                "--fast-forward on: runs with faults (--fault, --faults, [[fault]]) are not \
-                 fast-forwarded yet; run them with --fast-forward off"
-            );
-        }
-        if fabric.config.fast_forward.is_some() && !fabric.workload.ina_ops.is_empty() {
-            anyhow::bail!(
-                "--fast-forward on: in-network aggregation (--algo ina) is not fast-forwarded yet; \
-                 run it with --fast-forward off"
-            );
-        }
-        if fabric.config.fast_forward.is_some_and(|f| f.memo) {
-            if fabric.topo.has_lossy_links() {
-                anyhow::bail!(
-                    "--ff-memo: the topology file's links lose packets (error_rate), which is not \
-                     memoized; run it with --ff-memo off"
-                );
-            }
-            if ranks > 1 {
-                // A wave's key walks every switch's routing rows, which a
-                // rank holds only for its own.
-                anyhow::bail!("--ff-memo on: runs in one process; start it without mpirun");
-            }
-        }
+        crate::fast_forward_args::check(&fabric, ranks)?;
         if self.workload.fold_classes {
             if self.fidelity != Fidelity::Flow {
                 anyhow::bail!(
@@ -527,6 +503,7 @@ impl RunArgs {
             stats.memo_hits,
             stats.memo_misses,
             stats.memo_events_avoided,
+            stats.memo_sandbox_events,
         ]);
         mine.extend(&events_per_shard);
         let record = mine.len();
@@ -568,11 +545,12 @@ impl RunArgs {
             memo_hits: sum(20),
             memo_misses: sum(21),
             memo_events_avoided: sum(22),
+            memo_sandbox_events: sum(23),
         };
         let rows: Vec<u64> = (11..16).map(sum).collect();
         // The jumps are the same on every rank; the events they avoided add up.
         let (skipped_ps, skips, events_avoided) = (per_rank[0][16], per_rank[0][17], sum(18));
-        let events_per_shard: Vec<u64> = per_rank.iter().flat_map(|r| &r[23..]).copied().collect();
+        let events_per_shard: Vec<u64> = per_rank.iter().flat_map(|r| &r[24..]).copied().collect();
         let ranks_json: Vec<_> = per_rank
             .iter()
             .enumerate()
@@ -663,17 +641,13 @@ impl RunArgs {
         summary["fold_classes"] = self.workload.fold_classes.into();
         summary["network"] =
             crate::network_args::config_json(&self.network.cc_profile, &plan.fabric.config);
-        summary["fast_forward"] = serde_json::json!({
-            "enabled": plan.fabric.config.fast_forward.is_some(),
-            "skipped_ns": SimTime(skipped_ps).as_ns(),
-            "skips": skips,
-            "events_avoided": events_avoided,
-            "flow_steady_bytes": stats.ff_flow_steady_bytes,
-            "memo": plan.fabric.config.fast_forward.is_some_and(|f| f.memo),
-            "memo_hits": stats.memo_hits,
-            "memo_misses": stats.memo_misses,
-            "memo_events_avoided": stats.memo_events_avoided,
-        });
+        summary["fast_forward"] = crate::fast_forward_args::summary(
+            &plan.fabric,
+            &stats,
+            skipped_ps,
+            skips,
+            events_avoided,
+        );
         summary["retransmitted_pkts"] = stats.retransmitted_pkts.into();
         summary["faults"] = plan.fabric.faults.faults.len().into();
         summary["tasks"] = plan.fabric.workload.tasks.len().into();

@@ -3,11 +3,15 @@
 //! samples inside a jump carrying the steady values, and byte-identical
 //! telemetry on 1, 2 and 4 shards with jumps taken.
 
+#[path = "../../models/tests/common/mod.rs"]
+mod common;
+
+use common::flows;
 use netsim_engine::{Layout, SimTime};
 use netsim_models::load::node_work;
 use netsim_models::network::config::{CcKind, FastForward, NetConfig};
 use netsim_models::network::{simulate, Fabric, NetRun};
-use netsim_models::telemetry::{FlowRecord, MemorySink};
+use netsim_models::telemetry::MemorySink;
 use netsim_models::traffic::{generate, FlowSpec, TrafficPattern};
 use netsim_partition::{partition_weighted, PartitionConfig, Strategy};
 use netsim_topo::{build, FatTreeParams, LinkParams, Routing, StarParams, TopoSpec};
@@ -38,16 +42,6 @@ fn run(fabric: &Fabric, shards: u32) -> NetRun<MemorySink> {
     simulate(fabric, &layout(fabric, shards), SimTime::MAX, None, |_| {
         MemorySink::default()
     })
-}
-
-fn flows(run: &NetRun<MemorySink>) -> Vec<FlowRecord> {
-    let mut flows: Vec<FlowRecord> = run
-        .shards
-        .iter()
-        .flat_map(|s| s.sink.flows.clone())
-        .collect();
-    flows.sort_by_key(|f| f.flow_id);
-    flows
 }
 
 /// Hosts 0 and 1 send `size` bytes each to host 2 through one 100 Gb/s

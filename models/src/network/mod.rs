@@ -450,9 +450,6 @@ impl<S: TelemetrySink> Model for Network<'_, S> {
             }
         }
         self.last_activity = ctx.now();
-        if let Some(m) = &mut self.memo {
-            m.events += 1;
-        }
         if self.next_sample[local] <= ctx.now() {
             self.sample_until(local, ctx.now());
         }

@@ -27,6 +27,8 @@ pub struct NetStats {
     pub memo_hits: u64,
     pub memo_misses: u64,
     pub memo_events_avoided: u64,
+    /// Memoization: events its sandboxes handled (apart from the run's).
+    pub memo_sandbox_events: u64,
 }
 
 impl std::ops::AddAssign for NetStats {
@@ -41,6 +43,7 @@ impl std::ops::AddAssign for NetStats {
         self.memo_hits += o.memo_hits;
         self.memo_misses += o.memo_misses;
         self.memo_events_avoided += o.memo_events_avoided;
+        self.memo_sandbox_events += o.memo_sandbox_events;
     }
 }
 

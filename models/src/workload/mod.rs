@@ -27,6 +27,7 @@ pub mod groups;
 pub mod memory;
 pub mod offload;
 pub mod progress;
+mod sandbox;
 pub mod simai;
 pub mod spec;
 
@@ -198,13 +199,14 @@ impl Workload {
             .filter(|&c| c != NONE)
     }
 
-    /// What flow `flow` belongs to; `None` for plain traffic.
+    /// What flow `flow` belongs to; `None` for plain traffic. A flow that
+    /// is no task's (outside a memo sandbox's domain) has task [`NONE`].
     #[inline]
     pub fn flow_info(&self, flow: u32) -> Option<FlowInfo> {
         let task = *self.flow_task.get(flow as usize)?;
         Some(FlowInfo {
             task,
-            collective: self.tasks[task as usize].collective,
+            collective: self.tasks.get(task as usize).map_or(NONE, |t| t.collective),
             ina_op: self.flow_ina_op(flow),
         })
     }

@@ -1,14 +1,16 @@
 //! The memo's key: which collectives may be memoized (the plan, from the
-//! workload alone), the canonical description of a wave about to start
+//! workload alone), the resources a flow's packets use (its contention
+//! domain's members), the canonical description of a domain about to start
 //! (its tasks, flows, the ports their packets and acknowledgements cross,
-//! relabelled in order of appearance) and how early anything outside the
-//! wave could start.
+//! relabelled in order of appearance) and how early a flow that uses its
+//! resources could start.
 
-use super::Record;
 use crate::network::Fabric;
 use crate::workload::{TaskKind, Workload, NONE};
-use hashbrown::HashMap;
+use hashbrown::{HashMap, HashSet};
 use netsim_engine::SimTime;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 
 /// Which collectives a wave may hold, from the workload alone (the same on
 /// every shard).
@@ -91,11 +93,114 @@ impl Plan {
     pub(super) fn first_flow(&self, c: u32) -> u32 {
         self.first_flow[c as usize]
     }
+
+    /// The collectives whose every entry has an agreed start in `entries`
+    /// (time + 1, as [`Plan::entries`]; 0: not foreseen), in id order.
+    pub(super) fn foreseen(&self, entries: &[u64]) -> Vec<u32> {
+        let mut out = Vec::new();
+        for (c, &(lo, hi)) in self.entry_range.iter().enumerate() {
+            let slots = &entries[lo as usize..hi as usize];
+            if !slots.is_empty() && !slots.contains(&0) {
+                out.push(c as u32);
+            }
+        }
+        out
+    }
+
+    /// Collective `c`'s tasks in id order.
+    pub(super) fn tasks(&self, c: u32) -> &[u32] {
+        &self.tasks[c as usize]
+    }
+}
+
+/// A resource packets share: a host's egress port (a link is one
+/// serialiser, carrying one flow's data and another's acknowledgements
+/// alike) or a whole switch (its ports draw on one shared buffer, whose
+/// free space sets every port's PFC and drop thresholds).
+pub(super) type Resource = u64;
+
+fn host_port(node: u32, port: u16) -> Resource {
+    u64::from(node) << 17 | u64::from(port)
+}
+
+fn switch(node: u32) -> Resource {
+    u64::from(node) << 17 | 1 << 16
+}
+
+/// The resources flow `flow`'s data and acknowledgements use on a
+/// fault-free fabric with hash ECMP, appended to `out`.
+pub(super) fn flow_resources(fabric: &Fabric, flow: u32, out: &mut Vec<Resource>) {
+    let spec = fabric.workload.flows[flow as usize];
+    let mut path = Vec::new();
+    for (a, b) in [(spec.src, spec.dst), (spec.dst, spec.src)] {
+        path.clear();
+        static_path(fabric, flow, a, b, &mut path);
+        out.extend(
+            path.iter()
+                .map(|&(node, port)| port_resource(fabric, node, port)),
+        );
+    }
+}
+
+/// The resource an egress port belongs to: a host's port alone, or its
+/// switch.
+pub(super) fn port_resource(fabric: &Fabric, node: u32, port: u16) -> Resource {
+    if fabric.topo.is_host(node) {
+        host_port(node, port)
+    } else {
+        switch(node)
+    }
+}
+
+/// The contention domains of `colls`: collectives whose flows use a
+/// common resource, directly or through others, end up in one domain
+/// (union-find over the collectives and the resources they use, rebuilt
+/// for every decision, so departures split domains). Each domain's
+/// collectives in id order; domains ordered by their first collective.
+pub(super) fn domains(fabric: &Fabric, plan: &Plan, colls: &[u32]) -> Vec<Vec<u32>> {
+    let workload = &fabric.workload;
+    let mut parent: Vec<u32> = (0..colls.len() as u32).collect();
+    fn root(parent: &mut [u32], mut x: u32) -> u32 {
+        while parent[x as usize] != x {
+            parent[x as usize] = parent[parent[x as usize] as usize];
+            x = parent[x as usize];
+        }
+        x
+    }
+    let mut owner: HashMap<Resource, u32> = HashMap::new();
+    let mut res = Vec::new();
+    for (i, &c) in colls.iter().enumerate() {
+        for &t in plan.tasks(c) {
+            let TaskKind::Flow(f) = workload.kind(&workload.tasks[t as usize]) else {
+                continue;
+            };
+            res.clear();
+            flow_resources(fabric, f, &mut res);
+            for &r in &res {
+                let other = *owner.entry(r).or_insert(i as u32);
+                let (a, b) = (root(&mut parent, other), root(&mut parent, i as u32));
+                if a != b {
+                    parent[a.max(b) as usize] = a.min(b);
+                }
+            }
+        }
+    }
+    let mut by_root: HashMap<u32, usize> = HashMap::new();
+    let mut out: Vec<Vec<u32>> = Vec::new();
+    for (i, &c) in colls.iter().enumerate() {
+        let r = root(&mut parent, i as u32);
+        let d = *by_root.entry(r).or_insert_with(|| {
+            out.push(Vec::new());
+            out.len() - 1
+        });
+        out[d].push(c);
+    }
+    out
 }
 
 /// A wave about to start, described so that two waves with equal keys are
 /// the same input to the simulation.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(super) struct Canon {
     /// The wave's first start.
     pub(super) t0: SimTime,
@@ -106,28 +211,30 @@ pub(super) struct Canon {
     flow_index: HashMap<u32, u32>,
     /// The ports its packets cross (data and acknowledgements), by label.
     pub(super) ports: Vec<(u32, u16)>,
+    /// The resources its packets use.
+    pub(super) resources: HashSet<Resource>,
+    /// Per canonical task: its dependencies inside the domain; whether it
+    /// is a flow whose start is in the key (an entry).
+    pub(super) inside: Vec<u32>,
+    pub(super) entry: Vec<bool>,
     pub(super) key: Vec<u64>,
 }
 
 impl Canon {
-    /// The wave of the collectives with an agreed entry start (`entries`,
-    /// time + 1, as [`Plan::entries`]); `None` when there is none or when
-    /// some of their entries' starts are not known yet.
-    pub(super) fn build(fabric: &Fabric, plan: &Plan, entries: &[u64]) -> Option<Canon> {
+    /// The domain of collectives `wave` and compute tasks `computes`
+    /// (collectives with every entry's start agreed in `entries`, time +
+    /// 1, as [`Plan::entries`], and those they start through computes).
+    pub(super) fn build(
+        fabric: &Fabric,
+        plan: &Plan,
+        wave: &[u32],
+        computes: &[u32],
+        entries: &[u64],
+    ) -> Canon {
         let workload = &fabric.workload;
-        let mut wave: Vec<u32> = Vec::new();
-        for (c, &(lo, hi)) in plan.entry_range.iter().enumerate() {
-            let slots = &entries[lo as usize..hi as usize];
-            if slots.iter().any(|&s| s != 0) {
-                if slots.contains(&0) {
-                    return None;
-                }
-                wave.push(c as u32);
-            }
-        }
         let start = |f: u32| -> Option<SimTime> {
             let e = plan.entries.iter().position(|&x| x == f)?;
-            Some(SimTime(entries[e] - 1))
+            (entries[e] != 0).then(|| SimTime(entries[e] - 1))
         };
         let t0 = wave
             .iter()
@@ -135,12 +242,15 @@ impl Canon {
                 let (lo, hi) = plan.entry_range[c as usize];
                 entries[lo as usize..hi as usize]
                     .iter()
+                    .filter(|&&s| s != 0)
                     .map(|&s| SimTime(s - 1))
             })
-            .min()?;
+            .min()
+            .expect("a domain has entries");
         let tasks: Vec<u32> = wave
             .iter()
             .flat_map(|&c| plan.tasks[c as usize].iter().copied())
+            .chain(computes.iter().copied())
             .collect();
         let task_index: HashMap<u32, u32> = tasks
             .iter()
@@ -156,6 +266,7 @@ impl Canon {
             }
         }
         let mut labels = Labels::default();
+        let mut resources = Vec::new();
         let mut key = vec![wave.len() as u64, tasks.len() as u64];
         let mut flows = Vec::new();
         let mut path = Vec::new();
@@ -167,11 +278,13 @@ impl Canon {
             })
             .filter_map(|f| Some((f, start(f)? - t0)))
             .collect();
+        let mut entry = vec![false; tasks.len()];
         for (k, &t) in tasks.iter().enumerate() {
             let task = workload.tasks[t as usize];
             match workload.kind(&task) {
                 TaskKind::Flow(f) => {
                     flows.push(f);
+                    entry[k] = entry_offsets.contains_key(&f);
                     let spec = workload.flows[f as usize];
                     let offset = entry_offsets.get(&f).map_or(0, |o| o.as_ps() + 1);
                     key.extend([
@@ -180,6 +293,7 @@ impl Canon {
                         labels.node(fabric, spec.dst),
                     ]);
                     key.extend([spec.size_bytes, offset]);
+                    flow_resources(fabric, f, &mut resources);
                     for (a, b) in [(spec.src, spec.dst), (spec.dst, spec.src)] {
                         path.clear();
                         static_path(fabric, f, a, b, &mut path);
@@ -193,7 +307,7 @@ impl Canon {
                     key.extend([1, labels.node(fabric, task.host), duration.as_ps()]);
                 }
             }
-            key.push(u64::from(task.deps - plan.internal[t as usize]));
+            key.push(u64::from(task.deps) - deps[k].len() as u64);
             deps[k].sort_unstable();
             key.push(deps[k].len() as u64);
             key.extend(deps[k].iter().map(|&j| u64::from(j)));
@@ -205,15 +319,49 @@ impl Canon {
             .enumerate()
             .map(|(k, &f)| (f, k as u32))
             .collect();
-        Some(Canon {
+        resources.sort_unstable();
+        resources.dedup();
+        Canon {
             t0,
+            inside: deps.iter().map(|d| d.len() as u32).collect(),
+            entry,
             tasks,
             flows,
             task_index,
             flow_index,
             ports: labels.ports,
+            resources: resources.into_iter().collect(),
             key,
-        })
+        }
+    }
+
+    /// The same domain with its tasks renumbered `0..n` in canonical
+    /// order, as the sandbox's workload holds them.
+    pub(super) fn renumbered(&self) -> Canon {
+        Canon {
+            t0: self.t0,
+            tasks: (0..self.tasks.len() as u32).collect(),
+            flows: self.flows.clone(),
+            task_index: (0..self.tasks.len() as u32).map(|k| (k, k)).collect(),
+            inside: self.inside.clone(),
+            entry: self.entry.clone(),
+            flow_index: self.flow_index.clone(),
+            ports: self.ports.clone(),
+            resources: self.resources.clone(),
+            key: Vec::new(),
+        }
+    }
+
+    /// Whether flow `flow`'s packets would use one of the domain's resources.
+    pub(super) fn touched_by(
+        &self,
+        fabric: &Fabric,
+        flow: u32,
+        scratch: &mut Vec<Resource>,
+    ) -> bool {
+        scratch.clear();
+        flow_resources(fabric, flow, scratch);
+        scratch.iter().any(|r| self.resources.contains(r))
     }
 
     pub(super) fn task_index(&self, task: u32) -> Option<usize> {
@@ -222,32 +370,6 @@ impl Canon {
 
     pub(super) fn flow_index(&self, flow: u32) -> Option<usize> {
         self.flow_index.get(&flow).map(|&k| k as usize)
-    }
-
-    /// The earliest a flow outside the wave could start because of the
-    /// wave's own completions, were it replayed from `record`.
-    pub(super) fn released_start(&self, fabric: &Fabric, record: &Record) -> SimTime {
-        let workload = &fabric.workload;
-        let mut bound = SimTime::MAX;
-        for (k, &t) in self.tasks.iter().enumerate() {
-            let (src_done, dst_done) = record.done[k];
-            let source = match workload.kind(&workload.tasks[t as usize]) {
-                TaskKind::Flow(f) => workload.flows[f as usize].src,
-                TaskKind::Compute(_) => workload.tasks[t as usize].host,
-            };
-            for &d in workload.dependents(t) {
-                if self.task_index.contains_key(&d) {
-                    continue;
-                }
-                let seen = if workload.tasks[d as usize].host == source {
-                    src_done
-                } else {
-                    dst_done
-                };
-                bound = bound.min(earliest_flow_from(workload, self, d, self.t0 + seen));
-            }
-        }
-        bound
     }
 }
 
@@ -331,55 +453,248 @@ fn static_path(fabric: &Fabric, flow: u32, src: u32, dst: u32, out: &mut Vec<(u3
     }
 }
 
-/// The earliest a flow outside `canon`'s wave could start once task `task`
-/// is ready at `ready`: a flow after the host overhead, a compute task
-/// after its duration through its dependents; never for the wave's own.
-pub(super) fn earliest_flow_from(
-    workload: &Workload,
+/// What the memo's guard knows of the whole DAG at a check instant, agreed
+/// by every shard (one `all_max` over three values per task): which tasks
+/// start (flows scheduled or sending, `MAX - start`), which compute tasks
+/// end (`MAX - end`), and how many dependencies each task's host has not
+/// seen complete yet.
+pub(super) struct DagView {
+    pub(super) values: Vec<u64>,
+}
+
+impl DagView {
+    pub(super) fn new(tasks: usize) -> DagView {
+        DagView {
+            values: vec![0; 3 * tasks],
+        }
+    }
+
+    fn tasks(&self) -> usize {
+        self.values.len() / 3
+    }
+
+    pub(super) fn starts(&mut self, task: u32, at: SimTime) {
+        let v = &mut self.values[task as usize];
+        *v = (*v).max(u64::MAX - at.as_ps());
+    }
+
+    pub(super) fn ends(&mut self, task: u32, at: SimTime) {
+        let n = self.tasks();
+        let v = &mut self.values[n + task as usize];
+        *v = (*v).max(u64::MAX - at.as_ps());
+    }
+
+    pub(super) fn remaining(&mut self, task: u32, deps: u32) {
+        let n = self.tasks();
+        self.values[2 * n + task as usize] = u64::from(deps);
+    }
+}
+
+/// The earliest a flow outside `canon`'s domain that uses its resources
+/// could start, before `horizon` (`SimTime::MAX`: at or after it, or
+/// never), given the agreed DAG state `dag`, the completions of replayed
+/// tasks, and the domain's own (`own`, per canonical task, absolute).
+///
+/// Tasks are followed in time order from what starts or ends: a task
+/// starts once its host has seen every dependency it still waits for
+/// complete (the latest of their earliest completions, plus the host
+/// overhead for a flow), a flow completes no earlier than it starts, a
+/// compute task its duration after. Every bound is a lower bound; the
+/// domain's own tasks and replayed ones are not followed as flows (they
+/// send nothing), their completions are. The same on every shard.
+pub(super) fn earliest_touching(
+    fabric: &Fabric,
     canon: &Canon,
-    task: u32,
-    ready: SimTime,
+    dag: &DagView,
+    replayed: &HashMap<u32, (SimTime, SimTime)>,
+    own: &[(SimTime, SimTime)],
+    now: SimTime,
+    horizon: SimTime,
 ) -> SimTime {
-    let mut bound = SimTime::MAX;
-    let mut work = vec![(task, ready)];
-    let mut best: HashMap<u32, SimTime> = HashMap::new();
-    while let Some((t, at)) = work.pop() {
-        if at >= bound || canon.task_index.contains_key(&t) {
+    let workload = &fabric.workload;
+    let n = dag.tasks();
+    let mut heap: BinaryHeap<Reverse<(SimTime, u32)>> = BinaryHeap::new();
+    let mut waiting: HashMap<u32, (u32, SimTime)> = HashMap::new();
+    // Task `d` may start at `at` as far as one of its dependencies goes.
+    let mut reach = |heap: &mut BinaryHeap<_>, d: u32, at: SimTime| {
+        let at = at + start_delay(workload, d);
+        let e = waiting.entry(d).or_insert((0, SimTime::ZERO));
+        e.0 += 1;
+        e.1 = e.1.max(at);
+        if u64::from(e.0) == dag.values[2 * n + d as usize] {
+            heap.push(Reverse((e.1, d)));
+        }
+    };
+    let completed = |heap: &mut BinaryHeap<_>,
+                     reach: &mut dyn FnMut(&mut BinaryHeap<_>, u32, SimTime),
+                     t: u32,
+                     (src_done, dst_done): (SimTime, SimTime)| {
+        let source = self::source(workload, t);
+        for &d in workload.dependents(t) {
+            let seen = if workload.tasks[d as usize].host == source {
+                src_done
+            } else {
+                dst_done
+            };
+            // Before `now`, its host has seen it: it no longer waits.
+            if seen >= now {
+                reach(heap, d, seen);
+            }
+        }
+    };
+    for t in 0..n {
+        if dag.values[t] != 0 {
+            heap.push(Reverse((SimTime(u64::MAX - dag.values[t]), t as u32)));
+        }
+        if dag.values[n + t] != 0 {
+            let end = SimTime(u64::MAX - dag.values[n + t]);
+            for &d in workload.dependents(t as u32) {
+                reach(&mut heap, d, end);
+            }
+        }
+    }
+    let mut order: Vec<(&u32, &(SimTime, SimTime))> = replayed.iter().collect();
+    order.sort_unstable();
+    for (&t, &done) in order {
+        completed(&mut heap, &mut reach, t, done);
+    }
+    for (k, &t) in canon.tasks.iter().enumerate() {
+        completed(&mut heap, &mut reach, t, own[k]);
+    }
+    let mut seen: HashSet<u32> = HashSet::new();
+    let mut scratch = Vec::new();
+    while let Some(Reverse((at, t))) = heap.pop() {
+        if at >= horizon {
+            break;
+        }
+        if canon.task_index.contains_key(&t) || replayed.contains_key(&t) || !seen.insert(t) {
             continue;
         }
-        if best.get(&t).is_some_and(|&b| b <= at) {
-            continue;
-        }
-        best.insert(t, at);
         let task = workload.tasks[t as usize];
-        match workload.kind(&task) {
-            TaskKind::Flow(_) => bound = bound.min(at + workload.host_overhead),
-            TaskKind::Compute(duration) => {
-                for &d in workload.dependents(t) {
-                    if workload.tasks[d as usize].host == task.host {
-                        work.push((d, at + duration));
+        let done = match workload.kind(&task) {
+            TaskKind::Flow(f) => {
+                if canon.touched_by(fabric, f, &mut scratch) {
+                    return at;
+                }
+                at
+            }
+            TaskKind::Compute(duration) => at + duration,
+        };
+        for &d in workload.dependents(t) {
+            reach(&mut heap, d, done);
+        }
+    }
+    SimTime::MAX
+}
+
+/// Most tasks a domain grows to (a bound on the sandbox's work per key).
+const MAX_DOMAIN_TASKS: usize = 1 << 14;
+
+/// Grows the domain of collectives `colls` (using `resources`) by what its
+/// own completions start on its resources: compute tasks (outside any
+/// collective) that wait only for the domain, and memoizable collectives
+/// not yet replayed whose every task waits only for the domain and for
+/// each other, and whose flows use the domain's resources (directly or
+/// through such computes); none that uses `foreign` resources (another
+/// domain's). A collective chained to the last one with no gap (the next
+/// tensor-parallel step on the same NVSwitch, whose first ranks start while
+/// the last ranks of this one finish) thus joins its domain instead of
+/// cutting its replay short. Returns the computes, in id order; `colls`
+/// and `resources` grow.
+pub(super) fn extend(
+    fabric: &Fabric,
+    plan: &Plan,
+    replayed: &[bool],
+    colls: &mut Vec<u32>,
+    resources: &mut HashSet<Resource>,
+    foreign: &HashSet<Resource>,
+) -> Vec<u32> {
+    let workload = &fabric.workload;
+    let mut members: HashSet<u32> = colls
+        .iter()
+        .flat_map(|&c| plan.tasks(c).iter().copied())
+        .collect();
+    let mut frontier: Vec<u32> = colls
+        .iter()
+        .flat_map(|&c| plan.tasks(c).iter().copied())
+        .collect();
+    frontier.sort_unstable();
+    frontier.reverse();
+    // Per task outside the domain: its dependencies inside it.
+    let mut incoming: HashMap<u32, u32> = HashMap::new();
+    let mut computes = Vec::new();
+    let mut res = Vec::new();
+    while let Some(t) = frontier.pop() {
+        for &d in workload.dependents(t) {
+            if members.contains(&d) || members.len() >= MAX_DOMAIN_TASKS {
+                continue;
+            }
+            let e = incoming.entry(d).or_insert(0);
+            *e += 1;
+            let task = workload.tasks[d as usize];
+            if *e != task.deps {
+                continue;
+            }
+            match workload.kind(&task) {
+                TaskKind::Compute(_) if task.collective == NONE => {
+                    members.insert(d);
+                    computes.push(d);
+                    frontier.push(d);
+                }
+                TaskKind::Compute(_) => {}
+                TaskKind::Flow(_) => {
+                    let c = task.collective;
+                    if c == NONE || replayed[c as usize] || plan.tasks(c).is_empty() {
+                        continue;
+                    }
+                    // Every task of `c` waits only for the domain and `c`.
+                    let ok = plan.tasks(c).iter().all(|&u| {
+                        let from_domain = incoming.get(&u).copied().unwrap_or(0);
+                        from_domain + plan.internal[u as usize] == workload.tasks[u as usize].deps
+                    });
+                    if !ok {
+                        continue;
+                    }
+                    res.clear();
+                    for &u in plan.tasks(c) {
+                        if let TaskKind::Flow(f) = workload.kind(&workload.tasks[u as usize]) {
+                            flow_resources(fabric, f, &mut res);
+                        }
+                    }
+                    if !res.iter().any(|r| resources.contains(r))
+                        || res.iter().any(|r| foreign.contains(r))
+                    {
+                        continue;
+                    }
+                    resources.extend(res.iter().copied());
+                    colls.push(c);
+                    for &u in plan.tasks(c) {
+                        members.insert(u);
+                        frontier.push(u);
                     }
                 }
             }
         }
     }
-    bound
+    colls.sort_unstable();
+    computes.sort_unstable();
+    computes
 }
 
-/// The earliest a flow outside the wave could start once compute task
-/// `task` ends at `end`.
-pub(super) fn earliest_flow_after(
-    workload: &Workload,
-    canon: &Canon,
-    task: u32,
-    end: SimTime,
-) -> SimTime {
-    let host = workload.tasks[task as usize].host;
-    workload
-        .dependents(task)
-        .iter()
-        .filter(|&&d| workload.tasks[d as usize].host == host)
-        .map(|&d| earliest_flow_from(workload, canon, d, end))
-        .min()
-        .unwrap_or(SimTime::MAX)
+/// Where task `task` starts: a flow's source, a compute task's host.
+pub(super) fn source(workload: &Workload, task: u32) -> u32 {
+    let t = workload.tasks[task as usize];
+    match workload.kind(&t) {
+        TaskKind::Flow(f) => workload.flows[f as usize].src,
+        TaskKind::Compute(_) => t.host,
+    }
+}
+
+/// How long after it is ready task `task` starts to use the network: a
+/// flow after the host overhead, a compute task at once.
+pub(super) fn start_delay(workload: &Workload, task: u32) -> SimTime {
+    match workload.kind(&workload.tasks[task as usize]) {
+        TaskKind::Flow(_) => workload.host_overhead,
+        TaskKind::Compute(_) => SimTime::ZERO,
+    }
 }

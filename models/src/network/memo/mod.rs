@@ -1,28 +1,32 @@
-//! Memoization of repeated collective waves under fast-forward
-//! (DESIGN.md §3c, "Memoization"): at a check instant where the whole
-//! network is quiet, the collectives about to start (a *wave*) are either
-//! simulated and recorded, or, when an earlier wave had the same key and
-//! nothing else can start on the network before the recorded end, replayed:
-//! their flows end at the recorded offsets as pinned events and no packet
-//! is injected.
+//! Memoization of repeated contention domains under fast-forward
+//! (DESIGN.md §3c, "Memoization"): at a check instant, the collectives
+//! about to start are split into contention domains (flows that share a
+//! host port or a switch, directly or through others); a domain whose
+//! resources are quiet and that no other flow can reach before its end is
+//! replayed from a record: its flows end at the recorded offsets as pinned
+//! events and no packet is injected. A domain without a record is first
+//! simulated alone, packet by packet, in a sandbox (the same fabric with
+//! only its tasks), which makes the record; so two identical domains of
+//! one instant cost one simulation.
 //!
 //! Every decision is taken in [`Network::memo_agree`], at the engine's
 //! check barrier, from values agreed by `all_max`: the same on every
 //! shard, so runs stay byte-identical for 1 to N shards.
 
 mod key;
+mod sandbox;
 
 use super::{NetEvent, Network};
 use crate::telemetry::TelemetrySink;
 use crate::workload::TaskKind;
 use hashbrown::{HashMap, HashSet};
 use key::Canon;
-use netsim_engine::{Aborted, AllMax, Context, SimTime};
+use netsim_engine::{Aborted, AllMax, Context, NodeId, SimTime};
 
-/// The recorded outcome of a wave, in the canonical order of its key.
+/// The recorded outcome of a domain, in the canonical order of its key.
 #[derive(Debug)]
 struct Record {
-    /// From the wave's first start to its last flow's last acknowledgement.
+    /// From the domain's first start to its last flow's last acknowledgement.
     span: SimTime,
     /// Per canonical task, when its source (or compute host) and its
     /// destination saw it complete, from the wave's first start.
@@ -31,8 +35,11 @@ struct Record {
     flows: Vec<FlowRecord>,
     /// Per labelled port, bytes started per priority.
     port_bytes: Vec<[u64; super::packet::PRIORITIES]>,
-    /// Events handled while it ran, and the payload bytes it sent and
-    /// delivered, PFC pauses it caused (summed over shards).
+    /// Per labelled port, its round-robin pointer at the end (a host
+    /// port's turn, which the next domain's key holds).
+    round_robin_after: Vec<usize>,
+    /// Events its sandbox handled, and the payload bytes it sent and
+    /// delivered, PFC pauses it caused.
     events: u64,
     sent: u64,
     delivered: u64,
@@ -48,59 +55,54 @@ struct FlowRecord {
 }
 
 /// How a replayed flow ends: after its start, at its source and at its
-/// destination; its flows-table counters; events avoided charged to it.
+/// destination; its flows-table counters; whether its domain's record was
+/// made for it (its collective then counts as a miss: it was simulated,
+/// in the sandbox).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Replayed {
     source_after: SimTime,
     destination_after: SimTime,
     record: FlowRecord,
+    fresh: bool,
 }
 
-/// What the memo is doing, the same on every shard.
-#[derive(Debug)]
-enum Phase {
-    Idle,
-    /// Simulating wave `canon` (first start `t0`) to record it.
-    Recording(Box<Recording>),
-    /// Replaying until the instant after `until`.
-    Replaying {
-        until: SimTime,
-    },
-}
-
+/// What a sandbox notes while it simulates a domain (the `memo_seen` and
+/// `memo_flow_start` hooks of its network).
 #[derive(Debug)]
 struct Recording {
     canon: Canon,
-    /// Local completions still to be seen (source, destination, compute ends).
+    /// Completions still to be seen (source, destination, compute ends).
     outstanding: u64,
-    /// Local observations: per canonical task, completion offsets + 1.
+    /// Per canonical task, completion offsets + 1.
     done: Vec<(u64, u64)>,
     flows: Vec<FlowRecord>,
-    /// Local ports among the labelled ones: (label, global port, tx at start).
-    ports: Vec<(usize, usize, [u64; super::packet::PRIORITIES])>,
-    events_at_start: u64,
-    draws_at_start: u64,
-    stats_at_start: super::NetStats,
-    foreign_starts: u64,
 }
 
-/// Per shard memo state. The plan and the records are the same on every
-/// shard; pending starts are this shard's hosts'.
+/// Per shard memo state. The plan, the records and the decisions are the
+/// same on every shard; pending starts are this shard's hosts'.
 #[derive(Debug)]
 pub(crate) struct Memo {
     plan: key::Plan,
     records: HashMap<Vec<u64>, Record>,
-    /// Keys whose first run could not be recorded (something else started
-    /// during it, or a random draw was taken): not tried again.
+    /// Keys whose sandbox could not make a record (a flow did not finish,
+    /// or a random draw was taken): not tried again.
     unrecordable: HashSet<Vec<u64>>,
-    phase: Phase,
-    /// Flows being replayed, by flow id.
+    /// Per collective: replayed already.
+    replayed: Vec<bool>,
+    /// Flows to replay, by flow id, until they start; then until their
+    /// source sees them end.
     replay: HashMap<u32, Replayed>,
+    replaying: HashSet<u32>,
+    /// Tasks of replayed domains not yet complete at both ends: when their
+    /// source and destination (or host) see them complete. The same on
+    /// every shard; an entry leaves at the first check after both.
+    completions: HashMap<u32, (SimTime, SimTime)>,
     /// Flow starts and compute ends scheduled on this shard, not yet handled.
     pending_flows: HashMap<u32, SimTime>,
     pending_computes: HashMap<u32, SimTime>,
-    /// Events handled and random draws taken on this shard.
-    pub(crate) events: u64,
+    /// A sandbox's notes (only in a sandbox's network).
+    recording: Option<Box<Recording>>,
+    /// Random draws taken on this shard.
     pub(crate) draws: u64,
 }
 
@@ -110,11 +112,13 @@ impl Memo {
             plan: key::Plan::new(&fabric.workload),
             records: HashMap::new(),
             unrecordable: HashSet::new(),
-            phase: Phase::Idle,
+            replayed: vec![false; fabric.workload.collectives.len()],
             replay: HashMap::new(),
+            replaying: HashSet::new(),
+            completions: HashMap::new(),
             pending_flows: HashMap::new(),
             pending_computes: HashMap::new(),
-            events: 0,
+            recording: None,
             draws: 0,
         }
     }
@@ -142,7 +146,7 @@ impl<S: TelemetrySink> Network<'_, S> {
 
     /// Flow `flow` starts at the current host (sender `i`): counts the
     /// collective's hit or miss at its first flow, and replays the flow
-    /// when its wave is replayed (true: nothing more to do).
+    /// when its domain is replayed (true: nothing more to do).
     pub(crate) fn memo_flow_start(
         &mut self,
         ctx: &mut Context<'_, NetEvent>,
@@ -153,20 +157,22 @@ impl<S: TelemetrySink> Network<'_, S> {
             return false;
         };
         m.pending_flows.remove(&flow);
-        let replay = m.replay.get(&flow).copied();
+        let replay = m.replay.remove(&flow);
+        if replay.is_some() {
+            m.replaying.insert(flow);
+        }
         if let Some(c) = self.fabric.workload.flow_collective(flow) {
             if m.plan.first_flow(c) == flow {
-                if replay.is_some() {
+                if replay.is_some_and(|r| !r.fresh) {
                     self.stats.memo_hits += 1;
                 } else {
                     self.stats.memo_misses += 1;
                 }
             }
         }
-        if let Phase::Recording(r) = &mut m.phase {
-            match r.canon.flow_index(flow) {
-                Some(k) => r.flows[k].start = ctx.now() - r.canon.t0,
-                None => r.foreign_starts += 1,
+        if let Some(r) = &mut m.recording {
+            if let Some(k) = r.canon.flow_index(flow) {
+                r.flows[k].start = ctx.now() - r.canon.t0;
             }
         }
         let Some(r) = replay else { return false };
@@ -209,6 +215,9 @@ impl<S: TelemetrySink> Network<'_, S> {
     pub(crate) fn memo_end(&mut self, ctx: &mut Context<'_, NetEvent>, flow: u32, at_source: bool) {
         let task = self.fabric.workload.flow_task(flow);
         if at_source {
+            if let Some(m) = self.memo.as_mut() {
+                m.replaying.remove(&flow);
+            }
             let i = self.sender_of[&flow] as usize;
             self.senders[i].end = Some(ctx.now());
             self.stats.flows_finished += 1;
@@ -228,7 +237,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         ) {
             m.pending_computes.remove(&task);
         }
-        let Phase::Recording(r) = &mut m.phase else {
+        let Some(r) = &mut m.recording else {
             return;
         };
         let Some(k) = r.canon.task_index(task) else {
@@ -270,56 +279,35 @@ impl<S: TelemetrySink> Network<'_, S> {
         }
     }
 
-    /// The memo's step at check instant `now` (DESIGN.md §3c): ends a
-    /// replay that is over, completes a recording whose wave finished, or,
-    /// on a quiet network, decides the next wave.
+    /// The memo's step at check instant `now` (DESIGN.md §3c): splits the
+    /// collectives about to start into contention domains and replays
+    /// those it can, making a record in a sandbox first where none exists;
+    /// again while a round replays something, since the completions of
+    /// what it replayed may foresee the next collectives' starts.
     pub(crate) fn memo_agree(&mut self, now: SimTime, all_max: AllMax<'_>) -> Result<(), Aborted> {
         let Some(m) = self.memo.as_mut() else {
             return Ok(());
         };
-        match &m.phase {
-            Phase::Replaying { until } if now > *until => {
-                m.phase = Phase::Idle;
-                m.replay.clear();
-            }
-            Phase::Replaying { .. } => return Ok(()),
-            Phase::Recording(r) => {
-                let mut left = [u64::from(r.outstanding > 0)];
-                all_max(&mut left)?;
-                if left[0] != 0 {
-                    return Ok(());
-                }
-                self.memo_finish_recording(all_max)?;
-            }
-            Phase::Idle => {}
-        }
-        self.memo_decide(now, all_max)
+        m.completions.retain(|_, &mut (a, b)| a.max(b) >= now);
+        let mut grow = Vec::new();
+        while self.memo_round(now, all_max, &mut grow)? {}
+        Ok(())
     }
 
-    /// Whether this shard is quiet: no flow sending, nothing queued, on
-    /// the wire or paused at any port, no buffer in use.
-    fn memo_quiet(&self, now: SimTime) -> bool {
-        self.ports.iter().all(|p| {
-            p.host.flows.is_empty()
-                && p.queued_bytes.iter().all(|&b| b == 0)
-                && p.busy_until + p.latency <= now
-                && !p.paused
-                && !p.ingress.pause_sent
-        }) && self.buffers.iter().all(|b| b.used_bytes == 0)
-    }
-
-    /// On a quiet network, finds the wave about to start and records or
-    /// replays it.
-    fn memo_decide(&mut self, now: SimTime, all_max: AllMax<'_>) -> Result<(), Aborted> {
-        let mut quiet = [u64::from(!self.memo_quiet(now))];
-        all_max(&mut quiet)?;
-        if quiet[0] != 0 {
-            return Ok(());
-        }
-        let fabric = self.fabric;
+    /// One round of [`Network::memo_agree`]; whether to go on (the same on
+    /// every shard): it replayed a domain, or a domain's replay was cut
+    /// short by a flow on its resources and the domain (by its first
+    /// collective, in `grow`) is to grow by what it starts itself.
+    fn memo_round(
+        &mut self,
+        now: SimTime,
+        all_max: AllMax<'_>,
+        grow: &mut Vec<u32>,
+    ) -> Result<bool, Aborted> {
         let m = self.memo.as_ref().expect("memo on");
-        // Entry flows' starts this shard can foresee, agreed.
-        let (predicted, chains) = self.memo_predict();
+        let fabric = self.fabric;
+        // Round 1: entry flows' starts this shard can foresee, agreed.
+        let (predicted, chains) = self.memo_predict(now);
         let mut entries = vec![0u64; m.plan.entries.len()];
         for (e, slot) in entries.iter_mut().enumerate() {
             if let Some(&t) = predicted.get(&m.plan.entries[e]) {
@@ -327,88 +315,310 @@ impl<S: TelemetrySink> Network<'_, S> {
             }
         }
         all_max(&mut entries)?;
-        let Some(canon) = Canon::build(fabric, &m.plan, &entries) else {
-            return Ok(());
-        };
-        // Second round: the earliest start of a flow outside the wave this
-        // shard foresees; per labelled port, its round-robin state; per
-        // task of the wave on this shard's hosts, when the dependencies it
-        // has outside the wave are met (offset + 1 from the wave's first
-        // start, 1 if already; 0: not foreseeable).
-        let foreign = self.memo_foreign_start(&canon, &predicted);
-        let ports = canon.ports.len();
-        let mut agreed = vec![0u64; 1 + ports + canon.tasks.len()];
-        agreed[0] = u64::MAX - foreign.as_ps();
-        for (label, &(node, port)) in canon.ports.iter().enumerate() {
-            if let Ok(local) = self.nodes.binary_search(&netsim_engine::NodeId(node)) {
-                let gp = self.port_index(local, port);
-                agreed[1 + label] = self.ports[gp].host.round_robin as u64 + 1;
-            }
+        let colls: Vec<u32> = m
+            .plan
+            .foreseen(&entries)
+            .into_iter()
+            .filter(|&c| !m.replayed[c as usize])
+            .collect();
+        if colls.is_empty() {
+            return Ok(false);
         }
-        for (k, &t) in canon.tasks.iter().enumerate() {
-            let task = fabric.workload.tasks[t as usize];
-            if self
-                .nodes
-                .binary_search(&netsim_engine::NodeId(task.host))
-                .is_err()
-            {
-                continue;
-            }
-            let internal = m.plan.internal[t as usize];
-            agreed[1 + ports + k] = if internal == 0 {
-                // An entry: its start is in the key already.
-                1
+        let mut domains = key::domains(fabric, &m.plan, &colls);
+        let mut used: Vec<HashSet<key::Resource>> = domains
+            .iter()
+            .map(|d| {
+                let mut res = Vec::new();
+                for &c in d {
+                    for &t in m.plan.tasks(c) {
+                        if let TaskKind::Flow(f) =
+                            fabric.workload.kind(&fabric.workload.tasks[t as usize])
+                        {
+                            key::flow_resources(fabric, f, &mut res);
+                        }
+                    }
+                }
+                res.into_iter().collect()
+            })
+            .collect();
+        let mut canons = Vec::with_capacity(domains.len());
+        for d in 0..domains.len() {
+            let foreign: HashSet<key::Resource> = used
+                .iter()
+                .enumerate()
+                .filter(|&(e, _)| e != d)
+                .flat_map(|(_, r)| r.iter().copied())
+                .collect();
+            let computes = if grow.contains(&domains[d][0]) {
+                key::extend(
+                    fabric,
+                    &m.plan,
+                    &m.replayed,
+                    &mut domains[d],
+                    &mut used[d],
+                    &foreign,
+                )
             } else {
-                let outside = self.dag.remaining(t) - internal;
-                match chains.get(&t) {
-                    _ if outside == 0 => 1,
+                Vec::new()
+            };
+            canons.push(Canon::build(
+                fabric,
+                &m.plan,
+                &domains[d],
+                &computes,
+                &entries,
+            ));
+        }
+        // Round 2, per domain: whether its resources are busy on this shard
+        // (a byte queued, a packet on a wire, a pause, buffer in use, or a
+        // flow of this shard sending through them); per labelled port, its
+        // round-robin state; per task on this shard's hosts, when its
+        // dependencies outside the domain are met (offset + 1 from the
+        // domain's first start, 1 if already; 0: not foreseeable).
+        let active = self.memo_active_resources();
+        let mut agreed = Vec::new();
+        let mut base = Vec::with_capacity(canons.len());
+        for canon in &canons {
+            base.push(agreed.len());
+            agreed.push(u64::from(self.memo_busy(now, canon, &active)));
+            for &(node, port) in &canon.ports {
+                agreed.push(match self.nodes.binary_search(&NodeId(node)) {
+                    Ok(local) => {
+                        self.ports[self.port_index(local, port)].host.round_robin as u64 + 1
+                    }
+                    Err(_) => 0,
+                });
+            }
+            for (k, &t) in canon.tasks.iter().enumerate() {
+                let task = fabric.workload.tasks[t as usize];
+                if self.nodes.binary_search(&NodeId(task.host)).is_err() {
+                    agreed.push(0);
+                    continue;
+                }
+                let outside = self.dag.remaining(t) - canon.inside[k];
+                agreed.push(match chains.get(&t) {
+                    // An entry: its start is in the key already.
+                    _ if canon.entry[k] || outside == 0 => 1,
                     Some(&(n, ready)) if n == outside => some(ready.max(canon.t0) - canon.t0),
                     _ => 0,
-                }
-            };
+                });
+            }
         }
         all_max(&mut agreed)?;
-        if agreed[1 + ports..].contains(&0) {
-            return Ok(());
-        }
-        let mut canon = canon;
-        canon.key.extend_from_slice(&agreed[1..]);
-        let foreign = SimTime(u64::MAX - agreed[0]);
-        let m = self.memo.as_mut().expect("memo on");
-        if let Some(record) = m.records.get(&canon.key) {
-            let until = canon.t0 + record.span;
-            let bound = foreign.min(canon.released_start(fabric, record));
-            if bound < until {
-                return Ok(());
+        // Records, made in a sandbox where a domain has none (the same on
+        // every shard: a function of the agreed key).
+        let mut ready = Vec::new();
+        for (d, mut canon) in canons.into_iter().enumerate() {
+            let (ports, tasks) = (canon.ports.len(), canon.tasks.len());
+            let row = &agreed[base[d]..base[d] + 1 + ports + tasks];
+            if row[0] != 0 || row[1 + ports..].contains(&0) {
+                continue;
             }
-            self.memo_replay(canon);
-            return Ok(());
+            canon.key.extend_from_slice(&row[1..]);
+            let m = self.memo.as_ref().expect("memo on");
+            if m.unrecordable.contains(&canon.key) {
+                continue;
+            }
+            let fresh = !m.records.contains_key(&canon.key);
+            if fresh {
+                let starts: HashMap<u32, SimTime> = m
+                    .plan
+                    .entries
+                    .iter()
+                    .zip(&entries)
+                    .filter(|&(_, &s)| s != 0)
+                    .map(|(&f, &s)| (f, SimTime(s - 1)))
+                    .collect();
+                let at: Vec<SimTime> = canon
+                    .tasks
+                    .iter()
+                    .zip(&row[1 + ports..])
+                    .enumerate()
+                    .map(|(k, (&t, &met))| {
+                        let task = fabric.workload.tasks[t as usize];
+                        match fabric.workload.kind(&task) {
+                            TaskKind::Flow(f) if canon.entry[k] => {
+                                starts[&f] - fabric.workload.host_overhead
+                            }
+                            _ => canon.t0 + SimTime(met - 1),
+                        }
+                    })
+                    .collect();
+                let record = self.memo_sandbox(&canon, &row[1..1 + ports], &at);
+                let m = self.memo.as_mut().expect("memo on");
+                match record {
+                    Some(record) => {
+                        m.records.insert(canon.key.clone(), record);
+                    }
+                    None => {
+                        m.unrecordable.insert(canon.key);
+                        continue;
+                    }
+                }
+            }
+            ready.push((canon, fresh));
         }
-        if m.unrecordable.contains(&canon.key) {
-            return Ok(());
+        if ready.is_empty() {
+            return Ok(false);
         }
-        self.memo_record(canon);
-        Ok(())
+        // Round 3: the DAG as every shard's hosts see it, agreed; then,
+        // the same on every shard, per domain with a record, the earliest a
+        // flow that uses its resources could start.
+        let dag = self.memo_dag_view(now, all_max)?;
+        let m = self.memo.as_ref().expect("memo on");
+        let bound: Vec<SimTime> = ready
+            .iter()
+            .map(|(canon, _)| {
+                let record = &m.records[&canon.key];
+                let own: Vec<(SimTime, SimTime)> = record
+                    .done
+                    .iter()
+                    .map(|&(a, b)| (canon.t0 + a, canon.t0 + b))
+                    .collect();
+                key::earliest_touching(
+                    fabric,
+                    canon,
+                    &dag,
+                    &m.completions,
+                    &own,
+                    now,
+                    canon.t0 + record.span,
+                )
+            })
+            .collect();
+        let mut again = false;
+        for ((canon, fresh), b) in ready.into_iter().zip(bound) {
+            let until = canon.t0 + self.memo.as_ref().expect("memo on").records[&canon.key].span;
+            let first = fabric.workload.tasks[canon.tasks[0] as usize].collective;
+            if b >= until {
+                self.memo_replay(canon, fresh);
+                again = true;
+            } else if !grow.contains(&first) {
+                grow.push(first);
+                again = true;
+            }
+        }
+        Ok(again)
+    }
+
+    /// Per flow sending from this shard (not replayed), the resources it uses.
+    fn memo_active_resources(&self) -> Vec<key::Resource> {
+        let m = self.memo.as_ref().expect("memo on");
+        let mut out = Vec::new();
+        for s in &self.senders {
+            if s.start != SimTime::MAX
+                && s.end.is_none()
+                && !s.gave_up
+                && !m.replaying.contains(&s.flow)
+            {
+                key::flow_resources(self.fabric, s.flow, &mut out);
+            }
+        }
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    /// Whether `canon`'s resources are busy on this shard: a flow sending
+    /// through them (`active`: the resources of this shard's flows), or at
+    /// one of its ports a byte queued, a packet on the wire, a pause, or
+    /// buffer in use at its switch.
+    fn memo_busy(&self, now: SimTime, canon: &Canon, active: &[key::Resource]) -> bool {
+        if active.iter().any(|r| canon.resources.contains(r)) {
+            return true;
+        }
+        self.nodes.iter().enumerate().any(|(local, &node)| {
+            let range = self.port_base[local] as usize..self.port_base[local + 1] as usize;
+            let mine = |p: usize| {
+                canon.resources.contains(&key::port_resource(
+                    self.fabric,
+                    node.0,
+                    (p - range.start) as u16,
+                ))
+            };
+            let switch_busy = !self.is_host(node) && self.buffers[local].used_bytes != 0;
+            range.clone().filter(|&p| mine(p)).any(|gp| {
+                let p = &self.ports[gp];
+                switch_busy
+                    || p.queued_bytes.iter().any(|&b| b != 0)
+                    // (Nothing was ever sent from a port still at time zero.)
+                    || (p.busy_until != SimTime::ZERO && p.busy_until + p.latency > now)
+                    || p.paused
+                    || p.ingress.pause_sent
+            })
+        })
+    }
+
+    /// The DAG state the guard follows (see [`key::DagView`]): this
+    /// shard's flow starts scheduled, flows sending (not replayed: they
+    /// send nothing), compute tasks that will end, and its hosts' tasks'
+    /// missing dependencies; agreed.
+    fn memo_dag_view(&self, now: SimTime, all_max: AllMax<'_>) -> Result<key::DagView, Aborted> {
+        let m = self.memo.as_ref().expect("memo on");
+        let workload = &self.fabric.workload;
+        let mut dag = key::DagView::new(workload.tasks.len());
+        for (&f, &at) in &m.pending_flows {
+            dag.starts(workload.flow_task(f), at);
+        }
+        for s in &self.senders {
+            if s.start != SimTime::MAX
+                && s.end.is_none()
+                && !s.gave_up
+                && !m.replaying.contains(&s.flow)
+            {
+                dag.starts(workload.flow_task(s.flow), now);
+            }
+        }
+        for (&t, &end) in &m.pending_computes {
+            dag.ends(t, end);
+        }
+        for (t, task) in workload.tasks.iter().enumerate() {
+            if self.nodes.binary_search(&NodeId(task.host)).is_ok() {
+                dag.remaining(t as u32, self.dag.remaining(t as u32));
+            }
+        }
+        all_max(&mut dag.values)?;
+        Ok(dag)
     }
 
     /// Per flow, the start this shard foresees: a flow start scheduled, or
     /// a flow whose every missing dependency is a compute task (or a chain
-    /// of them) that will end at a known time.
+    /// of them) that will end at a known time, or a replayed task, whose
+    /// completions are recorded.
     /// Also gives, per task reached, how many of its missing dependencies
     /// are such compute tasks and when the last of them ends.
     #[allow(clippy::type_complexity)]
-    fn memo_predict(&self) -> (HashMap<u32, SimTime>, HashMap<u32, (u32, SimTime)>) {
+    fn memo_predict(&self, now: SimTime) -> (HashMap<u32, SimTime>, HashMap<u32, (u32, SimTime)>) {
         let m = self.memo.as_ref().expect("memo on");
         let workload = &self.fabric.workload;
         let mut out: HashMap<u32, SimTime> = m.pending_flows.clone();
         let mut seen: HashMap<u32, (u32, SimTime)> = HashMap::new();
-        let mut work: Vec<(u32, SimTime)> =
-            m.pending_computes.iter().map(|(&t, &at)| (t, at)).collect();
-        while let Some((task, end)) = work.pop() {
-            let host = workload.tasks[task as usize].host;
+        // (task, host that sees it complete, when).
+        let mut work: Vec<(u32, u32, SimTime)> = m
+            .pending_computes
+            .iter()
+            .map(|(&t, &at)| (t, workload.tasks[t as usize].host, at))
+            .collect();
+        // Completions before `now` were seen already (every event before
+        // the check instant is handled): their hosts no longer wait for them.
+        for (&t, &(src_done, dst_done)) in &m.completions {
+            if src_done >= now {
+                work.push((t, key::source(workload, t), src_done));
+            }
+            if let TaskKind::Flow(f) = workload.kind(&workload.tasks[t as usize]) {
+                if dst_done >= now {
+                    work.push((t, workload.flows[f as usize].dst, dst_done));
+                }
+            }
+        }
+        while let Some((task, host, end)) = work.pop() {
             for &d in workload.dependents(task) {
                 let t = workload.tasks[d as usize];
-                if t.host != host {
+                // A replayed task's completions come from its record.
+                if t.host != host
+                    || self.nodes.binary_search(&NodeId(host)).is_err()
+                    || m.completions.contains_key(&d)
+                {
                     continue;
                 }
                 let e = seen.entry(d).or_insert((0, SimTime::ZERO));
@@ -422,42 +632,21 @@ impl<S: TelemetrySink> Network<'_, S> {
                     TaskKind::Flow(f) => {
                         out.insert(f, ready + workload.host_overhead);
                     }
-                    TaskKind::Compute(duration) => work.push((d, ready + duration)),
+                    TaskKind::Compute(duration) => work.push((d, t.host, ready + duration)),
                 }
             }
         }
         (out, seen)
     }
 
-    /// The earliest a flow outside the wave could start, from what this
-    /// shard has scheduled: flow starts, and compute ends whose chains of
-    /// compute tasks reach a flow.
-    fn memo_foreign_start(&self, canon: &Canon, predicted: &HashMap<u32, SimTime>) -> SimTime {
-        let m = self.memo.as_ref().expect("memo on");
-        let mut bound = SimTime::MAX;
-        for (&f, &t) in predicted {
-            if canon.flow_index(f).is_none() {
-                bound = bound.min(t);
-            }
-        }
-        for (&task, &end) in &m.pending_computes {
-            bound = bound.min(key::earliest_flow_after(
-                &self.fabric.workload,
-                canon,
-                task,
-                end,
-            ));
-        }
-        bound
-    }
-
-    /// Replays `canon`'s wave from its record.
-    fn memo_replay(&mut self, canon: Canon) {
+    /// Replays `canon`'s domain from its record (`fresh`: the record was
+    /// made for it, in the sandbox).
+    fn memo_replay(&mut self, canon: Canon, fresh: bool) {
         let m = self.memo.as_mut().expect("memo on");
         let record = &m.records[&canon.key];
         for (k, &flow) in canon.flows.iter().enumerate() {
             let task = self.fabric.workload.flow_task(flow);
-            let (src_done, dst_done) = record.done[canon.task_index(task).expect("wave task")];
+            let (src_done, dst_done) = record.done[canon.task_index(task).expect("domain task")];
             let start = record.flows[k].start;
             m.replay.insert(
                 flow,
@@ -465,14 +654,24 @@ impl<S: TelemetrySink> Network<'_, S> {
                     source_after: src_done - start,
                     destination_after: dst_done - start,
                     record: record.flows[k],
+                    fresh,
                 },
             );
         }
-        // The ports' byte counters and the run's totals move as the first
-        // run moved them; the totals are counted once, by the shard of the
-        // wave's first flow's source.
+        for (k, &t) in canon.tasks.iter().enumerate() {
+            let c = self.fabric.workload.tasks[t as usize].collective;
+            if c != crate::workload::NONE {
+                m.replayed[c as usize] = true;
+            }
+            let (src_done, dst_done) = record.done[k];
+            m.completions
+                .insert(t, (canon.t0 + src_done, canon.t0 + dst_done));
+        }
+        // The ports' byte counters and the run's totals move as the
+        // sandbox moved them; the totals are counted once, by the shard of
+        // the domain's first flow's source.
         for (label, &(node, port)) in canon.ports.iter().enumerate() {
-            if let Ok(local) = self.nodes.binary_search(&netsim_engine::NodeId(node)) {
+            if let Ok(local) = self.nodes.binary_search(&NodeId(node)) {
                 let gp = self.port_base[local] as usize + port as usize;
                 for (tx, b) in self.ports[gp]
                     .tx_bytes
@@ -481,158 +680,16 @@ impl<S: TelemetrySink> Network<'_, S> {
                 {
                     *tx += b;
                 }
+                self.ports[gp].host.round_robin = record.round_robin_after[label];
             }
         }
-        let first = self.fabric.workload.flows[canon.flows[0] as usize].src;
-        if self.sender_of.contains_key(&canon.flows[0])
-            && self
-                .nodes
-                .binary_search(&netsim_engine::NodeId(first))
-                .is_ok()
-        {
+        if self.sender_of.contains_key(&canon.flows[0]) {
             self.stats.sent_payload_bytes += record.sent;
             self.stats.delivered_payload_bytes += record.delivered;
             self.stats.pfc_pauses += record.pfc_pauses;
-            self.stats.memo_events_avoided += record.events;
-        }
-        m.phase = Phase::Replaying {
-            until: canon.t0 + record.span,
-        };
-    }
-
-    /// Starts recording `canon`'s wave, simulated packet by packet.
-    fn memo_record(&mut self, canon: Canon) {
-        let workload = &self.fabric.workload;
-        let mut outstanding = 0u64;
-        for &task in &canon.tasks {
-            let t = workload.tasks[task as usize];
-            let local = |n: u32| self.nodes.binary_search(&netsim_engine::NodeId(n)).is_ok();
-            match workload.kind(&t) {
-                TaskKind::Flow(f) => {
-                    let spec = workload.flows[f as usize];
-                    outstanding += u64::from(local(spec.src)) + u64::from(local(spec.dst));
-                }
-                TaskKind::Compute(_) => outstanding += u64::from(local(t.host)),
+            if !fresh {
+                self.stats.memo_events_avoided += record.events;
             }
         }
-        let ports = canon
-            .ports
-            .iter()
-            .enumerate()
-            .filter_map(|(label, &(node, port))| {
-                let local = self
-                    .nodes
-                    .binary_search(&netsim_engine::NodeId(node))
-                    .ok()?;
-                let gp = self.port_base[local] as usize + port as usize;
-                Some((label, gp, self.ports[gp].tx_bytes))
-            })
-            .collect();
-        let m = self.memo.as_mut().expect("memo on");
-        let recording = Recording {
-            outstanding,
-            done: vec![(0, 0); canon.tasks.len()],
-            flows: vec![FlowRecord::default(); canon.flows.len()],
-            ports,
-            events_at_start: m.events,
-            draws_at_start: m.draws,
-            stats_at_start: self.stats,
-            foreign_starts: 0,
-            canon,
-        };
-        m.phase = Phase::Recording(Box::new(recording));
-    }
-
-    /// Gathers the finished wave's record from every shard and keeps it
-    /// when nothing else ran beside it and no random draw was taken.
-    fn memo_finish_recording(&mut self, all_max: AllMax<'_>) -> Result<(), Aborted> {
-        let nodes = self.fabric.topo.node_count() as usize;
-        let m = self.memo.as_mut().expect("memo on");
-        let Phase::Recording(r) = std::mem::replace(&mut m.phase, Phase::Idle) else {
-            unreachable!("finishing a recording");
-        };
-        let (tasks, flows, ports) = (
-            r.canon.tasks.len(),
-            r.canon.flows.len(),
-            r.canon.ports.len(),
-        );
-        const P: usize = super::packet::PRIORITIES;
-        // Layout: done (2 per task), flows (4), ports (P), then per shard
-        // sums at the slot of its first node: events, sent, delivered,
-        // pauses, foreign starts, draws.
-        let sums = 2 * tasks + 4 * flows + P * ports;
-        let mut v = vec![0u64; sums + 6 * nodes];
-        for (k, &(a, b)) in r.done.iter().enumerate() {
-            v[2 * k] = a;
-            v[2 * k + 1] = b;
-        }
-        for (k, f) in r.flows.iter().enumerate() {
-            if self.sender_of.contains_key(&r.canon.flows[k]) {
-                let base = 2 * tasks + 4 * k;
-                v[base] = some(f.start);
-                v[base + 1] = f.retransmitted;
-                v[base + 2] = f.ecn_marked;
-                v[base + 3] = f.cnps;
-            }
-        }
-        for &(label, gp, at_start) in &r.ports {
-            for prio in 0..P {
-                v[2 * tasks + 4 * flows + P * label + prio] =
-                    self.ports[gp].tx_bytes[prio] - at_start[prio];
-            }
-        }
-        let slot = self.nodes[0].0 as usize;
-        let shard = [
-            m.events - r.events_at_start,
-            self.stats.sent_payload_bytes - r.stats_at_start.sent_payload_bytes,
-            self.stats.delivered_payload_bytes - r.stats_at_start.delivered_payload_bytes,
-            self.stats.pfc_pauses - r.stats_at_start.pfc_pauses,
-            r.foreign_starts,
-            m.draws - r.draws_at_start,
-        ];
-        for (j, x) in shard.into_iter().enumerate() {
-            v[sums + j * nodes + slot] = x;
-        }
-        all_max(&mut v)?;
-        let total = |j: usize| -> u64 { v[sums + j * nodes..sums + (j + 1) * nodes].iter().sum() };
-        if total(4) != 0 || total(5) != 0 {
-            m.unrecordable.insert(r.canon.key);
-            return Ok(());
-        }
-        let at = |x: u64| SimTime(x - 1);
-        let done: Vec<(SimTime, SimTime)> = (0..tasks)
-            .map(|k| (at(v[2 * k]), at(v[2 * k + 1])))
-            .collect();
-        let span = done
-            .iter()
-            .map(|d| d.0.max(d.1))
-            .max()
-            .unwrap_or(SimTime::ZERO);
-        let record = Record {
-            span,
-            done,
-            flows: (0..flows)
-                .map(|k| {
-                    let base = 2 * tasks + 4 * k;
-                    FlowRecord {
-                        start: at(v[base]),
-                        retransmitted: v[base + 1],
-                        ecn_marked: v[base + 2],
-                        cnps: v[base + 3],
-                    }
-                })
-                .collect(),
-            port_bytes: (0..ports)
-                .map(|label| {
-                    std::array::from_fn(|prio| v[2 * tasks + 4 * flows + P * label + prio])
-                })
-                .collect(),
-            events: total(0),
-            sent: total(1),
-            delivered: total(2),
-            pfc_pauses: total(3),
-        };
-        m.records.insert(r.canon.key, record);
-        Ok(())
     }
 }

@@ -1,0 +1,87 @@
+//! A contention domain's tasks as a workload of their own, for the memo's
+//! sandbox (DESIGN.md §3c, "Memoization"): the same flows (same ids, so the
+//! same ECMP paths), their dependencies inside the domain, and what they
+//! wait for outside it replaced by compute tasks that end when it is met.
+
+use super::{Task, Workload, COMPUTE, NONE};
+use netsim_engine::SimTime;
+
+impl Workload {
+    /// The workload of `tasks` (task ids of `self`, in the order they get
+    /// in the result: task `k` of the result is `tasks[k]`), where task `k`
+    /// may not start before `ready[k]`: a compute task on its host that
+    /// ends then, starting at time zero, stands for its dependencies
+    /// outside `tasks`. Flows keep their ids; only those of `tasks` have a
+    /// task, and none a collective.
+    pub(crate) fn sandbox(&self, tasks: &[u32], ready: &[SimTime]) -> Workload {
+        let n = tasks.len();
+        let index: std::collections::HashMap<u32, u32> = tasks
+            .iter()
+            .enumerate()
+            .map(|(k, &t)| (t, k as u32))
+            .collect();
+        let mut durations = Vec::with_capacity(n);
+        let mut out_tasks = Vec::with_capacity(2 * n);
+        // A flow outside the domain is no task's: it never starts.
+        let mut flow_task = vec![NONE; self.flows.len()];
+        // Edges (from, to) in the result's ids.
+        let mut edges: Vec<(u32, u32)> = Vec::new();
+        for (k, &t) in tasks.iter().enumerate() {
+            let task = self.tasks[t as usize];
+            out_tasks.push(Task {
+                host: task.host,
+                deps: 1,
+                collective: NONE,
+                what: task.what,
+            });
+            if task.what & COMPUTE == 0 {
+                flow_task[task.what as usize] = k as u32;
+            }
+            for &d in self.dependents(t) {
+                if let Some(&j) = index.get(&d) {
+                    edges.push((k as u32, j));
+                }
+            }
+        }
+        for (k, &t) in tasks.iter().enumerate() {
+            durations.push(ready[k]);
+            out_tasks.push(Task {
+                host: self.tasks[t as usize].host,
+                deps: 0,
+                collective: NONE,
+                what: COMPUTE | k as u32,
+            });
+            edges.push(((n + k) as u32, k as u32));
+        }
+        // Each task of the domain waits for its stand-in (counted above)
+        // and its dependencies inside the domain.
+        for &(from, to) in &edges {
+            if (from as usize) < n {
+                out_tasks[to as usize].deps += 1;
+            }
+        }
+        edges.sort_unstable();
+        let mut dependent_base = vec![0u32; out_tasks.len() + 1];
+        for &(from, _) in &edges {
+            dependent_base[from as usize + 1] += 1;
+        }
+        for i in 0..out_tasks.len() {
+            dependent_base[i + 1] += dependent_base[i];
+        }
+        Workload {
+            flows: self.flows.clone(),
+            flow_task,
+            ina_flows: Vec::new(),
+            tasks: out_tasks,
+            dependents: edges.iter().map(|&(_, to)| to).collect(),
+            dependent_base,
+            collectives: Vec::new(),
+            durations,
+            jobs: Vec::new(),
+            ina_ops: Vec::new(),
+            fallbacks: Vec::new(),
+            host_overhead: self.host_overhead,
+            folds: Vec::new(),
+        }
+    }
+}

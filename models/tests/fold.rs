@@ -1,8 +1,8 @@
 //! Folded data-parallel replicas (`--fold-dp`): a folded run simulates one
 //! replica in N, with N times fewer flows, and must reproduce the whole run
 //! wherever the replicas are symmetric: on a non-blocking switch, and at
-//! flow level, where each flow is a class of N members, also where the
-//! replicas share a link (each member counted there).
+//! flow level with classes (`fold_classes`: each flow a class of N members),
+//! also where the replicas share a link (each member counted there).
 
 use netsim_engine::SimTime;
 use netsim_models::flow;
@@ -47,7 +47,7 @@ fn star(hosts: u32) -> Topology {
 }
 
 /// Congestion control on: flow level shares links max-min, where folded
-/// flows run as classes.
+/// flows can run as classes.
 fn config() -> NetConfig {
     NetConfig {
         sample_period: SimTime::ZERO,

@@ -79,7 +79,7 @@ impl RunBytes {
                 ports: ports * BYTES_PER_PORT,
                 flows: flows
                     .saturating_mul(netsim_models::network::BYTES_PER_SENDER + 3 * BYTES_PER_FCT),
-                dag: dag_per_shard.saturating_mul(u64::from(shards) / ranks),
+                dag: dag_per_shard.saturating_mul(u64::from(shards)),
                 in_flight: 0,
             },
         }
@@ -183,5 +183,9 @@ mod tests {
         let packet = RunBytes::of(Fidelity::Packet, &config, &topo, &w, 1, 4);
         let sender = netsim_models::network::BYTES_PER_SENDER;
         assert_eq!((packet.flows, packet.dag), (2 * (sender + 12), 4 * 3));
+        // Under mpirun a process holds its own shards' progress: 4 of them
+        // on each of 2 ranks, and half the flows.
+        let rank = RunBytes::of(Fidelity::Packet, &config, &topo, &w, 2, 4);
+        assert_eq!((rank.flows, rank.dag), (sender + 12, 4 * 3));
     }
 }

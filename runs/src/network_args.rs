@@ -226,8 +226,9 @@ pub struct NetworkArgs {
     /// Fast-forward: longest single jump in microseconds.
     #[arg(long, default_value_t = 10_000.0, help_heading = "Engine")]
     pub ff_max_skip_us: f64,
-    /// Fast-forward: on replays a wave of collectives that repeats an
-    /// earlier one on a quiet network from its record instead of simulating it.
+    /// Fast-forward: on replays each contention domain of collectives (the
+    /// flows sharing host ports and switches) from a record, made once per
+    /// key in a sandbox, when nothing else can reach its resources meanwhile.
     #[arg(long, default_value = "off", help_heading = "Engine")]
     pub ff_memo: String,
 }

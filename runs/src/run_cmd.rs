@@ -255,6 +255,17 @@ impl RunArgs {
     /// for the switches it owns.
     fn plan_for_unlocated(&self, rank: usize, ranks: usize) -> anyhow::Result<Plan> {
         self.end()?;
+        // Flags alone decide these: before the build, which can take minutes.
+        if self.workload.fold_classes {
+            if self.fidelity != Fidelity::Flow {
+                anyhow::bail!(
+                    "--fold-classes: classes are a flow-level model; add --fidelity flow"
+                );
+            }
+            if self.workload.fold_dp == 1 {
+                anyhow::bail!("--fold-classes: there is nothing folded; add --fold-dp N");
+            }
+        }
         let topo = self
             .topology
             .generate(&self.topo)
@@ -346,16 +357,6 @@ impl RunArgs {
         let mut fabric = Fabric::with_workload(topo, routing, workload, config, self.seed);
         fabric.faults = fault_plan;
         crate::fast_forward_args::check(&fabric, ranks)?;
-        if self.workload.fold_classes {
-            if self.fidelity != Fidelity::Flow {
-                anyhow::bail!(
-                    "--fold-classes: classes are a flow-level model; add --fidelity flow"
-                );
-            }
-            if self.workload.fold_dp == 1 {
-                anyhow::bail!("--fold-classes: there is nothing folded; add --fold-dp N");
-            }
-        }
         if self.fidelity == Fidelity::Flow {
             if !fabric.faults.is_empty() {
                 anyhow::bail!("--fault: the flow level has no faults; use --fidelity packet");

@@ -38,7 +38,7 @@ pub fn check(fabric: &Fabric, fifo: bool) -> Result<(), String> {
     if fifo {
         return Err(
             "--fold-classes with --cc none: FIFO sharing does not run folded replicas as \
-             classes; use congestion control or --fidelity packet"
+             classes; use congestion control or leave --fold-classes out"
                 .into(),
         );
     }
@@ -89,7 +89,7 @@ fn mirrors_servers(topo: &Topology, fold: &Fold) -> Result<(), String> {
     let bad = |what: &str| {
         Err(format!(
             "--fold-classes (--fold-dp {}): the replicas left out do not sit on the fabric as the kept ones do ({what}); \
-             use another fold or --fidelity packet",
+             use another fold or leave --fold-classes out",
             fold.replicas
         ))
     };
@@ -170,7 +170,7 @@ impl Classes {
         mirror
     }
 
-    /// The members of flow `flow`'s class (1: not a folded job's flow).
+    /// The members of the class of flow `spec` (1: not a folded job's flow).
     pub fn replicas(&self, spec: &FlowSpec) -> u32 {
         match self.fold_of[spec.src as usize] {
             NONE => 1,

@@ -26,10 +26,11 @@ use netsim_engine::{Aborted, AllMax, Context, NodeId, SimTime};
 /// The recorded outcome of a domain, in the canonical order of its key.
 #[derive(Debug)]
 struct Record {
-    /// From the domain's first start to its last flow's last acknowledgement.
+    /// From the domain's first start to the last completion of any of its
+    /// tasks, compute tasks included (the replay's guard).
     span: SimTime,
     /// Per canonical task, when its source (or compute host) and its
-    /// destination saw it complete, from the wave's first start.
+    /// destination saw it complete, from the domain's first start.
     done: Vec<(SimTime, SimTime)>,
     /// Per canonical flow: start offset and the flows-table counters.
     flows: Vec<FlowRecord>,

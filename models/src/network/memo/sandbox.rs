@@ -60,6 +60,11 @@ impl<S: TelemetrySink> Network<'_, S> {
         let net = report.model;
         let memo = net.memo.as_ref().expect("the sandbox's memo");
         let r = memo.recording.as_ref().expect("the sandbox's notes");
+        // Counted once, by the shard of node 0, though every shard runs it;
+        // a sandbox that makes no record handled its events all the same.
+        if self.nodes[0] == NodeId(0) {
+            self.stats.memo_sandbox_events += report.handled_events;
+        }
         if r.outstanding != 0 || memo.draws != 0 {
             return None;
         }
@@ -75,10 +80,6 @@ impl<S: TelemetrySink> Network<'_, S> {
             .map(|d| d.0.max(d.1))
             .max()
             .unwrap_or(SimTime::ZERO);
-        // Counted once, by the shard of node 0, though every shard runs it.
-        if self.nodes[0] == NodeId(0) {
-            self.stats.memo_sandbox_events += report.handled_events;
-        }
         Some(Record {
             span,
             done,

@@ -232,10 +232,6 @@ impl Canon {
         entries: &[u64],
     ) -> Canon {
         let workload = &fabric.workload;
-        let start = |f: u32| -> Option<SimTime> {
-            let e = plan.entries.iter().position(|&x| x == f)?;
-            (entries[e] != 0).then(|| SimTime(entries[e] - 1))
-        };
         let t0 = wave
             .iter()
             .flat_map(|&c| {
@@ -274,9 +270,10 @@ impl Canon {
             .iter()
             .flat_map(|&c| {
                 let (lo, hi) = plan.entry_range[c as usize];
-                plan.entries[lo as usize..hi as usize].iter().copied()
+                lo as usize..hi as usize
             })
-            .filter_map(|f| Some((f, start(f)? - t0)))
+            .filter(|&e| entries[e] != 0)
+            .map(|e| (plan.entries[e], SimTime(entries[e] - 1) - t0))
             .collect();
         let mut entry = vec![false; tasks.len()];
         for (k, &t) in tasks.iter().enumerate() {

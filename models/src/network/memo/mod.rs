@@ -344,13 +344,14 @@ impl<S: TelemetrySink> Network<'_, S> {
             .collect();
         let mut canons = Vec::with_capacity(domains.len());
         for d in 0..domains.len() {
-            let foreign: HashSet<key::Resource> = used
-                .iter()
-                .enumerate()
-                .filter(|&(e, _)| e != d)
-                .flat_map(|(_, r)| r.iter().copied())
-                .collect();
             let computes = if grow.contains(&domains[d][0]) {
+                // Only a domain that grows needs the others' resources.
+                let foreign: HashSet<key::Resource> = used
+                    .iter()
+                    .enumerate()
+                    .filter(|&(e, _)| e != d)
+                    .flat_map(|(_, r)| r.iter().copied())
+                    .collect();
                 key::extend(
                     fabric,
                     &m.plan,

@@ -49,7 +49,7 @@ pub fn memory_in_use_bytes() -> u64 {
 }
 
 /// The soft address-space limit (`ulimit -v`), or `u64::MAX` when unlimited.
-fn address_space_limit_bytes() -> u64 {
+pub fn address_space_limit_bytes() -> u64 {
     // "Max address space   <soft> <hard> bytes", soft may be "unlimited".
     std::fs::read_to_string("/proc/self/limits")
         .ok()

@@ -79,12 +79,21 @@ impl Workload {
 /// process may still use, less [`BUILD_SLACK_BYTES`]. The builder grows
 /// its structures in blocks that never copy what they hold and moves them
 /// into vectors of their exact length, freeing each block as it goes (see
-/// [`super::chunked`]), so what it counts is what it holds.
+/// [`super::chunked`]), so what it counts is what it holds in resident
+/// memory. Under an address-space limit (`ulimit -v`) only a third of what
+/// is left: the allocator reserves address space in large pieces ahead of
+/// use, which the limit counts (a k=256 fat-tree's all-reduce under 4 GiB
+/// aborted with all but 256 MiB, or 1 GiB, of what was left counted).
 pub fn build_budget_bytes() -> u64 {
-    use netsim_engine::process::{memory_in_use_bytes, memory_limit_bytes};
-    memory_limit_bytes()
-        .saturating_sub(memory_in_use_bytes())
-        .saturating_sub(BUILD_SLACK_BYTES)
+    use netsim_engine::process::{
+        address_space_limit_bytes, memory_in_use_bytes, memory_limit_bytes,
+    };
+    let left = memory_limit_bytes().saturating_sub(memory_in_use_bytes());
+    let usable = match address_space_limit_bytes() {
+        u64::MAX => left,
+        _ => left / 3,
+    };
+    usable.saturating_sub(BUILD_SLACK_BYTES)
 }
 
 /// What a build holds beyond its count at most: a block of each structure

@@ -48,6 +48,12 @@ pub fn memory_in_use_bytes() -> u64 {
     }
 }
 
+/// What this process may still allocate: [`memory_limit_bytes`] less
+/// [`memory_in_use_bytes`].
+pub fn memory_left_bytes() -> u64 {
+    memory_limit_bytes().saturating_sub(memory_in_use_bytes())
+}
+
 /// The soft address-space limit (`ulimit -v`), or `u64::MAX` when unlimited.
 pub fn address_space_limit_bytes() -> u64 {
     // "Max address space   <soft> <hard> bytes", soft may be "unlimited".

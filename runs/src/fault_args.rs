@@ -2,7 +2,7 @@
 //! translation into the network's fault plan.
 
 use anyhow::{bail, Context as _};
-use netsim_engine::{process::memory_limit_bytes, SimTime};
+use netsim_engine::{process::memory_left_bytes, SimTime};
 use netsim_models::faults::{parse_fault, parse_faults_file, Fault, FaultKind};
 use netsim_models::network::FaultPlan;
 use netsim_models::telemetry::FaultRecord;
@@ -77,7 +77,7 @@ impl FaultArgs {
     ) -> anyhow::Result<FaultPlan> {
         let reroute = self.reroute()?;
         FaultPlan::new(topo, faults, reroute, |dead| {
-            Routing::build_avoiding(topo, owned, dead, memory_limit_bytes())
+            Routing::build_avoiding(topo, owned, dead, memory_left_bytes())
         })
         .context("--fault: routing around the failed links")
     }

@@ -15,7 +15,7 @@ use crate::traffic_args::TrafficArgs;
 use crate::workload_args::WorkloadArgs;
 use anyhow::{bail, Context as _};
 use netsim_engine::{
-    process::{memory_limit_bytes, peak_rss_bytes},
+    process::{memory_left_bytes, peak_rss_bytes},
     rank_shards, splitmix64, Layout, Progress, SimTime,
 };
 use netsim_models::flow;
@@ -290,7 +290,7 @@ impl RunArgs {
         };
         // The work estimate follows ECMP at every switch, so it needs every switch's rows;
         // one process keeps them for the run, ranks then keep only their own.
-        let full = Routing::build_within(&topo, None, memory_limit_bytes())
+        let full = Routing::build_within(&topo, None, memory_left_bytes())
             .with_context(|| format!("--topo {}", self.topo))?;
         // Beside the routing tables, before the estimate and the partition walk every flow.
         let run_bytes = RunBytes::of(
@@ -341,7 +341,7 @@ impl RunArgs {
                 .iter()
                 .map(|s| local.contains(&s.index()))
                 .collect();
-            let routing = Routing::build_within(&topo, Some(&owned), memory_limit_bytes())
+            let routing = Routing::build_within(&topo, Some(&owned), memory_left_bytes())
                 .with_context(|| format!("--topo {}", self.topo))?;
             (routing, Some(owned))
         };

@@ -138,7 +138,7 @@ impl TopologyArgs {
         let topo = self.generate(kind)?;
         let generated = Instant::now();
         let routing =
-            Routing::build_within(&topo, None, netsim_engine::process::memory_limit_bytes())?;
+            Routing::build_within(&topo, None, netsim_engine::process::memory_left_bytes())?;
         Ok(BuiltTopology {
             topo,
             routing,

@@ -216,6 +216,26 @@ const FLAG_CASES: &[(&[&str], &str)] = &[
         ],
         "--link-gbps",
     ),
+    // Found by the fuzz campaign (seed 1795700705144593704): a switch
+    // barrier over a dragonfly with h = 255 (16,328 routers) searched from
+    // every router for its tree's root (minutes: a hang), then the routing
+    // tables' latencies and hop counts, not counted beside the tables,
+    // aborted on allocation.
+    (
+        &[
+            "--topo",
+            "dragonfly",
+            "--h",
+            "255",
+            "--workload",
+            "barrier",
+            "--algo",
+            "ina",
+            "--iterations",
+            "4",
+        ],
+        "routing tables need",
+    ),
     // A usage error is one line too.
     (&["--topo", "star", "--no-such-flag"], "--no-such-flag"),
 ];

@@ -140,8 +140,8 @@ impl Routing {
     }
 
     /// [`Routing::build`] (`owned` `None`) or [`Routing::build_for`], failing
-    /// with [`TopoError::TooLarge`] before allocating tables of more than
-    /// `max_bytes`.
+    /// with [`TopoError::TooLarge`] before allocating tables (with the
+    /// latencies and hop counts built beside them) of more than `max_bytes`.
     pub fn build_within(
         topo: &Topology,
         owned: Option<&[bool]>,

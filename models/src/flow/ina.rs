@@ -31,7 +31,7 @@
 //! last one, which the packets do not pay). Switches aggregate at the rate
 //! chunks arrive (the profiles have a latency, not a throughput).
 
-use crate::network::{ideal_stream, Fabric};
+use crate::network::{chunk_tail, ideal_stream, Fabric, Port};
 use crate::telemetry::{SwitchOffloadRecord, TelemetrySink};
 use crate::workload::{InaKind, NONE};
 use netsim_engine::SimTime;
@@ -39,11 +39,6 @@ use netsim_engine::SimTime;
 use super::paths::Channels;
 
 const BIT_PS_PER_BYTE: u128 = 8_000_000_000_000;
-
-/// Time to serialise `bytes` at `rate_bps`, as packet level rounds it.
-fn serialization(bytes: u64, rate_bps: u64) -> SimTime {
-    SimTime((u128::from(bytes) * BIT_PS_PER_BYTE / u128::from(rate_bps)).max(1) as u64)
-}
 
 /// One member's stream: its flow and what it pays after the tree drained.
 #[derive(Clone, Copy, Debug)]
@@ -125,13 +120,7 @@ impl InaTrees {
             }
         }
         for (op_id, op) in ops.iter().enumerate() {
-            let wire: u64 = (0..u64::from(op.chunks))
-                .map(|c| {
-                    let payload = (op.size_bytes - c * u64::from(op.chunk_bytes))
-                        .min(u64::from(op.chunk_bytes));
-                    payload + header
-                })
-                .sum();
+            let wire = op.stream_wire_bytes(header);
             trees.wire_bytes.push(wire);
             // The tree's edges, both ways: toward each child and back up.
             let mut path = Vec::new();
@@ -151,11 +140,11 @@ impl InaTrees {
             for (m, &(host, port)) in trees.members[op_id].iter_mut().zip(&op.members) {
                 let spec = workload.flows[m.flow as usize];
                 assert_eq!(spec.src, host, "operation {op_id}: streams in member order");
-                m.ideal = ideal_stream(topo, op, spec.src, port, |p| p + header, serialization);
-                let (tail, bottleneck) = tail(fabric, op_id, spec.src, port, last_wire);
+                m.ideal = ideal_stream(topo, op, spec.src, port, header);
+                let (tail, bottleneck) = chunk_tail(topo, op, spec.src, port, last_wire);
                 m.tail = tail;
-                let (full, _) = self::tail(fabric, op_id, spec.src, port, chunk_wire);
-                slowest_loop = slowest_loop.max(serialization(chunk_wire, bottleneck) + full);
+                let (full, _) = chunk_tail(topo, op, spec.src, port, chunk_wire);
+                slowest_loop = slowest_loop.max(Port::serialization(chunk_wire, bottleneck) + full);
             }
             let window_bps = if op.chunks <= op.slots {
                 u64::MAX // every chunk is outstanding at once: no limit
@@ -242,35 +231,6 @@ impl InaTrees {
             }
         }
     }
-}
-
-/// What a chunk of `chunk_wire` bytes from `host` (through `port`) pays
-/// after its last bit left the slowest link of its way up operation `op`'s
-/// tree: the store-and-forward on every other link up and on every link
-/// down, each link's latency both ways, every switch's processing on the
-/// way up. Also returns that slowest link's rate.
-fn tail(fabric: &Fabric, op: usize, host: u32, port: u16, chunk_wire: u64) -> (SimTime, u64) {
-    let topo = &fabric.topo;
-    let o = &fabric.workload.ina_ops[op];
-    let mut links = vec![topo.link(topo.port(host, port).link)];
-    let mut at = topo.port(host, port).peer;
-    while let Some(parent) = o.tree_node(at).and_then(|t| t.parent_port) {
-        let p = topo.port(at, parent);
-        links.push(topo.link(p.link));
-        at = p.peer;
-    }
-    let bottleneck = links.iter().map(|l| l.bandwidth_bps).min().expect("a link");
-    let mut t = o.processing.saturating_mul(links.len() as u64);
-    let mut bottleneck_counted = false;
-    for l in &links {
-        t += SimTime(l.latency_ps.saturating_mul(2)) + serialization(chunk_wire, l.bandwidth_bps);
-        if l.bandwidth_bps == bottleneck && !bottleneck_counted {
-            bottleneck_counted = true;
-        } else {
-            t += serialization(chunk_wire, l.bandwidth_bps);
-        }
-    }
-    (t, bottleneck)
 }
 
 impl<S: TelemetrySink> super::Fluid<'_, S> {

@@ -14,9 +14,9 @@
 
 use super::packet::{Packet, PacketKind};
 use super::transport::SenderReliability;
-use super::{NetEvent, Network, NO_NODE};
+use super::{NetEvent, Network, Port, NO_NODE};
 use crate::telemetry::TelemetrySink;
-use crate::workload::{InaKind, InaOp};
+use crate::workload::{offload, InaKind, InaOp};
 use netsim_engine::{Context, SimTime};
 use netsim_topo::Topology;
 
@@ -42,49 +42,57 @@ impl Aggregator {
 
 /// Completion time of a member's stream on an idle tree with enough slots:
 /// its chunks back to back at the slowest link of its path to the root,
-/// plus one chunk's store-and-forward and latency up and down every link,
-/// plus the processing of every switch on the way up.
+/// then a full chunk's [`chunk_tail`]. Headers of `header_bytes` per chunk.
 pub(crate) fn ideal_stream(
     topo: &Topology,
     op: &InaOp,
     host: u32,
     port: u16,
-    wire: impl Fn(u64) -> u64,
-    serialization: impl Fn(u64, u64) -> SimTime,
+    header_bytes: u64,
 ) -> SimTime {
+    let chunk_wire = u64::from(op.chunk_bytes) + header_bytes;
+    let (tail, bottleneck_bps) = chunk_tail(topo, op, host, port, chunk_wire);
+    Port::serialization(op.stream_wire_bytes(header_bytes), bottleneck_bps) + tail
+}
+
+/// What a chunk of `chunk_wire` bytes from `host` (through `port`) pays
+/// after its last bit left the slowest link of its way up operation `op`'s
+/// tree: the store-and-forward on every other link up and on every link
+/// down, each link's latency both ways, every switch's processing on the
+/// way up. Also returns that slowest link's rate.
+pub(crate) fn chunk_tail(
+    topo: &Topology,
+    op: &InaOp,
+    host: u32,
+    port: u16,
+    chunk_wire: u64,
+) -> (SimTime, u64) {
     let mut links = vec![topo.link(topo.port(host, port).link)];
     let mut at = topo.port(host, port).peer;
-    let mut switches = 1;
     while let Some(parent) = op.tree_node(at).and_then(|t| t.parent_port) {
-        links.push(topo.link(topo.port(at, parent).link));
-        at = topo.port(at, parent).peer;
-        switches += 1;
+        let p = topo.port(at, parent);
+        links.push(topo.link(p.link));
+        at = p.peer;
     }
-    let chunk_wire = wire(u64::from(op.chunk_bytes));
-    let total_wire: u64 = (0..op.chunks)
-        .map(|c| {
-            let payload = (op.size_bytes - u64::from(c) * u64::from(op.chunk_bytes))
-                .min(u64::from(op.chunk_bytes));
-            wire(payload)
-        })
-        .sum();
-    let bottleneck = links
+    let bottleneck_bps = links
         .iter()
         .map(|l| l.bandwidth_bps)
         .min()
         .expect("a path has a link");
-    let mut t = serialization(total_wire, bottleneck) + op.processing.saturating_mul(switches);
+    // One switch per link up: the leaf, then each parent.
+    let mut t = op.processing.saturating_mul(links.len() as u64);
     let mut bottleneck_counted = false;
     for l in &links {
         // Up and down.
-        t += SimTime(l.latency_ps.saturating_mul(2)) + serialization(chunk_wire, l.bandwidth_bps);
-        if l.bandwidth_bps == bottleneck && !bottleneck_counted {
+        t += SimTime(l.latency_ps.saturating_mul(2))
+            + Port::serialization(chunk_wire, l.bandwidth_bps);
+        if l.bandwidth_bps == bottleneck_bps && !bottleneck_counted {
             bottleneck_counted = true;
         } else {
-            t += serialization(chunk_wire, l.bandwidth_bps);
+            t += Port::serialization(chunk_wire, l.bandwidth_bps);
         }
     }
-    t
+    (t, bottleneck_bps)
 }
 
 impl<S: TelemetrySink> Network<'_, S> {
@@ -95,21 +103,10 @@ impl<S: TelemetrySink> Network<'_, S> {
         let s = &self.senders[i];
         let op = &fabric.workload.ina_ops[s.ina_op as usize];
         let host = ctx.node().0;
-        let port = op
-            .members
-            .iter()
-            .find(|m| m.0 == host)
-            .expect("an aggregation stream starts at a member")
-            .1;
-        let header = u64::from(config.header_bytes);
-        let ideal = ideal_stream(
-            &fabric.topo,
-            op,
-            host,
-            port,
-            |payload| payload + header,
-            super::Port::serialization,
-        );
+        // The member's port, as the tree recorded it (not a search of the
+        // members: a barrier over 65,000 hosts would be quadratic).
+        let (port, _) = offload::uplink(&fabric.topo, host).expect("a member has an uplink");
+        let ideal = ideal_stream(&fabric.topo, op, host, port, u64::from(config.header_bytes));
         let gport = self.port_index(ctx.local_index(), port);
         let line_rate_bps = self.ports[gport].rate_bps;
         let s = &mut self.senders[i];
@@ -234,8 +231,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         src: u32,
         dst: u32,
     ) -> Packet {
-        let payload = (op.size_bytes - u64::from(chunk) * u64::from(op.chunk_bytes))
-            .min(u64::from(op.chunk_bytes));
+        let payload = op.chunk_payload_bytes(chunk);
         Packet {
             flow: op_id,
             src,

@@ -49,7 +49,7 @@ mod transport;
 mod wire;
 
 pub use crate::workload::progress::CollectiveSpan;
-pub(crate) use aggregation::ideal_stream;
+pub(crate) use aggregation::{chunk_tail, ideal_stream};
 pub use fabric::{ideal_fct, Fabric};
 
 /// What a packet-level run holds per flow of its shard, a generous estimate
@@ -74,7 +74,7 @@ use aggregation::Aggregator;
 use hashbrown::HashMap;
 use netsim_engine::{Context, Model, NodeId, SimTime};
 use packet::Packet;
-use port::Port;
+pub(crate) use port::Port;
 use switch::SharedBuffer;
 use transport::{Receiver, Sender};
 

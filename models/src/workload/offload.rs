@@ -175,6 +175,7 @@ pub type Members = Vec<(NodeIndex, PortIndex)>;
 pub struct InaOp {
     pub collective: u32,
     pub kind: InaKind,
+    /// In node order.
     pub tree: Vec<TreeNode>,
     /// Each member's contribution.
     pub size_bytes: u64,
@@ -190,7 +191,25 @@ pub struct InaOp {
 impl InaOp {
     /// The tree node of switch `node`, if it is in the tree.
     pub fn tree_node(&self, node: NodeIndex) -> Option<&TreeNode> {
-        self.tree.iter().find(|t| t.node == node)
+        let i = self.tree.binary_search_by_key(&node, |t| t.node).ok()?;
+        Some(&self.tree[i])
+    }
+
+    /// Payload bytes of chunk `chunk`: `chunk_bytes`, less for the last.
+    pub fn chunk_payload_bytes(&self, chunk: u32) -> u64 {
+        (self.size_bytes - u64::from(chunk) * u64::from(self.chunk_bytes))
+            .min(u64::from(self.chunk_bytes))
+    }
+
+    /// One member's stream on the wire: every chunk's payload and a header
+    /// of `header_bytes` each (all chunks but the last are full).
+    pub fn stream_wire_bytes(&self, header_bytes: u64) -> u64 {
+        let Some(full) = self.chunks.checked_sub(1) else {
+            return 0;
+        };
+        u64::from(full) * (u64::from(self.chunk_bytes) + header_bytes)
+            + self.chunk_payload_bytes(full)
+            + header_bytes
     }
 }
 
@@ -225,6 +244,120 @@ fn hops_from(topo: &Topology, from: NodeIndex, dist: &mut [u32], queue: &mut Vec
     }
 }
 
+/// The root of a tree over `leaves`: the network switch whose farthest leaf
+/// is nearest, the lowest id among equals; `None` when no switch reaches
+/// every leaf. Also returns how many searches it took.
+///
+/// A search from every leaf would find each switch's farthest leaf, but
+/// costs leaves x links (a dragonfly with h = 255 has 16,328 routers and
+/// 4.3 million ports: minutes). Instead each search bounds the rest from
+/// below: a search from switch `v` gives its own farthest leaf exactly and
+/// `ecc(n) >= ecc(v) - d(v, n)` for every other switch; a search from a leaf
+/// `l` gives `ecc(n) >= d(n, l)`. Each round searches from the candidate
+/// with the lowest bound, then from its farthest leaf, and stops when no
+/// candidate's bound can beat the best found. Symmetric fabrics take a few
+/// rounds; at worst every leaf is searched once and every switch's bound is
+/// exact, so one more round ends it.
+fn tree_root(
+    topo: &Topology,
+    leaves: &[NodeIndex],
+    dist: &mut [u32],
+    queue: &mut VecDeque<NodeIndex>,
+) -> (Option<NodeIndex>, u32) {
+    let nodes = dist.len();
+    let mut is_leaf = vec![false; nodes];
+    for &l in leaves {
+        is_leaf[l as usize] = true;
+    }
+    let mut search = RootSearch {
+        topo,
+        leaves,
+        is_leaf,
+        lower: vec![0; nodes],
+        searched: vec![false; nodes],
+        best: None,
+        searches: 0,
+        dist,
+        queue,
+    };
+    let candidates: Vec<NodeIndex> = (0..nodes as NodeIndex)
+        .filter(|&n| is_network_switch(topo, n))
+        .collect();
+    loop {
+        let next = candidates
+            .iter()
+            .copied()
+            .filter(|&n| !search.searched[n as usize])
+            .min_by_key(|&n| (search.lower[n as usize], n));
+        let Some(v) = next else { break };
+        let bound = (search.lower[v as usize], v);
+        if bound.0 == u32::MAX || search.best.is_some_and(|best| bound > best) {
+            break;
+        }
+        if let Some(far) = search.from(v) {
+            if !search.searched[far as usize] {
+                search.from(far);
+            }
+        }
+    }
+    (search.best.map(|(_, root)| root), search.searches)
+}
+
+/// The state of [`tree_root`]'s searches.
+struct RootSearch<'a> {
+    topo: &'a Topology,
+    leaves: &'a [NodeIndex],
+    is_leaf: Vec<bool>,
+    /// Per node: a lower bound of its farthest leaf's distance.
+    lower: Vec<u32>,
+    searched: Vec<bool>,
+    /// The best switch so far: (its farthest leaf's distance, id).
+    best: Option<(u32, NodeIndex)>,
+    searches: u32,
+    dist: &'a mut [u32],
+    queue: &'a mut VecDeque<NodeIndex>,
+}
+
+impl RootSearch<'_> {
+    /// Searches from switch `from` and raises every node's bound; returns
+    /// the farthest leaf when every leaf is in reach.
+    fn from(&mut self, from: NodeIndex) -> Option<NodeIndex> {
+        hops_from(self.topo, from, self.dist, self.queue);
+        self.searched[from as usize] = true;
+        self.searches += 1;
+        let dist = &*self.dist;
+        let far = self
+            .leaves
+            .iter()
+            .copied()
+            .max_by_key(|&l| (dist[l as usize], l));
+        let ecc = far.map_or(0, |l| dist[l as usize]);
+        let from_leaf = self.is_leaf[from as usize];
+        for (lower, &d) in self.lower.iter_mut().zip(dist) {
+            if d == u32::MAX {
+                continue;
+            }
+            // A leaf out of reach of `from` is out of reach of all it reaches.
+            let mut bound = if ecc == u32::MAX {
+                u32::MAX
+            } else {
+                ecc - d.min(ecc)
+            };
+            if from_leaf {
+                bound = bound.max(d);
+            }
+            *lower = (*lower).max(bound);
+        }
+        if ecc == u32::MAX {
+            return None;
+        }
+        if self.best.is_none_or(|best| (ecc, from) < best) {
+            self.best = Some((ecc, from));
+        }
+        far
+    }
+}
+
 /// The aggregation tree over the leaf switches of `members`, and each
 /// member's uplink port. `None` when a member has no network switch.
 pub fn aggregation_tree(
@@ -235,6 +368,10 @@ pub fn aggregation_tree(
     let mut leaves: Vec<NodeIndex> = Vec::new();
     for &m in members {
         let (port, leaf) = uplink(topo, m)?;
+        // A host linked to a host (a topology file can say so) is no tree.
+        if !is_network_switch(topo, leaf) {
+            return None;
+        }
         uplinks.push((m, port));
         leaves.push(leaf);
     }
@@ -242,18 +379,8 @@ pub fn aggregation_tree(
     leaves.dedup();
     let nodes = topo.node_count() as usize;
     let mut dist = vec![u32::MAX; nodes];
-    let mut worst = vec![0u32; nodes];
     let mut queue = VecDeque::new();
-    for &leaf in &leaves {
-        hops_from(topo, leaf, &mut dist, &mut queue);
-        for (w, d) in worst.iter_mut().zip(&dist) {
-            *w = (*w).max(*d);
-        }
-    }
-    let root = (0..nodes as NodeIndex)
-        .filter(|&n| is_network_switch(topo, n))
-        .min_by_key(|&n| (worst[n as usize], n))
-        .filter(|&n| worst[n as usize] != u32::MAX)?;
+    let root = tree_root(topo, &leaves, &mut dist, &mut queue).0?;
     // Parents toward the root: the lowest-port neighbour one hop closer.
     hops_from(topo, root, &mut dist, &mut queue);
     let mut parent_port: Vec<Option<PortIndex>> = vec![None; nodes];
@@ -487,6 +614,100 @@ mod tests {
         // Children of all switches: 16 hosts + 12 switch children.
         let edges: usize = tree.iter().map(|t| t.child_ports.len()).sum();
         assert_eq!(edges, 16 + 12);
+    }
+
+    /// The root as a search from every leaf finds it.
+    fn root_by_every_leaf(topo: &Topology, leaves: &[NodeIndex]) -> Option<NodeIndex> {
+        let nodes = topo.node_count() as usize;
+        let (mut dist, mut worst, mut queue) = (vec![0; nodes], vec![0u32; nodes], VecDeque::new());
+        for &leaf in leaves {
+            hops_from(topo, leaf, &mut dist, &mut queue);
+            for (w, d) in worst.iter_mut().zip(&dist) {
+                *w = (*w).max(*d);
+            }
+        }
+        (0..nodes as NodeIndex)
+            .filter(|&n| is_network_switch(topo, n))
+            .min_by_key(|&n| (worst[n as usize], n))
+            .filter(|&n| worst[n as usize] != u32::MAX)
+    }
+
+    #[test]
+    fn bounded_root_search_finds_the_root_a_search_from_every_leaf_finds() {
+        let fat_tree = |k, tiers| {
+            TopoSpec::FatTree(FatTreeParams {
+                k,
+                tiers,
+                ..FatTreeParams::default()
+            })
+        };
+        let dragonfly = |p, a, h, groups| {
+            TopoSpec::Dragonfly(netsim_topo::DragonflyParams {
+                p,
+                a,
+                h,
+                groups,
+                ..Default::default()
+            })
+        };
+        let specs = [
+            fat_tree(4, 2),
+            fat_tree(4, 3),
+            fat_tree(6, 3),
+            dragonfly(2, 4, 2, None),
+            dragonfly(1, 4, 2, Some(5)),
+            dragonfly(2, 3, 1, Some(3)),
+        ];
+        let mut seed = 7u64;
+        let mut compared = 0;
+        for spec in &specs {
+            let topo = netsim_topo::build(spec).unwrap();
+            let switches: Vec<NodeIndex> = (0..topo.node_count())
+                .filter(|&n| is_network_switch(&topo, n))
+                .collect();
+            let mut dist = vec![0; topo.node_count() as usize];
+            let mut queue = VecDeque::new();
+            for round in 0..40 {
+                // Every switch, one, or a random subset of them.
+                let leaves: Vec<NodeIndex> = match round {
+                    0 => switches.clone(),
+                    1 => vec![switches[switches.len() / 2]],
+                    _ => switches
+                        .iter()
+                        .copied()
+                        .filter(|_| netsim_engine::splitmix64(&mut seed).is_multiple_of(4))
+                        .collect(),
+                };
+                assert_eq!(
+                    tree_root(&topo, &leaves, &mut dist, &mut queue).0,
+                    root_by_every_leaf(&topo, &leaves),
+                    "{spec:?}: leaves {leaves:?}"
+                );
+                compared += 1;
+            }
+        }
+        assert_eq!(compared, 240);
+    }
+
+    #[test]
+    fn root_of_a_whole_dragonfly_takes_a_few_searches_not_one_per_router() {
+        // A search from every router would be 520 (the fuzz campaign's h = 255
+        // has 16,328 routers and took minutes).
+        let topo = netsim_topo::build(&TopoSpec::Dragonfly(netsim_topo::DragonflyParams {
+            p: 1,
+            a: 8,
+            h: 8,
+            ..Default::default()
+        }))
+        .unwrap();
+        let routers: Vec<NodeIndex> = (0..topo.node_count())
+            .filter(|&n| is_network_switch(&topo, n))
+            .collect();
+        assert_eq!(routers.len(), 520);
+        let mut dist = vec![0; topo.node_count() as usize];
+        let (root, searches) = tree_root(&topo, &routers, &mut dist, &mut VecDeque::new());
+        assert_eq!(root, root_by_every_leaf(&topo, &routers));
+        assert!(searches <= 8, "{searches} searches");
     }
 
     #[test]

@@ -229,12 +229,30 @@ impl Routing {
                 }
             }
         }
-        let table_bytes = total * std::mem::size_of::<u32>() as u64
-            + first_total * std::mem::size_of::<PortIndex>() as u64;
+        // Beside the tables: each host-adjacent switch's latency to each
+        // class (kept), and while building, the hops between classes for
+        // the diameter (a dragonfly with h = 255 needs 2 GiB and 1 GiB of
+        // them beside 1 GiB of tables).
+        let side_bytes = comps.iter().fold(0u64, |sum, comp| {
+            let m = comp.classes.len() as u64;
+            let adj = (comp.host_adjacent.len() as u64)
+                .saturating_mul(m)
+                .saturating_mul(std::mem::size_of::<u64>() as u64);
+            let hops = if diameter {
+                m.saturating_mul(m)
+                    .saturating_mul(std::mem::size_of::<u32>() as u64)
+            } else {
+                0
+            };
+            sum.saturating_add(adj).saturating_add(hops)
+        });
+        let table_bytes = (total * std::mem::size_of::<u32>() as u64
+            + first_total * std::mem::size_of::<PortIndex>() as u64)
+            .saturating_add(side_bytes);
         if table_bytes > max_bytes {
             return Err(TopoError::TooLarge(format!(
                 "its routing tables need ~{:.1} GiB ({total} entries), more than the {:.1} GiB \
-                 this process may use",
+                 this process has left",
                 table_bytes as f64 / (1u64 << 30) as f64,
                 max_bytes as f64 / (1u64 << 30) as f64
             )));

@@ -1,0 +1,210 @@
+//! What a run will do: the topology, workload, routing, partition and
+//! faults built from the flags, and every check that can refuse the run
+//! before it starts (most before the build, which can take minutes).
+
+use crate::memory_check::RunBytes;
+use crate::partition_cmd::balanced_partition;
+use crate::run_cmd::{Fidelity, RunArgs};
+use anyhow::{bail, Context as _};
+use netsim_engine::{process::memory_left_bytes, rank_shards, Layout};
+use netsim_models::network::Fabric;
+use netsim_models::workload::Workload;
+use netsim_partition::{partition, Partition, PartitionConfig, Strategy};
+use netsim_topo::Routing;
+
+/// Everything a run needs, built and checked from the flags.
+pub struct Plan {
+    pub fabric: Fabric,
+    pub partition: Partition,
+    pub layout: Layout,
+    pub scenario: String,
+    /// Said before the run starts (a workload on fewer hosts than the fabric).
+    pub note: Option<String>,
+    /// What the run adds beside the workload, as checked before it starts.
+    pub run_bytes: RunBytes,
+}
+
+impl RunArgs {
+    /// Fails when a flow has more packets than a sender counts (2^32): the
+    /// error names where its size came from.
+    fn check_packets(&self, workload: &Workload, mtu_bytes: u32) -> anyhow::Result<()> {
+        let max_bytes = u64::from(u32::MAX) * u64::from(mtu_bytes);
+        let Some((i, flow)) = workload
+            .flows
+            .iter()
+            .enumerate()
+            .find(|(_, f)| f.size_bytes > max_bytes)
+        else {
+            return Ok(());
+        };
+        // A flow of a collective came from the workload (or a job), any
+        // other from the traffic.
+        let origin = if workload.flow_collective(i as u32).is_some() {
+            match &self.workload.workload {
+                Some(w) if std::path::Path::new(w).exists() => format!("--workload {w}"),
+                Some(_) => "--size".to_string(),
+                None => "--job".to_string(),
+            }
+        } else {
+            match self.traffic.pattern().strip_prefix("tm:") {
+                Some(file) => format!("--traffic tm:{file}"),
+                None => "--flow-size".to_string(),
+            }
+        };
+        bail!(
+            "{origin}: flow {i} ({} -> {}) carries {} bytes, more than 2^32 packets of \
+             --mtu {mtu_bytes} bytes ({max_bytes} bytes at most)",
+            flow.src,
+            flow.dst,
+            flow.size_bytes
+        )
+    }
+
+    /// Builds and checks everything a run needs, without running it.
+    pub fn plan(&self) -> anyhow::Result<Plan> {
+        self.plan_for(0, 1)
+    }
+
+    /// [`RunArgs::plan_for_unlocated`], its errors located in the scenario file.
+    pub(crate) fn plan_for(&self, rank: usize, ranks: usize) -> anyhow::Result<Plan> {
+        self.plan_for_unlocated(rank, ranks)
+            .map_err(|e| self.origins.locate(e))
+    }
+
+    /// The plan of rank `rank` out of `ranks`: every rank computes the same
+    /// partition of `ranks` x [`RunArgs::shards`] shards, and routing tables
+    /// for the switches it owns.
+    fn plan_for_unlocated(&self, rank: usize, ranks: usize) -> anyhow::Result<Plan> {
+        self.end()?;
+        // Flags alone decide these: before the build, which can take minutes.
+        if self.workload.fold_classes {
+            if self.fidelity != Fidelity::Flow {
+                anyhow::bail!(
+                    "--fold-classes: classes are a flow-level model; add --fidelity flow"
+                );
+            }
+            if self.workload.fold_dp == 1 {
+                anyhow::bail!("--fold-classes: there is nothing folded; add --fold-dp N");
+            }
+        }
+        let topo = self
+            .topology
+            .generate(&self.topo)
+            .with_context(|| format!("--topo {}", self.topo))?;
+        let topo = self.workload.with_dpus(topo)?;
+        let config = self.network.config()?;
+        let faults = self.faults.faults(&topo)?;
+        let (workload, note) =
+            self.workload
+                .with_traffic(&self.traffic, &topo, &config, self.seed)?;
+        self.check_packets(&workload, config.mtu_bytes)?;
+        crate::limits::check_samples(&workload, config.sample_period, topo.link_count())?;
+        let strategy: Strategy = self
+            .partition
+            .parse()
+            .map_err(|e| anyhow::anyhow!("--partition: {e}"))?;
+        let ranks_u32 = ranks as u32;
+        let partition_config = PartitionConfig {
+            shards: self.shards() * ranks_u32,
+            strategy,
+            latency_floor_ps: 0,
+        };
+        // The work estimate follows ECMP at every switch, so it needs every switch's rows;
+        // one process keeps them for the run, ranks then keep only their own.
+        let full = Routing::build_within(&topo, None, memory_left_bytes())
+            .with_context(|| format!("--topo {}", self.topo))?;
+        // Beside the routing tables, before the estimate and the partition walk every flow.
+        let run_bytes = RunBytes::of(
+            self.fidelity,
+            &config,
+            &topo,
+            &workload,
+            ranks,
+            self.shards(),
+        );
+        crate::memory_check::check_run_memory(&run_bytes, workload.flows.len())
+            .with_context(|| format!("--topo {}", self.topo))?;
+        // One shard has nothing to balance: no need to walk every flow.
+        let partitioned = if partition_config.shards == 1 {
+            partition(&topo, &partition_config)
+        } else {
+            balanced_partition(
+                &topo,
+                &full,
+                &workload,
+                &config,
+                partition_config,
+                ranks_u32,
+                self.shards.is_some() && rank == 0,
+            )
+            .map(|(partition, _)| partition)
+        };
+        let partition = partitioned.map_err(|e| match ranks {
+            1 => anyhow::Error::from(e),
+            _ => {
+                anyhow::Error::from(e).context(format!("{ranks} ranks x {} shards", self.shards()))
+            }
+        })?;
+        let layout = Layout::new(
+            partition.shard_of.clone(),
+            partition.shards,
+            partition.lookahead,
+        )?;
+        let (routing, owned) = if ranks == 1 {
+            (full, None)
+        } else {
+            drop(full);
+            // Routing rows for the switches this rank owns: they dominate the memory of a
+            // large fabric.
+            let local = rank_shards(layout.shards(), rank, ranks);
+            let owned: Vec<bool> = partition
+                .shard_of
+                .iter()
+                .map(|s| local.contains(&s.index()))
+                .collect();
+            let routing = Routing::build_within(&topo, Some(&owned), memory_left_bytes())
+                .with_context(|| format!("--topo {}", self.topo))?;
+            (routing, Some(owned))
+        };
+        let fault_plan = self.faults.plan(&topo, faults, owned.as_deref())?;
+        let scenario = match (&self.config, &self.workload.workload) {
+            (Some(path), _) => path.display().to_string(),
+            (None, Some(w)) => format!("{} {w}", self.topo),
+            (None, None) if !self.workload.job.is_empty() => {
+                format!("{} {} jobs", self.topo, self.workload.job.len())
+            }
+            (None, None) => format!("{} {}", self.topo, self.traffic.pattern()),
+        };
+        let mut fabric = Fabric::with_workload(topo, routing, workload, config, self.seed);
+        fabric.faults = fault_plan;
+        crate::fast_forward_args::check(&fabric, ranks)?;
+        if self.fidelity == Fidelity::Flow {
+            if !fabric.faults.is_empty() {
+                anyhow::bail!("--fault: the flow level has no faults; use --fidelity packet");
+            }
+            if fabric.config.link_error_rate > 0.0 {
+                anyhow::bail!(
+                    "--link-error-rate: the flow level loses nothing; use --fidelity packet"
+                );
+            }
+            if fabric.topo.has_lossy_links() {
+                anyhow::bail!(
+                    "--topo: the topology file's links lose packets (error_rate), the flow \
+                     level loses nothing; use --fidelity packet"
+                );
+            }
+            netsim_models::flow::check(&fabric)?;
+            if ranks > 1 {
+                anyhow::bail!("--fidelity flow: runs in one process; start it without mpirun");
+            }
+        }
+        Ok(Plan {
+            run_bytes,
+            fabric,
+            partition,
+            layout,
+            scenario,
+            note,
+        })
+    }
+}

@@ -1,0 +1,201 @@
+//! Running a plan on this process's shards: each shard's telemetry
+//! streamed to its Parquet part files, the simulation with its progress
+//! bar, and what the shards did handed to `run_summary.rs`.
+
+use crate::fcts::Fcts;
+use crate::progress::with_progress_bar;
+use crate::ranks::Ranks;
+use crate::run_cmd::{Fidelity, RunArgs};
+use crate::run_summary::Outcome;
+use crate::telemetry::{prepare_output_dir, PartConfig, TableWriter, TelemetryError, TABLES};
+use netsim_engine::{splitmix64, Progress, SimTime};
+use netsim_models::flow;
+use netsim_models::telemetry::{
+    FlowRecord, LinkSample, PfcRecord, QueueSample, SwitchOffloadRecord, TelemetrySink,
+};
+use netsim_partition::Partition;
+use std::sync::Mutex;
+use std::time::Instant;
+
+/// The telemetry of one shard, streamed to its Parquet part files. The first
+/// write error is kept and reported after the run; the rows after it are
+/// dropped rather than stopping the simulation midway.
+struct ParquetSink {
+    flows: TableWriter<FlowRecord>,
+    queues: TableWriter<QueueSample>,
+    pfc: TableWriter<PfcRecord>,
+    switch_offload: TableWriter<SwitchOffloadRecord>,
+    links: TableWriter<LinkSample>,
+    error: Option<TelemetryError>,
+    /// Completion times of finished flows, for the run's percentiles.
+    fcts: Fcts,
+}
+
+impl ParquetSink {
+    fn keep(&mut self, result: Result<(), TelemetryError>) {
+        if let (Err(e), None) = (result, &self.error) {
+            self.error = Some(e);
+        }
+    }
+
+    /// Renames the part files into place; returns rows of (flows, queues,
+    /// pfc, switch_offload, links).
+    fn finish(self) -> Result<[u64; 5], TelemetryError> {
+        if let Some(e) = self.error {
+            return Err(e);
+        }
+        Ok([
+            self.flows.finish()?,
+            self.queues.finish()?,
+            self.pfc.finish()?,
+            self.switch_offload.finish()?,
+            self.links.finish()?,
+        ])
+    }
+}
+
+impl TelemetrySink for ParquetSink {
+    fn flow(&mut self, record: FlowRecord) {
+        if let Some(fct_ns) = record.fct_ns {
+            self.fcts.push(fct_ns);
+        }
+        let r = self.flows.push(&record);
+        self.keep(r);
+    }
+    fn queue(&mut self, sample: QueueSample) {
+        let r = self.queues.push(&sample);
+        self.keep(r);
+    }
+    fn pfc(&mut self, record: PfcRecord) {
+        let r = self.pfc.push(&record);
+        self.keep(r);
+    }
+    fn switch_offload(&mut self, record: SwitchOffloadRecord) {
+        let r = self.switch_offload.push(&record);
+        self.keep(r);
+    }
+    fn link(&mut self, sample: LinkSample) {
+        let r = self.links.push(&sample);
+        self.keep(r);
+    }
+}
+
+impl RunArgs {
+    /// Runs the scenario on this process's shards. Under MPI every rank
+    /// calls it with the same flags; rank 0 writes `run.json`, the
+    /// `collectives` table, the progress bar and the summary line.
+    pub fn run(&self, ranks: &Ranks) -> anyhow::Result<()> {
+        let started = Instant::now();
+        let (rank, size) = (ranks.rank(), ranks.size());
+        let plan = ranks.agree(self.plan_for(rank, size))?;
+        if let (Some(note), 0) = (&plan.note, rank) {
+            eprintln!("{note}");
+        }
+        ranks.check_same("partition", fingerprint(&plan.partition))?;
+        let layout = &plan.layout;
+        let local = ranks.local_shards(layout);
+        let part = |shard: usize| PartConfig {
+            out_dir: self.out.clone(),
+            scenario: plan.scenario.clone(),
+            seed: self.seed,
+            rank: rank as u32,
+            shard: shard as u32,
+            row_group_rows: crate::telemetry::DEFAULT_ROW_GROUP_ROWS,
+        };
+        // Rank 0 clears the output directory before anyone writes into it.
+        ranks.agree(if rank == 0 {
+            prepare_output_dir(&self.out, TABLES).map_err(Into::into)
+        } else {
+            Ok(())
+        })?;
+        let sinks = ranks.agree(
+            local
+                .clone()
+                .map(|shard| {
+                    let part = part(shard);
+                    Ok(Mutex::new(Some(ParquetSink {
+                        flows: TableWriter::create(&part)?,
+                        queues: TableWriter::create(&part)?,
+                        pfc: TableWriter::create(&part)?,
+                        switch_offload: TableWriter::create(&part)?,
+                        links: TableWriter::create(&part)?,
+                        error: None,
+                        // One flow-level sink sees every flow.
+                        fcts: match self.fidelity {
+                            Fidelity::Flow => Fcts::with_capacity(plan.fabric.workload.flows.len()),
+                            Fidelity::Packet => Fcts::default(),
+                        },
+                    })))
+                })
+                .collect::<Result<Vec<_>, TelemetryError>>()
+                .map_err(Into::into),
+        )?;
+        let setup_s = started.elapsed().as_secs_f64();
+        let end = self.end()?;
+
+        let sim_started = Instant::now();
+        let progress = Progress::new();
+        let known_end = (end != SimTime::MAX).then_some(end);
+        // Under MPI the bar is rank 0's (its shards' events).
+        let show_progress = !self.quiet && rank == 0;
+        let take_sink = |shard: usize| {
+            sinks[shard - local.start]
+                .lock()
+                .expect("sink lock")
+                .take()
+                .expect("each shard takes its sink once")
+        };
+        let mut run = with_progress_bar(&progress, known_end, show_progress, || {
+            match self.fidelity {
+                Fidelity::Packet => {
+                    ranks.simulate(&plan.fabric, layout, end, Some(&progress), |shard| {
+                        take_sink(shard.index())
+                    })
+                }
+                Fidelity::Flow => flow::simulate(&plan.fabric, end, Some(&progress), take_sink(0)),
+            }
+        });
+        let sim_s = sim_started.elapsed().as_secs_f64();
+
+        let stats = run.stats();
+        let skip = run.skip();
+        let spans = run.take_spans();
+        let events_per_shard: Vec<u64> = run.shards.iter().map(|s| s.handled_events).collect();
+        let mut fcts = Fcts::default();
+        let finished: anyhow::Result<[u64; 5]> =
+            run.shards
+                .into_iter()
+                .try_fold([0u64; 5], |mut rows, mut shard| {
+                    fcts.append(&mut shard.sink.fcts);
+                    for (total, n) in rows.iter_mut().zip(shard.sink.finish()?) {
+                        *total += n;
+                    }
+                    Ok(rows)
+                });
+        let rows = ranks.agree(finished)?;
+        let outcome = Outcome {
+            started,
+            setup_s,
+            sim_s,
+            stats,
+            skip,
+            spans,
+            events_per_shard,
+            fcts,
+            rows,
+            windows: run.windows,
+            sim_end: run.sim_end,
+        };
+        self.write_summary(ranks, &plan, outcome, &part(0))
+    }
+}
+
+/// A hash of the node -> shard map and lookahead, to check that all ranks
+/// computed the same partition.
+fn fingerprint(partition: &Partition) -> u64 {
+    let mut h = partition.lookahead.as_ps() ^ u64::from(partition.shards) << 32;
+    for shard in &partition.shard_of {
+        h = (h ^ u64::from(shard.0)).wrapping_mul(0x100_0000_01B3);
+    }
+    splitmix64(&mut h)
+}

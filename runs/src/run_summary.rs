@@ -1,0 +1,287 @@
+//! The figures of a finished run: every rank's gathered on rank 0, the
+//! `collectives` and `faults` tables, `run.json`'s summary and the line
+//! printed after the run.
+
+use crate::fault_args::fault_records;
+use crate::fcts::Fcts;
+use crate::ranks::Ranks;
+use crate::run_cmd::RunArgs;
+use crate::run_plan::Plan;
+use crate::telemetry::{write_run_json, PartConfig, TableWriter};
+use netsim_engine::{process::peak_rss_bytes, SimTime, SkipStats};
+use netsim_models::network::{collective_record, merge_spans, CollectiveSpan, NetStats};
+use netsim_models::telemetry::{CollectiveRecord, FaultRecord};
+use std::time::Instant;
+
+/// What this process's shards did, before it is summed over the ranks.
+pub(crate) struct Outcome {
+    /// When the run started (its wall time ends at the summary).
+    pub started: Instant,
+    pub setup_s: f64,
+    pub sim_s: f64,
+    pub stats: NetStats,
+    pub skip: SkipStats,
+    pub spans: Vec<CollectiveSpan>,
+    pub events_per_shard: Vec<u64>,
+    pub fcts: Fcts,
+    /// Rows written: flows, queues, pfc, switch_offload, links.
+    pub rows: [u64; 5],
+    /// The same on every rank.
+    pub windows: u64,
+    pub sim_end: SimTime,
+}
+
+impl RunArgs {
+    /// Gathers every rank's [`Outcome`] on rank 0, which writes the
+    /// `collectives` and `faults` tables (into `part0`), `run.json` and the
+    /// summary line. Collective under MPI.
+    pub(crate) fn write_summary(
+        &self,
+        ranks: &Ranks,
+        plan: &Plan,
+        outcome: Outcome,
+        part0: &PartConfig,
+    ) -> anyhow::Result<()> {
+        let Outcome {
+            started,
+            setup_s,
+            sim_s,
+            stats,
+            skip,
+            spans,
+            events_per_shard,
+            fcts,
+            rows,
+            windows,
+            sim_end,
+        } = outcome;
+        let size = ranks.size();
+        // Every rank's figures to rank 0, as one record per rank.
+        let wall_s = started.elapsed().as_secs_f64();
+        let mut mine = vec![
+            events_per_shard.iter().sum(),
+            wall_s.to_bits(),
+            setup_s.to_bits(),
+            sim_s.to_bits(),
+            peak_rss_bytes(),
+            stats.sent_payload_bytes,
+            stats.delivered_payload_bytes,
+            stats.dropped_pkts,
+            stats.pfc_pauses,
+            stats.flows_finished,
+            stats.retransmitted_pkts,
+        ];
+        mine.extend(rows);
+        mine.extend([
+            skip.skipped.as_ps(),
+            skip.skips,
+            skip.events_avoided,
+            stats.ff_flow_steady_bytes,
+            stats.memo_hits,
+            stats.memo_misses,
+            stats.memo_events_avoided,
+            stats.memo_sandbox_events,
+        ]);
+        mine.extend(&events_per_shard);
+        let record = mine.len();
+        let gathered = ranks.gather(&mine);
+        // One process keeps its own (10^8 flows and 10^7 collectives in a
+        // large job): no copies to gather.
+        let (fcts, spans) = if size == 1 {
+            (Some(fcts), Some(spans))
+        } else {
+            (
+                ranks
+                    .gather_varcount(&fcts.to_ns())
+                    .map(|t| Fcts::from_ns(&t)),
+                gather_spans(ranks, &spans),
+            )
+        };
+        let (Some(gathered), Some(mut fcts), Some(spans)) = (gathered, fcts, spans) else {
+            return Ok(());
+        };
+        let per_rank: Vec<&[u64]> = gathered.chunks(record).collect();
+        let sum = |i: usize| per_rank.iter().map(|r| r[i]).sum::<u64>();
+        let max_f64 = |i: usize| {
+            per_rank
+                .iter()
+                .map(|r| f64::from_bits(r[i]))
+                .fold(0.0, f64::max)
+        };
+        let events = sum(0);
+        let (wall_s, setup_s, sim_s) = (max_f64(1), max_f64(2), max_f64(3));
+        let peak_rss_per_rank: Vec<u64> = per_rank.iter().map(|r| r[4]).collect();
+        let stats = NetStats {
+            sent_payload_bytes: sum(5),
+            delivered_payload_bytes: sum(6),
+            dropped_pkts: sum(7),
+            pfc_pauses: sum(8),
+            flows_finished: sum(9),
+            retransmitted_pkts: sum(10),
+            ff_flow_steady_bytes: sum(19),
+            memo_hits: sum(20),
+            memo_misses: sum(21),
+            memo_events_avoided: sum(22),
+            memo_sandbox_events: sum(23),
+        };
+        let rows: Vec<u64> = (11..16).map(sum).collect();
+        // The jumps are the same on every rank; the events they avoided add up.
+        let (skipped_ps, skips, events_avoided) = (per_rank[0][16], per_rank[0][17], sum(18));
+        let events_per_shard: Vec<u64> = per_rank.iter().flat_map(|r| &r[24..]).copied().collect();
+        let ranks_json: Vec<_> = per_rank
+            .iter()
+            .enumerate()
+            .map(|(rank, r)| {
+                serde_json::json!({
+                    "rank": rank,
+                    "events": r[0],
+                    "wall_s": f64::from_bits(r[1]),
+                    "setup_s": f64::from_bits(r[2]),
+                    "simulate_s": f64::from_bits(r[3]),
+                    "peak_rss_bytes": r[4],
+                })
+            })
+            .collect();
+
+        // One row per collective, from what every shard of every rank saw
+        // of it, written as it is made.
+        let workload = &plan.fabric.workload;
+        let collectives = workload.collectives.len().min(spans.len());
+        let mut collectives_done = 0;
+        let mut writer = TableWriter::<CollectiveRecord>::create(part0)?;
+        for (id, span) in spans.iter().enumerate().take(collectives) {
+            let c = collective_record(workload, id as u32, span);
+            collectives_done += usize::from(c.end_ns.is_some());
+            writer.push(&c)?;
+        }
+        drop(spans);
+        let collective_rows = writer.finish()?;
+        let mut writer = TableWriter::<FaultRecord>::create(part0)?;
+        for f in fault_records(&plan.fabric.faults) {
+            writer.push(&f)?;
+        }
+        let fault_rows = writer.finish()?;
+
+        let (fct_p50_ns, fct_p99_ns) = (fcts.percentile(0.5), fcts.percentile(0.99));
+        drop(fcts);
+        let shards = plan.partition.shards;
+        let mut summary = serde_json::json!({
+            "scenario": plan.scenario,
+            "topology": plan.fabric.topo.kind(),
+            "hosts": plan.fabric.topo.host_count(),
+            "nodes": plan.fabric.topo.node_count(),
+            "links": plan.fabric.topo.link_count(),
+            "seed": self.seed,
+            "version": env!("CARGO_PKG_VERSION"),
+            "shards": shards,
+            "threads": shards as usize / size,
+            "ranks": size,
+            "partition": plan.partition.report.strategy.to_string(),
+            "edge_cut": plan.partition.report.edge_cut,
+            "load_imbalance": plan.partition.report.load_imbalance,
+            "lookahead_ps": plan.partition.lookahead.as_ps(),
+            "windows": windows,
+            "events": events,
+            "events_per_shard": events_per_shard,
+            "wall_s": wall_s,
+            "setup_s": setup_s,
+            "simulate_s": sim_s,
+            "events_per_s": events as f64 / sim_s,
+            "peak_rss_bytes": peak_rss_per_rank.iter().max(),
+            "per_rank": ranks_json,
+            "sim_end_ns": sim_end.as_ns(),
+            "flows": plan.fabric.workload.flows.len(),
+            "collectives": collectives,
+            "collectives_finished": collectives_done,
+            "flows_finished": stats.flows_finished,
+            "fct_p50_ns": fct_p50_ns,
+            "fct_p99_ns": fct_p99_ns,
+            "sent_payload_bytes": stats.sent_payload_bytes,
+            "delivered_payload_bytes": stats.delivered_payload_bytes,
+            "dropped_pkts": stats.dropped_pkts,
+            "pfc_pauses": stats.pfc_pauses,
+            "rows": {
+                "flows": rows[0],
+                "queues": rows[1],
+                "pfc": rows[2],
+                "switch_offload": rows[3],
+                "collectives": collective_rows,
+                "links": rows[4],
+            },
+        });
+        // Added apart from the literal above, which is at the json! macro's
+        // recursion limit: the truth next to the estimate (`load_imbalance`),
+        // and the fidelity.
+        summary["events_imbalance"] = imbalance(&events_per_shard).into();
+        summary["fidelity"] = self.fidelity.name().into();
+        summary["fold_dp"] = self.workload.fold_dp.into();
+        summary["fold_classes"] = self.workload.fold_classes.into();
+        summary["network"] =
+            crate::network_args::config_json(&self.network.cc_profile, &plan.fabric.config);
+        summary["fast_forward"] = crate::fast_forward_args::summary(
+            &plan.fabric,
+            &stats,
+            skipped_ps,
+            skips,
+            events_avoided,
+        );
+        summary["retransmitted_pkts"] = stats.retransmitted_pkts.into();
+        summary["faults"] = plan.fabric.faults.faults.len().into();
+        summary["tasks"] = plan.fabric.workload.tasks.len().into();
+        summary["edges"] = plan.fabric.workload.edge_count().into();
+        summary["workload_bytes"] = crate::memory_check::workload_bytes_json(&plan.fabric.workload);
+        summary["run_bytes_predicted"] = plan.run_bytes.json();
+        summary["rows"]["faults"] = fault_rows.into();
+        write_run_json(&self.out, &summary)?;
+        if !self.quiet {
+            let collectives_note = if collectives == 0 {
+                String::new()
+            } else {
+                format!("{collectives_done}/{collectives} collectives finished, ")
+            };
+            eprintln!(
+                "netsim: {events} events in {sim_s:.3} s ({:.2} M events/s), wall {wall_s:.3} s, \
+                 {}/{} flows finished, {collectives_note}FCT p50 {} us p99 {} us, simulated {:.1} us, \
+                 output {}",
+                events as f64 / sim_s / 1e6,
+                stats.flows_finished,
+                plan.fabric.workload.flows.len(),
+                fct_p50_ns.map_or("-".into(), |f| format!("{:.1}", f as f64 / 1e3)),
+                fct_p99_ns.map_or("-".into(), |f| format!("{:.1}", f as f64 / 1e3)),
+                sim_end.as_ps() as f64 / 1e6,
+                self.out.display()
+            );
+        }
+        Ok(())
+    }
+}
+
+/// Collective: every rank's collective spans, merged on rank 0.
+fn gather_spans(ranks: &Ranks, spans: &[CollectiveSpan]) -> Option<Vec<CollectiveSpan>> {
+    let flat: Vec<u64> = spans
+        .iter()
+        .flat_map(|s| [s.start.as_ps(), s.end.as_ps(), u64::from(s.tasks_done)])
+        .collect();
+    let all: Vec<CollectiveSpan> = ranks
+        .gather(&flat)?
+        .chunks_exact(3)
+        .map(|s| CollectiveSpan {
+            start: SimTime(s[0]),
+            end: SimTime(s[1]),
+            tasks_done: s[2] as u32,
+        })
+        .collect();
+    let per_rank = all.len() / ranks.size();
+    Some(merge_spans(all.chunks(per_rank.max(1))))
+}
+
+/// The largest of `per_shard` over their mean, minus 1 (0 when all are 0).
+fn imbalance(per_shard: &[u64]) -> f64 {
+    let total: u64 = per_shard.iter().sum();
+    let max = per_shard.iter().copied().max().unwrap_or(0);
+    if total == 0 {
+        0.0
+    } else {
+        max as f64 * per_shard.len() as f64 / total as f64 - 1.0
+    }
+}

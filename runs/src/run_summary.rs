@@ -31,6 +31,41 @@ pub(crate) struct Outcome {
     pub sim_end: SimTime,
 }
 
+impl Outcome {
+    /// This rank's figures as one record of words for rank 0 (times as
+    /// `f64` bits, the wall time up to now): the layout `write_summary`
+    /// reads back.
+    fn words(&self) -> Vec<u64> {
+        let (stats, skip) = (&self.stats, &self.skip);
+        let mut words = vec![
+            self.events_per_shard.iter().sum(),
+            self.started.elapsed().as_secs_f64().to_bits(),
+            self.setup_s.to_bits(),
+            self.sim_s.to_bits(),
+            peak_rss_bytes(),
+            stats.sent_payload_bytes,
+            stats.delivered_payload_bytes,
+            stats.dropped_pkts,
+            stats.pfc_pauses,
+            stats.flows_finished,
+            stats.retransmitted_pkts,
+        ];
+        words.extend(self.rows);
+        words.extend([
+            skip.skipped.as_ps(),
+            skip.skips,
+            skip.events_avoided,
+            stats.ff_flow_steady_bytes,
+            stats.memo_hits,
+            stats.memo_misses,
+            stats.memo_events_avoided,
+            stats.memo_sandbox_events,
+        ]);
+        words.extend(&self.events_per_shard);
+        words
+    }
+}
+
 impl RunArgs {
     /// Gathers every rank's [`Outcome`] on rank 0, which writes the
     /// `collectives` and `faults` tables (into `part0`), `run.json` and the
@@ -42,59 +77,20 @@ impl RunArgs {
         outcome: Outcome,
         part0: &PartConfig,
     ) -> anyhow::Result<()> {
-        let Outcome {
-            started,
-            setup_s,
-            sim_s,
-            stats,
-            skip,
-            spans,
-            events_per_shard,
-            fcts,
-            rows,
-            windows,
-            sim_end,
-        } = outcome;
         let size = ranks.size();
-        // Every rank's figures to rank 0, as one record per rank.
-        let wall_s = started.elapsed().as_secs_f64();
-        let mut mine = vec![
-            events_per_shard.iter().sum(),
-            wall_s.to_bits(),
-            setup_s.to_bits(),
-            sim_s.to_bits(),
-            peak_rss_bytes(),
-            stats.sent_payload_bytes,
-            stats.delivered_payload_bytes,
-            stats.dropped_pkts,
-            stats.pfc_pauses,
-            stats.flows_finished,
-            stats.retransmitted_pkts,
-        ];
-        mine.extend(rows);
-        mine.extend([
-            skip.skipped.as_ps(),
-            skip.skips,
-            skip.events_avoided,
-            stats.ff_flow_steady_bytes,
-            stats.memo_hits,
-            stats.memo_misses,
-            stats.memo_events_avoided,
-            stats.memo_sandbox_events,
-        ]);
-        mine.extend(&events_per_shard);
+        let mine = outcome.words();
         let record = mine.len();
         let gathered = ranks.gather(&mine);
         // One process keeps its own (10^8 flows and 10^7 collectives in a
         // large job): no copies to gather.
         let (fcts, spans) = if size == 1 {
-            (Some(fcts), Some(spans))
+            (Some(outcome.fcts), Some(outcome.spans))
         } else {
             (
                 ranks
-                    .gather_varcount(&fcts.to_ns())
+                    .gather_varcount(&outcome.fcts.to_ns())
                     .map(|t| Fcts::from_ns(&t)),
-                gather_spans(ranks, &spans),
+                gather_spans(ranks, &outcome.spans),
             )
         };
         let (Some(gathered), Some(mut fcts), Some(spans)) = (gathered, fcts, spans) else {
@@ -180,7 +176,7 @@ impl RunArgs {
             "edge_cut": plan.partition.report.edge_cut,
             "load_imbalance": plan.partition.report.load_imbalance,
             "lookahead_ps": plan.partition.lookahead.as_ps(),
-            "windows": windows,
+            "windows": outcome.windows,
             "events": events,
             "events_per_shard": events_per_shard,
             "wall_s": wall_s,
@@ -189,7 +185,7 @@ impl RunArgs {
             "events_per_s": events as f64 / sim_s,
             "peak_rss_bytes": peak_rss_per_rank.iter().max(),
             "per_rank": ranks_json,
-            "sim_end_ns": sim_end.as_ns(),
+            "sim_end_ns": outcome.sim_end.as_ns(),
             "flows": plan.fabric.workload.flows.len(),
             "collectives": collectives,
             "collectives_finished": collectives_done,
@@ -248,7 +244,7 @@ impl RunArgs {
                 plan.fabric.workload.flows.len(),
                 fct_p50_ns.map_or("-".into(), |f| format!("{:.1}", f as f64 / 1e3)),
                 fct_p99_ns.map_or("-".into(), |f| format!("{:.1}", f as f64 / 1e3)),
-                sim_end.as_ps() as f64 / 1e6,
+                outcome.sim_end.as_ps() as f64 / 1e6,
                 self.out.display()
             );
         }

@@ -94,33 +94,44 @@ fn what_flow_level_cannot_model_is_refused_in_one_line() {
     }
 }
 
+/// The arguments of a 4 MiB all-reduce over the DP groups of TP-8 replicas
+/// on a Spectrum-X fabric of `gpus`, folded by `fold`, at `fidelity`.
+fn folded_allreduce<'a>(
+    gpus: &'a str,
+    fold: &'a str,
+    fidelity: &'a str,
+    out: &'a Path,
+) -> Vec<&'a str> {
+    vec![
+        "--topo",
+        "spectrum-x",
+        "--gpus",
+        gpus,
+        "--workload",
+        "allreduce",
+        "--group",
+        "dp",
+        "--tp",
+        "8",
+        "--size",
+        "4MiB",
+        "--fidelity",
+        fidelity,
+        "--fold-dp",
+        fold,
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ]
+}
+
 #[test]
 fn a_folded_workload_runs_a_fraction_of_the_flows_and_says_so() {
     let dir = scratch("fold");
     let mut flows = Vec::new();
     for fold in ["1", "2"] {
         let out = dir.join(format!("f{fold}"));
-        let o = netsim(&[
-            "--topo",
-            "spectrum-x",
-            "--gpus",
-            "32",
-            "--workload",
-            "allreduce",
-            "--group",
-            "dp",
-            "--tp",
-            "8",
-            "--size",
-            "4MiB",
-            "--fidelity",
-            "flow",
-            "--fold-dp",
-            fold,
-            "--quiet",
-            "--out",
-            out.to_str().unwrap(),
-        ]);
+        let o = netsim(&folded_allreduce("32", fold, "flow", &out));
         let stderr = String::from_utf8_lossy(&o.stderr);
         assert!(o.status.success(), "{stderr}");
         assert_eq!(
@@ -168,41 +179,21 @@ fn a_folded_workload_runs_a_fraction_of_the_flows_and_says_so() {
 #[test]
 fn folded_classes_write_the_same_tables_on_any_thread_count_and_refuse_fifo_sharing() {
     let dir = scratch("fold-classes");
-    let args = |threads: &str, out: &Path| -> Vec<String> {
+    let classes = |threads: &'static str| {
         [
-            "--topo",
-            "spectrum-x",
-            "--gpus",
-            "64",
-            "--workload",
-            "allreduce",
-            "--group",
-            "dp",
-            "--tp",
-            "8",
-            "--size",
-            "4MiB",
-            "--fidelity",
-            "flow",
-            "--fold-dp",
-            "2",
             "--fold-classes",
             "--sample-ns",
             "5000",
             "--threads",
             threads,
-            "--quiet",
-            "--out",
-            out.to_str().unwrap(),
         ]
-        .map(String::from)
-        .to_vec()
     };
     let mut outputs = Vec::new();
     for threads in ["1", "2"] {
         let out = dir.join(format!("t{threads}"));
-        let a = args(threads, &out);
-        let o = netsim(&a.iter().map(String::as_str).collect::<Vec<_>>());
+        let mut a = folded_allreduce("64", "2", "flow", &out);
+        a.extend(classes(threads));
+        let o = netsim(&a);
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         let run = run_json(&out);
         // One row per class: 8 DP rings of 4 kept ranks x 14 steps.
@@ -216,9 +207,10 @@ fn folded_classes_write_the_same_tables_on_any_thread_count_and_refuse_fifo_shar
     );
     // FIFO sharing has no classes: a one-line error, nothing written.
     let out = dir.join("fifo");
-    let mut a = args("1", &out);
-    a.extend(["--cc", "none"].map(String::from));
-    let o = netsim(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    let mut a = folded_allreduce("64", "2", "flow", &out);
+    a.extend(classes("1"));
+    a.extend(["--cc", "none"]);
+    let o = netsim(&a);
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{stderr}");
     assert!(common::is_one_line_error(&stderr), "{stderr}");
@@ -226,12 +218,12 @@ fn folded_classes_write_the_same_tables_on_any_thread_count_and_refuse_fifo_shar
     assert!(!out.join("run.json").exists());
     // Classes are a flow-level model.
     let out = dir.join("packet");
-    let mut a = args("1", &out);
-    let fidelity = a.iter().position(|x| x == "flow").unwrap();
-    a[fidelity] = "packet".into();
-    let o = netsim(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    let mut a = folded_allreduce("64", "2", "packet", &out);
+    a.extend(classes("1"));
+    let o = netsim(&a);
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(common::is_one_line_error(&stderr), "{stderr}");
     assert!(stderr.contains("--fold-classes"), "{stderr}");
     assert!(!out.join("run.json").exists());
 }

@@ -194,9 +194,10 @@ impl Workload {
     /// The collective of flow `flow`, if it belongs to one.
     #[inline]
     pub fn flow_collective(&self, flow: u32) -> Option<u32> {
-        self.flow_info(flow)
-            .map(|i| i.collective)
-            .filter(|&c| c != NONE)
+        // The task's alone: no search of the aggregation trees' flows.
+        let task = *self.flow_task.get(flow as usize)?;
+        let collective = self.tasks.get(task as usize)?.collective;
+        (collective != NONE).then_some(collective)
     }
 
     /// What flow `flow` belongs to; `None` for plain traffic. A flow that

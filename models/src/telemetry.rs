@@ -145,6 +145,19 @@ pub struct SwitchOffloadRecord {
     pub chunks_aggregated: u64,
 }
 
+impl SwitchOffloadRecord {
+    /// Whether the switch took part in, or fell back from, any operation:
+    /// only those are reported.
+    pub fn is_used(&self) -> bool {
+        self.reductions_offloaded
+            + self.reductions_fallback
+            + self.barriers_offloaded
+            + self.barriers_fallback
+            + self.chunks_aggregated
+            > 0
+    }
+}
+
 /// One collective of a workload at the end of a run.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CollectiveRecord {

@@ -3,8 +3,8 @@
 
 use netsim_engine::SimTime;
 use netsim_models::network::config::{CcKind, NetConfig};
-use netsim_models::network::{collective_records, simulate, Fabric, NetRun};
-use netsim_models::telemetry::{CollectiveRecord, MemorySink, SwitchOffloadRecord};
+use netsim_models::network::{simulate, Fabric, NetRun};
+use netsim_models::telemetry::{MemorySink, SwitchOffloadRecord};
 use netsim_models::workload::groups::GroupSpec;
 use netsim_models::workload::{
     build, Algorithm, CollectiveOp, Dtype, OpSpec, ReduceOp, SwitchProfile, WorkloadSpec,
@@ -15,7 +15,7 @@ use netsim_topo::{
 
 mod common;
 
-use common::{flows, layout};
+use common::{collectives, flows, layout, offload};
 
 const GBPS: u64 = 1_000_000_000;
 const LINK_NS: u64 = 1000;
@@ -77,20 +77,6 @@ fn run(fabric: &Fabric, shards: u32) -> NetRun<MemorySink> {
     simulate(fabric, &layout, SimTime::from_us(100_000), None, |_| {
         MemorySink::default()
     })
-}
-
-fn collectives(fabric: &Fabric, run: &NetRun<MemorySink>) -> Vec<CollectiveRecord> {
-    collective_records(&fabric.workload, &run.spans())
-}
-
-fn offload(run: &NetRun<MemorySink>) -> Vec<SwitchOffloadRecord> {
-    let mut rows: Vec<_> = run
-        .shards
-        .iter()
-        .flat_map(|s| s.sink.switch_offload.clone())
-        .collect();
-    rows.sort_by_key(|r| r.node);
-    rows
 }
 
 /// Duration of the one collective of a single-op run, in ns.

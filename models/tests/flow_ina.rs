@@ -4,11 +4,12 @@
 
 mod common;
 
-use common::{cc_none as config, fat_tree, flows, fluid, packets, star, workload_fabric as fabric};
+use common::{
+    cc_none as config, collectives, fat_tree, flows, fluid, offload, packets, star,
+    workload_fabric as fabric,
+};
 use netsim_engine::SimTime;
 use netsim_models::network::config::NetConfig;
-use netsim_models::network::{collective_records, Fabric, NetRun};
-use netsim_models::telemetry::{CollectiveRecord, MemorySink, SwitchOffloadRecord};
 use netsim_models::workload::groups::GroupSpec;
 use netsim_models::workload::{
     Algorithm, CollectiveOp, Dtype, OpSpec, Phase, PhaseKind, ReduceOp, SwitchProfile, WorkloadSpec,
@@ -26,20 +27,6 @@ fn ina(ranks: u32, size_bytes: u64) -> OpSpec {
         dtype: Dtype::Int32,
         reduce_op: ReduceOp::Sum,
     }
-}
-
-fn collectives(fabric: &Fabric, run: &NetRun<MemorySink>) -> Vec<CollectiveRecord> {
-    collective_records(&fabric.workload, &run.spans())
-}
-
-fn offload(run: &NetRun<MemorySink>) -> Vec<SwitchOffloadRecord> {
-    let mut rows: Vec<SwitchOffloadRecord> = run
-        .shards
-        .iter()
-        .flat_map(|s| s.sink.switch_offload.clone())
-        .collect();
-    rows.sort_by_key(|r| r.node);
-    rows
 }
 
 /// Serialisation of `bytes` at 100 Gb/s.

@@ -220,15 +220,8 @@ impl InaTrees {
 
     /// The `switch_offload` rows: every switch that took part or fell back.
     pub fn report(&self, sink: &mut impl TelemetrySink) {
-        for r in &self.offload {
-            let used = r.reductions_offloaded
-                + r.reductions_fallback
-                + r.barriers_offloaded
-                + r.barriers_fallback
-                + r.chunks_aggregated;
-            if used > 0 {
-                sink.switch_offload(r.clone());
-            }
+        for r in self.offload.iter().filter(|r| r.is_used()) {
+            sink.switch_offload(r.clone());
         }
     }
 }

@@ -381,12 +381,7 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
             .sum();
         self.stats.retransmitted_pkts = self.senders.iter().map(|s| s.retransmitted_pkts).sum();
         for record in std::mem::take(&mut self.offload) {
-            let used = record.reductions_offloaded
-                + record.reductions_fallback
-                + record.barriers_offloaded
-                + record.barriers_fallback
-                + record.chunks_aggregated;
-            if used > 0 {
+            if record.is_used() {
                 self.sink.switch_offload(record);
             }
         }

@@ -1,12 +1,13 @@
 //! What the model integration tests share: a layout of a fabric over shards,
-//! a run's flow records in id order, a flow spec in one line.
+//! a run's flow, collective and offload records in order, a flow spec in one
+//! line.
 
 // Every test crate compiles this module for itself and uses a part of it.
 #![allow(dead_code)]
 
 use netsim_engine::{Layout, SimTime};
-use netsim_models::network::NetRun;
-use netsim_models::telemetry::{FlowRecord, MemorySink};
+use netsim_models::network::{collective_records, NetRun};
+use netsim_models::telemetry::{CollectiveRecord, FlowRecord, MemorySink, SwitchOffloadRecord};
 use netsim_models::traffic::FlowSpec;
 use netsim_partition::{partition, PartitionConfig, Strategy};
 use netsim_topo::Topology;
@@ -39,6 +40,25 @@ pub fn flows(run: &NetRun<MemorySink>) -> Vec<FlowRecord> {
         .collect();
     flows.sort_by_key(|f| f.flow_id);
     flows
+}
+
+/// Every collective's record of `run`, merged over its shards.
+pub fn collectives(
+    fabric: &netsim_models::network::Fabric,
+    run: &NetRun<MemorySink>,
+) -> Vec<CollectiveRecord> {
+    collective_records(&fabric.workload, &run.spans())
+}
+
+/// Every switch's offload counters of `run`, in node order.
+pub fn offload(run: &NetRun<MemorySink>) -> Vec<SwitchOffloadRecord> {
+    let mut rows: Vec<SwitchOffloadRecord> = run
+        .shards
+        .iter()
+        .flat_map(|s| s.sink.switch_offload.clone())
+        .collect();
+    rows.sort_by_key(|r| r.node);
+    rows
 }
 
 /// A flow of `size_bytes` from `src` to `dst` starting at time zero.

@@ -70,14 +70,7 @@ pub fn build_jobs_within(
 ) -> Result<Workload, BuildError> {
     let host_overhead = jobs.first().map_or(SimTime::ZERO, |j| j.spec.host_overhead);
     // Background traffic alone needs no job's settings.
-    let none = WorkloadSpec::single(OpSpec {
-        op: CollectiveOp::Barrier,
-        algorithm: Algorithm::Dissemination,
-        size_bytes: 0,
-        group: GroupSpec::All,
-        dtype: Dtype::Float32,
-        reduce_op: ReduceOp::Sum,
-    });
+    let none = WorkloadSpec::with_phases(Vec::new());
     let mut cx = Cx {
         b: Builder::within(host_overhead, budget_bytes),
         topo,

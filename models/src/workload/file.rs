@@ -137,15 +137,7 @@ pub fn parse(text: &str, path: &str, hosts: u32) -> Result<WorkloadSpec, Workloa
                 None => Ok(None),
             }
         };
-    let mut spec = WorkloadSpec::single(OpSpec {
-        op: CollectiveOp::Barrier,
-        algorithm: Algorithm::Dissemination,
-        size_bytes: 0,
-        group: GroupSpec::All,
-        dtype: Dtype::Float32,
-        reduce_op: ReduceOp::Sum,
-    });
-    spec.phases.clear();
+    let mut spec = WorkloadSpec::with_phases(Vec::new());
     spec.parallelism = parallelism;
     spec.iterations = positive(&file.iterations, "iterations")?.unwrap_or(1);
     spec.channels = positive(&file.channels, "channels")?.unwrap_or(1);

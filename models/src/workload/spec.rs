@@ -196,14 +196,19 @@ pub const TREE_CHUNK_BYTES: u64 = 512 * 1024;
 impl WorkloadSpec {
     /// One collective on `group`, once.
     pub fn single(op: OpSpec) -> WorkloadSpec {
+        WorkloadSpec::with_phases(vec![Phase {
+            name: op.op.name().into(),
+            kind: PhaseKind::Collective(op),
+            after: Vec::new(),
+            stage: None,
+        }])
+    }
+
+    /// `phases`, once, with every other setting at its default.
+    pub fn with_phases(phases: Vec<Phase>) -> WorkloadSpec {
         WorkloadSpec {
             parallelism: None,
-            phases: vec![Phase {
-                name: op.op.name().into(),
-                kind: PhaseKind::Collective(op),
-                after: Vec::new(),
-                stage: None,
-            }],
+            phases,
             iterations: 1,
             channels: 1,
             chunks: None,

@@ -475,14 +475,7 @@ pub fn parse(
         }
         program.pipeline(&parallelism, &starts, h.pp_comm)
     };
-    let mut spec = WorkloadSpec::single(OpSpec {
-        op: CollectiveOp::Barrier,
-        algorithm: Algorithm::Dissemination,
-        size_bytes: 0,
-        group: GroupSpec::All,
-        dtype: Dtype::Float32,
-        reduce_op: ReduceOp::Sum,
-    });
+    let mut spec = WorkloadSpec::with_phases(Vec::new());
     spec.parallelism = Some(parallelism);
     spec.phases = phases;
     Ok(spec)

@@ -23,9 +23,9 @@ use std::collections::BinaryHeap;
 #[derive(Debug)]
 pub struct FairShare {
     capacity_bps: Vec<u64>,
-    /// Per channel: the active flows crossing it, as slots, and the sum of
-    /// their weights there (members crossing it).
-    flows_on: Vec<Vec<u32>>,
+    /// Per channel: the active flows crossing it, as `(slot, weight
+    /// there)`, and the sum of their weights (members crossing it).
+    flows_on: Vec<Vec<(u32, u32)>>,
     weight_on: Vec<u32>,
     /// Per flow id: its slot while active ([`NO_SLOT`] otherwise).
     slot_of: Vec<u32>,
@@ -42,8 +42,13 @@ pub struct FairShare {
     path_room: Vec<u16>,
     rate_bps: Vec<u64>,
     free_slots: Vec<u32>,
-    /// Channels whose set of flows changed since the last [`FairShare::resolve`].
-    dirty: Vec<u32>,
+    /// `(level, channel)`: channels whose set of flows changed since the
+    /// last [`FairShare::resolve`], each with a rate below which no flow's
+    /// rate can change (see `resolve`): a departed flow's rate.
+    dirty: Vec<(u64, u32)>,
+    /// Flows that arrived since the last resolve (their level is bounded
+    /// once every arrival and departure of the instant is known).
+    arrived: Vec<u32>,
     // Scratch for `resolve`, sized once; `*_epoch` marks membership in the
     // component being solved without clearing anything.
     channel_epoch: Vec<u32>,
@@ -52,8 +57,8 @@ pub struct FairShare {
     epoch: u32,
     left_bps: Vec<u64>,
     unfixed: Vec<u32>,
-    component_channels: Vec<u32>,
-    component_flows: Vec<u32>,
+    region_channels: Vec<u32>,
+    region_flows: Vec<u32>,
     heap: BinaryHeap<Reverse<(u64, u32)>>,
     /// The component's candidate bottlenecks, `(share, channel)`
     /// (`candidates`); per channel: its index there (`fill_scan`).
@@ -69,6 +74,9 @@ pub struct FairShare {
     step: u64,
     /// [`SCAN_CHANNELS`] (tests lower it to check the heap gives the same).
     scan_channels: usize,
+    /// Whether a change re-solves only from its level on (tests turn it
+    /// off to check that whole components give the same).
+    from_level: bool,
 }
 
 /// A flow that is not active.
@@ -109,14 +117,15 @@ impl FairShare {
             rate_bps: Vec::new(),
             free_slots: Vec::new(),
             dirty: Vec::new(),
+            arrived: Vec::new(),
             channel_epoch: vec![0; channels],
             flow_epoch: Vec::new(),
             fixed_epoch: Vec::new(),
             epoch: 0,
             left_bps: vec![0; channels],
             unfixed: vec![0; channels],
-            component_channels: Vec::new(),
-            component_flows: Vec::new(),
+            region_channels: Vec::new(),
+            region_flows: Vec::new(),
             heap: BinaryHeap::new(),
             scan: Vec::new(),
             scan_slot: vec![0; channels],
@@ -125,6 +134,7 @@ impl FairShare {
             touched_at: vec![0; channels],
             step: 0,
             scan_channels: SCAN_CHANNELS,
+            from_level: true,
         }
     }
 
@@ -213,9 +223,9 @@ impl FairShare {
             let w = weight(i);
             self.weight[start + i] = w;
             self.weight_on[c as usize] += w;
-            self.flows_on[c as usize].push(slot);
-            self.dirty.push(c);
+            self.flows_on[c as usize].push((slot, w));
         }
+        self.arrived.push(flow);
     }
 
     /// Flow `flow` stops; returns the rate it had.
@@ -223,6 +233,7 @@ impl FairShare {
         let slot = std::mem::replace(&mut self.slot_of[flow as usize], NO_SLOT);
         assert!(slot != NO_SLOT, "flow {flow} is not active");
         let s = slot as usize;
+        let rate = std::mem::take(&mut self.rate_bps[s]);
         let start = self.path_start[s] as usize;
         for i in start..start + self.path_len[s] as usize {
             let c = self.path[i];
@@ -230,18 +241,59 @@ impl FairShare {
             let on = &mut self.flows_on[c as usize];
             let at = on
                 .iter()
-                .position(|&g| g == slot)
+                .position(|&(g, _)| g == slot)
                 .expect("flow on its path");
             on.swap_remove(at);
-            self.dirty.push(c);
+            // Rate 0: it arrived in this instant, and its arrival's level
+            // is no longer known; a full re-solve.
+            self.dirty.push((rate, c));
         }
         self.free_slots.push(slot);
-        std::mem::take(&mut self.rate_bps[s])
+        rate
     }
 
-    /// Recomputes the rates of every flow in a component touched since the
-    /// last call; appends the flows whose rate changed to `changed`.
+    /// Recomputes the rates of the flows that the arrivals and departures
+    /// since the last call can affect; appends those whose rate changed to
+    /// `changed`.
+    ///
+    /// Progressive filling fixes flows in nondecreasing order of rate, and
+    /// a change at level `L` leaves every step below `L` as it was: a flow
+    /// that departs at rate `L` crossed no channel that fixed flows below
+    /// `L`, and without it its channels' shares only rise; an arriving flow
+    /// gets at least `min(capacity / members)` over its channels (its
+    /// bottleneck is full and no flow there is faster), and until it is
+    /// fixed its channels' shares are only lower than they were. So flows
+    /// slower than the instant's lowest level keep their rates, the
+    /// others' channels start with what those flows leave, and only the
+    /// flows at or above the level that a changed channel reaches through
+    /// them are solved again: the same steps as a full re-solve of the
+    /// component from that level on, so the same rates bit for bit.
+    /// Changes are taken lowest level first, each solving the region it
+    /// reaches that an earlier (lower) one did not.
     pub fn resolve(&mut self, changed: &mut Vec<RateChange>) {
+        for k in 0..self.arrived.len() {
+            let slot = self.slot_of[self.arrived[k] as usize];
+            if slot == NO_SLOT || self.rate_bps[slot as usize] != 0 {
+                continue; // departed again: its departure was a full re-solve
+            }
+            let path = self.slot_path(slot);
+            let level = path
+                .iter()
+                .map(|&c| self.capacity_bps[c as usize] / u64::from(self.weight_on[c as usize]))
+                .min()
+                .expect("a path");
+            for i in 0..path.len() {
+                let c = self.slot_path(slot)[i];
+                self.dirty.push((level, c));
+            }
+        }
+        self.arrived.clear();
+        if !self.from_level {
+            self.dirty.iter_mut().for_each(|d| d.0 = 0);
+        }
+        // A channel listed twice is a seed at its lower level first, and
+        // in that seed's region after.
+        self.dirty.sort_unstable();
         if self.epoch >= (u32::MAX - 2).saturating_sub(self.dirty.len() as u32) {
             // Epochs are about to wrap: forget every mark.
             self.channel_epoch.fill(0);
@@ -249,35 +301,49 @@ impl FairShare {
             self.fixed_epoch.fill(0);
             self.epoch = 0;
         }
-        // Components solved in this call have epochs from `first` on.
+        // Regions solved in this call have epochs from `first` on.
         let first = self.epoch + 1;
-        while let Some(seed) = self.dirty.pop() {
+        for k in 0..self.dirty.len() {
+            let (level, seed) = self.dirty[k];
             if self.channel_epoch[seed as usize] >= first {
                 continue;
             }
             self.epoch += 1;
-            self.collect_component(seed);
-            self.fill(changed);
+            self.collect_region(seed, level);
+            if !self.region_flows.is_empty() {
+                self.fill(changed);
+            }
         }
+        self.dirty.clear();
     }
 
-    /// The component of `seed`: every channel reachable through shared flows.
-    fn collect_component(&mut self, seed: u32) {
+    /// The flows at or above `level` (or just arrived, rate 0) that `seed`
+    /// reaches through channels they share, and those channels with what
+    /// the slower flows on them leave (`left_bps`, `unfixed`).
+    fn collect_region(&mut self, seed: u32, level: u64) {
         let epoch = self.epoch;
-        self.component_channels.clear();
-        self.component_flows.clear();
+        self.region_channels.clear();
+        self.region_flows.clear();
         self.channel_epoch[seed as usize] = epoch;
-        self.component_channels.push(seed);
+        self.region_channels.push(seed);
         let mut next = 0;
-        while next < self.component_channels.len() {
-            let c = self.component_channels[next] as usize;
+        while next < self.region_channels.len() {
+            let c = self.region_channels[next] as usize;
             next += 1;
-            for &f in &self.flows_on[c] {
+            let (mut fixed_bps, mut fixed_weight) = (0u64, 0u32);
+            for k in 0..self.flows_on[c].len() {
+                let (f, w) = self.flows_on[c][k];
+                let rate = self.rate_bps[f as usize];
+                if rate != 0 && rate < level {
+                    fixed_bps = fixed_bps.saturating_add(rate.saturating_mul(u64::from(w)));
+                    fixed_weight += w;
+                    continue;
+                }
                 if self.flow_epoch[f as usize] == epoch {
                     continue;
                 }
                 self.flow_epoch[f as usize] = epoch;
-                self.component_flows.push(f);
+                self.region_flows.push(f);
                 // A channel of this flow alone leads nowhere: it starts
                 // full here and joins the flow's tightest one (`candidates`).
                 let mut private = (u64::MAX, u32::MAX);
@@ -292,15 +358,19 @@ impl FairShare {
                         self.channel_epoch[ci] = epoch;
                     } else if self.channel_epoch[ci] != epoch {
                         self.channel_epoch[ci] = epoch;
-                        self.component_channels.push(c2);
+                        self.region_channels.push(c2);
                     }
                 }
                 self.private_min[f as usize] = private;
             }
+            // Filling takes rates off with saturating subtractions, which
+            // end where one subtraction of their sum does.
+            self.left_bps[c] = self.capacity_bps[c].saturating_sub(fixed_bps);
+            self.unfixed[c] = self.weight_on[c] - fixed_weight;
         }
     }
 
-    /// Progressive filling over the collected component: repeatedly the
+    /// Progressive filling over the collected region: repeatedly the
     /// channel with the smallest `(share, channel id)` fixes its unfixed
     /// flows. Small components find it by scanning their candidates' shares,
     /// large ones through a lazy heap; both pick the same channel at every
@@ -313,31 +383,29 @@ impl FairShare {
             self.fill_heap(changed);
         }
         debug_assert!(self
-            .component_flows
+            .region_flows
             .iter()
             .all(|&f| self.fixed_epoch[f as usize] == self.epoch));
     }
 
-    /// Every component channel starts full; `scan` gets the `(share,
-    /// channel)` of the channels that may be a bottleneck. A channel that
+    /// `scan` gets the `(share, channel)` of the region's channels that may
+    /// be a bottleneck. A channel that
     /// one flow alone crosses (most of a class's member channels) can only
     /// ever fix that flow, and keeps its share until it does: only the
     /// smallest such entry of each flow is a candidate (the others would
     /// come after it, when the flow is fixed already), and
-    /// `collect_component` leaves them out of the component's channels.
+    /// `collect_region` leaves them out of the component's channels.
     fn candidates(&mut self) {
         self.scan.clear();
-        for &c in &self.component_channels {
+        for &c in &self.region_channels {
             let ci = c as usize;
-            let n = self.weight_on[ci];
+            let n = self.unfixed[ci];
             if n == 0 || self.flows_on[ci].len() == 1 {
-                continue; // its last flow left, or a flow's own (a seed)
+                continue; // no flow of the region, or a flow's own (a seed)
             }
-            self.left_bps[ci] = self.capacity_bps[ci];
-            self.unfixed[ci] = n;
-            self.scan.push((self.capacity_bps[ci] / u64::from(n), c));
+            self.scan.push((self.left_bps[ci] / u64::from(n), c));
         }
-        for &f in &self.component_flows {
+        for &f in &self.region_flows {
             let m = self.private_min[f as usize];
             if m.0 != u64::MAX {
                 self.scan.push(m);
@@ -403,9 +471,9 @@ impl FairShare {
         let step = self.step;
         self.touched.clear();
         for k in 0..self.flows_on[ci].len() {
-            let f = self.flows_on[ci][k];
-            if self.fixed_epoch[f as usize] == epoch {
-                continue;
+            let (f, _) = self.flows_on[ci][k];
+            if self.flow_epoch[f as usize] != epoch || self.fixed_epoch[f as usize] == epoch {
+                continue; // outside the region (slower), or fixed already
             }
             self.fixed_epoch[f as usize] = epoch;
             let old = std::mem::replace(&mut self.rate_bps[f as usize], rate);
@@ -575,6 +643,60 @@ mod tests {
             }
             // Every member counts against every channel it crosses.
             assert!(used.iter().zip(&caps).all(|(u, c)| u <= c));
+        }
+    }
+
+    #[test]
+    fn re_solving_from_the_level_gives_the_rates_of_whole_components() {
+        // Instants of several arrivals and departures at once (a flow may
+        // leave in the instant it arrived) over 30 channels, some so small
+        // that shares round to 0 and 1; the same sequence re-solved from
+        // each change's level and as whole components, scanning and
+        // through the heap.
+        for seed in 0..12u64 {
+            let caps: Vec<u64> = (0..30)
+                .map(|c| match c % 7 {
+                    0 => 3 + c,
+                    1 => 40,
+                    _ => 500 + 97 * (c * c % 13),
+                })
+                .collect();
+            let scan = if seed % 2 == 0 { SCAN_CHANNELS } else { 0 };
+            let (mut level, mut whole) = (
+                FairShare::new(caps.clone(), 2_000),
+                FairShare::new(caps.clone(), 2_000),
+            );
+            whole.from_level = false;
+            (level.scan_channels, whole.scan_channels) = (scan, scan);
+            let mut x = seed;
+            let mut rand = |n: u64| {
+                x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1442695040888963407);
+                (x >> 33) % n
+            };
+            let (mut active, mut next) = (Vec::new(), 0u32);
+            for _instant in 0..150 {
+                for _ in 0..rand(6) {
+                    let mut path: Vec<u32> = (0..1 + rand(6)).map(|_| rand(30) as u32).collect();
+                    path.sort_unstable();
+                    path.dedup();
+                    let weights: Vec<u32> = path.iter().map(|_| 1 + rand(3) as u32).collect();
+                    level.add_class(next, &path, &weights);
+                    whole.add_class(next, &path, &weights);
+                    active.push(next);
+                    next += 1;
+                }
+                for _ in 0..rand(5).min(active.len() as u64) {
+                    let gone = active.swap_remove(rand(active.len() as u64) as usize);
+                    assert_eq!(level.remove(gone), whole.remove(gone));
+                }
+                let (mut a, mut b) = (solve(&mut level), solve(&mut whole));
+                a.sort_unstable_by_key(|r| r.flow);
+                b.sort_unstable_by_key(|r| r.flow);
+                assert_eq!(a, b, "seed {seed}");
+                for &f in &active {
+                    assert_eq!(level.rate_bps(f), whole.rate_bps(f), "seed {seed} flow {f}");
+                }
+            }
         }
     }
 

@@ -1,6 +1,7 @@
 //! Max-min fair rates of flows over link capacities, recomputed only for the
-//! connected components of the flow–link graph that an arrival or departure
-//! touched (as SimGrid's LMM solver does).
+//! flows that an arrival or departure can affect: those at or above its
+//! level in the connected component of the flow–link graph it touches
+//! (SimGrid's LMM solver re-solves the whole component).
 //!
 //! Rates are integers (bits per second) and the filling is exact integer
 //! arithmetic, so a run is reproducible bit for bit. Progressive filling: the
@@ -22,25 +23,22 @@ use std::collections::BinaryHeap;
 /// max-min fair rates.
 #[derive(Debug)]
 pub struct FairShare {
-    capacity_bps: Vec<u64>,
+    /// Per channel: what a solve reads and writes of it, in one record.
+    channel: Vec<Channel>,
     /// Per channel: the active flows crossing it, as `(slot, weight
-    /// there)`, and the sum of their weights (members crossing it).
+    /// there)`.
     flows_on: Vec<Vec<(u32, u32)>>,
-    weight_on: Vec<u32>,
     /// Per flow id: its slot while active ([`NO_SLOT`] otherwise).
     slot_of: Vec<u32>,
     /// Per slot (an active flow; slots are reused, so everything the
-    /// solver touches stays as dense as the flows in flight): its flow id,
-    /// channels `path[path_start[s]..][..path_len[s]]` (room for
-    /// `path_room[s]`) with their weights in `weight` at the same places,
-    /// rate and marks.
+    /// solver touches stays as dense as the flows in flight): its rate,
+    /// path and marks, its flow id, and the channels
+    /// `path[slot.path_start..][..slot.path_len]` with their weights in
+    /// `weight` at the same places.
+    slot: Vec<Slot>,
     flow_at: Vec<u32>,
     path: Vec<u32>,
     weight: Vec<u32>,
-    path_start: Vec<u32>,
-    path_len: Vec<u16>,
-    path_room: Vec<u16>,
-    rate_bps: Vec<u64>,
     free_slots: Vec<u32>,
     /// `(level, channel)`: channels whose set of flows changed since the
     /// last [`FairShare::resolve`], each with a rate below which no flow's
@@ -49,18 +47,13 @@ pub struct FairShare {
     /// Flows that arrived since the last resolve (their level is bounded
     /// once every arrival and departure of the instant is known).
     arrived: Vec<u32>,
-    // Scratch for `resolve`, sized once; `*_epoch` marks membership in the
-    // component being solved without clearing anything.
-    channel_epoch: Vec<u32>,
-    flow_epoch: Vec<u32>,
-    fixed_epoch: Vec<u32>,
+    // Scratch for `resolve`; epochs mark membership in the region being
+    // solved without clearing anything.
     epoch: u32,
-    left_bps: Vec<u64>,
-    unfixed: Vec<u32>,
     region_channels: Vec<u32>,
     region_flows: Vec<u32>,
     heap: BinaryHeap<Reverse<(u64, u32)>>,
-    /// The component's candidate bottlenecks, `(share, channel)`
+    /// The region's candidate bottlenecks, `(share, channel)`
     /// (`candidates`); per channel: its index there (`fill_scan`).
     scan: Vec<(u64, u32)>,
     scan_slot: Vec<u32>,
@@ -68,10 +61,9 @@ pub struct FairShare {
     /// flow crosses (`candidates`).
     private_min: Vec<(u64, u32)>,
     /// The channels one [`FairShare::fix_channel`] changed, each once
-    /// (`touched_at[c]`: the last step that listed `c`).
+    /// (`Channel::touched_at`: the last step that listed it).
     touched: Vec<u32>,
-    touched_at: Vec<u64>,
-    step: u64,
+    step: u32,
     /// [`SCAN_CHANNELS`] (tests lower it to check the heap gives the same).
     scan_channels: usize,
     /// Whether a change re-solves only from its level on (tests turn it
@@ -79,10 +71,41 @@ pub struct FairShare {
     from_level: bool,
 }
 
+/// A channel's state: 32 bytes, so that a solve's visit costs one cache
+/// line (regions cross hundreds of channels scattered over the fabric).
+#[derive(Clone, Copy, Debug)]
+struct Channel {
+    capacity_bps: u64,
+    /// While solved: capacity not yet taken by fixed flows.
+    left_bps: u64,
+    /// The sum of its active flows' weights (members crossing it).
+    weight_on: u32,
+    /// While solved: members of flows not yet fixed.
+    unfixed: u32,
+    /// The last region that listed it.
+    epoch: u32,
+    touched_at: u32,
+}
+
+/// An active flow's state that a solve reads.
+#[derive(Clone, Copy, Debug, Default)]
+struct Slot {
+    rate_bps: u64,
+    path_start: u32,
+    path_len: u16,
+    /// Room for this many channels at `path_start` (paths only grow it, so
+    /// the pool stays bounded by the flows in flight times the longest
+    /// path).
+    path_room: u16,
+    /// The last region that took it in, and the last that fixed it.
+    epoch: u32,
+    fixed_epoch: u32,
+}
+
 /// A flow that is not active.
 const NO_SLOT: u32 = u32::MAX;
 
-/// Components of at most this many candidate channels (`candidates`) find
+/// Regions of at most this many candidate channels (`candidates`) find
 /// their next bottleneck by a linear scan (cheaper than heap pushes at the
 /// sizes workloads make: 7 channels on average on SimAI's MoE example);
 /// larger ones use the heap.
@@ -104,26 +127,27 @@ impl FairShare {
         );
         let channels = capacity_bps.len();
         FairShare {
-            capacity_bps,
+            channel: capacity_bps
+                .iter()
+                .map(|&capacity_bps| Channel {
+                    capacity_bps,
+                    left_bps: 0,
+                    weight_on: 0,
+                    unfixed: 0,
+                    epoch: 0,
+                    touched_at: 0,
+                })
+                .collect(),
             flows_on: vec![Vec::new(); channels],
-            weight_on: vec![0; channels],
             slot_of: vec![NO_SLOT; flows],
+            slot: Vec::new(),
             flow_at: Vec::new(),
             path: Vec::new(),
             weight: Vec::new(),
-            path_start: Vec::new(),
-            path_len: Vec::new(),
-            path_room: Vec::new(),
-            rate_bps: Vec::new(),
             free_slots: Vec::new(),
             dirty: Vec::new(),
             arrived: Vec::new(),
-            channel_epoch: vec![0; channels],
-            flow_epoch: Vec::new(),
-            fixed_epoch: Vec::new(),
             epoch: 0,
-            left_bps: vec![0; channels],
-            unfixed: vec![0; channels],
             region_channels: Vec::new(),
             region_flows: Vec::new(),
             heap: BinaryHeap::new(),
@@ -131,7 +155,6 @@ impl FairShare {
             scan_slot: vec![0; channels],
             private_min: Vec::new(),
             touched: Vec::new(),
-            touched_at: vec![0; channels],
             step: 0,
             scan_channels: SCAN_CHANNELS,
             from_level: true,
@@ -142,30 +165,25 @@ impl FairShare {
     pub fn rate_bps(&self, flow: u32) -> u64 {
         match self.slot_of[flow as usize] {
             NO_SLOT => 0,
-            s => self.rate_bps[s as usize],
+            s => self.slot[s as usize].rate_bps,
         }
     }
 
     /// The channels active flow `flow` crosses.
     pub fn path(&self, flow: u32) -> &[u32] {
-        self.slot_path(self.slot_of[flow as usize])
-    }
-
-    fn slot_path(&self, slot: u32) -> &[u32] {
-        let start = self.path_start[slot as usize] as usize;
-        &self.path[start..start + self.path_len[slot as usize] as usize]
+        let slot = self.slot[self.slot_of[flow as usize] as usize];
+        &self.path[slot.path_start as usize..][..usize::from(slot.path_len)]
     }
 
     /// The weights of active flow `flow` on its channels ([`FairShare::path`]).
     pub fn weights(&self, flow: u32) -> &[u32] {
-        let slot = self.slot_of[flow as usize] as usize;
-        let start = self.path_start[slot] as usize;
-        &self.weight[start..start + self.path_len[slot] as usize]
+        let slot = self.slot[self.slot_of[flow as usize] as usize];
+        &self.weight[slot.path_start as usize..][..usize::from(slot.path_len)]
     }
 
     /// Active flows crossing `channel`, each counted by its weight there.
     pub fn load(&self, channel: u32) -> usize {
-        self.weight_on[channel as usize] as usize
+        self.channel[channel as usize].weight_on as usize
     }
 
     /// Flow `flow` starts crossing `channels` (each at most once); its rate
@@ -192,37 +210,30 @@ impl FairShare {
         let slot = match self.free_slots.pop() {
             Some(slot) => slot,
             None => {
-                let slot = u32::try_from(self.flow_at.len()).expect("under 2^32 active flows");
+                let slot = u32::try_from(self.slot.len()).expect("under 2^32 active flows");
+                self.slot.push(Slot::default());
                 self.flow_at.push(0);
-                self.path_start.push(0);
-                self.path_len.push(0);
-                self.path_room.push(0);
-                self.rate_bps.push(0);
-                self.flow_epoch.push(0);
-                self.fixed_epoch.push(0);
                 self.private_min.push((u64::MAX, u32::MAX));
                 slot
             }
         };
-        let s = slot as usize;
-        if self.path_room[s] < len {
-            // Paths only grow a slot's room, so the pool stays bounded by
-            // the flows in flight times the longest path.
-            self.path_start[s] = u32::try_from(self.path.len()).expect("under 2^32 path entries");
-            self.path_room[s] = len;
+        let s = &mut self.slot[slot as usize];
+        if s.path_room < len {
+            s.path_start = u32::try_from(self.path.len()).expect("under 2^32 path entries");
+            s.path_room = len;
             self.path.resize(self.path.len() + usize::from(len), 0);
             self.weight.resize(self.path.len(), 0);
         }
-        let start = self.path_start[s] as usize;
+        s.path_len = len;
+        s.rate_bps = 0;
+        let start = s.path_start as usize;
         self.path[start..start + channels.len()].copy_from_slice(channels);
-        self.path_len[s] = len;
-        self.flow_at[s] = flow;
-        self.rate_bps[s] = 0;
+        self.flow_at[slot as usize] = flow;
         self.slot_of[flow as usize] = slot;
         for (i, &c) in channels.iter().enumerate() {
             let w = weight(i);
             self.weight[start + i] = w;
-            self.weight_on[c as usize] += w;
+            self.channel[c as usize].weight_on += w;
             self.flows_on[c as usize].push((slot, w));
         }
         self.arrived.push(flow);
@@ -232,12 +243,12 @@ impl FairShare {
     pub fn remove(&mut self, flow: u32) -> u64 {
         let slot = std::mem::replace(&mut self.slot_of[flow as usize], NO_SLOT);
         assert!(slot != NO_SLOT, "flow {flow} is not active");
-        let s = slot as usize;
-        let rate = std::mem::take(&mut self.rate_bps[s]);
-        let start = self.path_start[s] as usize;
-        for i in start..start + self.path_len[s] as usize {
+        let s = &mut self.slot[slot as usize];
+        let rate = std::mem::take(&mut s.rate_bps);
+        let start = s.path_start as usize;
+        for i in start..start + usize::from(s.path_len) {
             let c = self.path[i];
-            self.weight_on[c as usize] -= self.weight[i];
+            self.channel[c as usize].weight_on -= self.weight[i];
             let on = &mut self.flows_on[c as usize];
             let at = on
                 .iter()
@@ -273,19 +284,20 @@ impl FairShare {
     pub fn resolve(&mut self, changed: &mut Vec<RateChange>) {
         for k in 0..self.arrived.len() {
             let slot = self.slot_of[self.arrived[k] as usize];
-            if slot == NO_SLOT || self.rate_bps[slot as usize] != 0 {
+            if slot == NO_SLOT || self.slot[slot as usize].rate_bps != 0 {
                 continue; // departed again: its departure was a full re-solve
             }
-            let path = self.slot_path(slot);
+            let s = self.slot[slot as usize];
+            let path = &self.path[s.path_start as usize..][..usize::from(s.path_len)];
             let level = path
                 .iter()
-                .map(|&c| self.capacity_bps[c as usize] / u64::from(self.weight_on[c as usize]))
+                .map(|&c| {
+                    let ch = &self.channel[c as usize];
+                    ch.capacity_bps / u64::from(ch.weight_on)
+                })
                 .min()
                 .expect("a path");
-            for i in 0..path.len() {
-                let c = self.slot_path(slot)[i];
-                self.dirty.push((level, c));
-            }
+            self.dirty.extend(path.iter().map(|&c| (level, c)));
         }
         self.arrived.clear();
         if !self.from_level {
@@ -296,16 +308,18 @@ impl FairShare {
         self.dirty.sort_unstable();
         if self.epoch >= (u32::MAX - 2).saturating_sub(self.dirty.len() as u32) {
             // Epochs are about to wrap: forget every mark.
-            self.channel_epoch.fill(0);
-            self.flow_epoch.fill(0);
-            self.fixed_epoch.fill(0);
+            self.channel.iter_mut().for_each(|c| c.epoch = 0);
+            self.slot.iter_mut().for_each(|s| {
+                s.epoch = 0;
+                s.fixed_epoch = 0;
+            });
             self.epoch = 0;
         }
         // Regions solved in this call have epochs from `first` on.
         let first = self.epoch + 1;
         for k in 0..self.dirty.len() {
             let (level, seed) = self.dirty[k];
-            if self.channel_epoch[seed as usize] >= first {
+            if self.channel[seed as usize].epoch >= first {
                 continue;
             }
             self.epoch += 1;
@@ -324,7 +338,7 @@ impl FairShare {
         let epoch = self.epoch;
         self.region_channels.clear();
         self.region_flows.clear();
-        self.channel_epoch[seed as usize] = epoch;
+        self.channel[seed as usize].epoch = epoch;
         self.region_channels.push(seed);
         let mut next = 0;
         while next < self.region_channels.len() {
@@ -333,31 +347,35 @@ impl FairShare {
             let (mut fixed_bps, mut fixed_weight) = (0u64, 0u32);
             for k in 0..self.flows_on[c].len() {
                 let (f, w) = self.flows_on[c][k];
-                let rate = self.rate_bps[f as usize];
+                let slot = &mut self.slot[f as usize];
+                let rate = slot.rate_bps;
                 if rate != 0 && rate < level {
                     fixed_bps = fixed_bps.saturating_add(rate.saturating_mul(u64::from(w)));
                     fixed_weight += w;
                     continue;
                 }
-                if self.flow_epoch[f as usize] == epoch {
+                if slot.epoch == epoch {
                     continue;
                 }
-                self.flow_epoch[f as usize] = epoch;
+                slot.epoch = epoch;
                 self.region_flows.push(f);
                 // A channel of this flow alone leads nowhere: it starts
                 // full here and joins the flow's tightest one (`candidates`).
                 let mut private = (u64::MAX, u32::MAX);
-                let start = self.path_start[f as usize] as usize;
-                for &c2 in &self.path[start..start + self.path_len[f as usize] as usize] {
-                    let ci = c2 as usize;
-                    if self.flows_on[ci].len() == 1 {
-                        let n = self.weight_on[ci];
-                        self.left_bps[ci] = self.capacity_bps[ci];
-                        self.unfixed[ci] = n;
-                        private = private.min((self.capacity_bps[ci] / u64::from(n), c2));
-                        self.channel_epoch[ci] = epoch;
-                    } else if self.channel_epoch[ci] != epoch {
-                        self.channel_epoch[ci] = epoch;
+                let start = slot.path_start as usize;
+                let len = usize::from(slot.path_len);
+                for (&c2, &w2) in self.path[start..start + len]
+                    .iter()
+                    .zip(&self.weight[start..start + len])
+                {
+                    let ch = &mut self.channel[c2 as usize];
+                    if ch.weight_on == w2 {
+                        ch.left_bps = ch.capacity_bps;
+                        ch.unfixed = w2;
+                        ch.epoch = epoch;
+                        private = private.min((ch.capacity_bps / u64::from(w2), c2));
+                    } else if ch.epoch != epoch {
+                        ch.epoch = epoch;
                         self.region_channels.push(c2);
                     }
                 }
@@ -365,14 +383,15 @@ impl FairShare {
             }
             // Filling takes rates off with saturating subtractions, which
             // end where one subtraction of their sum does.
-            self.left_bps[c] = self.capacity_bps[c].saturating_sub(fixed_bps);
-            self.unfixed[c] = self.weight_on[c] - fixed_weight;
+            let ch = &mut self.channel[c];
+            ch.left_bps = ch.capacity_bps.saturating_sub(fixed_bps);
+            ch.unfixed = ch.weight_on - fixed_weight;
         }
     }
 
     /// Progressive filling over the collected region: repeatedly the
     /// channel with the smallest `(share, channel id)` fixes its unfixed
-    /// flows. Small components find it by scanning their candidates' shares,
+    /// flows. Small regions find it by scanning their candidates' shares,
     /// large ones through a lazy heap; both pick the same channel at every
     /// step.
     fn fill(&mut self, changed: &mut Vec<RateChange>) {
@@ -385,25 +404,24 @@ impl FairShare {
         debug_assert!(self
             .region_flows
             .iter()
-            .all(|&f| self.fixed_epoch[f as usize] == self.epoch));
+            .all(|&f| self.slot[f as usize].fixed_epoch == self.epoch));
     }
 
     /// `scan` gets the `(share, channel)` of the region's channels that may
-    /// be a bottleneck. A channel that
-    /// one flow alone crosses (most of a class's member channels) can only
-    /// ever fix that flow, and keeps its share until it does: only the
-    /// smallest such entry of each flow is a candidate (the others would
-    /// come after it, when the flow is fixed already), and
-    /// `collect_region` leaves them out of the component's channels.
+    /// be a bottleneck. A channel that one flow alone crosses (most of a
+    /// class's member channels) can only ever fix that flow, and keeps its
+    /// share until it does: only the smallest such entry of each flow is a
+    /// candidate (the others would come after it, when the flow is fixed
+    /// already), and `collect_region` leaves them out of the region's
+    /// channels.
     fn candidates(&mut self) {
         self.scan.clear();
         for &c in &self.region_channels {
-            let ci = c as usize;
-            let n = self.unfixed[ci];
-            if n == 0 || self.flows_on[ci].len() == 1 {
+            let ch = &self.channel[c as usize];
+            if ch.unfixed == 0 || self.flows_on[c as usize].len() == 1 {
                 continue; // no flow of the region, or a flow's own (a seed)
             }
-            self.scan.push((self.left_bps[ci] / u64::from(n), c));
+            self.scan.push((ch.left_bps / u64::from(ch.unfixed), c));
         }
         for &f in &self.region_flows {
             let m = self.private_min[f as usize];
@@ -442,7 +460,8 @@ impl FairShare {
         self.heap.extend(self.scan.iter().map(|&e| Reverse(e)));
         while let Some(Reverse((share, c))) = self.heap.pop() {
             let ci = c as usize;
-            if self.unfixed[ci] == 0 || share != self.left_bps[ci] / u64::from(self.unfixed[ci]) {
+            let ch = &self.channel[ci];
+            if ch.unfixed == 0 || share != ch.left_bps / u64::from(ch.unfixed) {
                 continue; // stale entry: a fresher one is in the heap
             }
             self.fix_channel(ci, share.max(1), changed, |s, c2, left, unfixed| {
@@ -453,12 +472,12 @@ impl FairShare {
         }
     }
 
-    /// Fixes every unfixed flow on channel `ci` at `rate` (per member), takes
-    /// its members off the channels it crosses, and then tells `update(self,
-    /// channel, left, unfixed)` the new state of each such channel that
-    /// other flows cross too, once (a class crosses many channels, and a
-    /// channel is crossed by many of the flows fixed together); a channel
-    /// of one flow has none left unfixed.
+    /// Fixes every unfixed flow of the region on channel `ci` at `rate` (per
+    /// member), takes its members off the channels it crosses, and then
+    /// tells `update(self, channel, left, unfixed)` the new state of each
+    /// such channel that other flows cross too, once (a class crosses many
+    /// channels, and a channel is crossed by many of the flows fixed
+    /// together); a channel of one flow has none left unfixed.
     fn fix_channel(
         &mut self,
         ci: usize,
@@ -467,37 +486,45 @@ impl FairShare {
         mut update: impl FnMut(&mut FairShare, usize, u64, u32),
     ) {
         let epoch = self.epoch;
+        if self.step == u32::MAX {
+            self.channel.iter_mut().for_each(|c| c.touched_at = 0);
+            self.step = 0;
+        }
         self.step += 1;
         let step = self.step;
         self.touched.clear();
         for k in 0..self.flows_on[ci].len() {
             let (f, _) = self.flows_on[ci][k];
-            if self.flow_epoch[f as usize] != epoch || self.fixed_epoch[f as usize] == epoch {
+            let slot = &mut self.slot[f as usize];
+            if slot.epoch != epoch || slot.fixed_epoch == epoch {
                 continue; // outside the region (slower), or fixed already
             }
-            self.fixed_epoch[f as usize] = epoch;
-            let old = std::mem::replace(&mut self.rate_bps[f as usize], rate);
+            slot.fixed_epoch = epoch;
+            let old = std::mem::replace(&mut slot.rate_bps, rate);
             if old != rate {
                 changed.push(RateChange {
                     flow: self.flow_at[f as usize],
                     old_bps: old,
                 });
             }
-            let start = self.path_start[f as usize] as usize;
-            for i in start..start + self.path_len[f as usize] as usize {
-                let (c2, w) = (self.path[i] as usize, self.weight[i]);
-                let taken = rate.saturating_mul(u64::from(w));
-                self.left_bps[c2] = self.left_bps[c2].saturating_sub(taken);
-                self.unfixed[c2] -= w;
-                if c2 != ci && self.touched_at[c2] != step && self.flows_on[c2].len() > 1 {
-                    self.touched_at[c2] = step;
-                    self.touched.push(c2 as u32);
+            let start = slot.path_start as usize;
+            let len = usize::from(slot.path_len);
+            for (&c2, &w) in self.path[start..start + len]
+                .iter()
+                .zip(&self.weight[start..start + len])
+            {
+                let ch = &mut self.channel[c2 as usize];
+                ch.left_bps = ch.left_bps.saturating_sub(rate.saturating_mul(u64::from(w)));
+                ch.unfixed -= w;
+                if c2 as usize != ci && ch.touched_at != step && ch.weight_on != w {
+                    ch.touched_at = step;
+                    self.touched.push(c2);
                 }
             }
         }
         for k in 0..self.touched.len() {
             let c2 = self.touched[k] as usize;
-            let (left, unfixed) = (self.left_bps[c2], self.unfixed[c2]);
+            let (left, unfixed) = (self.channel[c2].left_bps, self.channel[c2].unfixed);
             update(self, c2, left, unfixed);
         }
     }

@@ -60,6 +60,10 @@ pub struct FairShare {
     /// Per slot: the smallest `(share, channel)` of the channels only its
     /// flow crosses (`candidates`).
     private_min: Vec<(u64, u32)>,
+    /// The region's flows' `(channel, weight)` on channels that other flows
+    /// cross too, `shared[slot.shared_start..][..slot.shared_len]`: all
+    /// that fixing a flow changes (most of a class's channels are its own).
+    shared: Vec<(u32, u32)>,
     /// The channels one [`FairShare::fix_channel`] changed, each once
     /// (`Channel::touched_at`: the last step that listed it).
     touched: Vec<u32>,
@@ -100,6 +104,9 @@ struct Slot {
     /// The last region that took it in, and the last that fixed it.
     epoch: u32,
     fixed_epoch: u32,
+    /// Its shared channels in the region being solved (`FairShare::shared`).
+    shared_start: u32,
+    shared_len: u16,
 }
 
 /// A flow that is not active.
@@ -154,6 +161,7 @@ impl FairShare {
             scan: Vec::new(),
             scan_slot: vec![0; channels],
             private_min: Vec::new(),
+            shared: Vec::new(),
             touched: Vec::new(),
             step: 0,
             scan_channels: SCAN_CHANNELS,
@@ -338,6 +346,7 @@ impl FairShare {
         let epoch = self.epoch;
         self.region_channels.clear();
         self.region_flows.clear();
+        self.shared.clear();
         self.channel[seed as usize].epoch = epoch;
         self.region_channels.push(seed);
         let mut next = 0;
@@ -359,26 +368,31 @@ impl FairShare {
                 }
                 slot.epoch = epoch;
                 self.region_flows.push(f);
-                // A channel of this flow alone leads nowhere: it starts
-                // full here and joins the flow's tightest one (`candidates`).
+                // A channel of this flow alone leads nowhere: its share is
+                // its capacity's until the flow is fixed, and only the
+                // flow's tightest one is a candidate (`candidates`).
                 let mut private = (u64::MAX, u32::MAX);
                 let start = slot.path_start as usize;
                 let len = usize::from(slot.path_len);
+                let shared_start = self.shared.len();
                 for (&c2, &w2) in self.path[start..start + len]
                     .iter()
                     .zip(&self.weight[start..start + len])
                 {
                     let ch = &mut self.channel[c2 as usize];
                     if ch.weight_on == w2 {
-                        ch.left_bps = ch.capacity_bps;
-                        ch.unfixed = w2;
                         ch.epoch = epoch;
                         private = private.min((ch.capacity_bps / u64::from(w2), c2));
-                    } else if ch.epoch != epoch {
+                        continue;
+                    }
+                    self.shared.push((c2, w2));
+                    if ch.epoch != epoch {
                         ch.epoch = epoch;
                         self.region_channels.push(c2);
                     }
                 }
+                slot.shared_start = shared_start as u32;
+                slot.shared_len = (self.shared.len() - shared_start) as u16;
                 self.private_min[f as usize] = private;
             }
             // Filling takes rates off with saturating subtractions, which
@@ -426,6 +440,10 @@ impl FairShare {
         for &f in &self.region_flows {
             let m = self.private_min[f as usize];
             if m.0 != u64::MAX {
+                // Full until its flow is fixed (which leaves it as it is:
+                // the heap holds one entry for it, and scanning drops it).
+                let ch = &mut self.channel[m.1 as usize];
+                (ch.left_bps, ch.unfixed) = (ch.capacity_bps, ch.weight_on);
                 self.scan.push(m);
             }
         }
@@ -477,7 +495,8 @@ impl FairShare {
     /// tells `update(self, channel, left, unfixed)` the new state of each
     /// such channel that other flows cross too, once (a class crosses many
     /// channels, and a channel is crossed by many of the flows fixed
-    /// together); a channel of one flow has none left unfixed.
+    /// together). A channel of the flow alone is left as it is: nothing
+    /// reads it again.
     fn fix_channel(
         &mut self,
         ci: usize,
@@ -507,16 +526,12 @@ impl FairShare {
                     old_bps: old,
                 });
             }
-            let start = slot.path_start as usize;
-            let len = usize::from(slot.path_len);
-            for (&c2, &w) in self.path[start..start + len]
-                .iter()
-                .zip(&self.weight[start..start + len])
-            {
+            let start = slot.shared_start as usize;
+            for &(c2, w) in &self.shared[start..start + usize::from(slot.shared_len)] {
                 let ch = &mut self.channel[c2 as usize];
                 ch.left_bps = ch.left_bps.saturating_sub(rate.saturating_mul(u64::from(w)));
                 ch.unfixed -= w;
-                if c2 as usize != ci && ch.touched_at != step && ch.weight_on != w {
+                if c2 as usize != ci && ch.touched_at != step {
                     ch.touched_at = step;
                     self.touched.push(c2);
                 }

@@ -8,16 +8,14 @@
 //! channel with the smallest fair share (`capacity left / flows not yet
 //! fixed`) fixes all its unfixed flows at that share; their rates come off
 //! every other channel they cross; repeat. A channel's share never drops when
-//! flows at the minimum share are fixed, so a lazy heap of shares suffices.
+//! flows at the minimum share are fixed, so rates come out in nondecreasing
+//! order.
 //!
 //! A flow may be a class of identical flows run at one rate (a folded
 //! job's replicas, [`super::classes`]): it crosses each of its channels
 //! with a weight, the number of its members there, and counts that many
 //! times in the channel's share (`capacity left / members not yet fixed`),
 //! so its rate is each member's weighted max-min fair rate.
-
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 
 /// Active flows, the channels (link directions) each crosses, and their
 /// max-min fair rates.
@@ -52,7 +50,8 @@ pub struct FairShare {
     epoch: u32,
     region_channels: Vec<u32>,
     region_flows: Vec<u32>,
-    heap: BinaryHeap<Reverse<(u64, u32)>>,
+    /// `fill_tree`'s tournament tree.
+    tree: Vec<(u64, u32)>,
     /// The region's candidate bottlenecks, `(share, channel)`
     /// (`candidates`); per channel: its index there (`fill_scan`).
     scan: Vec<(u64, u32)>,
@@ -68,7 +67,7 @@ pub struct FairShare {
     /// (`Channel::touched_at`: the last step that listed it).
     touched: Vec<u32>,
     step: u32,
-    /// [`SCAN_CHANNELS`] (tests lower it to check the heap gives the same).
+    /// [`SCAN_CHANNELS`] (tests lower it to check the tree gives the same).
     scan_channels: usize,
     /// Whether a change re-solves only from its level on (tests turn it
     /// off to check that whole components give the same).
@@ -113,9 +112,8 @@ struct Slot {
 const NO_SLOT: u32 = u32::MAX;
 
 /// Regions of at most this many candidate channels (`candidates`) find
-/// their next bottleneck by a linear scan (cheaper than heap pushes at the
-/// sizes workloads make: 7 channels on average on SimAI's MoE example);
-/// larger ones use the heap.
+/// their next bottleneck by a linear scan (cheaper than a tree at the
+/// sizes most instants make); larger ones use a tournament tree.
 const SCAN_CHANNELS: usize = 64;
 
 /// A flow whose rate changed: its rate before (0 if it just arrived).
@@ -157,7 +155,7 @@ impl FairShare {
             epoch: 0,
             region_channels: Vec::new(),
             region_flows: Vec::new(),
-            heap: BinaryHeap::new(),
+            tree: Vec::new(),
             scan: Vec::new(),
             scan_slot: vec![0; channels],
             private_min: Vec::new(),
@@ -406,14 +404,14 @@ impl FairShare {
     /// Progressive filling over the collected region: repeatedly the
     /// channel with the smallest `(share, channel id)` fixes its unfixed
     /// flows. Small regions find it by scanning their candidates' shares,
-    /// large ones through a lazy heap; both pick the same channel at every
+    /// large ones through a tournament tree; both pick the same channel at every
     /// step.
     fn fill(&mut self, changed: &mut Vec<RateChange>) {
         self.candidates();
         if self.scan.len() <= self.scan_channels {
             self.fill_scan(changed);
         } else {
-            self.fill_heap(changed);
+            self.fill_tree(changed);
         }
         debug_assert!(self
             .region_flows
@@ -440,8 +438,8 @@ impl FairShare {
         for &f in &self.region_flows {
             let m = self.private_min[f as usize];
             if m.0 != u64::MAX {
-                // Full until its flow is fixed (which leaves it as it is:
-                // the heap holds one entry for it, and scanning drops it).
+                // Full until its flow is fixed, which leaves it as it is
+                // (fixing nothing once it comes up).
                 let ch = &mut self.channel[m.1 as usize];
                 (ch.left_bps, ch.unfixed) = (ch.capacity_bps, ch.weight_on);
                 self.scan.push(m);
@@ -471,22 +469,41 @@ impl FairShare {
         }
     }
 
-    /// [`FairShare::fill`] with a lazy heap of `(share, channel)`: an entry
-    /// whose share is no longer the channel's is stale and skipped.
-    fn fill_heap(&mut self, changed: &mut Vec<RateChange>) {
-        self.heap.clear();
-        self.heap.extend(self.scan.iter().map(|&e| Reverse(e)));
-        while let Some(Reverse((share, c))) = self.heap.pop() {
-            let ci = c as usize;
-            let ch = &self.channel[ci];
-            if ch.unfixed == 0 || share != ch.left_bps / u64::from(ch.unfixed) {
-                continue; // stale entry: a fresher one is in the heap
+    /// [`FairShare::fill`] with the candidates' `(share, channel)` as the
+    /// leaves of a tournament tree (`tree[1]` the least; the children of
+    /// `i` are `2i` and `2i + 1`): a step updates each touched channel's
+    /// leaf and the minima above it, in place (a heap of the changed
+    /// shares would pile up stale entries).
+    fn fill_tree(&mut self, changed: &mut Vec<RateChange>) {
+        let leaves = self.scan.len().next_power_of_two();
+        self.tree.clear();
+        self.tree.resize(2 * leaves, (u64::MAX, u32::MAX));
+        self.tree[leaves..leaves + self.scan.len()].copy_from_slice(&self.scan);
+        for i in (1..leaves).rev() {
+            self.tree[i] = self.tree[2 * i].min(self.tree[2 * i + 1]);
+        }
+        for (i, &(_, c)) in self.scan.iter().enumerate() {
+            self.scan_slot[c as usize] = (leaves + i) as u32;
+        }
+        let set = |tree: &mut [(u64, u32)], mut i: usize, share: u64| {
+            tree[i].0 = share;
+            while i > 1 {
+                i /= 2;
+                tree[i] = tree[2 * i].min(tree[2 * i + 1]);
             }
+        };
+        while self.tree[1].0 != u64::MAX {
+            let (share, c) = self.tree[1];
+            let ci = c as usize;
             self.fix_channel(ci, share.max(1), changed, |s, c2, left, unfixed| {
-                if unfixed > 0 {
-                    s.heap.push(Reverse((left / u64::from(unfixed), c2 as u32)));
-                }
+                let share = if unfixed == 0 {
+                    u64::MAX
+                } else {
+                    left / u64::from(unfixed)
+                };
+                set(&mut s.tree, s.scan_slot[c2] as usize, share);
             });
+            set(&mut self.tree, self.scan_slot[ci] as usize, u64::MAX);
         }
     }
 
@@ -640,16 +657,16 @@ mod tests {
     }
 
     #[test]
-    fn scanning_and_the_heap_give_the_same_rates_through_arrivals_and_departures() {
+    fn scanning_and_the_tree_give_the_same_rates_through_arrivals_and_departures() {
         // Random paths over 40 channels of uneven capacities; flows and
         // classes come and go (slots are reused), both solvers see the same
         // sequence.
         let caps: Vec<u64> = (0..40).map(|c| 1_000 + 37 * (c * c % 23)).collect();
-        let (mut scan, mut heap) = (
+        let (mut scan, mut tree) = (
             FairShare::new(caps.clone(), 300),
             FairShare::new(caps.clone(), 300),
         );
-        heap.scan_channels = 0;
+        tree.scan_channels = 0;
         let mut x: u64 = 7;
         let mut rand = |n: u64| {
             x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
@@ -664,21 +681,21 @@ mod tests {
             let weights: Vec<u32> = path.iter().map(|_| 1 + rand(4) as u32).collect();
             if flow % 2 == 0 {
                 scan.add(flow, &path);
-                heap.add(flow, &path);
+                tree.add(flow, &path);
             } else {
                 scan.add_class(flow, &path, &weights);
-                heap.add_class(flow, &path, &weights);
+                tree.add_class(flow, &path, &weights);
             }
             active.push(flow);
             if rand(3) == 0 {
                 let gone = active.swap_remove(rand(active.len() as u64) as usize);
-                assert_eq!(scan.remove(gone), heap.remove(gone));
+                assert_eq!(scan.remove(gone), tree.remove(gone));
             }
-            assert_eq!(solve(&mut scan), solve(&mut heap));
+            assert_eq!(solve(&mut scan), solve(&mut tree));
             let mut used = vec![0u64; caps.len()];
             for &f in &active {
-                assert_eq!(scan.rate_bps(f), heap.rate_bps(f), "flow {f}");
-                assert_eq!(scan.path(f), heap.path(f));
+                assert_eq!(scan.rate_bps(f), tree.rate_bps(f), "flow {f}");
+                assert_eq!(scan.path(f), tree.path(f));
                 for (&c, &w) in scan.path(f).iter().zip(scan.weights(f)) {
                     used[c as usize] += scan.rate_bps(f) * u64::from(w);
                 }
@@ -694,7 +711,7 @@ mod tests {
         // leave in the instant it arrived) over 30 channels, some so small
         // that shares round to 0 and 1; the same sequence re-solved from
         // each change's level and as whole components, scanning and
-        // through the heap.
+        // through the tree.
         for seed in 0..12u64 {
             let caps: Vec<u64> = (0..30)
                 .map(|c| match c % 7 {

@@ -546,7 +546,9 @@ impl FairShare {
             let start = slot.shared_start as usize;
             for &(c2, w) in &self.shared[start..start + usize::from(slot.shared_len)] {
                 let ch = &mut self.channel[c2 as usize];
-                ch.left_bps = ch.left_bps.saturating_sub(rate.saturating_mul(u64::from(w)));
+                ch.left_bps = ch
+                    .left_bps
+                    .saturating_sub(rate.saturating_mul(u64::from(w)));
                 ch.unfixed -= w;
                 if c2 as usize != ci && ch.touched_at != step {
                     ch.touched_at = step;
@@ -729,7 +731,9 @@ mod tests {
             (level.scan_channels, whole.scan_channels) = (scan, scan);
             let mut x = seed;
             let mut rand = |n: u64| {
-                x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1442695040888963407);
+                x = x
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1442695040888963407);
                 (x >> 33) % n
             };
             let (mut active, mut next) = (Vec::new(), 0u32);

@@ -18,7 +18,7 @@ sending nothing). `--netsim` picks the binary (to compare builds).
 
 `--full`: the shipped example unchanged on `--topo hpn --gpus 9216` with
 `--fold-dp 12`, under `/usr/bin/time -v`: wall time (set-up and
-simulating), peak RSS, flows (with `--classes`: classes, and the member
+simulating), CPU time (user and system), peak RSS, flows (with `--classes`: classes, and the member
 flows they stand for), collectives, the iteration time and the flow level's cost per class
 (simulate time / flows). `--full-ga N` keeps its first N micro-batches (a
 shorter run of the same shape); arguments after the options (`--cc none`)
@@ -68,6 +68,10 @@ def run(workload, gpus, fold, out, extra, classes=False):
     with open(os.path.join(out, "run.json")) as f:
         summary = json.load(f)
     summary["time_v_peak_rss_bytes"] = rss_kb * 1024
+    # CPU seconds: on a shared machine, steadier than wall time.
+    summary["time_v_cpu_s"] = sum(
+        float(re.search(rf"{kind} time \(seconds\): ([\d.]+)", p.stderr).group(1))
+        for kind in ("User", "System"))
     return summary
 
 
@@ -149,7 +153,8 @@ def full(args, text, tmp):
     print(json.dumps({
         "gpus": 9216, "fold_dp": args.full_fold, "classes": args.classes, "ga": args.full_ga,
         "extra": args.extra,
-        "wall_s": s["wall_s"], "setup_s": s["setup_s"], "simulate_s": s["simulate_s"],
+        "wall_s": s["wall_s"], "cpu_s": s["time_v_cpu_s"], "setup_s": s["setup_s"],
+        "simulate_s": s["simulate_s"],
         "us_per_flow": s["simulate_s"] * 1e6 / s["flows"],
         "peak_rss_bytes": s["time_v_peak_rss_bytes"], "flows": s["flows"],
         # With classes each flows row stands for `fold` member flows.

@@ -1,13 +1,15 @@
 //! Max-min fair rates of flows over link capacities, recomputed only for the
-//! connected components of the flow–link graph that an arrival or departure
-//! touched (as SimGrid's LMM solver does).
+//! flows that an arrival or departure can affect: those at or above its
+//! level in the connected component of the flow–link graph it touches
+//! (SimGrid's LMM solver re-solves the whole component).
 //!
 //! Rates are integers (bits per second) and the filling is exact integer
 //! arithmetic, so a run is reproducible bit for bit. Progressive filling: the
 //! channel with the smallest fair share (`capacity left / flows not yet
 //! fixed`) fixes all its unfixed flows at that share; their rates come off
 //! every other channel they cross; repeat. A channel's share never drops when
-//! flows at the minimum share are fixed, so a lazy heap of shares suffices.
+//! flows at the minimum share are fixed, so rates come out in nondecreasing
+//! order.
 //!
 //! A flow may be a class of identical flows run at one rate (a folded
 //! job's replicas, [`super::classes`]): it crosses each of its channels
@@ -15,69 +17,103 @@
 //! times in the channel's share (`capacity left / members not yet fixed`),
 //! so its rate is each member's weighted max-min fair rate.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
-
 /// Active flows, the channels (link directions) each crosses, and their
 /// max-min fair rates.
 #[derive(Debug)]
 pub struct FairShare {
-    capacity_bps: Vec<u64>,
-    /// Per channel: the active flows crossing it, as slots, and the sum of
-    /// their weights there (members crossing it).
-    flows_on: Vec<Vec<u32>>,
-    weight_on: Vec<u32>,
+    /// Per channel: what a solve reads and writes of it, in one record.
+    channel: Vec<Channel>,
+    /// Per channel: the active flows crossing it, as `(slot, weight
+    /// there)`.
+    flows_on: Vec<Vec<(u32, u32)>>,
     /// Per flow id: its slot while active ([`NO_SLOT`] otherwise).
     slot_of: Vec<u32>,
     /// Per slot (an active flow; slots are reused, so everything the
-    /// solver touches stays as dense as the flows in flight): its flow id,
-    /// channels `path[path_start[s]..][..path_len[s]]` (room for
-    /// `path_room[s]`) with their weights in `weight` at the same places,
-    /// rate and marks.
+    /// solver touches stays as dense as the flows in flight): its rate,
+    /// path and marks, its flow id, and the channels
+    /// `path[slot.path_start..][..slot.path_len]` with their weights in
+    /// `weight` at the same places.
+    slot: Vec<Slot>,
     flow_at: Vec<u32>,
     path: Vec<u32>,
     weight: Vec<u32>,
-    path_start: Vec<u32>,
-    path_len: Vec<u16>,
-    path_room: Vec<u16>,
-    rate_bps: Vec<u64>,
     free_slots: Vec<u32>,
-    /// Channels whose set of flows changed since the last [`FairShare::resolve`].
-    dirty: Vec<u32>,
-    // Scratch for `resolve`, sized once; `*_epoch` marks membership in the
-    // component being solved without clearing anything.
-    channel_epoch: Vec<u32>,
-    flow_epoch: Vec<u32>,
-    fixed_epoch: Vec<u32>,
+    /// `(level, channel)`: channels whose set of flows changed since the
+    /// last [`FairShare::resolve`], each with a rate below which no flow's
+    /// rate can change (see `resolve`): a departed flow's rate.
+    dirty: Vec<(u64, u32)>,
+    /// Flows that arrived since the last resolve (their level is bounded
+    /// once every arrival and departure of the instant is known).
+    arrived: Vec<u32>,
+    // Scratch for `resolve`; epochs mark membership in the region being
+    // solved without clearing anything.
     epoch: u32,
-    left_bps: Vec<u64>,
-    unfixed: Vec<u32>,
-    component_channels: Vec<u32>,
-    component_flows: Vec<u32>,
-    heap: BinaryHeap<Reverse<(u64, u32)>>,
-    /// The component's candidate bottlenecks, `(share, channel)`
+    region_channels: Vec<u32>,
+    region_flows: Vec<u32>,
+    /// `fill_tree`'s tournament tree.
+    tree: Vec<(u64, u32)>,
+    /// The region's candidate bottlenecks, `(share, channel)`
     /// (`candidates`); per channel: its index there (`fill_scan`).
     scan: Vec<(u64, u32)>,
     scan_slot: Vec<u32>,
     /// Per slot: the smallest `(share, channel)` of the channels only its
     /// flow crosses (`candidates`).
     private_min: Vec<(u64, u32)>,
+    /// The region's flows' `(channel, weight)` on channels that other flows
+    /// cross too, `shared[slot.shared_start..][..slot.shared_len]`: all
+    /// that fixing a flow changes (most of a class's channels are its own).
+    shared: Vec<(u32, u32)>,
     /// The channels one [`FairShare::fix_channel`] changed, each once
-    /// (`touched_at[c]`: the last step that listed `c`).
+    /// (`Channel::touched_at`: the last step that listed it).
     touched: Vec<u32>,
-    touched_at: Vec<u64>,
-    step: u64,
-    /// [`SCAN_CHANNELS`] (tests lower it to check the heap gives the same).
+    step: u32,
+    /// [`SCAN_CHANNELS`] (tests lower it to check the tree gives the same).
     scan_channels: usize,
+    /// Whether a change re-solves only from its level on (tests turn it
+    /// off to check that whole components give the same).
+    from_level: bool,
+}
+
+/// A channel's state: 32 bytes, so that a solve's visit costs one cache
+/// line (regions cross hundreds of channels scattered over the fabric).
+#[derive(Clone, Copy, Debug)]
+struct Channel {
+    capacity_bps: u64,
+    /// While solved: capacity not yet taken by fixed flows.
+    left_bps: u64,
+    /// The sum of its active flows' weights (members crossing it).
+    weight_on: u32,
+    /// While solved: members of flows not yet fixed.
+    unfixed: u32,
+    /// The last region that listed it.
+    epoch: u32,
+    touched_at: u32,
+}
+
+/// An active flow's state that a solve reads.
+#[derive(Clone, Copy, Debug, Default)]
+struct Slot {
+    rate_bps: u64,
+    path_start: u32,
+    path_len: u16,
+    /// Room for this many channels at `path_start` (paths only grow it, so
+    /// the pool stays bounded by the flows in flight times the longest
+    /// path).
+    path_room: u16,
+    /// The last region that took it in, and the last that fixed it.
+    epoch: u32,
+    fixed_epoch: u32,
+    /// Its shared channels in the region being solved (`FairShare::shared`).
+    shared_start: u32,
+    shared_len: u16,
 }
 
 /// A flow that is not active.
 const NO_SLOT: u32 = u32::MAX;
 
-/// Components of at most this many candidate channels (`candidates`) find
-/// their next bottleneck by a linear scan (cheaper than heap pushes at the
-/// sizes workloads make: 7 channels on average on SimAI's MoE example);
-/// larger ones use the heap.
+/// Regions of at most this many candidate channels (`candidates`) find
+/// their next bottleneck by a linear scan (cheaper than a tree at the
+/// sizes most instants make); larger ones use a tournament tree.
 const SCAN_CHANNELS: usize = 64;
 
 /// A flow whose rate changed: its rate before (0 if it just arrived).
@@ -96,35 +132,38 @@ impl FairShare {
         );
         let channels = capacity_bps.len();
         FairShare {
-            capacity_bps,
+            channel: capacity_bps
+                .iter()
+                .map(|&capacity_bps| Channel {
+                    capacity_bps,
+                    left_bps: 0,
+                    weight_on: 0,
+                    unfixed: 0,
+                    epoch: 0,
+                    touched_at: 0,
+                })
+                .collect(),
             flows_on: vec![Vec::new(); channels],
-            weight_on: vec![0; channels],
             slot_of: vec![NO_SLOT; flows],
+            slot: Vec::new(),
             flow_at: Vec::new(),
             path: Vec::new(),
             weight: Vec::new(),
-            path_start: Vec::new(),
-            path_len: Vec::new(),
-            path_room: Vec::new(),
-            rate_bps: Vec::new(),
             free_slots: Vec::new(),
             dirty: Vec::new(),
-            channel_epoch: vec![0; channels],
-            flow_epoch: Vec::new(),
-            fixed_epoch: Vec::new(),
+            arrived: Vec::new(),
             epoch: 0,
-            left_bps: vec![0; channels],
-            unfixed: vec![0; channels],
-            component_channels: Vec::new(),
-            component_flows: Vec::new(),
-            heap: BinaryHeap::new(),
+            region_channels: Vec::new(),
+            region_flows: Vec::new(),
+            tree: Vec::new(),
             scan: Vec::new(),
             scan_slot: vec![0; channels],
             private_min: Vec::new(),
+            shared: Vec::new(),
             touched: Vec::new(),
-            touched_at: vec![0; channels],
             step: 0,
             scan_channels: SCAN_CHANNELS,
+            from_level: true,
         }
     }
 
@@ -132,30 +171,25 @@ impl FairShare {
     pub fn rate_bps(&self, flow: u32) -> u64 {
         match self.slot_of[flow as usize] {
             NO_SLOT => 0,
-            s => self.rate_bps[s as usize],
+            s => self.slot[s as usize].rate_bps,
         }
     }
 
     /// The channels active flow `flow` crosses.
     pub fn path(&self, flow: u32) -> &[u32] {
-        self.slot_path(self.slot_of[flow as usize])
-    }
-
-    fn slot_path(&self, slot: u32) -> &[u32] {
-        let start = self.path_start[slot as usize] as usize;
-        &self.path[start..start + self.path_len[slot as usize] as usize]
+        let slot = self.slot[self.slot_of[flow as usize] as usize];
+        &self.path[slot.path_start as usize..][..usize::from(slot.path_len)]
     }
 
     /// The weights of active flow `flow` on its channels ([`FairShare::path`]).
     pub fn weights(&self, flow: u32) -> &[u32] {
-        let slot = self.slot_of[flow as usize] as usize;
-        let start = self.path_start[slot] as usize;
-        &self.weight[start..start + self.path_len[slot] as usize]
+        let slot = self.slot[self.slot_of[flow as usize] as usize];
+        &self.weight[slot.path_start as usize..][..usize::from(slot.path_len)]
     }
 
     /// Active flows crossing `channel`, each counted by its weight there.
     pub fn load(&self, channel: u32) -> usize {
-        self.weight_on[channel as usize] as usize
+        self.channel[channel as usize].weight_on as usize
     }
 
     /// Flow `flow` starts crossing `channels` (each at most once); its rate
@@ -182,164 +216,232 @@ impl FairShare {
         let slot = match self.free_slots.pop() {
             Some(slot) => slot,
             None => {
-                let slot = u32::try_from(self.flow_at.len()).expect("under 2^32 active flows");
+                let slot = u32::try_from(self.slot.len()).expect("under 2^32 active flows");
+                self.slot.push(Slot::default());
                 self.flow_at.push(0);
-                self.path_start.push(0);
-                self.path_len.push(0);
-                self.path_room.push(0);
-                self.rate_bps.push(0);
-                self.flow_epoch.push(0);
-                self.fixed_epoch.push(0);
                 self.private_min.push((u64::MAX, u32::MAX));
                 slot
             }
         };
-        let s = slot as usize;
-        if self.path_room[s] < len {
-            // Paths only grow a slot's room, so the pool stays bounded by
-            // the flows in flight times the longest path.
-            self.path_start[s] = u32::try_from(self.path.len()).expect("under 2^32 path entries");
-            self.path_room[s] = len;
+        let s = &mut self.slot[slot as usize];
+        if s.path_room < len {
+            s.path_start = u32::try_from(self.path.len()).expect("under 2^32 path entries");
+            s.path_room = len;
             self.path.resize(self.path.len() + usize::from(len), 0);
             self.weight.resize(self.path.len(), 0);
         }
-        let start = self.path_start[s] as usize;
+        s.path_len = len;
+        s.rate_bps = 0;
+        let start = s.path_start as usize;
         self.path[start..start + channels.len()].copy_from_slice(channels);
-        self.path_len[s] = len;
-        self.flow_at[s] = flow;
-        self.rate_bps[s] = 0;
+        self.flow_at[slot as usize] = flow;
         self.slot_of[flow as usize] = slot;
         for (i, &c) in channels.iter().enumerate() {
             let w = weight(i);
             self.weight[start + i] = w;
-            self.weight_on[c as usize] += w;
-            self.flows_on[c as usize].push(slot);
-            self.dirty.push(c);
+            self.channel[c as usize].weight_on += w;
+            self.flows_on[c as usize].push((slot, w));
         }
+        self.arrived.push(flow);
     }
 
     /// Flow `flow` stops; returns the rate it had.
     pub fn remove(&mut self, flow: u32) -> u64 {
         let slot = std::mem::replace(&mut self.slot_of[flow as usize], NO_SLOT);
         assert!(slot != NO_SLOT, "flow {flow} is not active");
-        let s = slot as usize;
-        let start = self.path_start[s] as usize;
-        for i in start..start + self.path_len[s] as usize {
+        let s = &mut self.slot[slot as usize];
+        let rate = std::mem::take(&mut s.rate_bps);
+        let start = s.path_start as usize;
+        for i in start..start + usize::from(s.path_len) {
             let c = self.path[i];
-            self.weight_on[c as usize] -= self.weight[i];
+            self.channel[c as usize].weight_on -= self.weight[i];
             let on = &mut self.flows_on[c as usize];
             let at = on
                 .iter()
-                .position(|&g| g == slot)
+                .position(|&(g, _)| g == slot)
                 .expect("flow on its path");
             on.swap_remove(at);
-            self.dirty.push(c);
+            // Rate 0: it arrived in this instant, and its arrival's level
+            // is no longer known; a full re-solve.
+            self.dirty.push((rate, c));
         }
         self.free_slots.push(slot);
-        std::mem::take(&mut self.rate_bps[s])
+        rate
     }
 
-    /// Recomputes the rates of every flow in a component touched since the
-    /// last call; appends the flows whose rate changed to `changed`.
+    /// Recomputes the rates of the flows that the arrivals and departures
+    /// since the last call can affect; appends those whose rate changed to
+    /// `changed`.
+    ///
+    /// Progressive filling fixes flows in nondecreasing order of rate, and
+    /// a change at level `L` leaves every step below `L` as it was: a flow
+    /// that departs at rate `L` crossed no channel that fixed flows below
+    /// `L`, and without it its channels' shares only rise; an arriving flow
+    /// gets at least `min(capacity / members)` over its channels (its
+    /// bottleneck is full and no flow there is faster), and until it is
+    /// fixed its channels' shares are only lower than they were. So flows
+    /// slower than the instant's lowest level keep their rates, the
+    /// others' channels start with what those flows leave, and only the
+    /// flows at or above the level that a changed channel reaches through
+    /// them are solved again: the same steps as a full re-solve of the
+    /// component from that level on, so the same rates bit for bit.
+    /// Changes are taken lowest level first, each solving the region it
+    /// reaches that an earlier (lower) one did not.
     pub fn resolve(&mut self, changed: &mut Vec<RateChange>) {
+        for k in 0..self.arrived.len() {
+            let slot = self.slot_of[self.arrived[k] as usize];
+            if slot == NO_SLOT || self.slot[slot as usize].rate_bps != 0 {
+                continue; // departed again: its departure was a full re-solve
+            }
+            let s = self.slot[slot as usize];
+            let path = &self.path[s.path_start as usize..][..usize::from(s.path_len)];
+            let level = path
+                .iter()
+                .map(|&c| {
+                    let ch = &self.channel[c as usize];
+                    ch.capacity_bps / u64::from(ch.weight_on)
+                })
+                .min()
+                .expect("a path");
+            self.dirty.extend(path.iter().map(|&c| (level, c)));
+        }
+        self.arrived.clear();
+        if !self.from_level {
+            self.dirty.iter_mut().for_each(|d| d.0 = 0);
+        }
+        // A channel listed twice is a seed at its lower level first, and
+        // in that seed's region after.
+        self.dirty.sort_unstable();
         if self.epoch >= (u32::MAX - 2).saturating_sub(self.dirty.len() as u32) {
             // Epochs are about to wrap: forget every mark.
-            self.channel_epoch.fill(0);
-            self.flow_epoch.fill(0);
-            self.fixed_epoch.fill(0);
+            self.channel.iter_mut().for_each(|c| c.epoch = 0);
+            self.slot.iter_mut().for_each(|s| {
+                s.epoch = 0;
+                s.fixed_epoch = 0;
+            });
             self.epoch = 0;
         }
-        // Components solved in this call have epochs from `first` on.
+        // Regions solved in this call have epochs from `first` on.
         let first = self.epoch + 1;
-        while let Some(seed) = self.dirty.pop() {
-            if self.channel_epoch[seed as usize] >= first {
+        for k in 0..self.dirty.len() {
+            let (level, seed) = self.dirty[k];
+            if self.channel[seed as usize].epoch >= first {
                 continue;
             }
             self.epoch += 1;
-            self.collect_component(seed);
-            self.fill(changed);
-        }
-    }
-
-    /// The component of `seed`: every channel reachable through shared flows.
-    fn collect_component(&mut self, seed: u32) {
-        let epoch = self.epoch;
-        self.component_channels.clear();
-        self.component_flows.clear();
-        self.channel_epoch[seed as usize] = epoch;
-        self.component_channels.push(seed);
-        let mut next = 0;
-        while next < self.component_channels.len() {
-            let c = self.component_channels[next] as usize;
-            next += 1;
-            for &f in &self.flows_on[c] {
-                if self.flow_epoch[f as usize] == epoch {
-                    continue;
-                }
-                self.flow_epoch[f as usize] = epoch;
-                self.component_flows.push(f);
-                // A channel of this flow alone leads nowhere: it starts
-                // full here and joins the flow's tightest one (`candidates`).
-                let mut private = (u64::MAX, u32::MAX);
-                let start = self.path_start[f as usize] as usize;
-                for &c2 in &self.path[start..start + self.path_len[f as usize] as usize] {
-                    let ci = c2 as usize;
-                    if self.flows_on[ci].len() == 1 {
-                        let n = self.weight_on[ci];
-                        self.left_bps[ci] = self.capacity_bps[ci];
-                        self.unfixed[ci] = n;
-                        private = private.min((self.capacity_bps[ci] / u64::from(n), c2));
-                        self.channel_epoch[ci] = epoch;
-                    } else if self.channel_epoch[ci] != epoch {
-                        self.channel_epoch[ci] = epoch;
-                        self.component_channels.push(c2);
-                    }
-                }
-                self.private_min[f as usize] = private;
+            self.collect_region(seed, level);
+            if !self.region_flows.is_empty() {
+                self.fill(changed);
             }
         }
+        self.dirty.clear();
     }
 
-    /// Progressive filling over the collected component: repeatedly the
+    /// The flows at or above `level` (or just arrived, rate 0) that `seed`
+    /// reaches through channels they share, and those channels with what
+    /// the slower flows on them leave (`left_bps`, `unfixed`).
+    fn collect_region(&mut self, seed: u32, level: u64) {
+        let epoch = self.epoch;
+        self.region_channels.clear();
+        self.region_flows.clear();
+        self.shared.clear();
+        self.channel[seed as usize].epoch = epoch;
+        self.region_channels.push(seed);
+        let mut next = 0;
+        while next < self.region_channels.len() {
+            let c = self.region_channels[next] as usize;
+            next += 1;
+            let (mut fixed_bps, mut fixed_weight) = (0u64, 0u32);
+            for k in 0..self.flows_on[c].len() {
+                let (f, w) = self.flows_on[c][k];
+                let slot = &mut self.slot[f as usize];
+                let rate = slot.rate_bps;
+                if rate != 0 && rate < level {
+                    fixed_bps = fixed_bps.saturating_add(rate.saturating_mul(u64::from(w)));
+                    fixed_weight += w;
+                    continue;
+                }
+                if slot.epoch == epoch {
+                    continue;
+                }
+                slot.epoch = epoch;
+                self.region_flows.push(f);
+                // A channel of this flow alone leads nowhere: its share is
+                // its capacity's until the flow is fixed, and only the
+                // flow's tightest one is a candidate (`candidates`).
+                let mut private = (u64::MAX, u32::MAX);
+                let start = slot.path_start as usize;
+                let len = usize::from(slot.path_len);
+                let shared_start = self.shared.len();
+                for (&c2, &w2) in self.path[start..start + len]
+                    .iter()
+                    .zip(&self.weight[start..start + len])
+                {
+                    let ch = &mut self.channel[c2 as usize];
+                    if ch.weight_on == w2 {
+                        ch.epoch = epoch;
+                        private = private.min((ch.capacity_bps / u64::from(w2), c2));
+                        continue;
+                    }
+                    self.shared.push((c2, w2));
+                    if ch.epoch != epoch {
+                        ch.epoch = epoch;
+                        self.region_channels.push(c2);
+                    }
+                }
+                slot.shared_start = shared_start as u32;
+                slot.shared_len = (self.shared.len() - shared_start) as u16;
+                self.private_min[f as usize] = private;
+            }
+            // Filling takes rates off with saturating subtractions, which
+            // end where one subtraction of their sum does.
+            let ch = &mut self.channel[c];
+            ch.left_bps = ch.capacity_bps.saturating_sub(fixed_bps);
+            ch.unfixed = ch.weight_on - fixed_weight;
+        }
+    }
+
+    /// Progressive filling over the collected region: repeatedly the
     /// channel with the smallest `(share, channel id)` fixes its unfixed
-    /// flows. Small components find it by scanning their candidates' shares,
-    /// large ones through a lazy heap; both pick the same channel at every
+    /// flows. Small regions find it by scanning their candidates' shares,
+    /// large ones through a tournament tree; both pick the same channel at every
     /// step.
     fn fill(&mut self, changed: &mut Vec<RateChange>) {
         self.candidates();
         if self.scan.len() <= self.scan_channels {
             self.fill_scan(changed);
         } else {
-            self.fill_heap(changed);
+            self.fill_tree(changed);
         }
         debug_assert!(self
-            .component_flows
+            .region_flows
             .iter()
-            .all(|&f| self.fixed_epoch[f as usize] == self.epoch));
+            .all(|&f| self.slot[f as usize].fixed_epoch == self.epoch));
     }
 
-    /// Every component channel starts full; `scan` gets the `(share,
-    /// channel)` of the channels that may be a bottleneck. A channel that
-    /// one flow alone crosses (most of a class's member channels) can only
-    /// ever fix that flow, and keeps its share until it does: only the
-    /// smallest such entry of each flow is a candidate (the others would
-    /// come after it, when the flow is fixed already), and
-    /// `collect_component` leaves them out of the component's channels.
+    /// `scan` gets the `(share, channel)` of the region's channels that may
+    /// be a bottleneck. A channel that one flow alone crosses (most of a
+    /// class's member channels) can only ever fix that flow, and keeps its
+    /// share until it does: only the smallest such entry of each flow is a
+    /// candidate (the others would come after it, when the flow is fixed
+    /// already), and `collect_region` leaves them out of the region's
+    /// channels.
     fn candidates(&mut self) {
         self.scan.clear();
-        for &c in &self.component_channels {
-            let ci = c as usize;
-            let n = self.weight_on[ci];
-            if n == 0 || self.flows_on[ci].len() == 1 {
-                continue; // its last flow left, or a flow's own (a seed)
+        for &c in &self.region_channels {
+            let ch = &self.channel[c as usize];
+            if ch.unfixed == 0 || self.flows_on[c as usize].len() == 1 {
+                continue; // no flow of the region, or a flow's own (a seed)
             }
-            self.left_bps[ci] = self.capacity_bps[ci];
-            self.unfixed[ci] = n;
-            self.scan.push((self.capacity_bps[ci] / u64::from(n), c));
+            self.scan.push((ch.left_bps / u64::from(ch.unfixed), c));
         }
-        for &f in &self.component_flows {
+        for &f in &self.region_flows {
             let m = self.private_min[f as usize];
             if m.0 != u64::MAX {
+                // Full until its flow is fixed, which leaves it as it is
+                // (fixing nothing once it comes up).
+                let ch = &mut self.channel[m.1 as usize];
+                (ch.left_bps, ch.unfixed) = (ch.capacity_bps, ch.weight_on);
                 self.scan.push(m);
             }
         }
@@ -367,30 +469,51 @@ impl FairShare {
         }
     }
 
-    /// [`FairShare::fill`] with a lazy heap of `(share, channel)`: an entry
-    /// whose share is no longer the channel's is stale and skipped.
-    fn fill_heap(&mut self, changed: &mut Vec<RateChange>) {
-        self.heap.clear();
-        self.heap.extend(self.scan.iter().map(|&e| Reverse(e)));
-        while let Some(Reverse((share, c))) = self.heap.pop() {
-            let ci = c as usize;
-            if self.unfixed[ci] == 0 || share != self.left_bps[ci] / u64::from(self.unfixed[ci]) {
-                continue; // stale entry: a fresher one is in the heap
+    /// [`FairShare::fill`] with the candidates' `(share, channel)` as the
+    /// leaves of a tournament tree (`tree[1]` the least; the children of
+    /// `i` are `2i` and `2i + 1`): a step updates each touched channel's
+    /// leaf and the minima above it, in place (a heap of the changed
+    /// shares would pile up stale entries).
+    fn fill_tree(&mut self, changed: &mut Vec<RateChange>) {
+        let leaves = self.scan.len().next_power_of_two();
+        self.tree.clear();
+        self.tree.resize(2 * leaves, (u64::MAX, u32::MAX));
+        self.tree[leaves..leaves + self.scan.len()].copy_from_slice(&self.scan);
+        for i in (1..leaves).rev() {
+            self.tree[i] = self.tree[2 * i].min(self.tree[2 * i + 1]);
+        }
+        for (i, &(_, c)) in self.scan.iter().enumerate() {
+            self.scan_slot[c as usize] = (leaves + i) as u32;
+        }
+        let set = |tree: &mut [(u64, u32)], mut i: usize, share: u64| {
+            tree[i].0 = share;
+            while i > 1 {
+                i /= 2;
+                tree[i] = tree[2 * i].min(tree[2 * i + 1]);
             }
+        };
+        while self.tree[1].0 != u64::MAX {
+            let (share, c) = self.tree[1];
+            let ci = c as usize;
             self.fix_channel(ci, share.max(1), changed, |s, c2, left, unfixed| {
-                if unfixed > 0 {
-                    s.heap.push(Reverse((left / u64::from(unfixed), c2 as u32)));
-                }
+                let share = if unfixed == 0 {
+                    u64::MAX
+                } else {
+                    left / u64::from(unfixed)
+                };
+                set(&mut s.tree, s.scan_slot[c2] as usize, share);
             });
+            set(&mut self.tree, self.scan_slot[ci] as usize, u64::MAX);
         }
     }
 
-    /// Fixes every unfixed flow on channel `ci` at `rate` (per member), takes
-    /// its members off the channels it crosses, and then tells `update(self,
-    /// channel, left, unfixed)` the new state of each such channel that
-    /// other flows cross too, once (a class crosses many channels, and a
-    /// channel is crossed by many of the flows fixed together); a channel
-    /// of one flow has none left unfixed.
+    /// Fixes every unfixed flow of the region on channel `ci` at `rate` (per
+    /// member), takes its members off the channels it crosses, and then
+    /// tells `update(self, channel, left, unfixed)` the new state of each
+    /// such channel that other flows cross too, once (a class crosses many
+    /// channels, and a channel is crossed by many of the flows fixed
+    /// together). A channel of the flow alone is left as it is: nothing
+    /// reads it again.
     fn fix_channel(
         &mut self,
         ci: usize,
@@ -399,37 +522,43 @@ impl FairShare {
         mut update: impl FnMut(&mut FairShare, usize, u64, u32),
     ) {
         let epoch = self.epoch;
+        if self.step == u32::MAX {
+            self.channel.iter_mut().for_each(|c| c.touched_at = 0);
+            self.step = 0;
+        }
         self.step += 1;
         let step = self.step;
         self.touched.clear();
         for k in 0..self.flows_on[ci].len() {
-            let f = self.flows_on[ci][k];
-            if self.fixed_epoch[f as usize] == epoch {
-                continue;
+            let (f, _) = self.flows_on[ci][k];
+            let slot = &mut self.slot[f as usize];
+            if slot.epoch != epoch || slot.fixed_epoch == epoch {
+                continue; // outside the region (slower), or fixed already
             }
-            self.fixed_epoch[f as usize] = epoch;
-            let old = std::mem::replace(&mut self.rate_bps[f as usize], rate);
+            slot.fixed_epoch = epoch;
+            let old = std::mem::replace(&mut slot.rate_bps, rate);
             if old != rate {
                 changed.push(RateChange {
                     flow: self.flow_at[f as usize],
                     old_bps: old,
                 });
             }
-            let start = self.path_start[f as usize] as usize;
-            for i in start..start + self.path_len[f as usize] as usize {
-                let (c2, w) = (self.path[i] as usize, self.weight[i]);
-                let taken = rate.saturating_mul(u64::from(w));
-                self.left_bps[c2] = self.left_bps[c2].saturating_sub(taken);
-                self.unfixed[c2] -= w;
-                if c2 != ci && self.touched_at[c2] != step && self.flows_on[c2].len() > 1 {
-                    self.touched_at[c2] = step;
-                    self.touched.push(c2 as u32);
+            let start = slot.shared_start as usize;
+            for &(c2, w) in &self.shared[start..start + usize::from(slot.shared_len)] {
+                let ch = &mut self.channel[c2 as usize];
+                ch.left_bps = ch
+                    .left_bps
+                    .saturating_sub(rate.saturating_mul(u64::from(w)));
+                ch.unfixed -= w;
+                if c2 as usize != ci && ch.touched_at != step {
+                    ch.touched_at = step;
+                    self.touched.push(c2);
                 }
             }
         }
         for k in 0..self.touched.len() {
             let c2 = self.touched[k] as usize;
-            let (left, unfixed) = (self.left_bps[c2], self.unfixed[c2]);
+            let (left, unfixed) = (self.channel[c2].left_bps, self.channel[c2].unfixed);
             update(self, c2, left, unfixed);
         }
     }
@@ -530,16 +659,16 @@ mod tests {
     }
 
     #[test]
-    fn scanning_and_the_heap_give_the_same_rates_through_arrivals_and_departures() {
+    fn scanning_and_the_tree_give_the_same_rates_through_arrivals_and_departures() {
         // Random paths over 40 channels of uneven capacities; flows and
         // classes come and go (slots are reused), both solvers see the same
         // sequence.
         let caps: Vec<u64> = (0..40).map(|c| 1_000 + 37 * (c * c % 23)).collect();
-        let (mut scan, mut heap) = (
+        let (mut scan, mut tree) = (
             FairShare::new(caps.clone(), 300),
             FairShare::new(caps.clone(), 300),
         );
-        heap.scan_channels = 0;
+        tree.scan_channels = 0;
         let mut x: u64 = 7;
         let mut rand = |n: u64| {
             x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
@@ -554,27 +683,83 @@ mod tests {
             let weights: Vec<u32> = path.iter().map(|_| 1 + rand(4) as u32).collect();
             if flow % 2 == 0 {
                 scan.add(flow, &path);
-                heap.add(flow, &path);
+                tree.add(flow, &path);
             } else {
                 scan.add_class(flow, &path, &weights);
-                heap.add_class(flow, &path, &weights);
+                tree.add_class(flow, &path, &weights);
             }
             active.push(flow);
             if rand(3) == 0 {
                 let gone = active.swap_remove(rand(active.len() as u64) as usize);
-                assert_eq!(scan.remove(gone), heap.remove(gone));
+                assert_eq!(scan.remove(gone), tree.remove(gone));
             }
-            assert_eq!(solve(&mut scan), solve(&mut heap));
+            assert_eq!(solve(&mut scan), solve(&mut tree));
             let mut used = vec![0u64; caps.len()];
             for &f in &active {
-                assert_eq!(scan.rate_bps(f), heap.rate_bps(f), "flow {f}");
-                assert_eq!(scan.path(f), heap.path(f));
+                assert_eq!(scan.rate_bps(f), tree.rate_bps(f), "flow {f}");
+                assert_eq!(scan.path(f), tree.path(f));
                 for (&c, &w) in scan.path(f).iter().zip(scan.weights(f)) {
                     used[c as usize] += scan.rate_bps(f) * u64::from(w);
                 }
             }
             // Every member counts against every channel it crosses.
             assert!(used.iter().zip(&caps).all(|(u, c)| u <= c));
+        }
+    }
+
+    #[test]
+    fn re_solving_from_the_level_gives_the_rates_of_whole_components() {
+        // Instants of several arrivals and departures at once (a flow may
+        // leave in the instant it arrived) over 30 channels, some so small
+        // that shares round to 0 and 1; the same sequence re-solved from
+        // each change's level and as whole components, scanning and
+        // through the tree.
+        for seed in 0..12u64 {
+            let caps: Vec<u64> = (0..30)
+                .map(|c| match c % 7 {
+                    0 => 3 + c,
+                    1 => 40,
+                    _ => 500 + 97 * (c * c % 13),
+                })
+                .collect();
+            let scan = if seed % 2 == 0 { SCAN_CHANNELS } else { 0 };
+            let (mut level, mut whole) = (
+                FairShare::new(caps.clone(), 2_000),
+                FairShare::new(caps.clone(), 2_000),
+            );
+            whole.from_level = false;
+            (level.scan_channels, whole.scan_channels) = (scan, scan);
+            let mut x = seed;
+            let mut rand = |n: u64| {
+                x = x
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1442695040888963407);
+                (x >> 33) % n
+            };
+            let (mut active, mut next) = (Vec::new(), 0u32);
+            for _instant in 0..150 {
+                for _ in 0..rand(6) {
+                    let mut path: Vec<u32> = (0..1 + rand(6)).map(|_| rand(30) as u32).collect();
+                    path.sort_unstable();
+                    path.dedup();
+                    let weights: Vec<u32> = path.iter().map(|_| 1 + rand(3) as u32).collect();
+                    level.add_class(next, &path, &weights);
+                    whole.add_class(next, &path, &weights);
+                    active.push(next);
+                    next += 1;
+                }
+                for _ in 0..rand(5).min(active.len() as u64) {
+                    let gone = active.swap_remove(rand(active.len() as u64) as usize);
+                    assert_eq!(level.remove(gone), whole.remove(gone));
+                }
+                let (mut a, mut b) = (solve(&mut level), solve(&mut whole));
+                a.sort_unstable_by_key(|r| r.flow);
+                b.sort_unstable_by_key(|r| r.flow);
+                assert_eq!(a, b, "seed {seed}");
+                for &f in &active {
+                    assert_eq!(level.rate_bps(f), whole.rate_bps(f), "seed {seed} flow {f}");
+                }
+            }
         }
     }
 

@@ -11,8 +11,8 @@
 //!
 //! A flow's bytes (with headers) drain at its max-min fair share of every
 //! channel (link direction) it crosses; shares are recomputed after each
-//! instant at which flows start or drain, only in the components those flows
-//! touch. With `--cc none` nothing slows a sender, and [`fifo`] shares the
+//! instant at which flows start or drain, only for the flows those changes
+//! can affect ([`fair_share`]). With `--cc none` nothing slows a sender, and [`fifo`] shares the
 //! channels as FIFO queues instead (fluid backlogs served in arrival order).
 //! Alone on its path a flow drains at the bottleneck rate, then pays
 //! exactly the latencies and store-and-forward delays of [`PathTiming`], so it

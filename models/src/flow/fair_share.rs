@@ -290,7 +290,7 @@ impl FairShare {
     pub fn resolve(&mut self, changed: &mut Vec<RateChange>) {
         for k in 0..self.arrived.len() {
             let slot = self.slot_of[self.arrived[k] as usize];
-            if slot == NO_SLOT || self.slot[slot as usize].rate_bps != 0 {
+            if slot == NO_SLOT {
                 continue; // departed again: its departure was a full re-solve
             }
             let s = self.slot[slot as usize];

@@ -257,7 +257,8 @@ fn hops_from(topo: &Topology, from: NodeIndex, dist: &mut [u32], queue: &mut Vec
 /// with the lowest bound, then from its farthest leaf, and stops when no
 /// candidate's bound can beat the best found. Symmetric fabrics take a few
 /// rounds; at worst every leaf is searched once and every switch's bound is
-/// exact, so one more round ends it.
+/// exact, so one more round ends it. Only switches the first leaf reaches
+/// are candidates (the root reaches every leaf).
 fn tree_root(
     topo: &Topology,
     leaves: &[NodeIndex],
@@ -280,7 +281,14 @@ fn tree_root(
         dist,
         queue,
     };
+    // The root reaches every leaf, so it lies in the first leaf's component:
+    // switches elsewhere (a topology file may list unlinked ones) would each
+    // cost a search of their own and bound nothing.
+    if let Some(&first_leaf) = leaves.first() {
+        search.from(first_leaf);
+    }
     let candidates: Vec<NodeIndex> = (0..nodes as NodeIndex)
+        .filter(|&n| leaves.is_empty() || search.dist[n as usize] != u32::MAX)
         .filter(|&n| is_network_switch(topo, n))
         .collect();
     loop {
@@ -569,7 +577,7 @@ fn names<'a>(it: impl Iterator<Item = &'a str>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use netsim_topo::{FatTreeParams, LinkParams, StarParams, TopoSpec};
+    use netsim_topo::{Coords, FatTreeParams, LinkParams, StarParams, TopoSpec};
 
     fn link() -> LinkParams {
         LinkParams {
@@ -708,6 +716,35 @@ mod tests {
         let (root, searches) = tree_root(&topo, &routers, &mut dist, &mut VecDeque::new());
         assert_eq!(root, root_by_every_leaf(&topo, &routers));
         assert!(searches <= 8, "{searches} searches");
+    }
+
+    #[test]
+    fn unlinked_switches_cost_no_search_of_their_own() {
+        // A SimAI file may list switches with no links; numbered before the
+        // fabric they would each have been searched once (a hang at 10^5).
+        let mut b = netsim_topo::TopologyBuilder::new("test");
+        let hosts = [
+            b.add_node(Role::Host, Coords::default()),
+            b.add_node(Role::Host, Coords::default()),
+        ];
+        for _ in 0..300 {
+            b.add_node(Role::Core, Coords::default());
+        }
+        let leaves = [
+            b.add_node(Role::Tor, Coords::default()),
+            b.add_node(Role::Tor, Coords::default()),
+        ];
+        let spine = b.add_node(Role::Core, Coords::default());
+        for (&host, &leaf) in hosts.iter().zip(&leaves) {
+            b.add_link(host, leaf, 100_000_000_000, 1_000_000);
+            b.add_link(leaf, spine, 100_000_000_000, 1_000_000);
+        }
+        let topo = b.finish().unwrap();
+        let mut dist = vec![0; topo.node_count() as usize];
+        let (root, searches) = tree_root(&topo, &leaves, &mut dist, &mut VecDeque::new());
+        assert_eq!(root, Some(spine));
+        assert_eq!(root, root_by_every_leaf(&topo, &leaves));
+        assert!(searches <= 4, "{searches} searches");
     }
 
     #[test]

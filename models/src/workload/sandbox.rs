@@ -20,7 +20,9 @@ impl Workload {
             .enumerate()
             .map(|(k, &t)| (t, k as u32))
             .collect();
-        let mut durations = Vec::with_capacity(n);
+        // The stand-ins' durations first (stand-in `k` is `n + k`), then
+        // the domain's compute tasks' own.
+        let mut durations = ready.to_vec();
         let mut out_tasks = Vec::with_capacity(2 * n);
         // A flow outside the domain is no task's: it never starts.
         let mut flow_task = vec![NONE; self.flows.len()];
@@ -28,15 +30,19 @@ impl Workload {
         let mut edges: Vec<(u32, u32)> = Vec::new();
         for (k, &t) in tasks.iter().enumerate() {
             let task = self.tasks[t as usize];
+            let what = if task.what & COMPUTE == 0 {
+                flow_task[task.what as usize] = k as u32;
+                task.what
+            } else {
+                durations.push(self.durations[(task.what & !COMPUTE) as usize]);
+                COMPUTE | (durations.len() - 1) as u32
+            };
             out_tasks.push(Task {
                 host: task.host,
                 deps: 1,
                 collective: NONE,
-                what: task.what,
+                what,
             });
-            if task.what & COMPUTE == 0 {
-                flow_task[task.what as usize] = k as u32;
-            }
             for &d in self.dependents(t) {
                 if let Some(&j) = index.get(&d) {
                     edges.push((k as u32, j));
@@ -44,7 +50,6 @@ impl Workload {
             }
         }
         for (k, &t) in tasks.iter().enumerate() {
-            durations.push(ready[k]);
             out_tasks.push(Task {
                 host: self.tasks[t as usize].host,
                 deps: 0,
@@ -83,5 +88,31 @@ impl Workload {
             host_overhead: self.host_overhead,
             folds: Vec::new(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Builder, TaskKind, NONE};
+    use netsim_engine::SimTime;
+
+    /// The domain's compute tasks keep their own durations; each task waits
+    /// for its stand-in, which ends when its outside dependencies are met.
+    #[test]
+    fn a_sandbox_keeps_its_compute_durations() {
+        let mut b = Builder::new(SimTime::ZERO);
+        let before = b.compute(0, SimTime(7), NONE, &[]);
+        let a = b.flow(0, 1, 10, NONE, &[before]);
+        let reduce = b.compute(1, SimTime(5), NONE, &[a]);
+        let w = b.finish();
+        let s = w.sandbox(&[a, reduce], &[SimTime(100), SimTime(0)]);
+        assert_eq!(s.kind(&s.tasks[1]), TaskKind::Compute(SimTime(5)));
+        assert_eq!(s.kind(&s.tasks[0]), w.kind(&w.tasks[a as usize]));
+        // Stand-ins: task 2 stands for the flow's outside dependency.
+        assert_eq!(s.kind(&s.tasks[2]), TaskKind::Compute(SimTime(100)));
+        assert_eq!(s.kind(&s.tasks[3]), TaskKind::Compute(SimTime(0)));
+        assert_eq!(s.dependents(2), &[0]);
+        assert_eq!(s.dependents(0), &[1]);
+        assert_eq!(s.tasks[1].deps, 2);
     }
 }

@@ -495,7 +495,8 @@ impl DagView {
 /// Tasks are followed in time order from what starts or ends: a task
 /// starts once its host has seen every dependency it still waits for
 /// complete (the latest of their earliest completions, plus the host
-/// overhead for a flow), a flow completes no earlier than it starts, a
+/// overhead for a flow), a flow completes no earlier than its payload
+/// takes at its first link's rate after it starts ([`least_fct`]), a
 /// compute task its duration after. Every bound is a lower bound; the
 /// domain's own tasks and replayed ones are not followed as flows (they
 /// send nothing), their completions are. The same on every shard.
@@ -573,7 +574,7 @@ pub(super) fn earliest_touching(
                 if canon.touched_by(fabric, f, &mut scratch) {
                     return at;
                 }
-                at
+                at + least_fct(fabric, f)
             }
             TaskKind::Compute(duration) => at + duration,
         };
@@ -582,6 +583,19 @@ pub(super) fn earliest_touching(
         }
     }
     SimTime::MAX
+}
+
+/// A lower bound on flow `flow`'s completion time after its start, at its
+/// source and at its destination alike: its payload serialised at its
+/// first link's rate (no packet of it is sent before it starts, none
+/// faster; the last acknowledgement follows the last data packet).
+fn least_fct(fabric: &Fabric, flow: u32) -> SimTime {
+    let spec = fabric.workload.flows[flow as usize];
+    let port = first_port(fabric, flow, spec.src, spec.dst);
+    let topo = &fabric.topo;
+    let rate_bps = topo.link(topo.port(spec.src, port).link).bandwidth_bps;
+    let ps = u128::from(spec.size_bytes) * 8 * 1_000_000_000_000 / u128::from(rate_bps.max(1));
+    SimTime(ps.min(u128::from(u64::MAX)) as u64)
 }
 
 /// Most tasks a domain grows to (a bound on the sandbox's work per key).

@@ -26,8 +26,9 @@ use netsim_engine::{Aborted, AllMax, Context, NodeId, SimTime};
 /// The recorded outcome of a domain, in the canonical order of its key.
 #[derive(Debug)]
 struct Record {
-    /// From the domain's first start to the last completion of any of its
-    /// tasks, compute tasks included (the replay's guard).
+    /// From the domain's first start until its network is quiet: its
+    /// flows' last completions and its last frame's arrival (the replay's
+    /// guard; compute tasks hold no resource).
     span: SimTime,
     /// Per canonical task, when its source (or compute host) and its
     /// destination saw it complete, from the domain's first start.
@@ -77,6 +78,8 @@ struct Recording {
     /// Per canonical task, completion offsets + 1.
     done: Vec<(u64, u64)>,
     flows: Vec<FlowRecord>,
+    /// When the last PFC frame arrived.
+    last_pfc: SimTime,
 }
 
 /// Per shard memo state. The plan, the records and the decisions are the
@@ -98,13 +101,18 @@ pub(crate) struct Memo {
     /// source and destination (or host) see them complete. The same on
     /// every shard; an entry leaves at the first check after both.
     completions: HashMap<u32, (SimTime, SimTime)>,
+    /// Replayed domains' resources, from their first start until their
+    /// network is quiet: they send nothing, so neither the quiet check nor
+    /// the guard sees them; a replay overlapping one on a resource is
+    /// refused. The same on every shard; an entry leaves once quiet.
+    held: Vec<Held>,
     /// Flow starts and compute ends scheduled on this shard, not yet handled.
     pending_flows: HashMap<u32, SimTime>,
     pending_computes: HashMap<u32, SimTime>,
     /// A sandbox's notes (only in a sandbox's network).
     recording: Option<Box<Recording>>,
     /// Random draws taken on this shard.
-    pub(crate) draws: u64,
+    draws: u64,
 }
 
 impl Memo {
@@ -117,11 +125,39 @@ impl Memo {
             replay: HashMap::new(),
             replaying: HashSet::new(),
             completions: HashMap::new(),
+            held: Vec::new(),
             pending_flows: HashMap::new(),
             pending_computes: HashMap::new(),
             recording: None,
             draws: 0,
         }
+    }
+}
+
+/// A replayed domain's hold on its resources (sorted), over `[from, until)`.
+#[derive(Debug)]
+struct Held {
+    resources: Vec<key::Resource>,
+    from: SimTime,
+    until: SimTime,
+}
+
+impl Memo {
+    /// Whether a replayed domain holds one of `canon`'s resources within
+    /// `[canon.t0, until)`.
+    fn held(&self, canon: &Canon, until: SimTime) -> bool {
+        self.held.iter().any(|h| {
+            h.from < until
+                && canon.t0 < h.until
+                && h.resources.iter().any(|r| canon.resources.contains(r))
+        })
+    }
+
+    /// A random draw was taken on this shard; whether this is a sandbox,
+    /// which can then make no record and gives up.
+    pub(crate) fn draw(&mut self) -> bool {
+        self.draws += 1;
+        self.recording.is_some()
     }
 }
 
@@ -227,6 +263,21 @@ impl<S: TelemetrySink> Network<'_, S> {
         self.task_seen_complete(ctx, task, at_source);
     }
 
+    /// A PFC frame arrived (hook of `pfc_frame`): a sandbox's network is
+    /// not quiet before.
+    pub(crate) fn memo_pfc(&mut self, now: SimTime) {
+        if let Some(r) = self.memo.as_mut().and_then(|m| m.recording.as_mut()) {
+            r.last_pfc = now;
+        }
+    }
+
+    /// Replayed flows in flight on this shard: no jump then (a jump
+    /// extrapolates the flows it sees; the replayed ones it does not see
+    /// would have vetoed it, their packets being anything but steady).
+    pub(crate) fn memo_replaying(&self) -> bool {
+        self.memo.as_ref().is_some_and(|m| !m.replaying.is_empty())
+    }
+
     /// Host `host` saw task `task` complete (hook of `task_seen_complete`).
     pub(crate) fn memo_seen(&mut self, task: u32, at_source: bool, now: SimTime) {
         let Some(m) = self.memo.as_mut() else { return };
@@ -290,6 +341,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             return Ok(());
         };
         m.completions.retain(|_, &mut (a, b)| a.max(b) >= now);
+        m.held.retain(|h| h.until > now);
         let mut grow = Vec::new();
         while self.memo_round(now, all_max, &mut grow)? {}
         Ok(())
@@ -466,7 +518,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         // Round 3: the DAG as every shard's hosts see it, agreed; then,
         // the same on every shard, per domain with a record, the earliest a
         // flow that uses its resources could start.
-        let dag = self.memo_dag_view(now, all_max)?;
+        let dag = self.memo_dag_view(all_max)?;
         let m = self.memo.as_ref().expect("memo on");
         let bound: Vec<SimTime> = ready
             .iter()
@@ -490,9 +542,22 @@ impl<S: TelemetrySink> Network<'_, S> {
             .collect();
         let mut again = false;
         for ((canon, fresh), b) in ready.into_iter().zip(bound) {
-            let until = canon.t0 + self.memo.as_ref().expect("memo on").records[&canon.key].span;
+            let m = self.memo.as_ref().expect("memo on");
+            let until = canon.t0 + m.records[&canon.key].span;
             let first = fabric.workload.tasks[canon.tasks[0] as usize].collective;
+            if m.held(&canon, until) {
+                // Growing would not help: the other replay holds it.
+                continue;
+            }
             if b >= until {
+                let m = self.memo.as_mut().expect("memo on");
+                let mut resources: Vec<key::Resource> = canon.resources.iter().copied().collect();
+                resources.sort_unstable();
+                m.held.push(Held {
+                    resources,
+                    from: canon.t0,
+                    until,
+                });
                 self.memo_replay(canon, fresh);
                 again = true;
             } else if !grow.contains(&first) {
@@ -555,7 +620,7 @@ impl<S: TelemetrySink> Network<'_, S> {
     /// shard's flow starts scheduled, flows sending (not replayed: they
     /// send nothing), compute tasks that will end, and its hosts' tasks'
     /// missing dependencies; agreed.
-    fn memo_dag_view(&self, now: SimTime, all_max: AllMax<'_>) -> Result<key::DagView, Aborted> {
+    fn memo_dag_view(&self, all_max: AllMax<'_>) -> Result<key::DagView, Aborted> {
         let m = self.memo.as_ref().expect("memo on");
         let workload = &self.fabric.workload;
         let mut dag = key::DagView::new(workload.tasks.len());
@@ -568,7 +633,9 @@ impl<S: TelemetrySink> Network<'_, S> {
                 && !s.gave_up
                 && !m.replaying.contains(&s.flow)
             {
-                dag.starts(workload.flow_task(s.flow), now);
+                // From its start: the guard bounds its end by its payload
+                // at line rate from there.
+                dag.starts(workload.flow_task(s.flow), s.start);
             }
         }
         for (&t, &end) in &m.pending_computes {

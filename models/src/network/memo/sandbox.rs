@@ -52,6 +52,7 @@ impl<S: TelemetrySink> Network<'_, S> {
                 outstanding,
                 done: vec![(0, 0); view.tasks.len()],
                 flows: vec![FlowRecord::default(); view.flows.len()],
+                last_pfc: SimTime::ZERO,
             }));
             net.memo = Some(memo);
             net
@@ -70,16 +71,33 @@ impl<S: TelemetrySink> Network<'_, S> {
         }
         let at = |x: u64| SimTime(x - 1);
         let done: Vec<(SimTime, SimTime)> = r.done.iter().map(|&(a, b)| (at(a), at(b))).collect();
-        // Until the last completion of any of its tasks, compute tasks
-        // included. Ending the guard at the last flow's last acknowledgement
-        // replays GPT-13B whole and exactly (15.2x) but leaves some of
-        // Mixtral's replays inexact, for a reason not found yet (DESIGN.md
-        // §3c).
-        let span = done
+        // Until the domain's network is quiet: its flows' last completions
+        // and the last frame on any wire (a port's last bit arrives at
+        // `busy_until + latency`; a PFC frame when `last_pfc` says). Its
+        // compute tasks use no resource and run in a replay as usual, so
+        // they do not hold the domain's resources.
+        let wires = net
+            .ports
             .iter()
-            .map(|d| d.0.max(d.1))
+            .filter(|p| p.busy_until != SimTime::ZERO)
+            .map(|p| p.busy_until + p.latency)
             .max()
             .unwrap_or(SimTime::ZERO);
+        let flows_done = view
+            .tasks
+            .iter()
+            .zip(&done)
+            .filter(|&(&k, _)| {
+                matches!(
+                    sandbox.workload.kind(&sandbox.workload.tasks[k as usize]),
+                    TaskKind::Flow(_)
+                )
+            })
+            .map(|(_, d)| d.0.max(d.1))
+            .max()
+            .unwrap_or(SimTime::ZERO);
+        let quiet = wires.max(r.last_pfc);
+        let span = flows_done.max(SimTime(quiet.as_ps().saturating_sub(canon.t0.as_ps())));
         Some(Record {
             span,
             done,

@@ -16,6 +16,7 @@
 mod key;
 mod sandbox;
 
+use super::packet::PRIORITIES;
 use super::{NetEvent, Network};
 use crate::telemetry::TelemetrySink;
 use crate::workload::TaskKind;
@@ -36,7 +37,7 @@ struct Record {
     /// Per canonical flow: start offset and the flows-table counters.
     flows: Vec<FlowRecord>,
     /// Per labelled port, bytes started per priority.
-    port_bytes: Vec<[u64; super::packet::PRIORITIES]>,
+    port_bytes: Vec<[u64; PRIORITIES]>,
     /// Per labelled port, its round-robin pointer at the end (a host
     /// port's turn, which the next domain's key holds).
     round_robin_after: Vec<usize>,
@@ -46,6 +47,86 @@ struct Record {
     sent: u64,
     delivered: u64,
     pfc_pauses: u64,
+}
+
+impl Record {
+    /// How many values [`Record::encode`] writes for `canon`'s domain.
+    fn encoded_len(canon: &Canon) -> usize {
+        6 + 2 * canon.tasks.len() + 4 * canon.flows.len() + (PRIORITIES + 1) * canon.ports.len()
+    }
+
+    /// Writes `record` (`None`: the key is unrecordable) into `out`, of
+    /// [`Record::encoded_len`] values, for `all_max` (every other shard
+    /// writes zeros).
+    fn encode(record: Option<&Record>, out: &mut [u64]) {
+        let Some(r) = record else {
+            out[0] = 2;
+            return;
+        };
+        let mut values = vec![
+            1,
+            r.span.as_ps(),
+            r.events,
+            r.sent,
+            r.delivered,
+            r.pfc_pauses,
+        ];
+        for &(a, b) in &r.done {
+            values.extend([a.as_ps(), b.as_ps()]);
+        }
+        for f in &r.flows {
+            values.extend([f.start.as_ps(), f.retransmitted, f.ecn_marked, f.cnps]);
+        }
+        for (bytes, &rr) in r.port_bytes.iter().zip(&r.round_robin_after) {
+            values.extend_from_slice(bytes);
+            values.push(rr as u64);
+        }
+        out.copy_from_slice(&values);
+    }
+
+    /// The record [`Record::encode`] wrote for `canon`'s domain.
+    fn decode(canon: &Canon, values: &[u64]) -> Option<Record> {
+        if values[0] != 1 {
+            return None;
+        }
+        let (tasks, flows) = (canon.tasks.len(), canon.flows.len());
+        let mut rest = &values[6..];
+        let mut take = |n: usize| {
+            let (head, tail) = rest.split_at(n);
+            rest = tail;
+            head
+        };
+        let done = take(2 * tasks)
+            .chunks(2)
+            .map(|d| (SimTime(d[0]), SimTime(d[1])))
+            .collect();
+        let flows = take(4 * flows)
+            .chunks(4)
+            .map(|f| FlowRecord {
+                start: SimTime(f[0]),
+                retransmitted: f[1],
+                ecn_marked: f[2],
+                cnps: f[3],
+            })
+            .collect();
+        let mut port_bytes = Vec::with_capacity(canon.ports.len());
+        let mut round_robin_after = Vec::with_capacity(canon.ports.len());
+        for p in take((PRIORITIES + 1) * canon.ports.len()).chunks(PRIORITIES + 1) {
+            port_bytes.push(p[..PRIORITIES].try_into().expect("PRIORITIES values"));
+            round_robin_after.push(p[PRIORITIES] as usize);
+        }
+        Some(Record {
+            span: SimTime(values[1]),
+            done,
+            flows,
+            port_bytes,
+            round_robin_after,
+            events: values[2],
+            sent: values[3],
+            delivered: values[4],
+            pfc_pauses: values[5],
+        })
+    }
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -459,9 +540,13 @@ impl<S: TelemetrySink> Network<'_, S> {
             }
         }
         all_max(&mut agreed)?;
-        // Records, made in a sandbox where a domain has none (the same on
-        // every shard: a function of the agreed key).
-        let mut ready = Vec::new();
+        // Records, made in a sandbox where a domain has none: the first
+        // domain of each new key is simulated by the shard of its first
+        // flow's source alone (a function of the agreed key), and one
+        // `all_max` gives every shard its record.
+        let mut candidates: Vec<(Canon, bool)> = Vec::new();
+        let mut to_make: Vec<(usize, Vec<u64>, Vec<SimTime>)> = Vec::new();
+        let mut new_keys: HashSet<Vec<u64>> = HashSet::new();
         for (d, mut canon) in canons.into_iter().enumerate() {
             let (ports, tasks) = (canon.ports.len(), canon.tasks.len());
             let row = &agreed[base[d]..base[d] + 1 + ports + tasks];
@@ -473,7 +558,8 @@ impl<S: TelemetrySink> Network<'_, S> {
             if m.unrecordable.contains(&canon.key) {
                 continue;
             }
-            let fresh = !m.records.contains_key(&canon.key);
+            // Made for this domain (a miss), or for another (a hit).
+            let fresh = !m.records.contains_key(&canon.key) && new_keys.insert(canon.key.clone());
             if fresh {
                 let starts: HashMap<u32, SimTime> = m
                     .plan
@@ -498,20 +584,46 @@ impl<S: TelemetrySink> Network<'_, S> {
                         }
                     })
                     .collect();
-                let record = self.memo_sandbox(&canon, &row[1..1 + ports], &at);
-                let m = self.memo.as_mut().expect("memo on");
-                match record {
+                to_make.push((candidates.len(), row[1..1 + ports].to_vec(), at));
+            }
+            candidates.push((canon, fresh));
+        }
+        if !to_make.is_empty() {
+            let sizes: Vec<usize> = to_make
+                .iter()
+                .map(|(i, _, _)| Record::encoded_len(&candidates[*i].0))
+                .collect();
+            let mut shared = vec![0u64; sizes.iter().sum()];
+            let mut at = 0;
+            for ((i, round_robin, ready), &size) in to_make.iter().zip(&sizes) {
+                let canon = &candidates[*i].0;
+                if self.sender_of.contains_key(&canon.flows[0]) {
+                    let record = self.memo_sandbox(canon, round_robin, ready);
+                    Record::encode(record.as_ref(), &mut shared[at..at + size]);
+                }
+                at += size;
+            }
+            all_max(&mut shared)?;
+            let m = self.memo.as_mut().expect("memo on");
+            let mut at = 0;
+            for ((i, _, _), &size) in to_make.iter().zip(&sizes) {
+                let canon = &candidates[*i].0;
+                match Record::decode(canon, &shared[at..at + size]) {
                     Some(record) => {
                         m.records.insert(canon.key.clone(), record);
                     }
                     None => {
-                        m.unrecordable.insert(canon.key);
-                        continue;
+                        m.unrecordable.insert(canon.key.clone());
                     }
                 }
+                at += size;
             }
-            ready.push((canon, fresh));
         }
+        let m = self.memo.as_ref().expect("memo on");
+        let ready: Vec<(Canon, bool)> = candidates
+            .into_iter()
+            .filter(|(canon, _)| m.records.contains_key(&canon.key))
+            .collect();
         if ready.is_empty() {
             return Ok(false);
         }

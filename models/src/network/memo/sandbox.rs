@@ -6,7 +6,7 @@ use super::{Canon, FlowRecord, Memo, Record, Recording};
 use crate::network::{Fabric, Network};
 use crate::telemetry::{MemorySink, TelemetrySink};
 use crate::workload::TaskKind;
-use netsim_engine::{Executor, Layout, NodeId, SimTime, Threads};
+use netsim_engine::{Executor, Layout, SimTime, Threads};
 
 impl<S: TelemetrySink> Network<'_, S> {
     /// Simulates `canon`'s domain alone from a quiet network, its labelled
@@ -61,11 +61,9 @@ impl<S: TelemetrySink> Network<'_, S> {
         let net = report.model;
         let memo = net.memo.as_ref().expect("the sandbox's memo");
         let r = memo.recording.as_ref().expect("the sandbox's notes");
-        // Counted once, by the shard of node 0, though every shard runs it;
-        // a sandbox that makes no record handled its events all the same.
-        if self.nodes[0] == NodeId(0) {
-            self.stats.memo_sandbox_events += report.handled_events;
-        }
+        // Only this shard runs it; a sandbox that makes no record handled
+        // its events all the same.
+        self.stats.memo_sandbox_events += report.handled_events;
         if r.outstanding != 0 || memo.draws != 0 {
             return None;
         }

@@ -135,6 +135,12 @@ fn memo_counts(s: &serde_json::Value) -> (u64, u64) {
     )
 }
 
+/// Bytes sent = delivered, across replays, and all of the workload's.
+fn assert_conserved(s: &serde_json::Value, payload_bytes: u64) {
+    assert_eq!(s["sent_payload_bytes"], s["delivered_payload_bytes"]);
+    assert_eq!(s["sent_payload_bytes"].as_u64(), Some(payload_bytes));
+}
+
 #[test]
 fn a_repeated_collective_is_replayed_and_equals_simulating_it() {
     let dir = scratch("repeat");
@@ -167,11 +173,7 @@ fn a_repeated_collective_is_replayed_and_equals_simulating_it() {
     assert_eq!(s_off["sim_end_ns"], s_on["sim_end_ns"]);
     // Conservation across the replays.
     for s in [&s_off, &s_on] {
-        assert_eq!(s["sent_payload_bytes"], s["delivered_payload_bytes"]);
-        assert_eq!(
-            s["sent_payload_bytes"].as_u64(),
-            Some(4 * 1_048_576 * 2 * 7)
-        );
+        assert_conserved(s, 4 * 1_048_576 * 2 * 7);
     }
     // The replayed flows say so: all of their bytes skipped.
     let rows = read_rows(&on.join("flows"));
@@ -207,11 +209,7 @@ fn two_identical_concurrent_domains_cost_one_simulation() {
     assert_eq!(flows(&off), flows(&on));
     assert_eq!(s_off["sim_end_ns"], s_on["sim_end_ns"]);
     for s in [&s_off, &s_on] {
-        assert_eq!(s["sent_payload_bytes"], s["delivered_payload_bytes"]);
-        assert_eq!(
-            s["sent_payload_bytes"].as_u64(),
-            Some(8 * 1_048_576 * 2 * 7)
-        );
+        assert_conserved(s, 8 * 1_048_576 * 2 * 7);
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -276,11 +274,7 @@ fn beside(name: &str, src: u32, dst: u32, hits: (u64, u64)) -> Vec<bool> {
         })
         .collect();
     assert_eq!(flows(&off), flows(&on));
-    assert_eq!(s_on["sent_payload_bytes"], s_on["delivered_payload_bytes"]);
-    assert_eq!(
-        s_on["sent_payload_bytes"].as_u64(),
-        Some(4 * 1_048_576 * 2 * 7 + 2_000_000)
-    );
+    assert_conserved(&s_on, 4 * 1_048_576 * 2 * 7 + 2_000_000);
     let _ = std::fs::remove_dir_all(&dir);
     replayed
 }

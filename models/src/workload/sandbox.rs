@@ -26,8 +26,9 @@ impl Workload {
         let mut out_tasks = Vec::with_capacity(2 * n);
         // A flow outside the domain is no task's: it never starts.
         let mut flow_task = vec![NONE; self.flows.len()];
-        // Edges (from, to) in the result's ids.
-        let mut edges: Vec<(u32, u32)> = Vec::new();
+        // Per task of the domain, its dependencies in the result's ids:
+        // its stand-in, then those inside the domain.
+        let mut deps: Vec<Vec<u32>> = (0..n).map(|k| vec![(n + k) as u32]).collect();
         for (k, &t) in tasks.iter().enumerate() {
             let task = self.tasks[t as usize];
             let what = if task.what & COMPUTE == 0 {
@@ -45,7 +46,7 @@ impl Workload {
             });
             for &d in self.dependents(t) {
                 if let Some(&j) = index.get(&d) {
-                    edges.push((k as u32, j));
+                    deps[j as usize].push(k as u32);
                 }
             }
         }
@@ -56,29 +57,19 @@ impl Workload {
                 collective: NONE,
                 what: COMPUTE | k as u32,
             });
-            edges.push(((n + k) as u32, k as u32));
         }
-        // Each task of the domain waits for its stand-in (counted above)
-        // and its dependencies inside the domain.
-        for &(from, to) in &edges {
-            if (from as usize) < n {
-                out_tasks[to as usize].deps += 1;
-            }
+        for (k, d) in deps.iter().enumerate() {
+            out_tasks[k].deps = d.len() as u32;
         }
-        edges.sort_unstable();
-        let mut dependent_base = vec![0u32; out_tasks.len() + 1];
-        for &(from, _) in &edges {
-            dependent_base[from as usize + 1] += 1;
-        }
-        for i in 0..out_tasks.len() {
-            dependent_base[i + 1] += dependent_base[i];
-        }
+        let listed = || deps.iter().flatten().copied();
+        let base = super::dependent_starts(out_tasks.len(), listed());
+        let (dependents, dependent_base) = super::dependents_csr(&out_tasks, base, listed());
         Workload {
             flows: self.flows.clone(),
             flow_task,
             ina_flows: Vec::new(),
             tasks: out_tasks,
-            dependents: edges.iter().map(|&(_, to)| to).collect(),
+            dependents,
             dependent_base,
             collectives: Vec::new(),
             durations,

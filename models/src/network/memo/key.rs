@@ -490,7 +490,9 @@ impl DagView {
 /// The earliest a flow outside `canon`'s domain that uses its resources
 /// could start, before `horizon` (`SimTime::MAX`: at or after it, or
 /// never), given the agreed DAG state `dag`, the completions of replayed
-/// tasks, and the domain's own (`own`, per canonical task, absolute).
+/// tasks, and the domain's own (`own`, per canonical task, absolute;
+/// `None` before its record exists: then what waits for the domain is not
+/// followed, and the bound is no lower than with them).
 ///
 /// Tasks are followed in time order from what starts or ends: a task
 /// starts once its host has seen every dependency it still waits for
@@ -505,7 +507,7 @@ pub(super) fn earliest_touching(
     canon: &Canon,
     dag: &DagView,
     replayed: &HashMap<u32, (SimTime, SimTime)>,
-    own: &[(SimTime, SimTime)],
+    own: Option<&[(SimTime, SimTime)]>,
     now: SimTime,
     horizon: SimTime,
 ) -> SimTime {
@@ -556,8 +558,8 @@ pub(super) fn earliest_touching(
     for (&t, &done) in order {
         completed(&mut heap, &mut reach, t, done);
     }
-    for (k, &t) in canon.tasks.iter().enumerate() {
-        completed(&mut heap, &mut reach, t, own[k]);
+    for (k, &t) in canon.tasks.iter().enumerate().filter(|_| own.is_some()) {
+        completed(&mut heap, &mut reach, t, own.expect("filtered")[k]);
     }
     let mut seen: HashSet<u32> = HashSet::new();
     let mut scratch = Vec::new();
@@ -589,7 +591,7 @@ pub(super) fn earliest_touching(
 /// source and at its destination alike: its payload serialised at its
 /// first link's rate (no packet of it is sent before it starts, none
 /// faster; the last acknowledgement follows the last data packet).
-fn least_fct(fabric: &Fabric, flow: u32) -> SimTime {
+pub(super) fn least_fct(fabric: &Fabric, flow: u32) -> SimTime {
     let spec = fabric.workload.flows[flow as usize];
     let port = first_port(fabric, flow, spec.src, spec.dst);
     let topo = &fabric.topo;

@@ -588,6 +588,39 @@ impl<S: TelemetrySink> Network<'_, S> {
             }
             candidates.push((canon, fresh));
         }
+        if candidates.is_empty() {
+            return Ok(false);
+        }
+        // Round 3: the DAG as every shard's hosts see it, agreed. A new key
+        // whose replay the guard or a held resource would refuse even at
+        // the least span its flows allow (each its payload at line rate)
+        // gets no sandbox; its domain may grow as one the guard refused.
+        let dag = self.memo_dag_view(all_max)?;
+        let m = self.memo.as_ref().expect("memo on");
+        let mut refused = Vec::new();
+        to_make.retain(|(i, _, _)| {
+            let canon = &candidates[*i].0;
+            let least = canon
+                .flows
+                .iter()
+                .map(|&f| key::least_fct(fabric, f))
+                .max()
+                .unwrap_or(SimTime::ZERO);
+            let until = canon.t0 + least;
+            let held = m.held(canon, until);
+            let b = key::earliest_touching(fabric, canon, &dag, &m.completions, None, now, until);
+            if !held && b < until {
+                refused.push(fabric.workload.tasks[canon.tasks[0] as usize].collective);
+            }
+            !held && b >= until
+        });
+        let mut again = false;
+        for first in refused {
+            if !grow.contains(&first) {
+                grow.push(first);
+                again = true;
+            }
+        }
         if !to_make.is_empty() {
             let sizes: Vec<usize> = to_make
                 .iter()
@@ -625,12 +658,10 @@ impl<S: TelemetrySink> Network<'_, S> {
             .filter(|(canon, _)| m.records.contains_key(&canon.key))
             .collect();
         if ready.is_empty() {
-            return Ok(false);
+            return Ok(again);
         }
-        // Round 3: the DAG as every shard's hosts see it, agreed; then,
-        // the same on every shard, per domain with a record, the earliest a
-        // flow that uses its resources could start.
-        let dag = self.memo_dag_view(all_max)?;
+        // The earliest a flow that uses a domain's resources could start,
+        // per domain with a record, the same on every shard.
         let m = self.memo.as_ref().expect("memo on");
         let bound: Vec<SimTime> = ready
             .iter()
@@ -646,13 +677,12 @@ impl<S: TelemetrySink> Network<'_, S> {
                     canon,
                     &dag,
                     &m.completions,
-                    &own,
+                    Some(&own),
                     now,
                     canon.t0 + record.span,
                 )
             })
             .collect();
-        let mut again = false;
         for ((canon, fresh), b) in ready.into_iter().zip(bound) {
             let m = self.memo.as_ref().expect("memo on");
             let until = canon.t0 + m.records[&canon.key].span;

@@ -38,6 +38,9 @@ WORKLOADS = {
     # AICB's layout and sizes, cut to 2 layers (runs/scenarios/workloads/aicb_cut.py).
     "gpt13b-tp8-pp2-128": "runs/scenarios/workloads/gpt13b-tp8-pp2-128.txt",
     "mixtral-8x7b-ep8-tp2-128": "runs/scenarios/workloads/mixtral-8x7b-ep8-tp2-128.txt",
+    # GPT-13B uncut (all 40 layers, `aicb_cut.py --whole`); minutes per run,
+    # so only when named.
+    "gpt13b-whole-128": "runs/scenarios/workloads/gpt13b-tp8-pp2-128-whole.txt",
     # Hand-made, small collectives (1-16 MiB): seconds per run.
     "repeated-layers-128": "benches/workloads/repeated-layers-128.txt",
     "gpt-micro-128": "runs/scenarios/workloads/gpt-micro-simai.txt",
@@ -116,7 +119,7 @@ def main():
         global NETSIM
         NETSIM = os.path.abspath(args.netsim)
     period_us = float(extra[extra.index("--ff-period-us") + 1]) if "--ff-period-us" in extra else 10
-    names = args.workloads.split(",") if args.workloads else list(WORKLOADS)
+    names = args.workloads.split(",") if args.workloads else [n for n in WORKLOADS if "whole" not in n]
     for name in names:
         if name not in WORKLOADS:
             sys.exit(f"--workloads: unknown `{name}` ({', '.join(WORKLOADS)})")

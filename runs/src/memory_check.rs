@@ -39,6 +39,8 @@ pub struct RunBytes {
     pub dag: u64,
     /// The state of the flows in flight (flow level: an allowance).
     pub in_flight: u64,
+    /// Memoization's (`--ff-memo on`, see [`memo_bytes`]).
+    pub memo: u64,
 }
 
 impl RunBytes {
@@ -71,6 +73,7 @@ impl RunBytes {
                     ),
                     dag: dag_per_shard,
                     in_flight: in_flight.saturating_mul(flow::BYTES_PER_FLOW_IN_FLIGHT),
+                    memo: 0,
                 }
             }
             // A packet-level run makes every sender before it starts; its
@@ -81,6 +84,7 @@ impl RunBytes {
                     .saturating_mul(netsim_models::network::BYTES_PER_SENDER + 3 * BYTES_PER_FCT),
                 dag: dag_per_shard.saturating_mul(u64::from(shards)),
                 in_flight: 0,
+                memo: memo_bytes(config, workload, ports).saturating_mul(u64::from(shards)),
             },
         }
     }
@@ -90,6 +94,7 @@ impl RunBytes {
             .saturating_add(self.flows)
             .saturating_add(self.dag)
             .saturating_add(self.in_flight)
+            .saturating_add(self.memo)
     }
 
     /// `run.json`'s `run_bytes_predicted`.
@@ -99,9 +104,28 @@ impl RunBytes {
             "flows": self.flows,
             "dag": self.dag,
             "in_flight": self.in_flight,
+            "memo": self.memo,
             "total": self.total(),
         })
     }
+}
+
+/// What memoization adds per shard, 0 when it is off: the guard's agreed
+/// view of the DAG (three 8-byte values per task), the plan (a collective's
+/// task list and a count of dependencies inside it, 8 B per task), and a
+/// sandbox at a time, which holds a copy of the workload's flows with a
+/// sender each and its fabric's `ports`.
+fn memo_bytes(config: &NetConfig, workload: &Workload, ports: u64) -> u64 {
+    if !config.fast_forward.is_some_and(|ff| ff.memo) {
+        return 0;
+    }
+    let tasks = workload.tasks.len() as u64;
+    let flows = workload.flows.len() as u64;
+    let flow_bytes = std::mem::size_of_val(&workload.flows[..]) as u64 / flows.max(1);
+    tasks
+        .saturating_mul(24 + 8)
+        .saturating_add(flows.saturating_mul(flow_bytes + netsim_models::network::BYTES_PER_SENDER))
+        .saturating_add(ports * BYTES_PER_PORT)
 }
 
 /// Fails when what the run adds ([`RunBytes`]) would not fit beside what
@@ -141,6 +165,7 @@ pub fn workload_bytes_json(workload: &Workload) -> serde_json::Value {
 mod tests {
     use super::*;
     use netsim_engine::SimTime;
+    use netsim_models::network::config::FastForward;
     use netsim_models::workload::{Builder, NONE};
     use netsim_topo::{FatTreeParams, TopoSpec};
 
@@ -169,6 +194,7 @@ mod tests {
                 flows: 2 * 12,
                 dag: 3,
                 in_flight: 2 * flow::BYTES_PER_FLOW_IN_FLIGHT,
+                memo: 0,
             }
         );
         assert_eq!(flow.total(), ports + 24 + 3 + 1024);
@@ -187,5 +213,23 @@ mod tests {
         // on each of 2 ranks, and half the flows.
         let rank = RunBytes::of(Fidelity::Packet, &config, &topo, &w, 2, 4);
         assert_eq!((rank.flows, rank.dag), (sender + 12, 4 * 3));
+        assert_eq!(rank.memo, 0);
+        // Memoization, per shard: 32 B per task, a sandbox's flows with a
+        // sender each and its ports.
+        let mut memo = config.clone();
+        memo.fast_forward = Some(FastForward {
+            memo: true,
+            ..FastForward::default()
+        });
+        let packet = RunBytes::of(Fidelity::Packet, &memo, &topo, &w, 1, 4);
+        let flow_bytes = std::mem::size_of_val(&w.flows[0]) as u64;
+        assert_eq!(
+            packet.memo,
+            4 * (3 * 32 + 2 * (flow_bytes + sender) + ports)
+        );
+        assert_eq!(
+            packet.total(),
+            RunBytes { memo: 0, ..packet }.total() + packet.memo
+        );
     }
 }

@@ -47,6 +47,37 @@ layer2   -1 20000 ALLREDUCE 1048576 20000 NONE 0 20000 NONE 0 1000
 layer3   -1 20000 ALLREDUCE 1048576 20000 NONE 0 20000 NONE 0 1000
 ";
 
+/// AICB's layout of a GPT (`aicb_cut.py`'s `workload`, hidden 512, seq 256,
+/// vocab 1000) with TP 8 x PP 2 on 16 GPUs, 2 micro-batches, one layer per
+/// stage: TP collectives on each server's NVSwitch, activations and
+/// gradients sent between the stages over the rails.
+const PIPELINE: &str = "HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 8 ep: 1 pp: 2 vpp: 2 ga: 2 all_gpus: 16 checkpoints: 0 checkpoint_initiates: 0 pp_comm: 32768
+23
+grad_gather -1 1 NONE 0 1 NONE 0 1 ALLGATHER 919168 100
+grad_param_comm -1 1 NONE 0 1 NONE 0 1 REDUCESCATTER 1838336 100
+grad_param_compute -1 1 NONE 0 2 NONE 0 1 NONE 0 100
+embedding_grads -1 1 NONE 0 1 ALLREDUCE 262144 1 NONE 0 100
+embedding_layer -1 1 ALLREDUCE 262144 1 NONE 0 1 NONE 0 100
+attention_column -1 0 ALLGATHER 262144 0 REDUCESCATTER 0 0 NONE 0 100
+attention_row -1 0 REDUCESCATTER 262144 0 ALLGATHER 262144 0 NONE 0 100
+mlp_column -1 0 ALLGATHER 262144 0 REDUCESCATTER 0 0 NONE 0 100
+mlp_row -1 0 REDUCESCATTER 262144 0 ALLGATHER 262144 0 NONE 0 100
+final_column -1 0 ALLGATHER 262144 0 REDUCESCATTER 0 0 NONE 0 100
+embedding_layer -1 1 ALLREDUCE 262144 1 NONE 0 1 NONE 0 100
+attention_column -1 0 ALLGATHER 262144 0 REDUCESCATTER 0 0 NONE 0 100
+attention_row -1 0 REDUCESCATTER 262144 0 ALLGATHER 262144 0 NONE 0 100
+mlp_column -1 0 ALLGATHER 262144 0 REDUCESCATTER 0 0 NONE 0 100
+mlp_row -1 0 REDUCESCATTER 262144 0 ALLGATHER 262144 0 NONE 0 100
+final_column -1 0 ALLGATHER 262144 0 REDUCESCATTER 0 0 NONE 0 100
+cross_entropy1 -1 0 ALLREDUCE 1024 0 NONE 0 0 NONE 0 100
+cross_entropy2 -1 0 ALLREDUCE 1024 0 NONE 0 0 NONE 0 100
+cross_entropy3 -1 0 ALLREDUCE 1024 0 NONE 0 0 NONE 0 100
+optimizer1 -1 0 ALLREDUCE 4 0 NONE 0 0 NONE 0 100
+optimizer2 -1 0 ALLREDUCE 4 0 NONE 0 0 NONE 0 100
+optimizer3 -1 0 ALLREDUCE 4 0 NONE 0 0 NONE 0 100
+optimizer4 -1 0 ALLREDUCE 4 0 NONE 0 0 NONE 0 100
+";
+
 fn scratch(name: &str) -> PathBuf {
     let dir = common::scratch(name);
     std::fs::write(dir.join("repeated.txt"), REPEATED).unwrap();
@@ -57,6 +88,7 @@ fn scratch(name: &str) -> PathBuf {
         REPEATED.replace("all_gpus: 8", "all_gpus: 16"),
     )
     .unwrap();
+    std::fs::write(dir.join("pipeline.txt"), PIPELINE).unwrap();
     dir
 }
 
@@ -135,6 +167,12 @@ fn memo_counts(s: &serde_json::Value) -> (u64, u64) {
     )
 }
 
+/// Bytes sent = delivered, across replays, and all of the workload's.
+fn assert_conserved(s: &serde_json::Value, payload_bytes: u64) {
+    assert_eq!(s["sent_payload_bytes"], s["delivered_payload_bytes"]);
+    assert_eq!(s["sent_payload_bytes"].as_u64(), Some(payload_bytes));
+}
+
 #[test]
 fn a_repeated_collective_is_replayed_and_equals_simulating_it() {
     let dir = scratch("repeat");
@@ -167,11 +205,7 @@ fn a_repeated_collective_is_replayed_and_equals_simulating_it() {
     assert_eq!(s_off["sim_end_ns"], s_on["sim_end_ns"]);
     // Conservation across the replays.
     for s in [&s_off, &s_on] {
-        assert_eq!(s["sent_payload_bytes"], s["delivered_payload_bytes"]);
-        assert_eq!(
-            s["sent_payload_bytes"].as_u64(),
-            Some(4 * 1_048_576 * 2 * 7)
-        );
+        assert_conserved(s, 4 * 1_048_576 * 2 * 7);
     }
     // The replayed flows say so: all of their bytes skipped.
     let rows = read_rows(&on.join("flows"));
@@ -207,12 +241,41 @@ fn two_identical_concurrent_domains_cost_one_simulation() {
     assert_eq!(flows(&off), flows(&on));
     assert_eq!(s_off["sim_end_ns"], s_on["sim_end_ns"]);
     for s in [&s_off, &s_on] {
-        assert_eq!(s["sent_payload_bytes"], s["delivered_payload_bytes"]);
-        assert_eq!(
-            s["sent_payload_bytes"].as_u64(),
-            Some(8 * 1_048_576 * 2 * 7)
-        );
+        assert_conserved(s, 8 * 1_048_576 * 2 * 7);
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn two_pipeline_stages_replay_every_flow_as_simulated() {
+    let dir = scratch("pipeline");
+    let off = run_workload(&dir, "pipeline.txt", "off", "off", &["--threads", "1"]);
+    let reference = flows(&off);
+    for threads in ["1", "2"] {
+        let on = run_workload(
+            &dir,
+            "pipeline.txt",
+            &format!("t{threads}"),
+            "on",
+            &["--threads", threads],
+        );
+        // The PP sends too: the guard bounds the other stage's sends by
+        // the backward pass's flows at line rate, not as instantaneous.
+        let rows = read_rows(&on.join("flows"));
+        assert!(
+            rows.iter().all(|r| r["skipped_bytes"] == r["size_bytes"]),
+            "{threads} threads"
+        );
+        assert_eq!(flows(&on), reference, "{threads} threads");
+        let (hits, misses) = memo_counts(&summary(&on));
+        assert!(hits > 10 * misses, "{hits} hits, {misses} misses");
+    }
+    let names: Vec<String> = read_rows(&off.join("collectives"))
+        .into_iter()
+        .map(|r| r["name"].clone())
+        .collect();
+    assert!(names.iter().any(|n| n.ends_with("activations")));
+    assert!(names.iter().any(|n| n.ends_with("gradients")));
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -276,11 +339,7 @@ fn beside(name: &str, src: u32, dst: u32, hits: (u64, u64)) -> Vec<bool> {
         })
         .collect();
     assert_eq!(flows(&off), flows(&on));
-    assert_eq!(s_on["sent_payload_bytes"], s_on["delivered_payload_bytes"]);
-    assert_eq!(
-        s_on["sent_payload_bytes"].as_u64(),
-        Some(4 * 1_048_576 * 2 * 7 + 2_000_000)
-    );
+    assert_conserved(&s_on, 4 * 1_048_576 * 2 * 7 + 2_000_000);
     let _ = std::fs::remove_dir_all(&dir);
     replayed
 }

@@ -178,6 +178,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         // Counted on the finished flow's sender shard; the agreed jump is
         // the minimum over shards, so whichever shard it finished on vetoes.
         let disturbances = dropped + self.stats.pfc_pauses + self.stats.flows_finished;
+        let replaying = self.memo_replaying();
         let ff = self.steady.as_mut().expect("fast-forward is on");
         let index = ff.checks;
         ff.checks += 1;
@@ -230,7 +231,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             }
         }
         let periods = SLOTS as u64 - 1;
-        if index < ff.valid_from + periods {
+        if index < ff.valid_from + periods || replaying {
             return not_steady(!active.is_empty());
         }
         // Oldest to newest: the slots after the current one, wrapping.

@@ -223,6 +223,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         let local = ctx.local_index();
         let gport = self.port_index(local, port);
         let now = ctx.now();
+        self.memo_pfc(now);
         let p = &mut self.ports[gport];
         if p.paused == pause || p.down_causes != 0 {
             return;

@@ -68,8 +68,9 @@ impl<S: TelemetrySink> Network<'_, S> {
             let probability = p.ecn_pmax * (queue_bytes - p.ecn_kmin_bytes) as f64
                 / (p.ecn_kmax_bytes - p.ecn_kmin_bytes) as f64;
             if let Some(m) = &mut self.memo {
-                // A memo record is exact only without random draws.
-                m.draws += 1;
+                // A memo record is exact only without random draws: a
+                // sandbox gives up at the first.
+                self.abandoned = m.draw();
             }
             ctx.rng().next_f64() < probability
         } else {

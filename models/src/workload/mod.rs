@@ -534,32 +534,52 @@ impl Builder {
         w.flow_task = flow_task.into_vec();
         w.collectives = collectives.into_vec();
         w.tasks = tasks.into_vec();
-        let n = w.tasks.len();
-        let mut base = vec![0u32; n + 1];
-        for &d in deps.iter() {
-            base[d as usize + 1] += 1;
-        }
-        for i in 0..n {
-            base[i + 1] += base[i];
-        }
-        let mut dependents = vec![0u32; deps.len()];
-        // Tasks are visited in id order, so each list comes out sorted; a
-        // task's slots are filled from its base upwards, `base[d]` standing
-        // for the next free one until all are filled.
-        let mut deps = deps.into_blocks().flatten();
-        for (t, task) in w.tasks.iter().enumerate() {
-            for d in deps.by_ref().take(task.deps as usize) {
-                dependents[base[d as usize] as usize] = t as u32;
-                base[d as usize] += 1;
-            }
-        }
-        // Each base now holds the next task's start: shift them back.
-        base.rotate_right(1);
-        base[0] = 0;
+        let base = dependent_starts(w.tasks.len(), deps.iter().copied());
+        let (dependents, base) = dependents_csr(&w.tasks, base, deps.into_blocks().flatten());
         w.dependents = dependents;
         w.dependent_base = base;
         w
     }
+}
+
+/// Where each of `n` tasks' dependents' list starts (and, last, their
+/// total), from every task's dependencies in any order.
+pub(crate) fn dependent_starts(n: usize, deps: impl Iterator<Item = u32>) -> Vec<u32> {
+    let mut base = vec![0u32; n + 1];
+    for d in deps {
+        base[d as usize + 1] += 1;
+    }
+    for i in 0..n {
+        base[i + 1] += base[i];
+    }
+    base
+}
+
+/// The dependents' lists of `tasks` (task `d`'s are
+/// `dependents[base[d]..base[d + 1]]`, sorted), from `base`
+/// ([`dependent_starts`]) and their dependencies listed task by task in
+/// id order (`task.deps` each) by `fill`, which a caller may free as it
+/// reads them.
+pub(crate) fn dependents_csr(
+    tasks: &[Task],
+    mut base: Vec<u32>,
+    mut fill: impl Iterator<Item = u32>,
+) -> (Vec<u32>, Vec<u32>) {
+    let total = base[tasks.len()] as usize;
+    let mut dependents = vec![0u32; total];
+    // Tasks are visited in id order, so each list comes out sorted; a
+    // task's slots are filled from its base upwards, `base[d]` standing
+    // for the next free one until all are filled.
+    for (t, task) in tasks.iter().enumerate() {
+        for d in fill.by_ref().take(task.deps as usize) {
+            dependents[base[d as usize] as usize] = t as u32;
+            base[d as usize] += 1;
+        }
+    }
+    // Each base now holds the next task's start: shift them back.
+    base.rotate_right(1);
+    base[0] = 0;
+    (dependents, base)
 }
 
 #[cfg(test)]

@@ -20,60 +20,56 @@ impl Workload {
             .enumerate()
             .map(|(k, &t)| (t, k as u32))
             .collect();
-        let mut durations = Vec::with_capacity(n);
+        // The stand-ins' durations first (stand-in `k` is `n + k`), then
+        // the domain's compute tasks' own.
+        let mut durations = ready.to_vec();
         let mut out_tasks = Vec::with_capacity(2 * n);
         // A flow outside the domain is no task's: it never starts.
         let mut flow_task = vec![NONE; self.flows.len()];
-        // Edges (from, to) in the result's ids.
-        let mut edges: Vec<(u32, u32)> = Vec::new();
+        // Per task of the domain, its dependencies in the result's ids:
+        // its stand-in, then those inside the domain.
+        let mut deps: Vec<Vec<u32>> = (0..n).map(|k| vec![(n + k) as u32]).collect();
         for (k, &t) in tasks.iter().enumerate() {
             let task = self.tasks[t as usize];
+            let what = if task.what & COMPUTE == 0 {
+                flow_task[task.what as usize] = k as u32;
+                task.what
+            } else {
+                durations.push(self.durations[(task.what & !COMPUTE) as usize]);
+                COMPUTE | (durations.len() - 1) as u32
+            };
             out_tasks.push(Task {
                 host: task.host,
                 deps: 1,
                 collective: NONE,
-                what: task.what,
+                what,
             });
-            if task.what & COMPUTE == 0 {
-                flow_task[task.what as usize] = k as u32;
-            }
             for &d in self.dependents(t) {
                 if let Some(&j) = index.get(&d) {
-                    edges.push((k as u32, j));
+                    deps[j as usize].push(k as u32);
                 }
             }
         }
         for (k, &t) in tasks.iter().enumerate() {
-            durations.push(ready[k]);
             out_tasks.push(Task {
                 host: self.tasks[t as usize].host,
                 deps: 0,
                 collective: NONE,
                 what: COMPUTE | k as u32,
             });
-            edges.push(((n + k) as u32, k as u32));
         }
-        // Each task of the domain waits for its stand-in (counted above)
-        // and its dependencies inside the domain.
-        for &(from, to) in &edges {
-            if (from as usize) < n {
-                out_tasks[to as usize].deps += 1;
-            }
+        for (k, d) in deps.iter().enumerate() {
+            out_tasks[k].deps = d.len() as u32;
         }
-        edges.sort_unstable();
-        let mut dependent_base = vec![0u32; out_tasks.len() + 1];
-        for &(from, _) in &edges {
-            dependent_base[from as usize + 1] += 1;
-        }
-        for i in 0..out_tasks.len() {
-            dependent_base[i + 1] += dependent_base[i];
-        }
+        let listed = || deps.iter().flatten().copied();
+        let base = super::dependent_starts(out_tasks.len(), listed());
+        let (dependents, dependent_base) = super::dependents_csr(&out_tasks, base, listed());
         Workload {
             flows: self.flows.clone(),
             flow_task,
             ina_flows: Vec::new(),
             tasks: out_tasks,
-            dependents: edges.iter().map(|&(_, to)| to).collect(),
+            dependents,
             dependent_base,
             collectives: Vec::new(),
             durations,
@@ -83,5 +79,31 @@ impl Workload {
             host_overhead: self.host_overhead,
             folds: Vec::new(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Builder, TaskKind, NONE};
+    use netsim_engine::SimTime;
+
+    /// The domain's compute tasks keep their own durations; each task waits
+    /// for its stand-in, which ends when its outside dependencies are met.
+    #[test]
+    fn a_sandbox_keeps_its_compute_durations() {
+        let mut b = Builder::new(SimTime::ZERO);
+        let before = b.compute(0, SimTime(7), NONE, &[]);
+        let a = b.flow(0, 1, 10, NONE, &[before]);
+        let reduce = b.compute(1, SimTime(5), NONE, &[a]);
+        let w = b.finish();
+        let s = w.sandbox(&[a, reduce], &[SimTime(100), SimTime(0)]);
+        assert_eq!(s.kind(&s.tasks[1]), TaskKind::Compute(SimTime(5)));
+        assert_eq!(s.kind(&s.tasks[0]), w.kind(&w.tasks[a as usize]));
+        // Stand-ins: task 2 stands for the flow's outside dependency.
+        assert_eq!(s.kind(&s.tasks[2]), TaskKind::Compute(SimTime(100)));
+        assert_eq!(s.kind(&s.tasks[3]), TaskKind::Compute(SimTime(0)));
+        assert_eq!(s.dependents(2), &[0]);
+        assert_eq!(s.dependents(0), &[1]);
+        assert_eq!(s.tasks[1].deps, 2);
     }
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes the two AICB-style training workloads that fast-forward is measured on.
 
-    python3 runs/scenarios/workloads/aicb_cut.py   # rewrites both files below
+    python3 runs/scenarios/workloads/aicb_cut.py           # rewrites both files below
+    python3 runs/scenarios/workloads/aicb_cut.py --whole   # also the whole GPT-13B
 
 The files are SimAI workload text, line for line as AICB's SimAI training
 generator (aliyun/aicb `workload_generator/SimAI_training_workload_generator.py`,
@@ -41,12 +42,16 @@ Workloads:
   seq 2048, vocab 50257, micro-batch 1) on 128 GPUs with TP 8 x PP 2 x DP 8,
   as SimAI's own `example/workload_gpt13b_128g.txt`; 2 micro-batches (AICB's
   `ga_num` default); **cut to 2 layers per stage (4 of 40)**.
+- `gpt13b-tp8-pp2-128-whole.txt` (`--whole`): the same, uncut (20 layers
+  per stage, all 40); DP collectives 7.4x the cut's, TP collectives 10x as
+  many. A run with `--fast-forward off` takes ~10x the cut's.
 - `mixtral-8x7b-ep8-tp2-128.txt`: Mixtral-8x7B as AICB's `moe` preset
   (32 layers, hidden 4096, 32 heads, ffn 14336, TP 2, 8 experts, top-2,
   seq 2048, vocab 50257, micro-batch 1) on 128 GPUs with EP 8 x DP 64;
   1 micro-batch; **cut to 2 layers (of 32)**.
 """
 
+import argparse
 import os
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -125,8 +130,16 @@ WORKLOADS = {
 }
 
 
+WHOLE = {
+    "gpt13b-tp8-pp2-128-whole.txt": dict(WORKLOADS["gpt13b-tp8-pp2-128.txt"], layers=20),
+}
+
+
 def main():
-    for name, params in WORKLOADS.items():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--whole", action="store_true", help="also write the uncut GPT-13B")
+    args = parser.parse_args()
+    for name, params in {**WORKLOADS, **(WHOLE if args.whole else {})}.items():
         with open(os.path.join(HERE, name), "w") as f:
             f.write(workload(**params))
 

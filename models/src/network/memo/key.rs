@@ -490,12 +490,15 @@ impl DagView {
 /// The earliest a flow outside `canon`'s domain that uses its resources
 /// could start, before `horizon` (`SimTime::MAX`: at or after it, or
 /// never), given the agreed DAG state `dag`, the completions of replayed
-/// tasks, and the domain's own (`own`, per canonical task, absolute).
+/// tasks, and the domain's own (`own`, per canonical task, absolute;
+/// `None` before its record exists: then what waits for the domain is not
+/// followed, and the bound is no lower than with them).
 ///
 /// Tasks are followed in time order from what starts or ends: a task
 /// starts once its host has seen every dependency it still waits for
 /// complete (the latest of their earliest completions, plus the host
-/// overhead for a flow), a flow completes no earlier than it starts, a
+/// overhead for a flow), a flow completes no earlier than its payload
+/// takes at its first link's rate after it starts ([`least_fct`]), a
 /// compute task its duration after. Every bound is a lower bound; the
 /// domain's own tasks and replayed ones are not followed as flows (they
 /// send nothing), their completions are. The same on every shard.
@@ -504,7 +507,7 @@ pub(super) fn earliest_touching(
     canon: &Canon,
     dag: &DagView,
     replayed: &HashMap<u32, (SimTime, SimTime)>,
-    own: &[(SimTime, SimTime)],
+    own: Option<&[(SimTime, SimTime)]>,
     now: SimTime,
     horizon: SimTime,
 ) -> SimTime {
@@ -555,8 +558,8 @@ pub(super) fn earliest_touching(
     for (&t, &done) in order {
         completed(&mut heap, &mut reach, t, done);
     }
-    for (k, &t) in canon.tasks.iter().enumerate() {
-        completed(&mut heap, &mut reach, t, own[k]);
+    for (k, &t) in canon.tasks.iter().enumerate().filter(|_| own.is_some()) {
+        completed(&mut heap, &mut reach, t, own.expect("filtered")[k]);
     }
     let mut seen: HashSet<u32> = HashSet::new();
     let mut scratch = Vec::new();
@@ -573,7 +576,7 @@ pub(super) fn earliest_touching(
                 if canon.touched_by(fabric, f, &mut scratch) {
                     return at;
                 }
-                at
+                at + least_fct(fabric, f)
             }
             TaskKind::Compute(duration) => at + duration,
         };
@@ -582,6 +585,19 @@ pub(super) fn earliest_touching(
         }
     }
     SimTime::MAX
+}
+
+/// A lower bound on flow `flow`'s completion time after its start, at its
+/// source and at its destination alike: its payload serialised at its
+/// first link's rate (no packet of it is sent before it starts, none
+/// faster; the last acknowledgement follows the last data packet).
+pub(super) fn least_fct(fabric: &Fabric, flow: u32) -> SimTime {
+    let spec = fabric.workload.flows[flow as usize];
+    let port = first_port(fabric, flow, spec.src, spec.dst);
+    let topo = &fabric.topo;
+    let rate_bps = topo.link(topo.port(spec.src, port).link).bandwidth_bps;
+    let ps = u128::from(spec.size_bytes) * 8 * 1_000_000_000_000 / u128::from(rate_bps.max(1));
+    SimTime(ps.min(u128::from(u64::MAX)) as u64)
 }
 
 /// Most tasks a domain grows to (a bound on the sandbox's work per key).

@@ -16,6 +16,7 @@
 mod key;
 mod sandbox;
 
+use super::packet::PRIORITIES;
 use super::{NetEvent, Network};
 use crate::telemetry::TelemetrySink;
 use crate::workload::TaskKind;
@@ -26,8 +27,9 @@ use netsim_engine::{Aborted, AllMax, Context, NodeId, SimTime};
 /// The recorded outcome of a domain, in the canonical order of its key.
 #[derive(Debug)]
 struct Record {
-    /// From the domain's first start to the last completion of any of its
-    /// tasks, compute tasks included (the replay's guard).
+    /// From the domain's first start until its network is quiet: its
+    /// flows' last completions and its last frame's arrival (the replay's
+    /// guard; compute tasks hold no resource).
     span: SimTime,
     /// Per canonical task, when its source (or compute host) and its
     /// destination saw it complete, from the domain's first start.
@@ -35,7 +37,7 @@ struct Record {
     /// Per canonical flow: start offset and the flows-table counters.
     flows: Vec<FlowRecord>,
     /// Per labelled port, bytes started per priority.
-    port_bytes: Vec<[u64; super::packet::PRIORITIES]>,
+    port_bytes: Vec<[u64; PRIORITIES]>,
     /// Per labelled port, its round-robin pointer at the end (a host
     /// port's turn, which the next domain's key holds).
     round_robin_after: Vec<usize>,
@@ -45,6 +47,86 @@ struct Record {
     sent: u64,
     delivered: u64,
     pfc_pauses: u64,
+}
+
+impl Record {
+    /// How many values [`Record::encode`] writes for `canon`'s domain.
+    fn encoded_len(canon: &Canon) -> usize {
+        6 + 2 * canon.tasks.len() + 4 * canon.flows.len() + (PRIORITIES + 1) * canon.ports.len()
+    }
+
+    /// Writes `record` (`None`: the key is unrecordable) into `out`, of
+    /// [`Record::encoded_len`] values, for `all_max` (every other shard
+    /// writes zeros).
+    fn encode(record: Option<&Record>, out: &mut [u64]) {
+        let Some(r) = record else {
+            out[0] = 2;
+            return;
+        };
+        let mut values = vec![
+            1,
+            r.span.as_ps(),
+            r.events,
+            r.sent,
+            r.delivered,
+            r.pfc_pauses,
+        ];
+        for &(a, b) in &r.done {
+            values.extend([a.as_ps(), b.as_ps()]);
+        }
+        for f in &r.flows {
+            values.extend([f.start.as_ps(), f.retransmitted, f.ecn_marked, f.cnps]);
+        }
+        for (bytes, &rr) in r.port_bytes.iter().zip(&r.round_robin_after) {
+            values.extend_from_slice(bytes);
+            values.push(rr as u64);
+        }
+        out.copy_from_slice(&values);
+    }
+
+    /// The record [`Record::encode`] wrote for `canon`'s domain.
+    fn decode(canon: &Canon, values: &[u64]) -> Option<Record> {
+        if values[0] != 1 {
+            return None;
+        }
+        let (tasks, flows) = (canon.tasks.len(), canon.flows.len());
+        let mut rest = &values[6..];
+        let mut take = |n: usize| {
+            let (head, tail) = rest.split_at(n);
+            rest = tail;
+            head
+        };
+        let done = take(2 * tasks)
+            .chunks(2)
+            .map(|d| (SimTime(d[0]), SimTime(d[1])))
+            .collect();
+        let flows = take(4 * flows)
+            .chunks(4)
+            .map(|f| FlowRecord {
+                start: SimTime(f[0]),
+                retransmitted: f[1],
+                ecn_marked: f[2],
+                cnps: f[3],
+            })
+            .collect();
+        let mut port_bytes = Vec::with_capacity(canon.ports.len());
+        let mut round_robin_after = Vec::with_capacity(canon.ports.len());
+        for p in take((PRIORITIES + 1) * canon.ports.len()).chunks(PRIORITIES + 1) {
+            port_bytes.push(p[..PRIORITIES].try_into().expect("PRIORITIES values"));
+            round_robin_after.push(p[PRIORITIES] as usize);
+        }
+        Some(Record {
+            span: SimTime(values[1]),
+            done,
+            flows,
+            port_bytes,
+            round_robin_after,
+            events: values[2],
+            sent: values[3],
+            delivered: values[4],
+            pfc_pauses: values[5],
+        })
+    }
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -77,6 +159,8 @@ struct Recording {
     /// Per canonical task, completion offsets + 1.
     done: Vec<(u64, u64)>,
     flows: Vec<FlowRecord>,
+    /// When the last PFC frame arrived.
+    last_pfc: SimTime,
 }
 
 /// Per shard memo state. The plan, the records and the decisions are the
@@ -98,13 +182,18 @@ pub(crate) struct Memo {
     /// source and destination (or host) see them complete. The same on
     /// every shard; an entry leaves at the first check after both.
     completions: HashMap<u32, (SimTime, SimTime)>,
+    /// Replayed domains' resources, from their first start until their
+    /// network is quiet: they send nothing, so neither the quiet check nor
+    /// the guard sees them; a replay overlapping one on a resource is
+    /// refused. The same on every shard; an entry leaves once quiet.
+    held: Vec<Held>,
     /// Flow starts and compute ends scheduled on this shard, not yet handled.
     pending_flows: HashMap<u32, SimTime>,
     pending_computes: HashMap<u32, SimTime>,
     /// A sandbox's notes (only in a sandbox's network).
     recording: Option<Box<Recording>>,
     /// Random draws taken on this shard.
-    pub(crate) draws: u64,
+    draws: u64,
 }
 
 impl Memo {
@@ -117,11 +206,39 @@ impl Memo {
             replay: HashMap::new(),
             replaying: HashSet::new(),
             completions: HashMap::new(),
+            held: Vec::new(),
             pending_flows: HashMap::new(),
             pending_computes: HashMap::new(),
             recording: None,
             draws: 0,
         }
+    }
+}
+
+/// A replayed domain's hold on its resources (sorted), over `[from, until)`.
+#[derive(Debug)]
+struct Held {
+    resources: Vec<key::Resource>,
+    from: SimTime,
+    until: SimTime,
+}
+
+impl Memo {
+    /// Whether a replayed domain holds one of `canon`'s resources within
+    /// `[canon.t0, until)`.
+    fn held(&self, canon: &Canon, until: SimTime) -> bool {
+        self.held.iter().any(|h| {
+            h.from < until
+                && canon.t0 < h.until
+                && h.resources.iter().any(|r| canon.resources.contains(r))
+        })
+    }
+
+    /// A random draw was taken on this shard; whether this is a sandbox,
+    /// which can then make no record and gives up.
+    pub(crate) fn draw(&mut self) -> bool {
+        self.draws += 1;
+        self.recording.is_some()
     }
 }
 
@@ -227,6 +344,21 @@ impl<S: TelemetrySink> Network<'_, S> {
         self.task_seen_complete(ctx, task, at_source);
     }
 
+    /// A PFC frame arrived (hook of `pfc_frame`): a sandbox's network is
+    /// not quiet before.
+    pub(crate) fn memo_pfc(&mut self, now: SimTime) {
+        if let Some(r) = self.memo.as_mut().and_then(|m| m.recording.as_mut()) {
+            r.last_pfc = now;
+        }
+    }
+
+    /// Replayed flows in flight on this shard: no jump then (a jump
+    /// extrapolates the flows it sees; the replayed ones it does not see
+    /// would have vetoed it, their packets being anything but steady).
+    pub(crate) fn memo_replaying(&self) -> bool {
+        self.memo.as_ref().is_some_and(|m| !m.replaying.is_empty())
+    }
+
     /// Host `host` saw task `task` complete (hook of `task_seen_complete`).
     pub(crate) fn memo_seen(&mut self, task: u32, at_source: bool, now: SimTime) {
         let Some(m) = self.memo.as_mut() else { return };
@@ -290,6 +422,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             return Ok(());
         };
         m.completions.retain(|_, &mut (a, b)| a.max(b) >= now);
+        m.held.retain(|h| h.until > now);
         let mut grow = Vec::new();
         while self.memo_round(now, all_max, &mut grow)? {}
         Ok(())
@@ -407,9 +540,13 @@ impl<S: TelemetrySink> Network<'_, S> {
             }
         }
         all_max(&mut agreed)?;
-        // Records, made in a sandbox where a domain has none (the same on
-        // every shard: a function of the agreed key).
-        let mut ready = Vec::new();
+        // Records, made in a sandbox where a domain has none: the first
+        // domain of each new key is simulated by the shard of its first
+        // flow's source alone (a function of the agreed key), and one
+        // `all_max` gives every shard its record.
+        let mut candidates: Vec<(Canon, bool)> = Vec::new();
+        let mut to_make: Vec<(usize, Vec<u64>, Vec<SimTime>)> = Vec::new();
+        let mut new_keys: HashSet<Vec<u64>> = HashSet::new();
         for (d, mut canon) in canons.into_iter().enumerate() {
             let (ports, tasks) = (canon.ports.len(), canon.tasks.len());
             let row = &agreed[base[d]..base[d] + 1 + ports + tasks];
@@ -421,7 +558,8 @@ impl<S: TelemetrySink> Network<'_, S> {
             if m.unrecordable.contains(&canon.key) {
                 continue;
             }
-            let fresh = !m.records.contains_key(&canon.key);
+            // Made for this domain (a miss), or for another (a hit).
+            let fresh = !m.records.contains_key(&canon.key) && new_keys.insert(canon.key.clone());
             if fresh {
                 let starts: HashMap<u32, SimTime> = m
                     .plan
@@ -446,27 +584,84 @@ impl<S: TelemetrySink> Network<'_, S> {
                         }
                     })
                     .collect();
-                let record = self.memo_sandbox(&canon, &row[1..1 + ports], &at);
-                let m = self.memo.as_mut().expect("memo on");
-                match record {
+                to_make.push((candidates.len(), row[1..1 + ports].to_vec(), at));
+            }
+            candidates.push((canon, fresh));
+        }
+        if candidates.is_empty() {
+            return Ok(false);
+        }
+        // Round 3: the DAG as every shard's hosts see it, agreed. A new key
+        // whose replay the guard or a held resource would refuse even at
+        // the least span its flows allow (each its payload at line rate)
+        // gets no sandbox; its domain may grow as one the guard refused.
+        let dag = self.memo_dag_view(all_max)?;
+        let m = self.memo.as_ref().expect("memo on");
+        let mut refused = Vec::new();
+        to_make.retain(|(i, _, _)| {
+            let canon = &candidates[*i].0;
+            let least = canon
+                .flows
+                .iter()
+                .map(|&f| key::least_fct(fabric, f))
+                .max()
+                .unwrap_or(SimTime::ZERO);
+            let until = canon.t0 + least;
+            let held = m.held(canon, until);
+            let b = key::earliest_touching(fabric, canon, &dag, &m.completions, None, now, until);
+            if !held && b < until {
+                refused.push(fabric.workload.tasks[canon.tasks[0] as usize].collective);
+            }
+            !held && b >= until
+        });
+        let mut again = false;
+        for first in refused {
+            if !grow.contains(&first) {
+                grow.push(first);
+                again = true;
+            }
+        }
+        if !to_make.is_empty() {
+            let sizes: Vec<usize> = to_make
+                .iter()
+                .map(|(i, _, _)| Record::encoded_len(&candidates[*i].0))
+                .collect();
+            let mut shared = vec![0u64; sizes.iter().sum()];
+            let mut at = 0;
+            for ((i, round_robin, ready), &size) in to_make.iter().zip(&sizes) {
+                let canon = &candidates[*i].0;
+                if self.sender_of.contains_key(&canon.flows[0]) {
+                    let record = self.memo_sandbox(canon, round_robin, ready);
+                    Record::encode(record.as_ref(), &mut shared[at..at + size]);
+                }
+                at += size;
+            }
+            all_max(&mut shared)?;
+            let m = self.memo.as_mut().expect("memo on");
+            let mut at = 0;
+            for ((i, _, _), &size) in to_make.iter().zip(&sizes) {
+                let canon = &candidates[*i].0;
+                match Record::decode(canon, &shared[at..at + size]) {
                     Some(record) => {
                         m.records.insert(canon.key.clone(), record);
                     }
                     None => {
-                        m.unrecordable.insert(canon.key);
-                        continue;
+                        m.unrecordable.insert(canon.key.clone());
                     }
                 }
+                at += size;
             }
-            ready.push((canon, fresh));
         }
+        let m = self.memo.as_ref().expect("memo on");
+        let ready: Vec<(Canon, bool)> = candidates
+            .into_iter()
+            .filter(|(canon, _)| m.records.contains_key(&canon.key))
+            .collect();
         if ready.is_empty() {
-            return Ok(false);
+            return Ok(again);
         }
-        // Round 3: the DAG as every shard's hosts see it, agreed; then,
-        // the same on every shard, per domain with a record, the earliest a
-        // flow that uses its resources could start.
-        let dag = self.memo_dag_view(now, all_max)?;
+        // The earliest a flow that uses a domain's resources could start,
+        // per domain with a record, the same on every shard.
         let m = self.memo.as_ref().expect("memo on");
         let bound: Vec<SimTime> = ready
             .iter()
@@ -482,17 +677,29 @@ impl<S: TelemetrySink> Network<'_, S> {
                     canon,
                     &dag,
                     &m.completions,
-                    &own,
+                    Some(&own),
                     now,
                     canon.t0 + record.span,
                 )
             })
             .collect();
-        let mut again = false;
         for ((canon, fresh), b) in ready.into_iter().zip(bound) {
-            let until = canon.t0 + self.memo.as_ref().expect("memo on").records[&canon.key].span;
+            let m = self.memo.as_ref().expect("memo on");
+            let until = canon.t0 + m.records[&canon.key].span;
             let first = fabric.workload.tasks[canon.tasks[0] as usize].collective;
+            if m.held(&canon, until) {
+                // Growing would not help: the other replay holds it.
+                continue;
+            }
             if b >= until {
+                let m = self.memo.as_mut().expect("memo on");
+                let mut resources: Vec<key::Resource> = canon.resources.iter().copied().collect();
+                resources.sort_unstable();
+                m.held.push(Held {
+                    resources,
+                    from: canon.t0,
+                    until,
+                });
                 self.memo_replay(canon, fresh);
                 again = true;
             } else if !grow.contains(&first) {
@@ -555,7 +762,7 @@ impl<S: TelemetrySink> Network<'_, S> {
     /// shard's flow starts scheduled, flows sending (not replayed: they
     /// send nothing), compute tasks that will end, and its hosts' tasks'
     /// missing dependencies; agreed.
-    fn memo_dag_view(&self, now: SimTime, all_max: AllMax<'_>) -> Result<key::DagView, Aborted> {
+    fn memo_dag_view(&self, all_max: AllMax<'_>) -> Result<key::DagView, Aborted> {
         let m = self.memo.as_ref().expect("memo on");
         let workload = &self.fabric.workload;
         let mut dag = key::DagView::new(workload.tasks.len());
@@ -568,7 +775,9 @@ impl<S: TelemetrySink> Network<'_, S> {
                 && !s.gave_up
                 && !m.replaying.contains(&s.flow)
             {
-                dag.starts(workload.flow_task(s.flow), now);
+                // From its start: the guard bounds its end by its payload
+                // at line rate from there.
+                dag.starts(workload.flow_task(s.flow), s.start);
             }
         }
         for (&t, &end) in &m.pending_computes {

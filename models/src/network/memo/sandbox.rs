@@ -6,7 +6,7 @@ use super::{Canon, FlowRecord, Memo, Record, Recording};
 use crate::network::{Fabric, Network};
 use crate::telemetry::{MemorySink, TelemetrySink};
 use crate::workload::TaskKind;
-use netsim_engine::{Executor, Layout, NodeId, SimTime, Threads};
+use netsim_engine::{Executor, Layout, SimTime, Threads};
 
 impl<S: TelemetrySink> Network<'_, S> {
     /// Simulates `canon`'s domain alone from a quiet network, its labelled
@@ -52,6 +52,7 @@ impl<S: TelemetrySink> Network<'_, S> {
                 outstanding,
                 done: vec![(0, 0); view.tasks.len()],
                 flows: vec![FlowRecord::default(); view.flows.len()],
+                last_pfc: SimTime::ZERO,
             }));
             net.memo = Some(memo);
             net
@@ -60,26 +61,41 @@ impl<S: TelemetrySink> Network<'_, S> {
         let net = report.model;
         let memo = net.memo.as_ref().expect("the sandbox's memo");
         let r = memo.recording.as_ref().expect("the sandbox's notes");
-        // Counted once, by the shard of node 0, though every shard runs it;
-        // a sandbox that makes no record handled its events all the same.
-        if self.nodes[0] == NodeId(0) {
-            self.stats.memo_sandbox_events += report.handled_events;
-        }
+        // Only this shard runs it; a sandbox that makes no record handled
+        // its events all the same.
+        self.stats.memo_sandbox_events += report.handled_events;
         if r.outstanding != 0 || memo.draws != 0 {
             return None;
         }
         let at = |x: u64| SimTime(x - 1);
         let done: Vec<(SimTime, SimTime)> = r.done.iter().map(|&(a, b)| (at(a), at(b))).collect();
-        // Until the last completion of any of its tasks, compute tasks
-        // included. Ending the guard at the last flow's last acknowledgement
-        // replays GPT-13B whole and exactly (15.2x) but leaves some of
-        // Mixtral's replays inexact, for a reason not found yet (DESIGN.md
-        // §3c).
-        let span = done
+        // Until the domain's network is quiet: its flows' last completions
+        // and the last frame on any wire (a port's last bit arrives at
+        // `busy_until + latency`; a PFC frame when `last_pfc` says). Its
+        // compute tasks use no resource and run in a replay as usual, so
+        // they do not hold the domain's resources.
+        let wires = net
+            .ports
             .iter()
-            .map(|d| d.0.max(d.1))
+            .filter(|p| p.busy_until != SimTime::ZERO)
+            .map(|p| p.busy_until + p.latency)
             .max()
             .unwrap_or(SimTime::ZERO);
+        let flows_done = view
+            .tasks
+            .iter()
+            .zip(&done)
+            .filter(|&(&k, _)| {
+                matches!(
+                    sandbox.workload.kind(&sandbox.workload.tasks[k as usize]),
+                    TaskKind::Flow(_)
+                )
+            })
+            .map(|(_, d)| d.0.max(d.1))
+            .max()
+            .unwrap_or(SimTime::ZERO);
+        let quiet = wires.max(r.last_pfc);
+        let span = flows_done.max(SimTime(quiet.as_ps().saturating_sub(canon.t0.as_ps())));
         Some(Record {
             span,
             done,

@@ -541,12 +541,13 @@ impl<S: TelemetrySink> Network<'_, S> {
         }
         all_max(&mut agreed)?;
         // Records, made in a sandbox where a domain has none: the first
-        // domain of each new key is simulated by the shard of its first
-        // flow's source alone (a function of the agreed key), and one
-        // `all_max` gives every shard its record.
+        // domain of each new key that the guard does not refuse outright
+        // (round 3) is simulated by the shard of its first flow's source
+        // alone (a function of the agreed key), and one `all_max` gives
+        // every shard its record.
         let mut candidates: Vec<(Canon, bool)> = Vec::new();
         let mut to_make: Vec<(usize, Vec<u64>, Vec<SimTime>)> = Vec::new();
-        let mut new_keys: HashSet<Vec<u64>> = HashSet::new();
+        let mut starts: Option<HashMap<u32, SimTime>> = None;
         for (d, mut canon) in canons.into_iter().enumerate() {
             let (ports, tasks) = (canon.ports.len(), canon.tasks.len());
             let row = &agreed[base[d]..base[d] + 1 + ports + tasks];
@@ -558,17 +559,16 @@ impl<S: TelemetrySink> Network<'_, S> {
             if m.unrecordable.contains(&canon.key) {
                 continue;
             }
-            // Made for this domain (a miss), or for another (a hit).
-            let fresh = !m.records.contains_key(&canon.key) && new_keys.insert(canon.key.clone());
-            if fresh {
-                let starts: HashMap<u32, SimTime> = m
-                    .plan
-                    .entries
-                    .iter()
-                    .zip(&entries)
-                    .filter(|&(_, &s)| s != 0)
-                    .map(|(&f, &s)| (f, SimTime(s - 1)))
-                    .collect();
+            if !m.records.contains_key(&canon.key) {
+                let starts = starts.get_or_insert_with(|| {
+                    m.plan
+                        .entries
+                        .iter()
+                        .zip(&entries)
+                        .filter(|&(_, &s)| s != 0)
+                        .map(|(&f, &s)| (f, SimTime(s - 1)))
+                        .collect()
+                });
                 let at: Vec<SimTime> = canon
                     .tasks
                     .iter()
@@ -586,7 +586,8 @@ impl<S: TelemetrySink> Network<'_, S> {
                     .collect();
                 to_make.push((candidates.len(), row[1..1 + ports].to_vec(), at));
             }
-            candidates.push((canon, fresh));
+            // Fresh (a miss) if a sandbox is made for it below.
+            candidates.push((canon, false));
         }
         if candidates.is_empty() {
             return Ok(false);
@@ -598,8 +599,12 @@ impl<S: TelemetrySink> Network<'_, S> {
         let dag = self.memo_dag_view(all_max)?;
         let m = self.memo.as_ref().expect("memo on");
         let mut refused = Vec::new();
+        let mut new_keys: HashSet<Vec<u64>> = HashSet::new();
         to_make.retain(|(i, _, _)| {
             let canon = &candidates[*i].0;
+            if new_keys.contains(&canon.key) {
+                return false; // the key's record is made for another domain
+            }
             let least = canon
                 .flows
                 .iter()
@@ -609,11 +614,18 @@ impl<S: TelemetrySink> Network<'_, S> {
             let until = canon.t0 + least;
             let held = m.held(canon, until);
             let b = key::earliest_touching(fabric, canon, &dag, &m.completions, None, now, until);
-            if !held && b < until {
-                refused.push(fabric.workload.tasks[canon.tasks[0] as usize].collective);
+            if held || b < until {
+                if !held {
+                    refused.push(fabric.workload.tasks[canon.tasks[0] as usize].collective);
+                }
+                return false;
             }
-            !held && b >= until
+            new_keys.insert(canon.key.clone());
+            true
         });
+        for (i, _, _) in &to_make {
+            candidates[*i].1 = true;
+        }
         let mut again = false;
         for first in refused {
             if !grow.contains(&first) {

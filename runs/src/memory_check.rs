@@ -8,6 +8,7 @@ use anyhow::bail;
 use netsim_engine::process::{human_bytes, memory_in_use_bytes, memory_limit_bytes};
 use netsim_models::flow;
 use netsim_models::network::config::{CcKind, NetConfig};
+use netsim_models::traffic::FlowSpec;
 use netsim_models::workload::progress;
 use netsim_models::workload::Workload;
 
@@ -44,12 +45,14 @@ pub struct RunBytes {
 }
 
 impl RunBytes {
-    /// What a run of `workload` on `topo` at `fidelity` adds, on one of
-    /// `ranks` ranks of `shards` shards each.
+    /// What a run of `workload` on `topo` (with routing tables of
+    /// `routing_bytes`) at `fidelity` adds, on one of `ranks` ranks of
+    /// `shards` shards each.
     pub fn of(
         fidelity: Fidelity,
         config: &NetConfig,
         topo: &netsim_topo::Topology,
+        routing_bytes: u64,
         workload: &Workload,
         ranks: usize,
         shards: u32,
@@ -67,7 +70,7 @@ impl RunBytes {
                     false => flows,
                 };
                 RunBytes {
-                    ports: ports * BYTES_PER_PORT,
+                    ports: ports.saturating_mul(BYTES_PER_PORT),
                     flows: flows.saturating_mul(
                         flow::bytes_per_flow(config.cc == CcKind::None) + BYTES_PER_FCT,
                     ),
@@ -79,12 +82,13 @@ impl RunBytes {
             // A packet-level run makes every sender before it starts; its
             // kept completion times grow as a vector does (three times).
             Fidelity::Packet => RunBytes {
-                ports: ports * BYTES_PER_PORT,
+                ports: ports.saturating_mul(BYTES_PER_PORT),
                 flows: flows
                     .saturating_mul(netsim_models::network::BYTES_PER_SENDER + 3 * BYTES_PER_FCT),
                 dag: dag_per_shard.saturating_mul(u64::from(shards)),
                 in_flight: 0,
-                memo: memo_bytes(config, workload, ports).saturating_mul(u64::from(shards)),
+                memo: memo_bytes(config, topo, routing_bytes, workload, ports)
+                    .saturating_mul(u64::from(shards)),
             },
         }
     }
@@ -114,18 +118,37 @@ impl RunBytes {
 /// view of the DAG (three 8-byte values per task), the plan (a collective's
 /// task list and a count of dependencies inside it, 8 B per task), and a
 /// sandbox at a time, which holds a copy of the workload's flows with a
-/// sender each and its fabric's `ports`.
-fn memo_bytes(config: &NetConfig, workload: &Workload, ports: u64) -> u64 {
+/// sender each, of the topology and its routing tables, and its fabric's
+/// `ports`.
+fn memo_bytes(
+    config: &NetConfig,
+    topo: &netsim_topo::Topology,
+    routing_bytes: u64,
+    workload: &Workload,
+    ports: u64,
+) -> u64 {
     if !config.fast_forward.is_some_and(|ff| ff.memo) {
         return 0;
     }
     let tasks = workload.tasks.len() as u64;
     let flows = workload.flows.len() as u64;
-    let flow_bytes = std::mem::size_of_val(&workload.flows[..]) as u64 / flows.max(1);
+    let flow_bytes = std::mem::size_of::<FlowSpec>() as u64;
     tasks
         .saturating_mul(24 + 8)
         .saturating_add(flows.saturating_mul(flow_bytes + netsim_models::network::BYTES_PER_SENDER))
-        .saturating_add(ports * BYTES_PER_PORT)
+        .saturating_add(topology_bytes(topo))
+        .saturating_add(routing_bytes)
+        .saturating_add(ports.saturating_mul(BYTES_PER_PORT))
+}
+
+/// A topology's nodes, links and ports (two per link), as it holds them.
+fn topology_bytes(topo: &netsim_topo::Topology) -> u64 {
+    use netsim_topo::{Link, Node, Port};
+    let node_bytes = std::mem::size_of::<Node>() as u64 + 8;
+    let link_bytes = (std::mem::size_of::<Link>() + 2 * std::mem::size_of::<Port>()) as u64;
+    u64::from(topo.node_count())
+        .saturating_mul(node_bytes)
+        .saturating_add(u64::from(topo.link_count()).saturating_mul(link_bytes))
 }
 
 /// Fails when what the run adds ([`RunBytes`]) would not fit beside what
@@ -184,7 +207,7 @@ mod tests {
         let w = b.finish();
         let config = NetConfig::default();
         let ports = 2 * u64::from(topo.link_count()) * 192;
-        let flow = RunBytes::of(Fidelity::Flow, &config, &topo, &w, 1, 1);
+        let flow = RunBytes::of(Fidelity::Flow, &config, &topo, 0, &w, 1, 1);
         // Two flows: 8 B of slot indices and 4 B of completion time each,
         // both allowed in flight; three tasks at a byte each, no collective.
         assert_eq!(
@@ -200,18 +223,18 @@ mod tests {
         assert_eq!(flow.total(), ports + 24 + 3 + 1024);
         // Plain traffic: every flow may be in flight, no DAG.
         let traffic = Workload::from_flows(w.flows.clone());
-        let traffic = RunBytes::of(Fidelity::Flow, &config, &topo, &traffic, 1, 1);
+        let traffic = RunBytes::of(Fidelity::Flow, &config, &topo, 0, &traffic, 1, 1);
         assert_eq!(
             (traffic.flows, traffic.dag, traffic.in_flight),
             (2 * 12, 0, 2 * flow::BYTES_PER_FLOW_IN_FLIGHT)
         );
         // Packet level: a sender per flow, the DAG's progress per shard.
-        let packet = RunBytes::of(Fidelity::Packet, &config, &topo, &w, 1, 4);
+        let packet = RunBytes::of(Fidelity::Packet, &config, &topo, 0, &w, 1, 4);
         let sender = netsim_models::network::BYTES_PER_SENDER;
         assert_eq!((packet.flows, packet.dag), (2 * (sender + 12), 4 * 3));
         // Under mpirun a process holds its own shards' progress: 4 of them
         // on each of 2 ranks, and half the flows.
-        let rank = RunBytes::of(Fidelity::Packet, &config, &topo, &w, 2, 4);
+        let rank = RunBytes::of(Fidelity::Packet, &config, &topo, 0, &w, 2, 4);
         assert_eq!((rank.flows, rank.dag), (sender + 12, 4 * 3));
         assert_eq!(rank.memo, 0);
         // Memoization, per shard: 32 B per task, a sandbox's flows with a
@@ -221,11 +244,11 @@ mod tests {
             memo: true,
             ..FastForward::default()
         });
-        let packet = RunBytes::of(Fidelity::Packet, &memo, &topo, &w, 1, 4);
+        let packet = RunBytes::of(Fidelity::Packet, &memo, &topo, 1000, &w, 1, 4);
         let flow_bytes = std::mem::size_of_val(&w.flows[0]) as u64;
         assert_eq!(
             packet.memo,
-            4 * (3 * 32 + 2 * (flow_bytes + sender) + ports)
+            4 * (3 * 32 + 2 * (flow_bytes + sender) + topology_bytes(&topo) + 1000 + ports)
         );
         assert_eq!(
             packet.total(),

@@ -118,6 +118,7 @@ impl RunArgs {
             self.fidelity,
             &config,
             &topo,
+            full.memory_bytes() as u64,
             &workload,
             ranks,
             self.shards(),

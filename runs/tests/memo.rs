@@ -47,6 +47,15 @@ layer2   -1 20000 ALLREDUCE 1048576 20000 NONE 0 20000 NONE 0 1000
 layer3   -1 20000 ALLREDUCE 1048576 20000 NONE 0 20000 NONE 0 1000
 ";
 
+/// Two identical layers on 8 ranks whose 64 MiB all-reduce's ring steps
+/// (8 MiB flows, ~23 us on NVLink) are long enough to be jumped at a 1 us
+/// check period.
+const LONG: &str = "HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 8 ep: 1 pp: 1 vpp: 1 ga: 1 all_gpus: 8 checkpoints: 0 checkpoint_initiates: 0
+2
+layer0   -1 20000 ALLREDUCE 67108864 20000 NONE 0 20000 NONE 0 1000
+layer1   -1 20000 ALLREDUCE 67108864 20000 NONE 0 20000 NONE 0 1000
+";
+
 /// AICB's layout of a GPT (`aicb_cut.py`'s `workload`, hidden 512, seq 256,
 /// vocab 1000) with TP 8 x PP 2 on 16 GPUs, 2 micro-batches, one layer per
 /// stage: TP collectives on each server's NVSwitch, activations and
@@ -89,6 +98,7 @@ fn scratch(name: &str) -> PathBuf {
     )
     .unwrap();
     std::fs::write(dir.join("pipeline.txt"), PIPELINE).unwrap();
+    std::fs::write(dir.join("long.txt"), LONG).unwrap();
     dir
 }
 
@@ -276,6 +286,79 @@ fn two_pipeline_stages_replay_every_flow_as_simulated() {
         .collect();
     assert!(names.iter().any(|n| n.ends_with("activations")));
     assert!(names.iter().any(|n| n.ends_with("gradients")));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_sandbox_jumps_the_steady_stretches_of_its_domain() {
+    let dir = scratch("jumps");
+    let period = ["--ff-period-us", "1"];
+    let workload = dir.join("long.txt");
+    let output = common::netsim_command(
+        &dir,
+        &[
+            "run",
+            "--topo",
+            "spectrum-x",
+            "--gpus",
+            "16",
+            "--workload",
+            workload.to_str().unwrap(),
+            "--fast-forward",
+            "off",
+            "--quiet",
+            "--out",
+            "off",
+        ],
+        &[],
+    )
+    .output()
+    .expect("netsim runs");
+    assert!(output.status.success());
+    let off = dir.join("off");
+    let one = run_workload(
+        &dir,
+        "long.txt",
+        "t1",
+        "on",
+        &[&period[..], &["--threads", "1"]].concat(),
+    );
+    let (s_off, s_on) = (summary(&off), summary(&one));
+    assert_eq!(memo_counts(&s_on), (1, 1));
+    // The sandbox simulates the first layer, half the run without jumps;
+    // its jumps leave it a fraction of that.
+    let sandbox = s_on["fast_forward"]["memo_sandbox_events"]
+        .as_u64()
+        .unwrap();
+    let half = s_off["events"].as_u64().unwrap() / 2;
+    assert!(
+        sandbox * 2 < half,
+        "{sandbox} sandbox events against {half}"
+    );
+    // A jump is approximate: every flow's completion within the tolerance.
+    let (f_off, f_on) = (flows(&off), flows(&one));
+    assert_eq!(f_off.len(), 2 * 112);
+    for (a, b) in f_off.iter().zip(&f_on) {
+        assert_eq!(a[0], b[0]);
+        let (fa, fb): (f64, f64) = (a[6].parse().unwrap(), b[6].parse().unwrap());
+        assert!(
+            (fb - fa).abs() <= 0.01 * fa,
+            "flow {}: FCT {fb} against {fa}",
+            a[0]
+        );
+    }
+    assert_conserved(&s_off, 2 * 8_388_608 * 112);
+    assert_conserved(&s_on, 2 * 8_388_608 * 112);
+    // The sandbox is a one-shard run: the same record on 2 threads.
+    let two = run_workload(
+        &dir,
+        "long.txt",
+        "t2",
+        "on",
+        &[&period[..], &["--threads", "2"]].concat(),
+    );
+    assert_eq!(flows(&two), f_on);
+    assert_eq!(summary(&two)["fast_forward"], s_on["fast_forward"]);
     let _ = std::fs::remove_dir_all(&dir);
 }
 

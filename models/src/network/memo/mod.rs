@@ -421,6 +421,11 @@ impl<S: TelemetrySink> Network<'_, S> {
         let Some(m) = self.memo.as_mut() else {
             return Ok(());
         };
+        if m.recording.is_some() {
+            // A sandbox (it takes jumps, so it has check instants) only
+            // records.
+            return Ok(());
+        }
         m.completions.retain(|_, &mut (a, b)| a.max(b) >= now);
         m.held.retain(|h| h.until > now);
         let mut grow = Vec::new();

@@ -3,6 +3,7 @@
 //! notes become the domain's record.
 
 use super::{Canon, FlowRecord, Memo, Record, Recording};
+use crate::network::config::FastForward;
 use crate::network::{Fabric, Network};
 use crate::telemetry::{MemorySink, TelemetrySink};
 use crate::workload::TaskKind;
@@ -28,7 +29,15 @@ impl<S: TelemetrySink> Network<'_, S> {
             self.fabric.config.clone(),
             self.fabric.seed,
         );
-        sandbox.config.fast_forward = None;
+        // Jumps as the run's: the sandbox keeps absolute time, so its check
+        // instants are the run's and a steady stretch of the domain alone
+        // is jumped as `--fast-forward on` would jump it (the DP ring steps'
+        // middles: most of the sandboxes' events). No memo inside it.
+        sandbox.config.fast_forward = self
+            .fabric
+            .config
+            .fast_forward
+            .map(|ff| FastForward { memo: false, ..ff });
         sandbox.config.sample_period = SimTime::ZERO;
         let mut outstanding = 0;
         for &t in &canon.tasks {

@@ -1,0 +1,469 @@
+//! The memo's decisions at a check barrier (DESIGN.md §3c): which of the
+//! collectives about to start form contention domains, which domains get a
+//! sandbox to make their record, and which are replayed. Every value a
+//! decision reads is agreed through `all_max`, so every shard decides alike.
+
+use super::key::{self, Canon};
+use super::{some, Held, Record};
+use crate::network::Network;
+use crate::telemetry::TelemetrySink;
+use crate::workload::TaskKind;
+use hashbrown::{HashMap, HashSet};
+use netsim_engine::{Aborted, AllMax, NodeId, SimTime};
+
+impl<S: TelemetrySink> Network<'_, S> {
+    /// The memo's step at check instant `now` (DESIGN.md §3c): splits the
+    /// collectives about to start into contention domains and replays
+    /// those it can, making a record in a sandbox first where none exists;
+    /// again while a round replays something, since the completions of
+    /// what it replayed may foresee the next collectives' starts.
+    pub(crate) fn memo_agree(&mut self, now: SimTime, all_max: AllMax<'_>) -> Result<(), Aborted> {
+        let Some(m) = self.memo.as_mut() else {
+            return Ok(());
+        };
+        if m.recording.is_some() {
+            // A sandbox (it takes jumps, so it has check instants) only
+            // records.
+            return Ok(());
+        }
+        m.completions.retain(|_, &mut (a, b)| a.max(b) >= now);
+        m.held.retain(|h| h.until > now);
+        let mut grow = Vec::new();
+        while self.memo_round(now, all_max, &mut grow)? {}
+        Ok(())
+    }
+
+    /// One round of [`Network::memo_agree`]; whether to go on (the same on
+    /// every shard): it replayed a domain, or a domain's replay was cut
+    /// short by a flow on its resources and the domain (by its first
+    /// collective, in `grow`) is to grow by what it starts itself.
+    fn memo_round(
+        &mut self,
+        now: SimTime,
+        all_max: AllMax<'_>,
+        grow: &mut Vec<u32>,
+    ) -> Result<bool, Aborted> {
+        let m = self.memo.as_ref().expect("memo on");
+        let fabric = self.fabric;
+        // Round 1: entry flows' starts this shard can foresee, agreed.
+        let (predicted, chains) = self.memo_predict(now);
+        let mut entries = vec![0u64; m.plan.entries.len()];
+        for (e, slot) in entries.iter_mut().enumerate() {
+            if let Some(&t) = predicted.get(&m.plan.entries[e]) {
+                *slot = some(t);
+            }
+        }
+        all_max(&mut entries)?;
+        let colls: Vec<u32> = m
+            .plan
+            .foreseen(&entries)
+            .into_iter()
+            .filter(|&c| !m.replayed[c as usize])
+            .collect();
+        if colls.is_empty() {
+            return Ok(false);
+        }
+        let mut domains = key::domains(fabric, &m.plan, &colls);
+        let mut used: Vec<HashSet<key::Resource>> = domains
+            .iter()
+            .map(|d| {
+                let mut res = Vec::new();
+                for &c in d {
+                    for &t in m.plan.tasks(c) {
+                        if let TaskKind::Flow(f) =
+                            fabric.workload.kind(&fabric.workload.tasks[t as usize])
+                        {
+                            key::flow_resources(fabric, f, &mut res);
+                        }
+                    }
+                }
+                res.into_iter().collect()
+            })
+            .collect();
+        let mut canons = Vec::with_capacity(domains.len());
+        for d in 0..domains.len() {
+            let computes = if grow.contains(&domains[d][0]) {
+                // Only a domain that grows needs the others' resources.
+                let foreign: HashSet<key::Resource> = used
+                    .iter()
+                    .enumerate()
+                    .filter(|&(e, _)| e != d)
+                    .flat_map(|(_, r)| r.iter().copied())
+                    .collect();
+                key::extend(
+                    fabric,
+                    &m.plan,
+                    &m.replayed,
+                    &mut domains[d],
+                    &mut used[d],
+                    &foreign,
+                )
+            } else {
+                Vec::new()
+            };
+            canons.push(Canon::build(
+                fabric,
+                &m.plan,
+                &domains[d],
+                &computes,
+                &entries,
+            ));
+        }
+        // Round 2, per domain: whether its resources are busy on this shard
+        // (a byte queued, a packet on a wire, a pause, buffer in use, or a
+        // flow of this shard sending through them); per labelled port, its
+        // round-robin state; per task on this shard's hosts, when its
+        // dependencies outside the domain are met (offset + 1 from the
+        // domain's first start, 1 if already; 0: not foreseeable).
+        let active = self.memo_active_resources();
+        let mut agreed = Vec::new();
+        let mut base = Vec::with_capacity(canons.len());
+        for canon in &canons {
+            base.push(agreed.len());
+            agreed.push(u64::from(self.memo_busy(now, canon, &active)));
+            for &(node, port) in &canon.ports {
+                agreed.push(match self.nodes.binary_search(&NodeId(node)) {
+                    Ok(local) => {
+                        self.ports[self.port_index(local, port)].host.round_robin as u64 + 1
+                    }
+                    Err(_) => 0,
+                });
+            }
+            for (k, &t) in canon.tasks.iter().enumerate() {
+                let task = fabric.workload.tasks[t as usize];
+                if self.nodes.binary_search(&NodeId(task.host)).is_err() {
+                    agreed.push(0);
+                    continue;
+                }
+                let outside = self.dag.remaining(t) - canon.inside[k];
+                agreed.push(match chains.get(&t) {
+                    // An entry: its start is in the key already.
+                    _ if canon.entry[k] || outside == 0 => 1,
+                    Some(&(n, ready)) if n == outside => some(ready.max(canon.t0) - canon.t0),
+                    _ => 0,
+                });
+            }
+        }
+        all_max(&mut agreed)?;
+        // Records, made in a sandbox where a domain has none: the first
+        // domain of each new key that the guard does not refuse outright
+        // (round 3) is simulated by the shard of its first flow's source
+        // alone (a function of the agreed key), and one `all_max` gives
+        // every shard its record.
+        let mut candidates: Vec<(Canon, bool)> = Vec::new();
+        let mut to_make: Vec<(usize, Vec<u64>, Vec<SimTime>)> = Vec::new();
+        let mut starts: Option<HashMap<u32, SimTime>> = None;
+        for (d, mut canon) in canons.into_iter().enumerate() {
+            let (ports, tasks) = (canon.ports.len(), canon.tasks.len());
+            let row = &agreed[base[d]..base[d] + 1 + ports + tasks];
+            if row[0] != 0 || row[1 + ports..].contains(&0) {
+                continue;
+            }
+            canon.key.extend_from_slice(&row[1..]);
+            let m = self.memo.as_ref().expect("memo on");
+            if m.unrecordable.contains(&canon.key) {
+                continue;
+            }
+            if !m.records.contains_key(&canon.key) {
+                let starts = starts.get_or_insert_with(|| {
+                    m.plan
+                        .entries
+                        .iter()
+                        .zip(&entries)
+                        .filter(|&(_, &s)| s != 0)
+                        .map(|(&f, &s)| (f, SimTime(s - 1)))
+                        .collect()
+                });
+                let at: Vec<SimTime> = canon
+                    .tasks
+                    .iter()
+                    .zip(&row[1 + ports..])
+                    .enumerate()
+                    .map(|(k, (&t, &met))| {
+                        let task = fabric.workload.tasks[t as usize];
+                        match fabric.workload.kind(&task) {
+                            TaskKind::Flow(f) if canon.entry[k] => {
+                                starts[&f] - fabric.workload.host_overhead
+                            }
+                            _ => canon.t0 + SimTime(met - 1),
+                        }
+                    })
+                    .collect();
+                to_make.push((candidates.len(), row[1..1 + ports].to_vec(), at));
+            }
+            // Fresh (a miss) if a sandbox is made for it below.
+            candidates.push((canon, false));
+        }
+        if candidates.is_empty() {
+            return Ok(false);
+        }
+        // Round 3: the DAG as every shard's hosts see it, agreed. A new key
+        // whose replay the guard or a held resource would refuse even at
+        // the least span its flows allow (each its payload at line rate)
+        // gets no sandbox; its domain may grow as one the guard refused.
+        let dag = self.memo_dag_view(all_max)?;
+        let m = self.memo.as_ref().expect("memo on");
+        let mut refused = Vec::new();
+        let mut new_keys: HashSet<Vec<u64>> = HashSet::new();
+        to_make.retain(|(i, _, _)| {
+            let canon = &candidates[*i].0;
+            if new_keys.contains(&canon.key) {
+                return false; // the key's record is made for another domain
+            }
+            let least = canon
+                .flows
+                .iter()
+                .map(|&f| key::least_fct(fabric, f))
+                .max()
+                .unwrap_or(SimTime::ZERO);
+            let until = canon.t0 + least;
+            let held = m.held(canon, until);
+            let b = key::earliest_touching(fabric, canon, &dag, &m.completions, None, now, until);
+            if held || b < until {
+                if !held {
+                    refused.push(fabric.workload.tasks[canon.tasks[0] as usize].collective);
+                }
+                return false;
+            }
+            new_keys.insert(canon.key.clone());
+            true
+        });
+        for (i, _, _) in &to_make {
+            candidates[*i].1 = true;
+        }
+        let mut again = false;
+        for first in refused {
+            if !grow.contains(&first) {
+                grow.push(first);
+                again = true;
+            }
+        }
+        if !to_make.is_empty() {
+            let sizes: Vec<usize> = to_make
+                .iter()
+                .map(|(i, _, _)| Record::encoded_len(&candidates[*i].0))
+                .collect();
+            let mut shared = vec![0u64; sizes.iter().sum()];
+            let mut at = 0;
+            for ((i, round_robin, ready), &size) in to_make.iter().zip(&sizes) {
+                let canon = &candidates[*i].0;
+                if self.sender_of.contains_key(&canon.flows[0]) {
+                    let record = self.memo_sandbox(canon, round_robin, ready);
+                    Record::encode(record.as_ref(), &mut shared[at..at + size]);
+                }
+                at += size;
+            }
+            all_max(&mut shared)?;
+            let m = self.memo.as_mut().expect("memo on");
+            let mut at = 0;
+            for ((i, _, _), &size) in to_make.iter().zip(&sizes) {
+                let canon = &candidates[*i].0;
+                match Record::decode(canon, &shared[at..at + size]) {
+                    Some(record) => {
+                        m.records.insert(canon.key.clone(), record);
+                    }
+                    None => {
+                        m.unrecordable.insert(canon.key.clone());
+                    }
+                }
+                at += size;
+            }
+        }
+        let m = self.memo.as_ref().expect("memo on");
+        let ready: Vec<(Canon, bool)> = candidates
+            .into_iter()
+            .filter(|(canon, _)| m.records.contains_key(&canon.key))
+            .collect();
+        if ready.is_empty() {
+            return Ok(again);
+        }
+        // The earliest a flow that uses a domain's resources could start,
+        // per domain with a record, the same on every shard.
+        let m = self.memo.as_ref().expect("memo on");
+        let bound: Vec<SimTime> = ready
+            .iter()
+            .map(|(canon, _)| {
+                let record = &m.records[&canon.key];
+                let own: Vec<(SimTime, SimTime)> = record
+                    .done
+                    .iter()
+                    .map(|&(a, b)| (canon.t0 + a, canon.t0 + b))
+                    .collect();
+                key::earliest_touching(
+                    fabric,
+                    canon,
+                    &dag,
+                    &m.completions,
+                    Some(&own),
+                    now,
+                    canon.t0 + record.span,
+                )
+            })
+            .collect();
+        for ((canon, fresh), b) in ready.into_iter().zip(bound) {
+            let m = self.memo.as_ref().expect("memo on");
+            let until = canon.t0 + m.records[&canon.key].span;
+            let first = fabric.workload.tasks[canon.tasks[0] as usize].collective;
+            if m.held(&canon, until) {
+                // Growing would not help: the other replay holds it.
+                continue;
+            }
+            if b >= until {
+                let m = self.memo.as_mut().expect("memo on");
+                let mut resources: Vec<key::Resource> = canon.resources.iter().copied().collect();
+                resources.sort_unstable();
+                m.held.push(Held {
+                    resources,
+                    from: canon.t0,
+                    until,
+                });
+                self.memo_replay(canon, fresh);
+                again = true;
+            } else if !grow.contains(&first) {
+                grow.push(first);
+                again = true;
+            }
+        }
+        Ok(again)
+    }
+
+    /// Per flow sending from this shard (not replayed), the resources it uses.
+    fn memo_active_resources(&self) -> Vec<key::Resource> {
+        let m = self.memo.as_ref().expect("memo on");
+        let mut out = Vec::new();
+        for s in &self.senders {
+            if s.start != SimTime::MAX
+                && s.end.is_none()
+                && !s.gave_up
+                && !m.replaying.contains(&s.flow)
+            {
+                key::flow_resources(self.fabric, s.flow, &mut out);
+            }
+        }
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    /// Whether `canon`'s resources are busy on this shard: a flow sending
+    /// through them (`active`: the resources of this shard's flows), or at
+    /// one of its ports a byte queued, a packet on the wire, a pause, or
+    /// buffer in use at its switch.
+    fn memo_busy(&self, now: SimTime, canon: &Canon, active: &[key::Resource]) -> bool {
+        if active.iter().any(|r| canon.resources.contains(r)) {
+            return true;
+        }
+        self.nodes.iter().enumerate().any(|(local, &node)| {
+            let range = self.port_base[local] as usize..self.port_base[local + 1] as usize;
+            let mine = |p: usize| {
+                canon.resources.contains(&key::port_resource(
+                    self.fabric,
+                    node.0,
+                    (p - range.start) as u16,
+                ))
+            };
+            let switch_busy = !self.is_host(node) && self.buffers[local].used_bytes != 0;
+            range.clone().filter(|&p| mine(p)).any(|gp| {
+                let p = &self.ports[gp];
+                switch_busy
+                    || p.queued_bytes.iter().any(|&b| b != 0)
+                    // (Nothing was ever sent from a port still at time zero.)
+                    || (p.busy_until != SimTime::ZERO && p.busy_until + p.latency > now)
+                    || p.paused
+                    || p.ingress.pause_sent
+            })
+        })
+    }
+
+    /// The DAG state the guard follows (see [`key::DagView`]): this
+    /// shard's flow starts scheduled, flows sending (not replayed: they
+    /// send nothing), compute tasks that will end, and its hosts' tasks'
+    /// missing dependencies; agreed.
+    fn memo_dag_view(&self, all_max: AllMax<'_>) -> Result<key::DagView, Aborted> {
+        let m = self.memo.as_ref().expect("memo on");
+        let workload = &self.fabric.workload;
+        let mut dag = key::DagView::new(workload.tasks.len());
+        for (&f, &at) in &m.pending_flows {
+            dag.starts(workload.flow_task(f), at);
+        }
+        for s in &self.senders {
+            if s.start != SimTime::MAX
+                && s.end.is_none()
+                && !s.gave_up
+                && !m.replaying.contains(&s.flow)
+            {
+                // From its start: the guard bounds its end by its payload
+                // at line rate from there.
+                dag.starts(workload.flow_task(s.flow), s.start);
+            }
+        }
+        for (&t, &end) in &m.pending_computes {
+            dag.ends(t, end);
+        }
+        for (t, task) in workload.tasks.iter().enumerate() {
+            if self.nodes.binary_search(&NodeId(task.host)).is_ok() {
+                dag.remaining(t as u32, self.dag.remaining(t as u32));
+            }
+        }
+        all_max(&mut dag.values)?;
+        Ok(dag)
+    }
+
+    /// Per flow, the start this shard foresees: a flow start scheduled, or
+    /// a flow whose every missing dependency is a compute task (or a chain
+    /// of them) that will end at a known time, or a replayed task, whose
+    /// completions are recorded.
+    /// Also gives, per task reached, how many of its missing dependencies
+    /// are such compute tasks and when the last of them ends.
+    #[allow(clippy::type_complexity)]
+    fn memo_predict(&self, now: SimTime) -> (HashMap<u32, SimTime>, HashMap<u32, (u32, SimTime)>) {
+        let m = self.memo.as_ref().expect("memo on");
+        let workload = &self.fabric.workload;
+        let mut out: HashMap<u32, SimTime> = m.pending_flows.clone();
+        let mut seen: HashMap<u32, (u32, SimTime)> = HashMap::new();
+        // (task, host that sees it complete, when).
+        let mut work: Vec<(u32, u32, SimTime)> = m
+            .pending_computes
+            .iter()
+            .map(|(&t, &at)| (t, workload.tasks[t as usize].host, at))
+            .collect();
+        // Completions before `now` were seen already (every event before
+        // the check instant is handled): their hosts no longer wait for them.
+        for (&t, &(src_done, dst_done)) in &m.completions {
+            if src_done >= now {
+                work.push((t, key::source(workload, t), src_done));
+            }
+            if let TaskKind::Flow(f) = workload.kind(&workload.tasks[t as usize]) {
+                if dst_done >= now {
+                    work.push((t, workload.flows[f as usize].dst, dst_done));
+                }
+            }
+        }
+        while let Some((task, host, end)) = work.pop() {
+            for &d in workload.dependents(task) {
+                let t = workload.tasks[d as usize];
+                // A replayed task's completions come from its record.
+                if t.host != host
+                    || self.nodes.binary_search(&NodeId(host)).is_err()
+                    || m.completions.contains_key(&d)
+                {
+                    continue;
+                }
+                let e = seen.entry(d).or_insert((0, SimTime::ZERO));
+                e.0 += 1;
+                e.1 = e.1.max(end);
+                if e.0 != self.dag.remaining(d) {
+                    continue;
+                }
+                let ready = e.1;
+                match workload.kind(&t) {
+                    TaskKind::Flow(f) => {
+                        out.insert(f, ready + workload.host_overhead);
+                    }
+                    TaskKind::Compute(duration) => work.push((d, t.host, ready + duration)),
+                }
+            }
+        }
+        (out, seen)
+    }
+}

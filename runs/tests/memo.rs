@@ -109,8 +109,15 @@ fn run(dir: &Path, out: &str, memo: &str, extra: &[&str]) -> PathBuf {
 }
 
 fn run_workload(dir: &Path, file: &str, out: &str, memo: &str, extra: &[&str]) -> PathBuf {
+    let mode = ["--fast-forward", "on", "--ff-memo", memo];
+    run_spectrum_x(dir, file, out, &[&mode[..], extra].concat())
+}
+
+/// Runs workload `file` on a 16-GPU Spectrum-X fabric with `args`; returns
+/// the output directory.
+fn run_spectrum_x(dir: &Path, file: &str, out: &str, args: &[&str]) -> PathBuf {
     let workload = dir.join(file);
-    let mut args = vec![
+    let mut all = vec![
         "run",
         "--topo",
         "spectrum-x",
@@ -118,15 +125,12 @@ fn run_workload(dir: &Path, file: &str, out: &str, memo: &str, extra: &[&str]) -
         "16",
         "--workload",
         workload.to_str().unwrap(),
-        "--fast-forward",
-        "on",
-        "--ff-memo",
-        memo,
         "--quiet",
         "--out",
         out,
     ];
-    args.extend_from_slice(extra);
+    all.extend_from_slice(args);
+    let args = all;
     let output = common::netsim_command(dir, &args, &[])
         .output()
         .expect("netsim runs");
@@ -293,29 +297,7 @@ fn two_pipeline_stages_replay_every_flow_as_simulated() {
 fn a_sandbox_jumps_the_steady_stretches_of_its_domain() {
     let dir = scratch("jumps");
     let period = ["--ff-period-us", "1"];
-    let workload = dir.join("long.txt");
-    let output = common::netsim_command(
-        &dir,
-        &[
-            "run",
-            "--topo",
-            "spectrum-x",
-            "--gpus",
-            "16",
-            "--workload",
-            workload.to_str().unwrap(),
-            "--fast-forward",
-            "off",
-            "--quiet",
-            "--out",
-            "off",
-        ],
-        &[],
-    )
-    .output()
-    .expect("netsim runs");
-    assert!(output.status.success());
-    let off = dir.join("off");
+    let off = run_spectrum_x(&dir, "long.txt", "off", &["--fast-forward", "off"]);
     let one = run_workload(
         &dir,
         "long.txt",

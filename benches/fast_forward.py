@@ -10,6 +10,10 @@ times and the speed-up. Needs a release build and pyarrow:
     cargo build --release -p netsim
     python3 benches/fast_forward.py [--threads 1] [--repeat 1] [--workloads a,b] [extra netsim flags]
 
+`--compare OFF OTHER` compares two output directories already written (a
+long run made alone, e.g. under `timeout` in the background): iteration
+error, FCT errors (flows matched by id, both finished), events.
+
 `--bounds` runs each workload once with `--fast-forward off` and prints, from
 its flows table, the most that two refinements could avoid (DESIGN.md §3c,
 "what the workloads allow"), with payload bytes standing for packet events:
@@ -41,6 +45,9 @@ WORKLOADS = {
     # GPT-13B uncut (all 40 layers, `aicb_cut.py --whole`); minutes per run,
     # so only when named.
     "gpt13b-whole-128": "runs/scenarios/workloads/gpt13b-tp8-pp2-128-whole.txt",
+    # Mixtral-8x7B uncut (all 32 layers); 5.0 G events, ~17 min with
+    # `--fast-forward off` on one core: only when named.
+    "mixtral-whole-128": "runs/scenarios/workloads/mixtral-8x7b-ep8-tp2-128-whole.txt",
     # Hand-made, small collectives (1-16 MiB): seconds per run.
     "repeated-layers-128": "benches/workloads/repeated-layers-128.txt",
     "gpt-micro-128": "runs/scenarios/workloads/gpt-micro-simai.txt",
@@ -106,6 +113,40 @@ def bounds(name, flows, period_ns):
     }
 
 
+def compare(off_dir, other_dir):
+    """Errors and event ratio of one run against a `--fast-forward off` one."""
+    summaries, fcts = [], []
+    for d in (off_dir, other_dir):
+        with open(os.path.join(d, "run.json")) as f:
+            summaries.append(json.load(f))
+        flows = pq.read_table(os.path.join(d, "flows")).to_pandas()
+        fcts.append(flows[flows["finished"]].set_index("flow_id")["fct_ns"].astype(float))
+    off, other = summaries
+    both = fcts[0].index.intersection(fcts[1].index)
+    err = ((fcts[1][both] - fcts[0][both]) / fcts[0][both]).abs()
+    ff = other.get("fast_forward") or {}
+    sandbox = ff.get("memo_sandbox_events", 0)
+    return {
+        "off": off_dir,
+        "other": other_dir,
+        "iteration_ns_off": off["sim_end_ns"],
+        "iteration_ns": other["sim_end_ns"],
+        "iteration_error": other["sim_end_ns"] / off["sim_end_ns"] - 1,
+        "flows_compared": len(both),
+        "fct_error_p50": err.quantile(0.5),
+        "fct_error_p99": err.quantile(0.99),
+        "events_off": off["events"],
+        "events": other["events"],
+        "memo_sandbox_events": sandbox,
+        "event_reduction": off["events"] / max(other["events"] + sandbox, 1),
+        "memo_hits": ff.get("memo_hits"),
+        "memo_misses": ff.get("memo_misses"),
+        "skips": ff.get("skips"),
+        "wall_s_off": off["simulate_s"],
+        "wall_s": other["simulate_s"],
+    }
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--threads", type=int, default=1)
@@ -113,8 +154,13 @@ def main():
     parser.add_argument("--bounds", action="store_true",
                         help="only the off run: what per-flow skipping and memoization allow")
     parser.add_argument("--netsim", help="the binary [target/release/netsim]")
+    parser.add_argument("--compare", nargs=2, metavar=("OFF", "OTHER"),
+                        help="compare two output directories already written")
     parser.add_argument("--workloads", help="comma-separated names [all]: " + ", ".join(WORKLOADS))
     args, extra = parser.parse_known_args()
+    if args.compare:
+        print(json.dumps(compare(*args.compare)))
+        return
     if args.netsim:
         global NETSIM
         NETSIM = os.path.abspath(args.netsim)

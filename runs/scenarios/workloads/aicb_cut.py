@@ -2,7 +2,7 @@
 """Writes the two AICB-style training workloads that fast-forward is measured on.
 
     python3 runs/scenarios/workloads/aicb_cut.py           # rewrites both files below
-    python3 runs/scenarios/workloads/aicb_cut.py --whole   # also the whole GPT-13B
+    python3 runs/scenarios/workloads/aicb_cut.py --whole   # also the whole models
 
 The files are SimAI workload text, line for line as AICB's SimAI training
 generator (aliyun/aicb `workload_generator/SimAI_training_workload_generator.py`,
@@ -49,6 +49,10 @@ Workloads:
   (32 layers, hidden 4096, 32 heads, ffn 14336, TP 2, 8 experts, top-2,
   seq 2048, vocab 50257, micro-batch 1) on 128 GPUs with EP 8 x DP 64;
   1 micro-batch; **cut to 2 layers (of 32)**.
+- `mixtral-8x7b-ep8-tp2-128-whole.txt` (`--whole`): the same, uncut (all
+  32 layers); DP collectives 6.9x the cut's (dense: attention and the
+  embedding), DP_EP collectives 16x (the experts), layer collectives 16x
+  as many.
 """
 
 import argparse
@@ -132,12 +136,13 @@ WORKLOADS = {
 
 WHOLE = {
     "gpt13b-tp8-pp2-128-whole.txt": dict(WORKLOADS["gpt13b-tp8-pp2-128.txt"], layers=20),
+    "mixtral-8x7b-ep8-tp2-128-whole.txt": dict(WORKLOADS["mixtral-8x7b-ep8-tp2-128.txt"], layers=32),
 }
 
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--whole", action="store_true", help="also write the uncut GPT-13B")
+    parser.add_argument("--whole", action="store_true", help="also write the uncut models")
     args = parser.parse_args()
     for name, params in {**WORKLOADS, **(WHOLE if args.whole else {})}.items():
         with open(os.path.join(HERE, name), "w") as f:

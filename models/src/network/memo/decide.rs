@@ -349,10 +349,8 @@ impl<S: TelemetrySink> Network<'_, S> {
     /// through them (`active`: the resources of this shard's flows), or at
     /// one of its ports a byte queued, a packet on the wire, a pause, or
     /// buffer in use at its switch.
-    pub(super) fn memo_busy(&self, now: SimTime, canon: &Canon, active: &[key::Resource]) -> bool {
-        let m = self.memo.as_ref().expect("memo on");
-        // A replayed chain sends nothing: its hold says it is there.
-        if m.chain_held(canon, now) || active.iter().any(|r| canon.resources.contains(r)) {
+    fn memo_busy(&self, now: SimTime, canon: &Canon, active: &[key::Resource]) -> bool {
+        if active.iter().any(|r| canon.resources.contains(r)) {
             return true;
         }
         self.nodes.iter().enumerate().any(|(local, &node)| {
@@ -389,16 +387,10 @@ impl<S: TelemetrySink> Network<'_, S> {
             dag.starts(workload.flow_task(f), at);
         }
         for s in &self.senders {
-            // A replayed chain's flows too: their completions are not
-            // shared (`m.completions` is), their least payload time bounds
-            // them.
             if s.start != SimTime::MAX
                 && s.end.is_none()
                 && !s.gave_up
-                && (!m.replaying.contains(&s.flow)
-                    || m.chains
-                        .completions
-                        .contains_key(&workload.flow_task(s.flow)))
+                && !m.replaying.contains(&s.flow)
             {
                 // From its start: the guard bounds its end by its payload
                 // at line rate from there.

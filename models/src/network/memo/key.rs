@@ -231,6 +231,7 @@ impl Canon {
         computes: &[u32],
         entries: &[u64],
     ) -> Canon {
+        let workload = &fabric.workload;
         let t0 = wave
             .iter()
             .flat_map(|&c| {
@@ -247,43 +248,6 @@ impl Canon {
             .flat_map(|&c| plan.tasks[c as usize].iter().copied())
             .chain(computes.iter().copied())
             .collect();
-        let entry_offsets: HashMap<u32, SimTime> = wave
-            .iter()
-            .flat_map(|&c| {
-                let (lo, hi) = plan.entry_range[c as usize];
-                lo as usize..hi as usize
-            })
-            .filter(|&e| entries[e] != 0)
-            .map(|e| (plan.entries[e], SimTime(entries[e] - 1) - t0))
-            .collect();
-        Canon::of_tasks(fabric, wave.len() as u64, tasks, t0, &entry_offsets)
-    }
-
-    /// A chain of flows (`tasks`, canonical order) whose first starts at
-    /// `t0` and whose others wait only for the chain (DESIGN.md §3c,
-    /// "Chains").
-    pub(super) fn chain(fabric: &Fabric, tasks: Vec<u32>, t0: SimTime) -> Canon {
-        let first = match fabric
-            .workload
-            .kind(&fabric.workload.tasks[tasks[0] as usize])
-        {
-            TaskKind::Flow(f) => f,
-            TaskKind::Compute(_) => unreachable!("a chain starts with a flow"),
-        };
-        let entry_offsets = HashMap::from([(first, SimTime::ZERO)]);
-        Canon::of_tasks(fabric, 0, tasks, t0, &entry_offsets)
-    }
-
-    /// The domain of `tasks` (canonical order; `colls` collectives), its
-    /// entry flows starting at `t0` + their offset in `entry_offsets`.
-    fn of_tasks(
-        fabric: &Fabric,
-        colls: u64,
-        tasks: Vec<u32>,
-        t0: SimTime,
-        entry_offsets: &HashMap<u32, SimTime>,
-    ) -> Canon {
-        let workload = &fabric.workload;
         let task_index: HashMap<u32, u32> = tasks
             .iter()
             .enumerate()
@@ -299,9 +263,18 @@ impl Canon {
         }
         let mut labels = Labels::default();
         let mut resources = Vec::new();
-        let mut key = vec![colls, tasks.len() as u64];
+        let mut key = vec![wave.len() as u64, tasks.len() as u64];
         let mut flows = Vec::new();
         let mut path = Vec::new();
+        let entry_offsets: HashMap<u32, SimTime> = wave
+            .iter()
+            .flat_map(|&c| {
+                let (lo, hi) = plan.entry_range[c as usize];
+                lo as usize..hi as usize
+            })
+            .filter(|&e| entries[e] != 0)
+            .map(|e| (plan.entries[e], SimTime(entries[e] - 1) - t0))
+            .collect();
         let mut entry = vec![false; tasks.len()];
         for (k, &t) in tasks.iter().enumerate() {
             let task = workload.tasks[t as usize];

@@ -14,7 +14,6 @@
 //! `sandbox.rs`'s), at the engine's check barrier, from values agreed by `all_max`: the same on every
 //! shard, so runs stay byte-identical for 1 to N shards.
 
-mod chain;
 mod decide;
 mod key;
 mod sandbox;
@@ -197,8 +196,6 @@ pub(crate) struct Memo {
     recording: Option<Box<Recording>>,
     /// Random draws taken on this shard.
     draws: u64,
-    /// Chains of this shard's servers (`chain.rs`).
-    chains: chain::Chains,
 }
 
 impl Memo {
@@ -216,7 +213,6 @@ impl Memo {
             pending_computes: HashMap::new(),
             recording: None,
             draws: 0,
-            chains: chain::Chains::default(),
         }
     }
 }
@@ -238,14 +234,6 @@ impl Memo {
                 && canon.t0 < h.until
                 && h.resources.iter().any(|r| canon.resources.contains(r))
         })
-    }
-
-    /// Whether a replayed chain holds one of `canon`'s resources after `now`.
-    fn chain_held(&self, canon: &Canon, now: SimTime) -> bool {
-        self.chains
-            .held
-            .iter()
-            .any(|h| now < h.until && h.resources.iter().any(|r| canon.resources.contains(r)))
     }
 
     /// A random draw was taken on this shard; whether this is a sandbox,
@@ -289,8 +277,6 @@ impl<S: TelemetrySink> Network<'_, S> {
             return false;
         };
         m.pending_flows.remove(&flow);
-        self.memo_chain(ctx.now(), flow);
-        let m = self.memo.as_mut().expect("memo on");
         let replay = m.replay.remove(&flow);
         if replay.is_some() {
             m.replaying.insert(flow);
@@ -378,15 +364,6 @@ impl<S: TelemetrySink> Network<'_, S> {
     /// Host `host` saw task `task` complete (hook of `task_seen_complete`).
     pub(crate) fn memo_seen(&mut self, task: u32, at_source: bool, now: SimTime) {
         let Some(m) = self.memo.as_mut() else { return };
-        if !at_source {
-            if let TaskKind::Flow(f) = self
-                .fabric
-                .workload
-                .kind(&self.fabric.workload.tasks[task as usize])
-            {
-                m.chains.delivered.insert(f);
-            }
-        }
         if matches!(
             self.fabric
                 .workload

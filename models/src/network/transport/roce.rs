@@ -95,11 +95,6 @@ pub(crate) struct GoBackNReceiver {
 }
 
 impl GoBackNReceiver {
-    /// Packets received in order (the next psn expected).
-    pub(crate) fn in_order(&self) -> u32 {
-        self.expected_psn
-    }
-
     /// Fast-forward: `packets` more arrived in order.
     pub(crate) fn skip_ahead(&mut self, packets: u32) {
         self.expected_psn += packets;

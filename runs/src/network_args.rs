@@ -4,8 +4,8 @@
 use anyhow::bail;
 use netsim_engine::SimTime;
 use netsim_models::network::config::{
-    CcKind, CnpMode, DragonflyRouting, EcmpMode, EcnProfile, FastForward, HpccUtilisation,
-    LoadBalancing, NetConfig, Transport, UecCc, UecConfig, WindowMode,
+    CcKind, CnpMode, DragonflyRouting, EcmpEntropy, EcmpMode, EcnProfile, FastForward,
+    HpccUtilisation, LoadBalancing, NetConfig, Transport, UecCc, UecConfig, WindowMode,
 };
 use netsim_models::network::profile::CcProfile;
 
@@ -73,6 +73,11 @@ pub struct NetworkArgs {
     /// ECMP: hash (per flow, 5-tuple) or spray (per packet).
     #[arg(long, default_value = "hash")]
     pub ecmp: String,
+    /// ECMP hash's UDP source port: flow (a new one per flow, as SimAI) or
+    /// connection (one per source, destination and communicator, as NCCL's
+    /// queue pairs: a repeated collective takes the same paths).
+    #[arg(long, default_value = "flow")]
+    pub ecmp_entropy: String,
     /// Dragonfly routing between groups: minimal, valiant or ugal.
     #[arg(long, default_value = "minimal")]
     pub routing: String,
@@ -359,6 +364,11 @@ impl NetworkArgs {
             "hash" => EcmpMode::Hash,
             "spray" => EcmpMode::Spray,
             other => bail!("--ecmp: expected hash or spray, found `{other}`"),
+        };
+        c.ecmp_entropy = match self.ecmp_entropy.as_str() {
+            "flow" => EcmpEntropy::Flow,
+            "connection" => EcmpEntropy::Connection,
+            other => bail!("--ecmp-entropy: expected flow or connection, found `{other}`"),
         };
         c.dragonfly_routing = match self.routing.as_str() {
             "minimal" => DragonflyRouting::Minimal,

@@ -457,3 +457,107 @@ fn what_memo_does_not_cover_is_refused_with_one_line() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Four identical layers of a 2-rank expert all-to-all (4 MiB, one flow
+/// each way) with 20 us of compute before each.
+const EXPERTS: &str = "HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 1 ep: 2 pp: 1 vpp: 1 ga: 1 all_gpus: 2 checkpoints: 0 checkpoint_initiates: 0
+4
+layer0   -1 20000 ALLTOALL_EP 4194304 20000 NONE 0 20000 NONE 0 1000
+layer1   -1 20000 ALLTOALL_EP 4194304 20000 NONE 0 20000 NONE 0 1000
+layer2   -1 20000 ALLTOALL_EP 4194304 20000 NONE 0 20000 NONE 0 1000
+layer3   -1 20000 ALLTOALL_EP 4194304 20000 NONE 0 20000 NONE 0 1000
+";
+
+/// Runs `EXPERTS` on GPU 0 of server 0 and GPU 1 of server 1 (different
+/// rails: every flow crosses a spine, chosen by ECMP) with `args`.
+fn run_experts(dir: &Path, out: &str, args: &[&str]) -> PathBuf {
+    std::fs::write(dir.join("experts.txt"), EXPERTS).unwrap();
+    let job = format!(
+        "{{name = \"ep\", workload = \"{}\", hosts = \"0,9\"}}",
+        dir.join("experts.txt").display()
+    );
+    let mut all = vec![
+        "run",
+        "--topo",
+        "spectrum-x",
+        "--gpus",
+        "16",
+        "--job",
+        &job,
+        "--threads",
+        "1",
+        "--quiet",
+        "--out",
+        out,
+    ];
+    all.extend_from_slice(args);
+    let output = common::netsim_command(dir, &all, &[])
+        .output()
+        .expect("netsim runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    dir.join(out)
+}
+
+#[test]
+fn a_repeated_all_to_all_through_the_spine_replays_with_connection_entropy() {
+    let dir = scratch("experts");
+    let memo = ["--fast-forward", "on", "--ff-memo", "on"];
+    // A new source port per flow: each layer's flows hash onto other
+    // spines, so no layer repeats the first one's key.
+    let flow = run_experts(&dir, "flow", &memo);
+    assert_eq!(memo_counts(&summary(&flow)), (0, 4));
+    // The connection's source port (NCCL keeps its queue pairs): every
+    // layer takes the first one's paths; one record, three replays.
+    let entropy = ["--ecmp-entropy", "connection"];
+    let off = run_experts(
+        &dir,
+        "off",
+        &[&["--fast-forward", "off"][..], &entropy].concat(),
+    );
+    let on = run_experts(&dir, "on", &[&memo[..], &entropy].concat());
+    let (s_off, s_on) = (summary(&off), summary(&on));
+    assert_eq!(memo_counts(&s_on), (3, 1));
+    let (f_off, f_on) = (flows(&off), flows(&on));
+    assert_eq!(f_off.len(), 8);
+    assert_eq!(f_off, f_on);
+    assert_eq!(s_off["sim_end_ns"], s_on["sim_end_ns"]);
+    // One connection each way: two paths for the eight flows.
+    let paths: std::collections::BTreeSet<&String> = f_on.iter().map(|r| &r[8]).collect();
+    assert_eq!(paths.len(), 2);
+    assert_conserved(&s_on, 4 * 4_194_304);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_bad_ecmp_entropy_is_refused_with_one_line() {
+    let dir = scratch("entropy");
+    let output = common::netsim_command(
+        &dir,
+        &[
+            "run",
+            "--topo",
+            "star",
+            "--hosts",
+            "4",
+            "--ecmp-entropy",
+            "qp",
+            "--out",
+            "out",
+        ],
+        &[],
+    )
+    .output()
+    .expect("netsim runs");
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("--ecmp-entropy: expected flow or connection"),
+        "{stderr}"
+    );
+    assert!(common::is_one_line_error(&stderr), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

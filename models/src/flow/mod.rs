@@ -503,7 +503,7 @@ impl<S: TelemetrySink> Fluid<'_, S> {
             // In-network streams follow their tree, not a hash (0 as at packet level).
             ecmp_path: match self.ina.op_of(flow) {
                 Some(_) => 0,
-                None => five_tuple_hash(flow, spec.src, spec.dst),
+                None => five_tuple_hash(self.fabric.source_port(flow), spec.src, spec.dst),
             },
             ecn_marked_pkts: 0,
             cnps: 0,

@@ -64,7 +64,7 @@ pub fn route(
         Some(p) => p,
         None => first.get(ecmp_pick(
             fabric.ecmp_seed(src),
-            flow,
+            fabric.source_port(flow),
             src,
             dst,
             first.len(),
@@ -102,7 +102,8 @@ pub fn route(
             !next.is_empty(),
             "switch {at} has no route to host {toward}"
         );
-        port = next[ecmp_pick(fabric.ecmp_seed(at), flow, src, dst, next.len())];
+        let source_port = fabric.source_port(flow);
+        port = next[ecmp_pick(fabric.ecmp_seed(at), source_port, src, dst, next.len())];
     }
 }
 
@@ -131,9 +132,11 @@ fn intermediate(
     if here == there {
         return NO_NODE;
     }
-    let Some(intermediate) =
-        dragonfly.intermediate_router(here, there, five_tuple_hash(flow, spec.src, spec.dst))
-    else {
+    let Some(intermediate) = dragonfly.intermediate_router(
+        here,
+        there,
+        five_tuple_hash(fabric.source_port(flow), spec.src, spec.dst),
+    ) else {
         return NO_NODE;
     };
     if fabric.config.dragonfly_routing == DragonflyRouting::Valiant {

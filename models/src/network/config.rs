@@ -98,6 +98,23 @@ pub enum EcmpMode {
     Spray,
 }
 
+/// What a RoCEv2 packet's UDP source port, which the ECMP hash covers, is
+/// taken from (`--ecmp-entropy`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EcmpEntropy {
+    /// A new source port per flow, as SimAI's ns-3 gives every flow its own
+    /// queue pair: a collective repeated takes new paths.
+    Flow,
+    /// The connection's: one per (source, destination, communicator), as
+    /// NCCL keeps its queue pairs for a communicator's lifetime, so a
+    /// collective repeated on one communicator takes the same paths. A
+    /// communicator stands for (job, group size, point-to-point or not):
+    /// NCCL's all-to-all and sends use p2p connections, the other
+    /// collectives their ring/tree channels. Plain traffic (no collective)
+    /// keeps one connection per flow.
+    Connection,
+}
+
 /// How dragonfly routers route between groups.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DragonflyRouting {
@@ -170,6 +187,7 @@ pub struct NetConfig {
     /// PFC on: lossless data class. Off: lossy, tail drop, go-back-N.
     pub pfc: bool,
     pub ecmp: EcmpMode,
+    pub ecmp_entropy: EcmpEntropy,
     /// Dragonfly inter-group routing (ignored on other topologies).
     pub dragonfly_routing: DragonflyRouting,
     /// Shared buffer of each switch.
@@ -289,6 +307,7 @@ impl Default for NetConfig {
             dctcp_g: 1.0 / 16.0,
             pfc: true,
             ecmp: EcmpMode::Hash,
+            ecmp_entropy: EcmpEntropy::Flow,
             dragonfly_routing: DragonflyRouting::Minimal,
             buffer_bytes: 32 << 20,
             dt_alpha: 1.0,

@@ -2,13 +2,14 @@
 //! (topology, routing, workload, configuration, seed), and the ideal
 //! completion time of a flow alone in it.
 
-use super::config::NetConfig;
+use super::config::{EcmpEntropy, NetConfig};
 use super::faults::FaultPlan;
 use super::port::Port;
 use crate::traffic::FlowSpec;
-use crate::workload::Workload;
+use crate::workload::{CollectiveOp, Workload};
 use netsim_engine::{splitmix64, SimTime};
 use netsim_topo::{DragonflyIndex, Routing, Topology};
+use std::sync::Arc;
 
 /// The read-only description of a run that every shard shares.
 #[derive(Debug)]
@@ -28,6 +29,10 @@ pub struct Fabric {
     /// Per node: a host attached to it (routing toward that host reaches
     /// the node minimally), `NO_NODE` for nodes without hosts.
     pub(crate) proxy_host: Vec<u32>,
+    /// Per flow, the source port its 5-tuple hashes with
+    /// (`--ecmp-entropy connection`); empty: the flow id (`flow`). Shared
+    /// with memo sandboxes, whose workloads hold no collectives.
+    pub(crate) source_ports: Arc<[u32]>,
 }
 
 /// No node: an unset intermediate router, a node without an attached host.
@@ -62,7 +67,12 @@ impl Fabric {
                     .unwrap_or(NO_NODE)
             })
             .collect();
+        let source_ports = match config.ecmp_entropy {
+            EcmpEntropy::Flow => Arc::from([]),
+            EcmpEntropy::Connection => connection_ports(&workload),
+        };
         Fabric {
+            source_ports,
             dragonfly: DragonflyIndex::new(&topo),
             topo,
             routing,
@@ -81,11 +91,39 @@ impl Fabric {
         splitmix64(&mut s)
     }
 
+    /// The UDP source port flow `flow`'s 5-tuple carries (its own id, or
+    /// its connection's with `--ecmp-entropy connection`).
+    #[inline]
+    pub(crate) fn source_port(&self, flow: u32) -> u32 {
+        self.source_ports
+            .get(flow as usize)
+            .copied()
+            .unwrap_or(flow)
+    }
+
     /// Dragonfly group of `node`, if it has one.
     #[inline]
     pub(crate) fn group(&self, node: u32) -> Option<u32> {
         self.topo.node(node).coords.group
     }
+}
+
+/// Per flow, its connection's source port: a hash of its communicator
+/// (job, group size, point-to-point or not; the 5-tuple adds source and
+/// destination), with the top bit set so it never equals a flow id (below
+/// 2^31), which flows outside collectives keep.
+fn connection_ports(workload: &Workload) -> Arc<[u32]> {
+    (0..workload.flows.len() as u32)
+        .map(|f| {
+            let Some(c) = workload.flow_collective(f) else {
+                return f;
+            };
+            let c = &workload.collectives[c as usize];
+            let p2p = matches!(c.op, CollectiveOp::AllToAll | CollectiveOp::Send);
+            let mut h = u64::from(c.job) << 33 | u64::from(c.group_size) << 1 | u64::from(p2p);
+            splitmix64(&mut h) as u32 | 1 << 31
+        })
+        .collect()
 }
 
 /// Ideal completion time of a flow alone in the network, as the sender sees

@@ -338,7 +338,13 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
             let m = mask & live;
             if m != 0 {
                 let n = m.count_ones() as usize;
-                let k = ecmp_pick(self.ecmp_seed[local], pkt.flow, pkt.src, pkt.dst, n);
+                let k = ecmp_pick(
+                    self.ecmp_seed[local],
+                    self.source_port(pkt),
+                    pkt.src,
+                    pkt.dst,
+                    n,
+                );
                 return NextHops::Mask(m).get(k);
             }
         }

@@ -25,12 +25,23 @@ impl<S: TelemetrySink> Network<'_, S> {
         match self.fabric.config.ecmp {
             EcmpMode::Hash => ecmp_pick(
                 self.ecmp_seed[ctx.local_index()] ^ entropy_salt(pkt.entropy),
-                pkt.flow,
+                self.source_port(pkt),
                 pkt.src,
                 pkt.dst,
                 n,
             ),
             EcmpMode::Spray => ctx.rng().below(n as u64) as usize,
+        }
+    }
+
+    /// The UDP source port `pkt`'s 5-tuple carries: its flow's (or
+    /// connection's, `--ecmp-entropy connection`); an aggregation packet's
+    /// `flow` is its operation, which it keeps.
+    #[inline]
+    pub(crate) fn source_port(&self, pkt: &Packet) -> u32 {
+        match pkt.kind {
+            PacketKind::InaUp | PacketKind::InaDown => pkt.flow,
+            _ => self.fabric.source_port(pkt.flow),
         }
     }
 
@@ -98,9 +109,11 @@ impl<S: TelemetrySink> Network<'_, S> {
         if here == there {
             return;
         }
-        let Some(intermediate) =
-            index.intermediate_router(here, there, five_tuple_hash(pkt.flow, pkt.src, pkt.dst))
-        else {
+        let Some(intermediate) = index.intermediate_router(
+            here,
+            there,
+            five_tuple_hash(self.source_port(pkt), pkt.src, pkt.dst),
+        ) else {
             return;
         };
         if fabric.config.dragonfly_routing == DragonflyRouting::Ugal {
@@ -136,10 +149,11 @@ impl<S: TelemetrySink> Network<'_, S> {
 }
 
 /// Hash-based ECMP: which of `n` next hops a node with seed `node_seed`
-/// gives every packet of flow `flow` from `src` to `dst`.
+/// gives every packet from `src` to `dst` with UDP source port
+/// `source_port` (a flow's id or its connection's: `Fabric::source_port`).
 #[inline]
-pub(crate) fn ecmp_pick(node_seed: u64, flow: u32, src: u32, dst: u32, n: usize) -> usize {
-    let mut h = node_seed ^ five_tuple_hash(flow, src, dst);
+pub(crate) fn ecmp_pick(node_seed: u64, source_port: u32, src: u32, dst: u32, n: usize) -> usize {
+    let mut h = node_seed ^ five_tuple_hash(source_port, src, dst);
     (splitmix64(&mut h) % n as u64) as usize
 }
 
@@ -148,16 +162,18 @@ pub(crate) fn ecmp_pick(node_seed: u64, flow: u32, src: u32, dst: u32, n: usize)
 /// hash on their 5-tuple exactly as without it; a multiplicative spread
 /// otherwise, so consecutive entropies land on unrelated next hops.
 #[inline]
-fn entropy_salt(entropy: u16) -> u64 {
+pub(crate) fn entropy_salt(entropy: u16) -> u64 {
     u64::from(entropy).wrapping_mul(0x9E37_79B9_7F4A_7C15)
 }
 
-/// Hash of a flow's 5-tuple (source and destination address, the flow's
-/// source port, RoCEv2's UDP port 4791, UDP): the same for every packet of a
-/// flow in one direction.
+/// Hash of a flow's 5-tuple (source and destination address, the UDP
+/// source port `source_port`, RoCEv2's UDP port 4791, UDP): the same for
+/// every packet of a flow in one direction.
 #[inline]
-pub fn five_tuple_hash(flow: u32, src: u32, dst: u32) -> u64 {
-    let mut h =
-        (u64::from(src) << 32 | u64::from(dst)) ^ (u64::from(flow) << 16) ^ 4791 ^ (17 << 56);
+pub fn five_tuple_hash(source_port: u32, src: u32, dst: u32) -> u64 {
+    let mut h = (u64::from(src) << 32 | u64::from(dst))
+        ^ (u64::from(source_port) << 16)
+        ^ 4791
+        ^ (17 << 56);
     splitmix64(&mut h)
 }

@@ -167,9 +167,6 @@ pub struct Network<'f, S> {
     memo: Option<memo::Memo>,
     /// Time of the last event that changed anything.
     last_activity: SimTime,
-    /// A memo sandbox that took a random draw can make no record: it
-    /// drains its pending events unhandled instead of simulating on.
-    abandoned: bool,
 }
 
 impl<'f, S: TelemetrySink> Network<'f, S> {
@@ -321,7 +318,6 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
         Network {
             steady,
             memo,
-            abandoned: false,
             ecmp_seed: nodes.iter().map(|n| fabric.ecmp_seed(n.0)).collect(),
             next_sample: vec![
                 if sampling {
@@ -439,9 +435,6 @@ impl<S: TelemetrySink> Model for Network<'_, S> {
 
     #[inline]
     fn handle(&mut self, ctx: &mut Context<'_, NetEvent>, event: NetEvent) {
-        if self.abandoned {
-            return;
-        }
         let local = ctx.local_index();
         if let NetEvent::Timer { flow, .. } = event {
             // The engine cannot cancel events: a finished flow's last timer

@@ -89,7 +89,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         s.line_rate_bps = line_rate_bps;
         s.next_send = ctx.now();
         s.ideal_fct = ideal_fct;
-        s.path_hash = five_tuple_hash(flow, src, dst);
+        s.path_hash = five_tuple_hash(fabric.source_port(flow), src, dst);
         let bdp_bytes = line_rate_bps as f64 * base_rtt.as_ps() as f64 / 8e12;
         s.base_rtt = base_rtt;
         s.bdp_bytes = bdp_bytes as u64;

@@ -7,10 +7,11 @@
 //! State: per switch, its [`SharedBuffer`]; per port, its [`Ingress`]
 //! (inside `Port`, beside the egress queues).
 
+use super::forwarding::{entropy_salt, five_tuple_hash};
 use super::packet::{Packet, PacketKind, PRIO_CONTROL, PRIO_DATA};
 use super::{NetEvent, Network};
 use crate::telemetry::TelemetrySink;
-use netsim_engine::Context;
+use netsim_engine::{splitmix64, Context};
 
 /// A switch's shared packet buffer.
 #[derive(Clone, Copy, Debug)]
@@ -39,6 +40,26 @@ fn markable(kind: PacketKind) -> bool {
     !matches!(kind, PacketKind::Ack | PacketKind::Nack)
 }
 
+/// RED's draw for `pkt` (5-tuple hash `tuple`, with its entropy) at egress
+/// port `port` of switch `node`, in a run seeded `seed`: a hash of the
+/// packet's identity (5-tuple, kind, PSN) and where it is marked, as a
+/// switch would hash header fields. A draw from the switch's shared stream
+/// would depend on every packet the switch drew for before, so on other
+/// traffic: a memo record (DESIGN.md §3c) could not be exact. Uniform over
+/// packets; one packet resent at one queue depth draws alike.
+#[inline]
+pub(crate) fn red_draw(seed: u64, node: u32, port: u16, tuple: u64, pkt: &Packet) -> u64 {
+    let mut h = seed ^ 0x5245_4400 ^ tuple ^ (u64::from(pkt.psn) << 32 | u64::from(port));
+    let mut h = splitmix64(&mut h) ^ (u64::from(node) << 8 | pkt.kind as u64);
+    splitmix64(&mut h)
+}
+
+/// A draw as a uniform in [0, 1) (its top 53 bits).
+#[inline]
+fn unit(draw: u64) -> f64 {
+    (draw >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+}
+
 impl<S: TelemetrySink> Network<'_, S> {
     /// The egress class of `pkt` at a switch: ACKs and NACKs queue with
     /// data unless `ack_high_priority`.
@@ -52,13 +73,18 @@ impl<S: TelemetrySink> Network<'_, S> {
         }
     }
 
-    /// RED on egress port `gport`'s data queue of `queue_bytes`: whether
-    /// to mark (counted when so).
+    /// RED on egress port `gport` (port `port` of the current switch) for
+    /// `pkt`, its data queue at `queue_bytes`: whether to mark (counted when
+    /// so). Between the thresholds the draw is [`red_draw`]'s: a function
+    /// of the packet and the port alone, not of what else the switch
+    /// forwarded before it.
     #[inline]
     fn ecn_mark(
         &mut self,
         ctx: &mut Context<'_, NetEvent>,
         gport: usize,
+        port: u16,
+        pkt: &Packet,
         queue_bytes: u64,
     ) -> bool {
         let p = &self.ports[gport];
@@ -68,11 +94,12 @@ impl<S: TelemetrySink> Network<'_, S> {
             let probability = p.ecn_pmax * (queue_bytes - p.ecn_kmin_bytes) as f64
                 / (p.ecn_kmax_bytes - p.ecn_kmin_bytes) as f64;
             if let Some(m) = &mut self.memo {
-                // A memo record is exact only without random draws: a
-                // sandbox gives up at the first.
-                self.abandoned = m.draw();
+                m.draw();
             }
-            ctx.rng().next_f64() < probability
+            let tuple = five_tuple_hash(self.source_port(pkt), pkt.src, pkt.dst)
+                ^ entropy_salt(pkt.entropy);
+            let draw = red_draw(self.fabric.seed, ctx.node().0, port, tuple, pkt);
+            unit(draw) < probability
         } else {
             false
         };
@@ -177,7 +204,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             }
             if !config.ecn_at_dequeue && markable(pkt.kind) {
                 let q = self.ports[gout].queued_bytes[prio];
-                if self.ecn_mark(ctx, gout, q) {
+                if self.ecn_mark(ctx, gout, out, &pkt, q) {
                     pkt.ce = 1;
                 }
             }
@@ -251,7 +278,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         if prio == PRIO_DATA
             && self.fabric.config.ecn_at_dequeue
             && markable(pkt.kind)
-            && self.ecn_mark(ctx, gport, left_bytes)
+            && self.ecn_mark(ctx, gport, port, &pkt, left_bytes)
         {
             pkt.ce = 1;
         }
@@ -264,6 +291,72 @@ impl<S: TelemetrySink> Network<'_, S> {
         let p = &self.ports[gport];
         if !(p.queues[PRIO_CONTROL].is_empty() && p.queues[PRIO_DATA].is_empty()) {
             self.port_ready(ctx, gport, port);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn packet(flow: u32, psn: u32) -> Packet {
+        Packet {
+            flow,
+            src: 3,
+            dst: 11,
+            psn,
+            wire_bytes: 4158,
+            in_port: 0,
+            kind: PacketKind::Data,
+            ce: 0,
+            last: false,
+            via: u32::MAX,
+            util: 0,
+            entropy: 0,
+        }
+    }
+
+    /// The draws of 100,000 packets (200 flows x 500 PSNs) at one port.
+    fn draws(seed: u64, node: u32, port: u16) -> Vec<u64> {
+        let mut out = Vec::new();
+        for flow in 0..200 {
+            let tuple = five_tuple_hash(flow, 3, 11);
+            for psn in 0..500 {
+                out.push(red_draw(seed, node, port, tuple, &packet(flow, psn)));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn red_draws_are_reproducible_and_mark_at_the_probability() {
+        let at = draws(7, 40, 3);
+        // A function of the packet and the port: drawn again, in any
+        // order, the same.
+        let mut again = draws(7, 40, 3);
+        assert_eq!(at, again);
+        again.reverse();
+        assert_ne!(at, again);
+        let n = at.len() as f64;
+        for p in [0.01, 0.1, 0.25, 0.5, 0.9] {
+            let marked = at.iter().filter(|&&d| unit(d) < p).count() as f64;
+            // Binomial: 5 standard deviations.
+            let sd = (n * p * (1.0 - p)).sqrt();
+            assert!(
+                (marked - n * p).abs() < 5.0 * sd,
+                "p = {p}: {marked} of {n} marked"
+            );
+        }
+        // Another port, switch or seed draws independently: two packets
+        // agree on a mark at p = 0.5 about half the time.
+        for other in [draws(7, 40, 4), draws(7, 41, 3), draws(8, 40, 3)] {
+            let agree = at
+                .iter()
+                .zip(&other)
+                .filter(|&(&a, &b)| (unit(a) < 0.5) == (unit(b) < 0.5))
+                .count() as f64;
+            let sd = (n * 0.25).sqrt();
+            assert!((agree - n / 2.0).abs() < 5.0 * sd, "{agree} of {n} agree");
         }
     }
 }

@@ -272,7 +272,11 @@ impl<S: TelemetrySink> Network<'_, S> {
         let m = self.memo.as_ref().expect("memo on");
         let ready: Vec<(Canon, bool)> = candidates
             .into_iter()
-            .filter(|(canon, _)| m.records.contains_key(&canon.key))
+            .filter(|(canon, _)| {
+                m.records
+                    .get(&canon.key)
+                    .is_some_and(|r| r.fits(fabric, canon))
+            })
             .collect();
         if ready.is_empty() {
             return Ok(again);

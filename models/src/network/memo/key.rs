@@ -421,7 +421,8 @@ pub(super) fn first_port(fabric: &Fabric, flow: u32, src: u32, dst: u32) -> u16 
     let pick = if n == 1 {
         0
     } else {
-        crate::network::ecmp_pick(fabric.ecmp_seed(src), flow, src, dst, n)
+        let port = fabric.source_port(flow);
+        crate::network::ecmp_pick(fabric.ecmp_seed(src), port, src, dst, n)
     };
     hops.get(pick)
 }
@@ -443,7 +444,8 @@ fn static_path(fabric: &Fabric, flow: u32, src: u32, dst: u32, out: &mut Vec<(u3
         let pick = if n == 1 {
             0
         } else {
-            crate::network::ecmp_pick(fabric.ecmp_seed(at), flow, src, dst, n)
+            let port = fabric.source_port(flow);
+            crate::network::ecmp_pick(fabric.ecmp_seed(at), port, src, dst, n)
         };
         port = hops[pick];
         assert!(out.len() <= topo.node_count() as usize, "routing loop");

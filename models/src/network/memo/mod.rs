@@ -43,6 +43,13 @@ struct Record {
     /// Per labelled port, its round-robin pointer at the end (a host
     /// port's turn, which the next domain's key holds).
     round_robin_after: Vec<usize>,
+    /// RED draws its sandbox took, and [`identity`] of the domain it
+    /// simulated: a draw is a hash of the packet's 5-tuple and the switch
+    /// port, so a record with draws is exact only for a domain of the same
+    /// hosts, ports and connections (the same group's next layer with
+    /// `--ecmp-entropy connection`).
+    draws: u64,
+    identity: u64,
     /// Events its sandbox handled, and the payload bytes it sent and
     /// delivered, PFC pauses it caused.
     events: u64,
@@ -54,7 +61,7 @@ struct Record {
 impl Record {
     /// How many values [`Record::encode`] writes for `canon`'s domain.
     fn encoded_len(canon: &Canon) -> usize {
-        6 + 2 * canon.tasks.len() + 4 * canon.flows.len() + (PRIORITIES + 1) * canon.ports.len()
+        8 + 2 * canon.tasks.len() + 4 * canon.flows.len() + (PRIORITIES + 1) * canon.ports.len()
     }
 
     /// Writes `record` (`None`: the key is unrecordable) into `out`, of
@@ -72,6 +79,8 @@ impl Record {
             r.sent,
             r.delivered,
             r.pfc_pauses,
+            r.draws,
+            r.identity,
         ];
         for &(a, b) in &r.done {
             values.extend([a.as_ps(), b.as_ps()]);
@@ -92,7 +101,7 @@ impl Record {
             return None;
         }
         let (tasks, flows) = (canon.tasks.len(), canon.flows.len());
-        let mut rest = &values[6..];
+        let mut rest = &values[8..];
         let mut take = |n: usize| {
             let (head, tail) = rest.split_at(n);
             rest = tail;
@@ -127,6 +136,8 @@ impl Record {
             sent: values[3],
             delivered: values[4],
             pfc_pauses: values[5],
+            draws: values[6],
+            identity: values[7],
         })
     }
 }
@@ -236,12 +247,38 @@ impl Memo {
         })
     }
 
-    /// A random draw was taken on this shard; whether this is a sandbox,
-    /// which can then make no record and gives up.
-    pub(crate) fn draw(&mut self) -> bool {
+    /// A random draw (RED between its thresholds) was taken on this shard.
+    pub(crate) fn draw(&mut self) {
         self.draws += 1;
-        self.recording.is_some()
     }
+}
+
+impl Record {
+    /// Whether replaying the record for `canon`'s domain is exact: it took
+    /// no random draw, or it simulated a domain of the same identity.
+    fn fits(&self, fabric: &super::Fabric, canon: &Canon) -> bool {
+        self.draws == 0 || self.identity == identity(fabric, canon)
+    }
+}
+
+/// What RED's draws in `canon`'s domain are a function of besides its key
+/// (`switch::red_draw`): its labelled ports' nodes and numbers, and its
+/// flows' hosts and source ports, hashed.
+fn identity(fabric: &super::Fabric, canon: &Canon) -> u64 {
+    let mut h = 0u64;
+    let mut mix = |v: u64| {
+        let mut s = h ^ v;
+        h = netsim_engine::splitmix64(&mut s);
+    };
+    for &(node, port) in &canon.ports {
+        mix(u64::from(node) << 16 | u64::from(port));
+    }
+    for &f in &canon.flows {
+        let spec = fabric.workload.flows[f as usize];
+        mix(u64::from(spec.src) << 32 | u64::from(spec.dst));
+        mix(u64::from(fabric.source_port(f)));
+    }
+    h
 }
 
 /// Encodes an optional time as `t + 1` (0: none) for `all_max`.
@@ -310,7 +347,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         s.port = port;
         s.line_rate_bps = self.ports[gport].rate_bps;
         s.ideal_fct = super::ideal_fct(self.fabric, &s.spec, port).0;
-        s.path_hash = super::five_tuple_hash(flow, src, dst);
+        s.path_hash = super::five_tuple_hash(self.fabric.source_port(flow), src, dst);
         ctx.schedule_self(
             r.source_after,
             NetEvent::MemoEnd {

@@ -14,7 +14,7 @@ impl<S: TelemetrySink> Network<'_, S> {
     /// host ports' round-robin pointers at `round_robin` (+ 1, as agreed)
     /// and task `k` free to start once `ready[k]` (what it waits for
     /// outside the domain is met then), and returns its record; `None` when
-    /// it is not exact (a flow did not finish, or a random draw was taken).
+    /// a flow did not finish.
     pub(super) fn memo_sandbox(
         &mut self,
         canon: &Canon,
@@ -29,6 +29,9 @@ impl<S: TelemetrySink> Network<'_, S> {
             self.fabric.config.clone(),
             self.fabric.seed,
         );
+        // Its workload has no collectives: the connections' source ports
+        // are the run's.
+        sandbox.source_ports = self.fabric.source_ports.clone();
         // Jumps as the run's: the sandbox keeps absolute time, so its check
         // instants are the run's and a steady stretch of the domain alone
         // is jumped as `--fast-forward on` would jump it (the DP ring steps'
@@ -73,7 +76,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         // Only this shard runs it; a sandbox that makes no record handled
         // its events all the same.
         self.stats.memo_sandbox_events += report.handled_events;
-        if r.outstanding != 0 || memo.draws != 0 {
+        if r.outstanding != 0 {
             return None;
         }
         let at = |x: u64| SimTime(x - 1);
@@ -123,6 +126,8 @@ impl<S: TelemetrySink> Network<'_, S> {
                         .round_robin
                 })
                 .collect(),
+            draws: memo.draws,
+            identity: super::identity(self.fabric, canon),
             events: report.handled_events,
             sent: net.stats.sent_payload_bytes,
             delivered: net.stats.delivered_payload_bytes,

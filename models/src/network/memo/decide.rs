@@ -203,6 +203,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         // gets no sandbox; its domain may grow as one the guard refused.
         let dag = self.memo_dag_view(all_max)?;
         let m = self.memo.as_ref().expect("memo on");
+        let mut guard = key::Guard::new(fabric, &dag, &m.completions, now);
         let mut refused = Vec::new();
         let mut new_keys: HashSet<Vec<u64>> = HashSet::new();
         to_make.retain(|(i, _, _)| {
@@ -218,7 +219,7 @@ impl<S: TelemetrySink> Network<'_, S> {
                 .unwrap_or(SimTime::ZERO);
             let until = canon.t0 + least;
             let held = m.held(canon, until);
-            let b = key::earliest_touching(fabric, canon, &dag, &m.completions, None, now, until);
+            let b = guard.earliest_touching(fabric, canon, None, now, until);
             if held || b < until {
                 if !held {
                     refused.push(fabric.workload.tasks[canon.tasks[0] as usize].collective);
@@ -289,15 +290,7 @@ impl<S: TelemetrySink> Network<'_, S> {
                     .iter()
                     .map(|&(a, b)| (canon.t0 + a, canon.t0 + b))
                     .collect();
-                key::earliest_touching(
-                    fabric,
-                    canon,
-                    &dag,
-                    &m.completions,
-                    Some(&own),
-                    now,
-                    canon.t0 + record.span,
-                )
+                guard.earliest_touching(fabric, canon, Some(&own), now, canon.t0 + record.span)
             })
             .collect();
         for ((canon, fresh), b) in ready.into_iter().zip(bound) {

@@ -26,7 +26,12 @@ impl<S: TelemetrySink> Network<'_, S> {
             // records.
             return Ok(());
         }
-        m.completions.retain(|_, &mut (a, b)| a.max(b) >= now);
+        let completing = &mut m.completing;
+        m.completions.retain(|&t, &mut (a, b)| {
+            let keep = a.max(b) >= now;
+            completing[t as usize] = keep;
+            keep
+        });
         m.held.retain(|h| h.until > now);
         let mut grow = Vec::new();
         while self.memo_round(now, all_max, &mut grow)? {}
@@ -393,8 +398,12 @@ impl<S: TelemetrySink> Network<'_, S> {
         for (&t, &end) in &m.pending_computes {
             dag.ends(t, end);
         }
+        let mut local = vec![false; self.fabric.topo.node_count() as usize];
+        for &n in &self.nodes {
+            local[n.0 as usize] = true;
+        }
         for (t, task) in workload.tasks.iter().enumerate() {
-            if self.nodes.binary_search(&NodeId(task.host)).is_ok() {
+            if local[task.host as usize] {
                 dag.remaining(t as u32, self.dag.remaining(t as u32));
             }
         }
@@ -438,7 +447,7 @@ impl<S: TelemetrySink> Network<'_, S> {
                 // A replayed task's completions come from its record.
                 if t.host != host
                     || self.nodes.binary_search(&NodeId(host)).is_err()
-                    || m.completions.contains_key(&d)
+                    || m.completing[d as usize]
                 {
                     continue;
                 }

@@ -184,6 +184,8 @@ pub(crate) struct Memo {
     /// source and destination (or host) see them complete. The same on
     /// every shard; an entry leaves at the first check after both.
     completions: HashMap<u32, (SimTime, SimTime)>,
+    /// Per task: in `completions` (what the decisions test per dependent).
+    completing: Vec<bool>,
     /// Replayed domains' resources, from their first start until their
     /// network is quiet: they send nothing, so neither the quiet check nor
     /// the guard sees them; a replay overlapping one on a resource is
@@ -208,6 +210,7 @@ impl Memo {
             replay: HashMap::new(),
             replaying: HashSet::new(),
             completions: HashMap::new(),
+            completing: vec![false; fabric.workload.tasks.len()],
             held: Vec::new(),
             pending_flows: HashMap::new(),
             pending_computes: HashMap::new(),
@@ -441,6 +444,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             let (src_done, dst_done) = record.done[k];
             m.completions
                 .insert(t, (canon.t0 + src_done, canon.t0 + dst_done));
+            m.completing[t as usize] = true;
         }
         // The ports' byte counters and the run's totals move as the
         // sandbox moved them; the totals are counted once, by the shard of

@@ -11,6 +11,18 @@ use crate::workload::TaskKind;
 use hashbrown::{HashMap, HashSet};
 use netsim_engine::{Aborted, AllMax, NodeId, SimTime};
 
+/// What the rounds of one check share until one of them replays a domain
+/// (whose completions the prediction and the guard then follow): the
+/// prediction, the agreed DAG view (unchanged within a check: a replay
+/// starts nothing before the next event) and the guard's walks built on it.
+#[derive(Default)]
+struct Shared {
+    #[allow(clippy::type_complexity)]
+    predicted: Option<(HashMap<u32, SimTime>, HashMap<u32, (u32, SimTime)>)>,
+    dag: Option<key::DagView>,
+    guard: Option<key::Guard>,
+}
+
 impl<S: TelemetrySink> Network<'_, S> {
     /// The memo's step at check instant `now` (DESIGN.md §3c): splits the
     /// collectives about to start into contention domains and replays
@@ -34,7 +46,8 @@ impl<S: TelemetrySink> Network<'_, S> {
         });
         m.held.retain(|h| h.until > now);
         let mut grow = Vec::new();
-        while self.memo_round(now, all_max, &mut grow)? {}
+        let mut shared = Shared::default();
+        while self.memo_round(now, all_max, &mut grow, &mut shared)? {}
         Ok(())
     }
 
@@ -47,11 +60,15 @@ impl<S: TelemetrySink> Network<'_, S> {
         now: SimTime,
         all_max: AllMax<'_>,
         grow: &mut Vec<u32>,
+        shared: &mut Shared,
     ) -> Result<bool, Aborted> {
-        let m = self.memo.as_ref().expect("memo on");
         let fabric = self.fabric;
         // Round 1: entry flows' starts this shard can foresee, agreed.
-        let (predicted, chains) = self.memo_predict(now);
+        if shared.predicted.is_none() {
+            shared.predicted = Some(self.memo_predict(now));
+        }
+        let m = self.memo.as_ref().expect("memo on");
+        let (predicted, chains) = shared.predicted.as_ref().expect("just made");
         let mut entries = vec![0u64; m.plan.entries.len()];
         for (e, slot) in entries.iter_mut().enumerate() {
             if let Some(&t) = predicted.get(&m.plan.entries[e]) {
@@ -206,9 +223,18 @@ impl<S: TelemetrySink> Network<'_, S> {
         // whose replay the guard or a held resource would refuse even at
         // the least span its flows allow (each its payload at line rate)
         // gets no sandbox; its domain may grow as one the guard refused.
-        let dag = self.memo_dag_view(all_max)?;
+        if shared.dag.is_none() {
+            shared.dag = Some(self.memo_dag_view(all_max)?);
+        }
         let m = self.memo.as_ref().expect("memo on");
-        let mut guard = key::Guard::new(fabric, &dag, &m.completions, now);
+        let guard = shared.guard.get_or_insert_with(|| {
+            key::Guard::new(
+                fabric,
+                shared.dag.as_ref().expect("just made"),
+                &m.completions,
+                now,
+            )
+        });
         let mut refused = Vec::new();
         let mut new_keys: HashSet<Vec<u64>> = HashSet::new();
         to_make.retain(|(i, _, _)| {
@@ -316,6 +342,10 @@ impl<S: TelemetrySink> Network<'_, S> {
                     until,
                 });
                 self.memo_replay(canon, fresh);
+                // Its completions change what the next round foresees and
+                // the guard follows.
+                shared.predicted = None;
+                shared.guard = None;
                 again = true;
             } else if !grow.contains(&first) {
                 grow.push(first);
@@ -445,9 +475,9 @@ impl<S: TelemetrySink> Network<'_, S> {
             for &d in workload.dependents(task) {
                 let t = workload.tasks[d as usize];
                 // A replayed task's completions come from its record.
-                if t.host != host
+                if m.completing[d as usize]
+                    || t.host != host
                     || self.nodes.binary_search(&NodeId(host)).is_err()
-                    || m.completing[d as usize]
                 {
                     continue;
                 }

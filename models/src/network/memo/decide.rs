@@ -20,7 +20,8 @@ struct Shared {
     #[allow(clippy::type_complexity)]
     predicted: Option<(HashMap<u32, SimTime>, HashMap<u32, (u32, SimTime)>)>,
     dag: Option<key::DagView>,
-    guard: Option<key::Guard>,
+    /// The guard's walks, and whether they are prepared for this round.
+    guard: Option<(bool, key::Guard)>,
 }
 
 impl<S: TelemetrySink> Network<'_, S> {
@@ -44,11 +45,26 @@ impl<S: TelemetrySink> Network<'_, S> {
             completing[t as usize] = keep;
             keep
         });
+        m.exits.retain(|&t| m.completing[t as usize]);
         m.held.retain(|h| h.until > now);
         let mut grow = Vec::new();
-        let mut shared = Shared::default();
-        while self.memo_round(now, all_max, &mut grow, &mut shared)? {}
-        Ok(())
+        let mut shared = Shared {
+            guard: m.guard.take().map(|g| (false, g)),
+            ..Shared::default()
+        };
+        let mut result = Ok(());
+        loop {
+            match self.memo_round(now, all_max, &mut grow, &mut shared) {
+                Ok(true) => {}
+                Ok(false) => break,
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            }
+        }
+        self.memo.as_mut().expect("memo on").guard = shared.guard.map(|(_, g)| g);
+        result
     }
 
     /// One round of [`Network::memo_agree`]; whether to go on (the same on
@@ -227,14 +243,20 @@ impl<S: TelemetrySink> Network<'_, S> {
             shared.dag = Some(self.memo_dag_view(all_max)?);
         }
         let m = self.memo.as_ref().expect("memo on");
-        let guard = shared.guard.get_or_insert_with(|| {
-            key::Guard::new(
+        let (prepared, guard) = shared
+            .guard
+            .get_or_insert_with(|| (false, key::Guard::new(fabric.workload.tasks.len())));
+        if !*prepared {
+            guard.prepare(
                 fabric,
                 shared.dag.as_ref().expect("just made"),
                 &m.completions,
+                &m.completing,
+                &m.exits,
                 now,
-            )
-        });
+            );
+            *prepared = true;
+        }
         let mut refused = Vec::new();
         let mut new_keys: HashSet<Vec<u64>> = HashSet::new();
         to_make.retain(|(i, _, _)| {
@@ -345,7 +367,9 @@ impl<S: TelemetrySink> Network<'_, S> {
                 // Its completions change what the next round foresees and
                 // the guard follows.
                 shared.predicted = None;
-                shared.guard = None;
+                if let Some((prepared, _)) = &mut shared.guard {
+                    *prepared = false;
+                }
                 again = true;
             } else if !grow.contains(&first) {
                 grow.push(first);
@@ -461,7 +485,8 @@ impl<S: TelemetrySink> Network<'_, S> {
             .collect();
         // Completions before `now` were seen already (every event before
         // the check instant is handled): their hosts no longer wait for them.
-        for (&t, &(src_done, dst_done)) in &m.completions {
+        for &t in &m.exits {
+            let (src_done, dst_done) = m.completions[&t];
             if src_done >= now {
                 work.push((t, key::source(workload, t), src_done));
             }

@@ -491,6 +491,7 @@ impl DagView {
 /// every walk of the round starts from, computed once from the agreed DAG
 /// view and the replayed tasks' completions, and scratch reused by each
 /// walk, so a walk costs what it visits, not the whole workload.
+#[derive(Debug)]
 pub(super) struct Guard {
     /// Per task, the dependencies its host still waits for (agreed).
     remaining: Vec<u32>,
@@ -515,61 +516,79 @@ pub(super) struct Guard {
 }
 
 impl Guard {
-    /// The round's walks from the agreed view `dag` at check instant
-    /// `now`, given the completions of replayed tasks.
-    pub(super) fn new(
-        fabric: &Fabric,
-        dag: &DagView,
-        replayed: &HashMap<u32, (SimTime, SimTime)>,
-        now: SimTime,
-    ) -> Guard {
-        let workload = &fabric.workload;
-        let n = dag.tasks();
-        let mut g = Guard {
-            remaining: dag.values[2 * n..].iter().map(|&r| r as u32).collect(),
+    /// Empty walks for a workload of `tasks` tasks, to [`Guard::prepare`].
+    pub(super) fn new(tasks: usize) -> Guard {
+        Guard {
+            remaining: vec![0; tasks],
             starts: Vec::new(),
-            base: vec![(0, SimTime::ZERO); n],
+            base: vec![(0, SimTime::ZERO); tasks],
             base_ready: Vec::new(),
-            replayed: vec![false; n],
+            replayed: vec![false; tasks],
             walk: 0,
-            mark: vec![0; n],
-            reached: vec![(0, SimTime::ZERO); n],
-            seen: vec![0; n],
+            mark: vec![0; tasks],
+            reached: vec![(0, SimTime::ZERO); tasks],
+            seen: vec![0; tasks],
             heap: BinaryHeap::new(),
             scratch: Vec::new(),
-        };
+        }
+    }
+
+    /// Prepares the walks of a round from the agreed view `dag` at check
+    /// instant `now`, given the replayed tasks' completions
+    /// (`completions`; `replayed`: per task, among them; `exits`: those
+    /// of them with a dependent not among them when replayed, the only
+    /// ones whose completions a walk can follow).
+    pub(super) fn prepare(
+        &mut self,
+        fabric: &Fabric,
+        dag: &DagView,
+        completions: &HashMap<u32, (SimTime, SimTime)>,
+        replayed: &[bool],
+        exits: &[u32],
+        now: SimTime,
+    ) {
+        let workload = &fabric.workload;
+        let n = dag.tasks();
+        for (r, &v) in self.remaining.iter_mut().zip(&dag.values[2 * n..]) {
+            *r = u32::try_from(v).expect("a task's dependencies fit u32");
+        }
+        self.starts.clear();
+        self.base.fill((0, SimTime::ZERO));
+        self.base_ready.clear();
+        self.replayed.copy_from_slice(replayed);
         // The same reaches in the same order as every walk would make them
         // itself: compute ends in task order, then replayed completions in
         // task order (a task is ready when the count first equals its
-        // missing dependencies, at the latest so far).
+        // missing dependencies, at the latest so far). A replayed task's
+        // dependents that are replayed too are never followed: their
+        // counts do not matter.
         for t in 0..n {
             if dag.values[t] != 0 {
-                g.starts.push((SimTime(u64::MAX - dag.values[t]), t as u32));
+                self.starts
+                    .push((SimTime(u64::MAX - dag.values[t]), t as u32));
             }
             if dag.values[n + t] != 0 {
                 let end = SimTime(u64::MAX - dag.values[n + t]);
                 for &d in workload.dependents(t as u32) {
-                    g.reach_base(workload, d, end);
+                    self.reach_base(workload, d, end);
                 }
             }
         }
-        let mut order: Vec<(u32, (SimTime, SimTime))> =
-            replayed.iter().map(|(&t, &d)| (t, d)).collect();
+        let mut order = exits.to_vec();
         order.sort_unstable();
-        for (t, done) in order {
-            g.replayed[t as usize] = true;
+        for t in order {
+            let done = completions[&t];
             let source = self::source(workload, t);
             for &d in workload.dependents(t) {
                 let seen = seen_by(workload, d, source, done);
                 // Before `now`, its host has seen it: it no longer waits.
                 if seen >= now {
-                    g.reach_base(workload, d, seen);
+                    self.reach_base(workload, d, seen);
                 }
             }
         }
-        g.starts.sort_unstable();
-        g.base_ready.sort_unstable();
-        g
+        self.starts.sort_unstable();
+        self.base_ready.sort_unstable();
     }
 
     fn reach_base(&mut self, workload: &Workload, d: u32, at: SimTime) {
@@ -632,7 +651,7 @@ impl Guard {
         horizon: SimTime,
     ) -> SimTime {
         let workload = &fabric.workload;
-        self.walk += 1;
+        self.walk = self.walk.checked_add(1).expect("fewer than 2^32 walks");
         let walk = self.walk;
         let mut heap = std::mem::take(&mut self.heap);
         heap.clear();

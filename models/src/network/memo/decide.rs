@@ -13,13 +13,17 @@ use netsim_engine::{Aborted, AllMax, NodeId, SimTime};
 
 /// What the rounds of one check share until one of them replays a domain
 /// (whose completions the prediction and the guard then follow): the
-/// prediction, the agreed DAG view (unchanged within a check: a replay
-/// starts nothing before the next event) and the guard's walks built on it.
+/// prediction, the agreed DAG view and this shard's active resources
+/// (unchanged within a check: a replay starts nothing before the next
+/// event) and the guard's walks built on them.
 #[derive(Default)]
 struct Shared {
     #[allow(clippy::type_complexity)]
     predicted: Option<(HashMap<u32, SimTime>, HashMap<u32, (u32, SimTime)>)>,
     dag: Option<key::DagView>,
+    /// The resources of the flows this shard sends (unchanged within a
+    /// check, like the DAG view).
+    active: Option<Vec<key::Resource>>,
     /// The guard's walks, and whether they are prepared for this round.
     guard: Option<(bool, key::Guard)>,
 }
@@ -45,7 +49,18 @@ impl<S: TelemetrySink> Network<'_, S> {
             completing[t as usize] = keep;
             keep
         });
-        m.exits.retain(|&t| m.completing[t as usize]);
+        // A task stays an exit while a dependent of it is not replayed: one
+        // replayed since has its own completions, and one that left them
+        // is complete, so its host waits for nothing.
+        let workload = &self.fabric.workload;
+        let completing = &m.completing;
+        m.exits.retain(|&t| {
+            completing[t as usize]
+                && workload
+                    .dependents(t)
+                    .iter()
+                    .any(|&d| !completing[d as usize])
+        });
         m.held.retain(|h| h.until > now);
         let mut grow = Vec::new();
         let mut shared = Shared {
@@ -153,12 +168,15 @@ impl<S: TelemetrySink> Network<'_, S> {
         // round-robin state; per task on this shard's hosts, when its
         // dependencies outside the domain are met (offset + 1 from the
         // domain's first start, 1 if already; 0: not foreseeable).
-        let active = self.memo_active_resources();
+        if shared.active.is_none() {
+            shared.active = Some(self.memo_active_resources());
+        }
+        let active = shared.active.as_ref().expect("just made");
         let mut agreed = Vec::new();
         let mut base = Vec::with_capacity(canons.len());
         for canon in &canons {
             base.push(agreed.len());
-            agreed.push(u64::from(self.memo_busy(now, canon, &active)));
+            agreed.push(u64::from(self.memo_busy(now, canon, active)));
             for &(node, port) in &canon.ports {
                 agreed.push(match self.nodes.binary_search(&NodeId(node)) {
                     Ok(local) => {

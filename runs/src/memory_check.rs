@@ -116,7 +116,9 @@ impl RunBytes {
 
 /// What memoization adds per shard, 0 when it is off: the guard's agreed
 /// view of the DAG (three 8-byte values per task), the plan (a collective's
-/// task list and a count of dependencies inside it, 8 B per task), and a
+/// task list and a count of dependencies inside it, 8 B per task), the
+/// guard's walks and the replayed-task flags kept between checks (46 B per
+/// task: `memo/key.rs`'s `Guard`, `Memo::completing`), and a
 /// sandbox at a time, which holds a copy of the workload's flows with a
 /// sender each, of the topology and its routing tables, and its fabric's
 /// `ports`.
@@ -134,7 +136,7 @@ fn memo_bytes(
     let flows = workload.flows.len() as u64;
     let flow_bytes = std::mem::size_of::<FlowSpec>() as u64;
     tasks
-        .saturating_mul(24 + 8)
+        .saturating_mul(24 + 8 + 46)
         .saturating_add(flows.saturating_mul(flow_bytes + netsim_models::network::BYTES_PER_SENDER))
         .saturating_add(topology_bytes(topo))
         .saturating_add(routing_bytes)
@@ -237,7 +239,7 @@ mod tests {
         let rank = RunBytes::of(Fidelity::Packet, &config, &topo, 0, &w, 2, 4);
         assert_eq!((rank.flows, rank.dag), (sender + 12, 4 * 3));
         assert_eq!(rank.memo, 0);
-        // Memoization, per shard: 32 B per task, a sandbox's flows with a
+        // Memoization, per shard: 78 B per task, a sandbox's flows with a
         // sender each and its ports.
         let mut memo = config.clone();
         memo.fast_forward = Some(FastForward {
@@ -248,7 +250,7 @@ mod tests {
         let flow_bytes = std::mem::size_of_val(&w.flows[0]) as u64;
         assert_eq!(
             packet.memo,
-            4 * (3 * 32 + 2 * (flow_bytes + sender) + topology_bytes(&topo) + 1000 + ports)
+            4 * (3 * 78 + 2 * (flow_bytes + sender) + topology_bytes(&topo) + 1000 + ports)
         );
         assert_eq!(
             packet.total(),

@@ -11,6 +11,23 @@ use crate::workload::TaskKind;
 use hashbrown::{HashMap, HashSet};
 use netsim_engine::{Aborted, AllMax, NodeId, SimTime};
 
+/// What the rounds of one check share until one of them replays a domain
+/// (whose completions the prediction and the guard then follow): the
+/// prediction, the agreed DAG view and this shard's active resources
+/// (unchanged within a check: a replay starts nothing before the next
+/// event) and the guard's walks built on them.
+#[derive(Default)]
+struct Shared {
+    #[allow(clippy::type_complexity)]
+    predicted: Option<(HashMap<u32, SimTime>, HashMap<u32, (u32, SimTime)>)>,
+    dag: Option<key::DagView>,
+    /// The resources of the flows this shard sends (unchanged within a
+    /// check, like the DAG view).
+    active: Option<Vec<key::Resource>>,
+    /// The guard's walks, and whether they are prepared for this round.
+    guard: Option<(bool, key::Guard)>,
+}
+
 impl<S: TelemetrySink> Network<'_, S> {
     /// The memo's step at check instant `now` (DESIGN.md §3c): splits the
     /// collectives about to start into contention domains and replays
@@ -26,11 +43,43 @@ impl<S: TelemetrySink> Network<'_, S> {
             // records.
             return Ok(());
         }
-        m.completions.retain(|_, &mut (a, b)| a.max(b) >= now);
+        let completing = &mut m.completing;
+        m.completions.retain(|&t, &mut (a, b)| {
+            let keep = a.max(b) >= now;
+            completing[t as usize] = keep;
+            keep
+        });
+        // A task stays an exit while a dependent of it is not replayed: one
+        // replayed since has its own completions, and one that left them
+        // is complete, so its host waits for nothing.
+        let workload = &self.fabric.workload;
+        let completing = &m.completing;
+        m.exits.retain(|&t| {
+            completing[t as usize]
+                && workload
+                    .dependents(t)
+                    .iter()
+                    .any(|&d| !completing[d as usize])
+        });
         m.held.retain(|h| h.until > now);
         let mut grow = Vec::new();
-        while self.memo_round(now, all_max, &mut grow)? {}
-        Ok(())
+        let mut shared = Shared {
+            guard: m.guard.take().map(|g| (false, g)),
+            ..Shared::default()
+        };
+        let mut result = Ok(());
+        loop {
+            match self.memo_round(now, all_max, &mut grow, &mut shared) {
+                Ok(true) => {}
+                Ok(false) => break,
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            }
+        }
+        self.memo.as_mut().expect("memo on").guard = shared.guard.map(|(_, g)| g);
+        result
     }
 
     /// One round of [`Network::memo_agree`]; whether to go on (the same on
@@ -42,11 +91,15 @@ impl<S: TelemetrySink> Network<'_, S> {
         now: SimTime,
         all_max: AllMax<'_>,
         grow: &mut Vec<u32>,
+        shared: &mut Shared,
     ) -> Result<bool, Aborted> {
-        let m = self.memo.as_ref().expect("memo on");
         let fabric = self.fabric;
         // Round 1: entry flows' starts this shard can foresee, agreed.
-        let (predicted, chains) = self.memo_predict(now);
+        if shared.predicted.is_none() {
+            shared.predicted = Some(self.memo_predict(now));
+        }
+        let m = self.memo.as_ref().expect("memo on");
+        let (predicted, chains) = shared.predicted.as_ref().expect("just made");
         let mut entries = vec![0u64; m.plan.entries.len()];
         for (e, slot) in entries.iter_mut().enumerate() {
             if let Some(&t) = predicted.get(&m.plan.entries[e]) {
@@ -115,12 +168,15 @@ impl<S: TelemetrySink> Network<'_, S> {
         // round-robin state; per task on this shard's hosts, when its
         // dependencies outside the domain are met (offset + 1 from the
         // domain's first start, 1 if already; 0: not foreseeable).
-        let active = self.memo_active_resources();
+        if shared.active.is_none() {
+            shared.active = Some(self.memo_active_resources());
+        }
+        let active = shared.active.as_ref().expect("just made");
         let mut agreed = Vec::new();
         let mut base = Vec::with_capacity(canons.len());
         for canon in &canons {
             base.push(agreed.len());
-            agreed.push(u64::from(self.memo_busy(now, canon, &active)));
+            agreed.push(u64::from(self.memo_busy(now, canon, active)));
             for &(node, port) in &canon.ports {
                 agreed.push(match self.nodes.binary_search(&NodeId(node)) {
                     Ok(local) => {
@@ -201,8 +257,24 @@ impl<S: TelemetrySink> Network<'_, S> {
         // whose replay the guard or a held resource would refuse even at
         // the least span its flows allow (each its payload at line rate)
         // gets no sandbox; its domain may grow as one the guard refused.
-        let dag = self.memo_dag_view(all_max)?;
+        if shared.dag.is_none() {
+            shared.dag = Some(self.memo_dag_view(all_max)?);
+        }
         let m = self.memo.as_ref().expect("memo on");
+        let (prepared, guard) = shared
+            .guard
+            .get_or_insert_with(|| (false, key::Guard::new(fabric.workload.tasks.len())));
+        if !*prepared {
+            guard.prepare(
+                fabric,
+                shared.dag.as_ref().expect("just made"),
+                &m.completions,
+                &m.completing,
+                &m.exits,
+                now,
+            );
+            *prepared = true;
+        }
         let mut refused = Vec::new();
         let mut new_keys: HashSet<Vec<u64>> = HashSet::new();
         to_make.retain(|(i, _, _)| {
@@ -218,7 +290,7 @@ impl<S: TelemetrySink> Network<'_, S> {
                 .unwrap_or(SimTime::ZERO);
             let until = canon.t0 + least;
             let held = m.held(canon, until);
-            let b = key::earliest_touching(fabric, canon, &dag, &m.completions, None, now, until);
+            let b = guard.earliest_touching(fabric, canon, None, now, until);
             if held || b < until {
                 if !held {
                     refused.push(fabric.workload.tasks[canon.tasks[0] as usize].collective);
@@ -293,15 +365,7 @@ impl<S: TelemetrySink> Network<'_, S> {
                     .iter()
                     .map(|&(a, b)| (canon.t0 + a, canon.t0 + b))
                     .collect();
-                key::earliest_touching(
-                    fabric,
-                    canon,
-                    &dag,
-                    &m.completions,
-                    Some(&own),
-                    now,
-                    canon.t0 + record.span,
-                )
+                guard.earliest_touching(fabric, canon, Some(&own), now, canon.t0 + record.span)
             })
             .collect();
         for ((canon, fresh), b) in ready.into_iter().zip(bound) {
@@ -322,6 +386,12 @@ impl<S: TelemetrySink> Network<'_, S> {
                     until,
                 });
                 self.memo_replay(canon, fresh);
+                // Its completions change what the next round foresees and
+                // the guard follows.
+                shared.predicted = None;
+                if let Some((prepared, _)) = &mut shared.guard {
+                    *prepared = false;
+                }
                 again = true;
             } else if !grow.contains(&first) {
                 grow.push(first);
@@ -404,8 +474,12 @@ impl<S: TelemetrySink> Network<'_, S> {
         for (&t, &end) in &m.pending_computes {
             dag.ends(t, end);
         }
+        let mut local = vec![false; self.fabric.topo.node_count() as usize];
+        for &n in &self.nodes {
+            local[n.0 as usize] = true;
+        }
         for (t, task) in workload.tasks.iter().enumerate() {
-            if self.nodes.binary_search(&NodeId(task.host)).is_ok() {
+            if local[task.host as usize] {
                 dag.remaining(t as u32, self.dag.remaining(t as u32));
             }
         }
@@ -433,7 +507,8 @@ impl<S: TelemetrySink> Network<'_, S> {
             .collect();
         // Completions before `now` were seen already (every event before
         // the check instant is handled): their hosts no longer wait for them.
-        for (&t, &(src_done, dst_done)) in &m.completions {
+        for &t in &m.exits {
+            let (src_done, dst_done) = m.completions[&t];
             if src_done >= now {
                 work.push((t, key::source(workload, t), src_done));
             }
@@ -447,9 +522,9 @@ impl<S: TelemetrySink> Network<'_, S> {
             for &d in workload.dependents(task) {
                 let t = workload.tasks[d as usize];
                 // A replayed task's completions come from its record.
-                if t.host != host
+                if m.completing[d as usize]
+                    || t.host != host
                     || self.nodes.binary_search(&NodeId(host)).is_err()
-                    || m.completions.contains_key(&d)
                 {
                     continue;
                 }

@@ -195,6 +195,15 @@ pub(crate) struct Memo {
     /// source and destination (or host) see them complete. The same on
     /// every shard; an entry leaves at the first check after both.
     completions: HashMap<u32, (SimTime, SimTime)>,
+    /// Per task: in `completions` (what the decisions test per dependent).
+    completing: Vec<bool>,
+    /// The tasks of `completions` that had a dependent outside them when
+    /// replayed: the only ones whose completions the prediction and the
+    /// guard can follow (a replayed dependent has its own).
+    exits: Vec<u32>,
+    /// The guard's walks, kept between checks (vectors of one entry per
+    /// task, not reallocated).
+    guard: Option<key::Guard>,
     /// Replayed domains' resources, from their first start until their
     /// network is quiet: they send nothing, so neither the quiet check nor
     /// the guard sees them; a replay overlapping one on a resource is
@@ -219,6 +228,9 @@ impl Memo {
             replay: HashMap::new(),
             replaying: HashSet::new(),
             completions: HashMap::new(),
+            completing: vec![false; fabric.workload.tasks.len()],
+            exits: Vec::new(),
+            guard: None,
             held: Vec::new(),
             pending_flows: HashMap::new(),
             pending_computes: HashMap::new(),
@@ -478,7 +490,15 @@ impl<S: TelemetrySink> Network<'_, S> {
             let (src_done, dst_done) = record.done[k];
             m.completions
                 .insert(t, (canon.t0 + src_done, canon.t0 + dst_done));
+            m.completing[t as usize] = true;
         }
+        let workload = &self.fabric.workload;
+        m.exits.extend(canon.tasks.iter().copied().filter(|&t| {
+            workload
+                .dependents(t)
+                .iter()
+                .any(|&d| !m.completing[d as usize])
+        }));
         // The ports' byte counters and the run's totals move as the
         // sandbox moved them; the totals are counted once, by the shard of
         // the domain's first flow's source.

@@ -90,7 +90,7 @@ impl RunArgs {
         let topo = self
             .topology
             .generate(&self.topo)
-            .with_context(|| format!("--topo {}", self.topo))?;
+            .with_context(|| self.topology.size_context(&self.topo))?;
         let topo = self.workload.with_dpus(topo)?;
         let config = self.network.config()?;
         let faults = self.faults.faults(&topo)?;
@@ -112,7 +112,7 @@ impl RunArgs {
         // The work estimate follows ECMP at every switch, so it needs every switch's rows;
         // one process keeps them for the run, ranks then keep only their own.
         let full = Routing::build_within(&topo, None, memory_left_bytes())
-            .with_context(|| format!("--topo {}", self.topo))?;
+            .with_context(|| self.topology.size_context(&self.topo))?;
         // Beside the routing tables, before the estimate and the partition walk every flow.
         let run_bytes = RunBytes::of(
             self.fidelity,
@@ -124,7 +124,7 @@ impl RunArgs {
             self.shards(),
         );
         crate::memory_check::check_run_memory(&run_bytes, workload.flows.len())
-            .with_context(|| format!("--topo {}", self.topo))?;
+            .with_context(|| self.topology.size_context(&self.topo))?;
         // One shard has nothing to balance: no need to walk every flow.
         let partitioned = if partition_config.shards == 1 {
             partition(&topo, &partition_config)
@@ -164,7 +164,7 @@ impl RunArgs {
                 .map(|s| local.contains(&s.index()))
                 .collect();
             let routing = Routing::build_within(&topo, Some(&owned), memory_left_bytes())
-                .with_context(|| format!("--topo {}", self.topo))?;
+                .with_context(|| self.topology.size_context(&self.topo))?;
             (routing, Some(owned))
         };
         let fault_plan = self.faults.plan(&topo, faults, owned.as_deref())?;

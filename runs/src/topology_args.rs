@@ -321,6 +321,42 @@ impl TopologyArgs {
     }
 }
 
+impl TopologyArgs {
+    /// What a refusal of topology `kind`'s size names: the size flags that
+    /// were given, with their values, before `--topo kind` (`--h 255
+    /// (--topo dragonfly)`), so that the first flag named, the one a
+    /// scenario's error is located at, is a size the user chose; `--topo
+    /// kind` alone when its default size was taken.
+    pub fn size_context(&self, kind: &str) -> String {
+        let sizes = [
+            ("--k", self.k),
+            ("--tiers", self.tiers),
+            ("--oversub", self.oversub),
+            ("--planes", self.planes),
+            ("--hosts", self.hosts),
+            ("--p", self.p),
+            ("--a", self.a),
+            ("--h", self.h),
+            ("--groups", self.groups),
+            ("--gpus", self.gpus),
+            ("--gpus-per-server", self.gpus_per_server),
+            ("--nvswitches-per-server", self.nvswitches_per_server),
+            ("--gpus-per-asw", self.gpus_per_asw),
+            ("--psw", self.psw),
+            ("--asw-per-psw", self.asw_per_psw),
+        ];
+        let given: Vec<String> = sizes
+            .iter()
+            .filter_map(|&(flag, v)| v.map(|v| format!("{flag} {v}")))
+            .collect();
+        if given.is_empty() {
+            format!("--topo {kind}")
+        } else {
+            format!("{} (--topo {kind})", given.join(" "))
+        }
+    }
+}
+
 fn set<T>(slot: &mut T, value: Option<T>) {
     if let Some(v) = value {
         *slot = v;

@@ -375,6 +375,14 @@ fn scenario_value_errors_name_file_line_and_field() {
             "topo = \"star\"\n[network]\ndcqcn-g = 2.0\n",
             "s.toml:3: field `dcqcn-g`",
         ),
+        // A topology too large to route is blamed on the size that made it
+        // so, not on `topo` (the h = 255 case of the flag reproductions).
+        (
+            "topo = \"dragonfly\"\nworkload = \"barrier\"\nh = 255\nalgo = \"ina\"\n\
+             iterations = 4\nsample-ns = 0\n",
+            "s.toml:3: field `h`: --h 255 (--topo dragonfly): topology too large: its routing \
+             tables need",
+        ),
         // Syntax errors: one line, with the line.
         ("topo = \"fat-tree\"\n[topology\nk = 4\n", "s.toml:2: "),
         ("topo = \"fat-tree\"\nk = \"4\n", "s.toml:2: "),

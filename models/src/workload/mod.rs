@@ -15,7 +15,7 @@
 //!   spec.rs        what is asked for; build.rs  specs placed on hosts -> the DAG
 //!   groups.rs      who takes part (rank lists, TP/DP/PP/EP)
 //!   algorithms.rs  ring, double binary tree, halving-doubling, ... -> flows
-//!   offload.rs     switch profiles, aggregation trees, fallback decisions
+//!   offload/       switch profiles (profile.rs), aggregation trees (tree.rs), fallback decisions
 //!   file.rs        the TOML workload file; simai.rs  SimAI/AICB layer text
 //! ```
 

@@ -68,3 +68,55 @@ pub fn cell(column: &dyn Array, row: usize) -> String {
         other => panic!("no rendering for column type {other}"),
     }
 }
+
+/// One row of a table: column -> cell (as [`cell`] renders it).
+pub type Row = std::collections::BTreeMap<String, String>;
+
+/// Every row of the table in `dir`, sorted: its content whatever the
+/// shards that wrote its parts.
+pub fn rows(dir: &Path) -> Vec<Row> {
+    let mut rows = Vec::new();
+    for b in &batches(dir) {
+        let schema = b.schema();
+        for i in 0..b.num_rows() {
+            rows.push(
+                schema
+                    .fields()
+                    .iter()
+                    .zip(b.columns())
+                    .map(|(f, c)| (f.name().clone(), cell(c.as_ref(), i)))
+                    .collect::<Row>(),
+            );
+        }
+    }
+    rows.sort();
+    rows
+}
+
+/// The flows table of the run in `out`, by flow id: what simulating each
+/// flow gives (times, path, marks, counters), without the columns saying
+/// how much of it was skipped; equal for a replayed flow and a simulated one.
+pub fn flow_outcomes(out: &Path) -> Vec<Vec<String>> {
+    const COLUMNS: [&str; 14] = [
+        "flow_id",
+        "src",
+        "dst",
+        "size_bytes",
+        "start_ns",
+        "end_ns",
+        "fct_ns",
+        "ideal_fct_ns",
+        "ecmp_path",
+        "ecn_marked_pkts",
+        "cnps",
+        "retransmitted_pkts",
+        "finished",
+        "collective_id",
+    ];
+    let mut table: Vec<Vec<String>> = rows(&out.join("flows"))
+        .iter()
+        .map(|r| COLUMNS.iter().map(|c| r[*c].clone()).collect())
+        .collect();
+    table.sort_by_key(|r| r[0].parse::<u64>().unwrap());
+    table
+}

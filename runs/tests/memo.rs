@@ -11,31 +11,7 @@ use std::path::{Path, PathBuf};
 mod common;
 
 use common::run_json as summary;
-use common::tables::{batches, cell};
-
-/// One row of a table: column -> value as text.
-type Row = std::collections::BTreeMap<String, String>;
-
-/// Every row of a table's parts, sorted: the table's content whatever the
-/// shards that wrote its parts.
-fn read_rows(dir: &Path) -> Vec<Row> {
-    let mut rows = Vec::new();
-    for b in &batches(dir) {
-        let schema = b.schema();
-        for i in 0..b.num_rows() {
-            rows.push(
-                schema
-                    .fields()
-                    .iter()
-                    .zip(b.columns())
-                    .map(|(f, c)| (f.name().clone(), cell(c.as_ref(), i)))
-                    .collect::<Row>(),
-            );
-        }
-    }
-    rows.sort();
-    rows
-}
+use common::tables::{flow_outcomes as flows, rows as read_rows, Row};
 
 /// Four identical layers on 8 ranks: 20 us of compute, then a 1 MiB ring
 /// all-reduce over the 8 GPUs.
@@ -140,37 +116,6 @@ fn run_spectrum_x(dir: &Path, file: &str, out: &str, args: &[&str]) -> PathBuf {
         String::from_utf8_lossy(&output.stderr)
     );
     dir.join(out)
-}
-
-/// Per flow (by id): what simulating it gives, without the skip columns.
-fn flows(out: &Path) -> Vec<Vec<String>> {
-    let rows = read_rows(&out.join("flows"));
-    let mut table: Vec<Vec<String>> = rows
-        .iter()
-        .map(|r| {
-            [
-                "flow_id",
-                "src",
-                "dst",
-                "size_bytes",
-                "start_ns",
-                "end_ns",
-                "fct_ns",
-                "ideal_fct_ns",
-                "ecmp_path",
-                "ecn_marked_pkts",
-                "cnps",
-                "retransmitted_pkts",
-                "finished",
-                "collective_id",
-            ]
-            .iter()
-            .map(|c| r[*c].to_string())
-            .collect()
-        })
-        .collect();
-    table.sort_by_key(|r| r[0].parse::<u64>().unwrap());
-    table
 }
 
 fn memo_counts(s: &serde_json::Value) -> (u64, u64) {

@@ -3,6 +3,7 @@
 //! sandbox to make their record, and which are replayed. Every value a
 //! decision reads is agreed through `all_max`, so every shard decides alike.
 
+use super::guard;
 use super::key::{self, Canon};
 use super::{some, Held, Record};
 use crate::network::Network;
@@ -20,12 +21,12 @@ use netsim_engine::{Aborted, AllMax, NodeId, SimTime};
 struct Shared {
     #[allow(clippy::type_complexity)]
     predicted: Option<(HashMap<u32, SimTime>, HashMap<u32, (u32, SimTime)>)>,
-    dag: Option<key::DagView>,
+    dag: Option<guard::DagView>,
     /// The resources of the flows this shard sends (unchanged within a
     /// check, like the DAG view).
     active: Option<Vec<key::Resource>>,
     /// The guard's walks, and whether they are prepared for this round.
-    guard: Option<(bool, key::Guard)>,
+    guard: Option<(bool, guard::Guard)>,
 }
 
 impl<S: TelemetrySink> Network<'_, S> {
@@ -263,7 +264,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         let m = self.memo.as_ref().expect("memo on");
         let (prepared, guard) = shared
             .guard
-            .get_or_insert_with(|| (false, key::Guard::new(fabric.workload.tasks.len())));
+            .get_or_insert_with(|| (false, guard::Guard::new(fabric.workload.tasks.len())));
         if !*prepared {
             guard.prepare(
                 fabric,
@@ -285,7 +286,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             let least = canon
                 .flows
                 .iter()
-                .map(|&f| key::least_fct(fabric, f))
+                .map(|&f| guard::least_fct(fabric, f))
                 .max()
                 .unwrap_or(SimTime::ZERO);
             let until = canon.t0 + least;
@@ -449,14 +450,14 @@ impl<S: TelemetrySink> Network<'_, S> {
         })
     }
 
-    /// The DAG state the guard follows (see [`key::DagView`]): this
+    /// The DAG state the guard follows (see [`guard::DagView`]): this
     /// shard's flow starts scheduled, flows sending (not replayed: they
     /// send nothing), compute tasks that will end, and its hosts' tasks'
     /// missing dependencies; agreed.
-    fn memo_dag_view(&self, all_max: AllMax<'_>) -> Result<key::DagView, Aborted> {
+    fn memo_dag_view(&self, all_max: AllMax<'_>) -> Result<guard::DagView, Aborted> {
         let m = self.memo.as_ref().expect("memo on");
         let workload = &self.fabric.workload;
-        let mut dag = key::DagView::new(workload.tasks.len());
+        let mut dag = guard::DagView::new(workload.tasks.len());
         for (&f, &at) in &m.pending_flows {
             dag.starts(workload.flow_task(f), at);
         }

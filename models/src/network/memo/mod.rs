@@ -15,6 +15,7 @@
 //! shard, so runs stay byte-identical for 1 to N shards.
 
 mod decide;
+mod guard;
 mod key;
 mod sandbox;
 
@@ -203,7 +204,7 @@ pub(crate) struct Memo {
     exits: Vec<u32>,
     /// The guard's walks, kept between checks (vectors of one entry per
     /// task, not reallocated).
-    guard: Option<key::Guard>,
+    guard: Option<guard::Guard>,
     /// Replayed domains' resources, from their first start until their
     /// network is quiet: they send nothing, so neither the quiet check nor
     /// the guard sees them; a replay overlapping one on a resource is

@@ -93,7 +93,7 @@ fn run_workload(dir: &Path, file: &str, out: &str, memo: &str, extra: &[&str]) -
 /// the output directory.
 fn run_spectrum_x(dir: &Path, file: &str, out: &str, args: &[&str]) -> PathBuf {
     let workload = dir.join(file);
-    let mut all = vec![
+    let base = [
         "run",
         "--topo",
         "spectrum-x",
@@ -101,21 +101,8 @@ fn run_spectrum_x(dir: &Path, file: &str, out: &str, args: &[&str]) -> PathBuf {
         "16",
         "--workload",
         workload.to_str().unwrap(),
-        "--quiet",
-        "--out",
-        out,
     ];
-    all.extend_from_slice(args);
-    let args = all;
-    let output = common::netsim_command(dir, &args, &[])
-        .output()
-        .expect("netsim runs");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    dir.join(out)
+    common::run_out(dir, &[&base[..], args].concat(), out)
 }
 
 fn memo_counts(s: &serde_json::Value) -> (u64, u64) {
@@ -421,7 +408,7 @@ fn run_experts(dir: &Path, out: &str, args: &[&str]) -> PathBuf {
         "{{name = \"ep\", workload = \"{}\", hosts = \"0,9\"}}",
         dir.join("experts.txt").display()
     );
-    let mut all = vec![
+    let base = [
         "run",
         "--topo",
         "spectrum-x",
@@ -431,20 +418,8 @@ fn run_experts(dir: &Path, out: &str, args: &[&str]) -> PathBuf {
         &job,
         "--threads",
         "1",
-        "--quiet",
-        "--out",
-        out,
     ];
-    all.extend_from_slice(args);
-    let output = common::netsim_command(dir, &all, &[])
-        .output()
-        .expect("netsim runs");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    dir.join(out)
+    common::run_out(dir, &[&base[..], args].concat(), out)
 }
 
 #[test]

@@ -150,15 +150,8 @@ fn run(dir: &Path, out: &str, memo: &str, threads: &str) -> PathBuf {
         memo,
         "--threads",
         threads,
-        "--quiet",
-        "--out",
-        out,
     ];
-    let output = common::netsim_command(dir, &args, &[])
-        .output()
-        .expect("netsim runs");
-    assert!(output.status.success(), "{}", common::stderr(&output));
-    dir.join(out)
+    common::run_out(dir, &args, out)
 }
 
 /// Two identical all-reduces on hosts 0 and 1 (`d1`, then `d2` after `gap_us`

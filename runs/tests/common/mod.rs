@@ -72,6 +72,17 @@ pub fn netsim_command(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Comman
     command
 }
 
+/// `netsim args --quiet --out out` in `dir`, which must succeed (else its
+/// stderr is the panic); returns the output directory.
+pub fn run_out(dir: &Path, args: &[&str], out: &str) -> PathBuf {
+    let args = [args, &["--quiet", "--out", out]].concat();
+    let output = netsim_command(dir, &args, &[])
+        .output()
+        .expect("netsim runs");
+    assert!(output.status.success(), "{}", stderr(&output));
+    dir.join(out)
+}
+
 #[cfg(unix)]
 fn limit_address_space(command: &mut Command, bytes: u64) {
     use std::os::unix::process::CommandExt;

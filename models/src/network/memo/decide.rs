@@ -19,8 +19,8 @@ use netsim_engine::{Aborted, AllMax, NodeId, SimTime};
 /// event) and the guard's walks built on them.
 #[derive(Default)]
 struct Shared {
-    #[allow(clippy::type_complexity)]
-    predicted: Option<(HashMap<u32, SimTime>, HashMap<u32, (u32, SimTime)>)>,
+    /// Whether the memo's prediction is this round's.
+    predicted: bool,
     dag: Option<guard::DagView>,
     /// The resources of the flows this shard sends (unchanged within a
     /// check, like the DAG view).
@@ -96,14 +96,18 @@ impl<S: TelemetrySink> Network<'_, S> {
     ) -> Result<bool, Aborted> {
         let fabric = self.fabric;
         // Round 1: entry flows' starts this shard can foresee, agreed.
-        if shared.predicted.is_none() {
-            shared.predicted = Some(self.memo_predict(now));
+        if !shared.predicted {
+            let m = self.memo.as_mut().expect("memo on");
+            let mut p = m.predict.take().expect("not predicting");
+            p.predict(fabric, m, &self.dag, &self.nodes, now);
+            m.predict = Some(p);
+            shared.predicted = true;
         }
         let m = self.memo.as_ref().expect("memo on");
-        let (predicted, chains) = shared.predicted.as_ref().expect("just made");
+        let predicted = m.predict.as_ref().expect("predicted");
         let mut entries = vec![0u64; m.plan.entries.len()];
-        for (e, slot) in entries.iter_mut().enumerate() {
-            if let Some(&t) = predicted.get(&m.plan.entries[e]) {
+        for (slot, &f) in entries.iter_mut().zip(&m.plan.entries) {
+            if let Some(t) = predicted.start(f) {
                 *slot = some(t);
             }
         }
@@ -193,10 +197,10 @@ impl<S: TelemetrySink> Network<'_, S> {
                     continue;
                 }
                 let outside = self.dag.remaining(t) - canon.inside[k];
-                agreed.push(match chains.get(&t) {
+                agreed.push(match predicted.chain(t) {
                     // An entry: its start is in the key already.
                     _ if canon.entry[k] || outside == 0 => 1,
-                    Some(&(n, ready)) if n == outside => some(ready.max(canon.t0) - canon.t0),
+                    Some((n, ready)) if n == outside => some(ready.max(canon.t0) - canon.t0),
                     _ => 0,
                 });
             }
@@ -389,7 +393,7 @@ impl<S: TelemetrySink> Network<'_, S> {
                 self.memo_replay(canon, fresh);
                 // Its completions change what the next round foresees and
                 // the guard follows.
-                shared.predicted = None;
+                shared.predicted = false;
                 if let Some((prepared, _)) = &mut shared.guard {
                     *prepared = false;
                 }
@@ -486,64 +490,5 @@ impl<S: TelemetrySink> Network<'_, S> {
         }
         all_max(&mut dag.values)?;
         Ok(dag)
-    }
-
-    /// Per flow, the start this shard foresees: a flow start scheduled, or
-    /// a flow whose every missing dependency is a compute task (or a chain
-    /// of them) that will end at a known time, or a replayed task, whose
-    /// completions are recorded.
-    /// Also gives, per task reached, how many of its missing dependencies
-    /// are such compute tasks and when the last of them ends.
-    #[allow(clippy::type_complexity)]
-    fn memo_predict(&self, now: SimTime) -> (HashMap<u32, SimTime>, HashMap<u32, (u32, SimTime)>) {
-        let m = self.memo.as_ref().expect("memo on");
-        let workload = &self.fabric.workload;
-        let mut out: HashMap<u32, SimTime> = m.pending_flows.clone();
-        let mut seen: HashMap<u32, (u32, SimTime)> = HashMap::new();
-        // (task, host that sees it complete, when).
-        let mut work: Vec<(u32, u32, SimTime)> = m
-            .pending_computes
-            .iter()
-            .map(|(&t, &at)| (t, workload.tasks[t as usize].host, at))
-            .collect();
-        // Completions before `now` were seen already (every event before
-        // the check instant is handled): their hosts no longer wait for them.
-        for &t in &m.exits {
-            let (src_done, dst_done) = m.completions[&t];
-            if src_done >= now {
-                work.push((t, key::source(workload, t), src_done));
-            }
-            if let TaskKind::Flow(f) = workload.kind(&workload.tasks[t as usize]) {
-                if dst_done >= now {
-                    work.push((t, workload.flows[f as usize].dst, dst_done));
-                }
-            }
-        }
-        while let Some((task, host, end)) = work.pop() {
-            for &d in workload.dependents(task) {
-                let t = workload.tasks[d as usize];
-                // A replayed task's completions come from its record.
-                if m.completing[d as usize]
-                    || t.host != host
-                    || self.nodes.binary_search(&NodeId(host)).is_err()
-                {
-                    continue;
-                }
-                let e = seen.entry(d).or_insert((0, SimTime::ZERO));
-                e.0 += 1;
-                e.1 = e.1.max(end);
-                if e.0 != self.dag.remaining(d) {
-                    continue;
-                }
-                let ready = e.1;
-                match workload.kind(&t) {
-                    TaskKind::Flow(f) => {
-                        out.insert(f, ready + workload.host_overhead);
-                    }
-                    TaskKind::Compute(duration) => work.push((d, t.host, ready + duration)),
-                }
-            }
-        }
-        (out, seen)
     }
 }

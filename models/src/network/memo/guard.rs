@@ -47,30 +47,53 @@ impl DagView {
     }
 }
 
+/// One task's entry in the guard's walks: what the round agreed and
+/// prepared for it, and the current walk's state (one cache line read per
+/// task reached, not six vectors).
+#[derive(Clone, Copy, Debug)]
+struct Slot {
+    /// The dependencies its host still waits for (agreed).
+    remaining: u32,
+    /// Replayed (its completions are known, it sends nothing).
+    replayed: bool,
+    /// `mark == walk` when `reached` holds this walk's count.
+    mark: u32,
+    /// `seen == walk` once pushed in this walk, or when it is the
+    /// domain's own (neither is followed).
+    seen: u32,
+    /// How many of its missing dependencies the compute ends and the
+    /// replayed tasks' completions reach, and the latest of them.
+    base: (u32, SimTime),
+    /// The same in the current walk.
+    reached: (u32, SimTime),
+    /// When it starts (a flow scheduled or sending) or is made ready by
+    /// `base`: its time in [`Guard::initial`]; `SimTime::MAX` if in none.
+    initial: SimTime,
+}
+
+const EMPTY: Slot = Slot {
+    remaining: 0,
+    replayed: false,
+    mark: 0,
+    seen: 0,
+    base: (0, SimTime::ZERO),
+    reached: (0, SimTime::ZERO),
+    initial: SimTime::MAX,
+};
+
 /// The guard's walks of one round (see [`Guard::earliest_touching`]): what
 /// every walk of the round starts from, computed once from the agreed DAG
 /// view and the replayed tasks' completions, and scratch reused by each
 /// walk, so a walk costs what it visits, not the whole workload.
 #[derive(Debug)]
 pub(super) struct Guard {
-    /// Per task, the dependencies its host still waits for (agreed).
-    remaining: Vec<u32>,
-    /// Tasks that start (flows scheduled or sending), by time.
-    starts: Vec<(SimTime, u32)>,
-    /// Per task, how many of its missing dependencies the compute ends and
-    /// the replayed tasks' completions reach, and the latest of them.
-    base: Vec<(u32, SimTime)>,
-    /// Tasks they make ready, by time.
-    base_ready: Vec<(SimTime, u32)>,
-    /// Per task: replayed (its completions are known, it sends nothing).
-    replayed: Vec<bool>,
-    /// Per walk: `mark[t] == walk` when `reached[t]` holds this walk's
-    /// count for `t`; `seen[t] == walk` once `t` was pushed, or when it is
-    /// the domain's own (neither is followed).
+    slots: Vec<Slot>,
+    /// What every walk starts from, by time: tasks that start (flows
+    /// scheduled or sending) and tasks the compute ends and the exits
+    /// make ready (disjoint: a task that starts waits for nothing), not
+    /// replayed. A walk merges it with its heap instead of pushing it.
+    initial: Vec<(SimTime, u32)>,
     walk: u32,
-    mark: Vec<u32>,
-    reached: Vec<(u32, SimTime)>,
-    seen: Vec<u32>,
     heap: BinaryHeap<Reverse<(SimTime, u32)>>,
     scratch: Vec<Resource>,
 }
@@ -79,15 +102,9 @@ impl Guard {
     /// Empty walks for a workload of `tasks` tasks, to [`Guard::prepare`].
     pub(super) fn new(tasks: usize) -> Guard {
         Guard {
-            remaining: vec![0; tasks],
-            starts: Vec::new(),
-            base: vec![(0, SimTime::ZERO); tasks],
-            base_ready: Vec::new(),
-            replayed: vec![false; tasks],
+            slots: vec![EMPTY; tasks],
+            initial: Vec::new(),
             walk: 0,
-            mark: vec![0; tasks],
-            reached: vec![(0, SimTime::ZERO); tasks],
-            seen: vec![0; tasks],
             heap: BinaryHeap::new(),
             scratch: Vec::new(),
         }
@@ -109,13 +126,18 @@ impl Guard {
     ) {
         let workload = &fabric.workload;
         let n = dag.tasks();
-        for (r, &v) in self.remaining.iter_mut().zip(&dag.values[2 * n..]) {
-            *r = u32::try_from(v).expect("a task's dependencies fit u32");
+        for ((slot, &v), &r) in self
+            .slots
+            .iter_mut()
+            .zip(&dag.values[2 * n..])
+            .zip(replayed)
+        {
+            slot.remaining = u32::try_from(v).expect("a task's dependencies fit u32");
+            slot.replayed = r;
+            slot.base = (0, SimTime::ZERO);
+            slot.initial = SimTime::MAX;
         }
-        self.starts.clear();
-        self.base.fill((0, SimTime::ZERO));
-        self.base_ready.clear();
-        self.replayed.copy_from_slice(replayed);
+        self.initial.clear();
         // The same reaches in the same order as every walk would make them
         // itself: compute ends in task order, then replayed completions in
         // task order (a task is ready when the count first equals its
@@ -124,8 +146,7 @@ impl Guard {
         // counts do not matter.
         for t in 0..n {
             if dag.values[t] != 0 {
-                self.starts
-                    .push((SimTime(u64::MAX - dag.values[t]), t as u32));
+                self.start(SimTime(u64::MAX - dag.values[t]), t as u32);
             }
             if dag.values[n + t] != 0 {
                 let end = SimTime(u64::MAX - dag.values[n + t]);
@@ -147,41 +168,54 @@ impl Guard {
                 }
             }
         }
-        self.starts.sort_unstable();
-        self.base_ready.sort_unstable();
+        self.initial.sort_unstable();
+    }
+
+    /// Task `t` starts, or is made ready, at `at` in every walk.
+    fn start(&mut self, at: SimTime, t: u32) {
+        let slot = &mut self.slots[t as usize];
+        debug_assert_eq!(slot.initial, SimTime::MAX, "starts and base disjoint");
+        slot.initial = at;
+        if !slot.replayed {
+            self.initial.push((at, t));
+        }
     }
 
     fn reach_base(&mut self, workload: &Workload, d: u32, at: SimTime) {
         let at = at + start_delay(workload, d);
-        let e = &mut self.base[d as usize];
-        e.0 += 1;
-        e.1 = e.1.max(at);
-        if e.0 == self.remaining[d as usize] {
-            self.base_ready.push((e.1, d));
+        let slot = &mut self.slots[d as usize];
+        slot.base.0 += 1;
+        slot.base.1 = slot.base.1.max(at);
+        if slot.base.0 == slot.remaining {
+            let ready = slot.base.1;
+            self.start(ready, d);
         }
     }
 
     /// Task `d` may start at `at` as far as one of its dependencies goes,
     /// in the current walk; pushed when ready before `horizon` (a task
-    /// ready later is never followed: the walk stops there).
+    /// ready later is never followed: the walk stops there) and not in
+    /// the walk's initial tasks (those are merged in from
+    /// [`Guard::initial`]).
     fn reach(&mut self, workload: &Workload, d: u32, at: SimTime, horizon: SimTime) {
         let at = at + start_delay(workload, d);
-        let i = d as usize;
-        if self.mark[i] != self.walk {
-            self.mark[i] = self.walk;
-            self.reached[i] = self.base[i];
+        let walk = self.walk;
+        let slot = &mut self.slots[d as usize];
+        if slot.mark != walk {
+            slot.mark = walk;
+            slot.reached = slot.base;
         }
-        let e = &mut self.reached[i];
-        e.0 += 1;
-        e.1 = e.1.max(at);
+        slot.reached.0 += 1;
+        slot.reached.1 = slot.reached.1.max(at);
         // A replayed task or the domain's own is not followed: not pushed.
-        if e.0 == self.remaining[i]
-            && e.1 < horizon
-            && !self.replayed[i]
-            && self.seen[i] != self.walk
+        if slot.reached.0 == slot.remaining
+            && slot.reached.1 < horizon
+            && !slot.replayed
+            && slot.seen != walk
+            && slot.initial >= horizon
         {
-            self.seen[i] = self.walk;
-            self.heap.push(Reverse((e.1, d)));
+            slot.seen = walk;
+            self.heap.push(Reverse((slot.reached.1, d)));
         }
     }
 
@@ -213,28 +247,10 @@ impl Guard {
         let workload = &fabric.workload;
         self.walk = self.walk.checked_add(1).expect("fewer than 2^32 walks");
         let walk = self.walk;
-        let mut heap = std::mem::take(&mut self.heap);
-        heap.clear();
-        let before = |&&(at, _): &&(SimTime, u32)| at < horizon;
+        self.heap.clear();
         for &t in &canon.tasks {
-            self.seen[t as usize] = walk;
+            self.slots[t as usize].seen = walk;
         }
-        let seen = &mut self.seen;
-        let replayed = &self.replayed;
-        heap.extend(
-            self.starts
-                .iter()
-                .take_while(before)
-                .chain(self.base_ready.iter().take_while(before))
-                .filter(|&&(_, t)| {
-                    let i = t as usize;
-                    let follow = !replayed[i] && seen[i] != walk;
-                    seen[i] = walk;
-                    follow
-                })
-                .map(|&e| Reverse(e)),
-        );
-        self.heap = heap;
         if let Some(own) = own {
             for (k, &t) in canon.tasks.iter().enumerate() {
                 let source = source(workload, t);
@@ -248,7 +264,35 @@ impl Guard {
         }
         let mut scratch = std::mem::take(&mut self.scratch);
         let mut found = SimTime::MAX;
-        while let Some(Reverse((at, t))) = self.heap.pop() {
+        // The initial tasks before the horizon and the heap, merged in
+        // time order (every task is in one of them at most once, so the
+        // order is the one a heap of both would give).
+        let mut next = 0;
+        loop {
+            let from_initial = self
+                .initial
+                .get(next)
+                .filter(|&&(at, _)| at < horizon)
+                .copied();
+            let (at, t) = match (from_initial, self.heap.peek()) {
+                (Some(i), Some(&Reverse(h))) if h < i => {
+                    self.heap.pop();
+                    h
+                }
+                (Some(i), _) => {
+                    next += 1;
+                    // The domain's own: not followed.
+                    if self.slots[i.1 as usize].seen == walk {
+                        continue;
+                    }
+                    i
+                }
+                (None, Some(&Reverse(h))) => {
+                    self.heap.pop();
+                    h
+                }
+                (None, None) => break,
+            };
             let task = workload.tasks[t as usize];
             let done = match workload.kind(&task) {
                 TaskKind::Flow(f) => {

@@ -17,6 +17,7 @@
 mod decide;
 mod guard;
 mod key;
+mod predict;
 mod sandbox;
 
 use super::packet::PRIORITIES;
@@ -202,6 +203,9 @@ pub(crate) struct Memo {
     /// replayed: the only ones whose completions the prediction and the
     /// guard can follow (a replayed dependent has its own).
     exits: Vec<u32>,
+    /// The prediction of the next starts, kept between checks (vectors
+    /// of one entry per task and flow, not reallocated).
+    predict: Option<predict::Prediction>,
     /// The guard's walks, kept between checks (vectors of one entry per
     /// task, not reallocated).
     guard: Option<guard::Guard>,
@@ -231,6 +235,7 @@ impl Memo {
             completions: HashMap::new(),
             completing: vec![false; fabric.workload.tasks.len()],
             exits: Vec::new(),
+            predict: Some(predict::Prediction::new(fabric)),
             guard: None,
             held: Vec::new(),
             pending_flows: HashMap::new(),

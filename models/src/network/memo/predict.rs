@@ -1,0 +1,136 @@
+//! The memo's prediction (DESIGN.md §3c, "Foreseen starts"): from the
+//! flow starts and compute ends this shard's hosts scheduled and the
+//! replayed tasks' completions, the flows their compute chains make ready
+//! and when. Kept between checks in vectors of one entry per task and per
+//! flow, marked by generation, so a prediction costs what it follows, not
+//! hash maps grown and dropped per round.
+
+use super::key;
+use super::Memo;
+use crate::network::Fabric;
+use crate::workload::progress::DagProgress;
+use crate::workload::TaskKind;
+use netsim_engine::{NodeId, SimTime};
+
+#[derive(Debug)]
+pub(super) struct Prediction {
+    /// The current prediction's number: an entry below is of it when its
+    /// mark equals it.
+    generation: u32,
+    /// Per flow: the start foreseen.
+    starts: Vec<(u32, SimTime)>,
+    /// Per task reached: how many of its missing dependencies are foreseen
+    /// compute ends or replayed completions, and the latest of them.
+    chains: Vec<(u32, u32, SimTime)>,
+    /// Per node: on this shard.
+    local: Vec<bool>,
+    /// (task, host that sees it complete, when), to follow.
+    work: Vec<(u32, u32, SimTime)>,
+}
+
+impl Prediction {
+    pub(super) fn new(fabric: &Fabric) -> Prediction {
+        let workload = &fabric.workload;
+        Prediction {
+            generation: 0,
+            starts: vec![(0, SimTime::ZERO); workload.flows.len()],
+            chains: vec![(0, 0, SimTime::ZERO); workload.tasks.len()],
+            local: vec![false; fabric.topo.node_count() as usize],
+            work: Vec::new(),
+        }
+    }
+
+    /// The start foreseen for flow `flow`.
+    pub(super) fn start(&self, flow: u32) -> Option<SimTime> {
+        let (mark, at) = self.starts[flow as usize];
+        (mark == self.generation).then_some(at)
+    }
+
+    /// For task `task`, if reached: how many of its missing dependencies
+    /// are foreseen, and when the last of them completes.
+    pub(super) fn chain(&self, task: u32) -> Option<(u32, SimTime)> {
+        let (mark, n, ready) = self.chains[task as usize];
+        (mark == self.generation).then_some((n, ready))
+    }
+
+    /// Predicts at check instant `now`, for this shard's `nodes`, whose
+    /// hosts' missing dependencies are `dag`'s: per flow, the start this
+    /// shard foresees: a flow start scheduled, or a flow whose every
+    /// missing dependency is a compute task (or a chain of them) that will
+    /// end at a known time, or a replayed task, whose completions are
+    /// recorded.
+    pub(super) fn predict(
+        &mut self,
+        fabric: &Fabric,
+        m: &Memo,
+        dag: &DagProgress,
+        nodes: &[NodeId],
+        now: SimTime,
+    ) {
+        let workload = &fabric.workload;
+        self.generation = self
+            .generation
+            .checked_add(1)
+            .expect("fewer than 2^32 predictions");
+        let generation = self.generation;
+        self.local.fill(false);
+        for &n in nodes {
+            self.local[n.0 as usize] = true;
+        }
+        for (&f, &at) in &m.pending_flows {
+            self.starts[f as usize] = (generation, at);
+        }
+        let mut work = std::mem::take(&mut self.work);
+        work.clear();
+        work.extend(
+            m.pending_computes
+                .iter()
+                .map(|(&t, &at)| (t, workload.tasks[t as usize].host, at)),
+        );
+        // Completions before `now` were seen already (every event before
+        // the check instant is handled): their hosts no longer wait for them.
+        for &t in &m.exits {
+            let (src_done, dst_done) = m.completions[&t];
+            if src_done >= now {
+                work.push((t, key::source(workload, t), src_done));
+            }
+            if let TaskKind::Flow(f) = workload.kind(&workload.tasks[t as usize]) {
+                if dst_done >= now {
+                    work.push((t, workload.flows[f as usize].dst, dst_done));
+                }
+            }
+        }
+        while let Some((task, host, end)) = work.pop() {
+            if !self.local[host as usize] {
+                continue;
+            }
+            for &d in workload.dependents(task) {
+                // A replayed task's completions come from its record.
+                if m.completing[d as usize] {
+                    continue;
+                }
+                let t = workload.tasks[d as usize];
+                if t.host != host {
+                    continue;
+                }
+                let e = &mut self.chains[d as usize];
+                if e.0 != generation {
+                    *e = (generation, 0, SimTime::ZERO);
+                }
+                e.1 += 1;
+                e.2 = e.2.max(end);
+                if e.1 != dag.remaining(d) {
+                    continue;
+                }
+                let ready = e.2;
+                match workload.kind(&t) {
+                    TaskKind::Flow(f) => {
+                        self.starts[f as usize] = (generation, ready + workload.host_overhead);
+                    }
+                    TaskKind::Compute(duration) => work.push((d, t.host, ready + duration)),
+                }
+            }
+        }
+        self.work = work;
+    }
+}

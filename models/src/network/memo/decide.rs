@@ -44,8 +44,9 @@ impl<S: TelemetrySink> Network<'_, S> {
             // records.
             return Ok(());
         }
-        let completing = &mut m.completing;
-        m.completions.retain(|&t, &mut (a, b)| {
+        let (completing, done_at) = (&mut m.completing, &m.done_at);
+        m.completions.retain(|&t| {
+            let (a, b) = done_at[t as usize];
             let keep = a.max(b) >= now;
             completing[t as usize] = keep;
             keep
@@ -268,12 +269,12 @@ impl<S: TelemetrySink> Network<'_, S> {
         let m = self.memo.as_ref().expect("memo on");
         let (prepared, guard) = shared
             .guard
-            .get_or_insert_with(|| (false, guard::Guard::new(fabric.workload.tasks.len())));
+            .get_or_insert_with(|| (false, guard::Guard::new(&fabric.workload)));
         if !*prepared {
             guard.prepare(
                 fabric,
                 shared.dag.as_ref().expect("just made"),
-                &m.completions,
+                &m.done_at,
                 &m.completing,
                 &m.exits,
                 now,

@@ -5,7 +5,6 @@
 use super::key::{first_port, source, start_delay, Canon, Resource};
 use crate::network::Fabric;
 use crate::workload::{TaskKind, Workload};
-use hashbrown::HashMap;
 use netsim_engine::SimTime;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -49,13 +48,12 @@ impl DagView {
 
 /// One task's entry in the guard's walks: what the round agreed and
 /// prepared for it, and the current walk's state (one cache line read per
-/// task reached, not six vectors).
+/// task reached, not several vectors).
 #[derive(Clone, Copy, Debug)]
+#[repr(align(64))]
 struct Slot {
     /// The dependencies its host still waits for (agreed).
     remaining: u32,
-    /// Replayed (its completions are known, it sends nothing).
-    replayed: bool,
     /// `mark == walk` when `reached` holds this walk's count.
     mark: u32,
     /// `seen == walk` once pushed in this walk, or when it is the
@@ -69,16 +67,18 @@ struct Slot {
     /// When it starts (a flow scheduled or sending) or is made ready by
     /// `base`: its time in [`Guard::initial`]; `SimTime::MAX` if in none.
     initial: SimTime,
+    /// How long after it is ready it starts ([`start_delay`]).
+    delay: SimTime,
 }
 
 const EMPTY: Slot = Slot {
     remaining: 0,
-    replayed: false,
     mark: 0,
     seen: 0,
     base: (0, SimTime::ZERO),
     reached: (0, SimTime::ZERO),
     initial: SimTime::MAX,
+    delay: SimTime::ZERO,
 };
 
 /// The guard's walks of one round (see [`Guard::earliest_touching`]): what
@@ -88,6 +88,9 @@ const EMPTY: Slot = Slot {
 #[derive(Debug)]
 pub(super) struct Guard {
     slots: Vec<Slot>,
+    /// Per task: replayed (its completions are known, it sends nothing),
+    /// apart from the slots: a walk tests it before touching a slot.
+    replayed: Vec<bool>,
     /// What every walk starts from, by time: tasks that start (flows
     /// scheduled or sending) and tasks the compute ends and the exits
     /// make ready (disjoint: a task that starts waits for nothing), not
@@ -100,9 +103,14 @@ pub(super) struct Guard {
 
 impl Guard {
     /// Empty walks for a workload of `tasks` tasks, to [`Guard::prepare`].
-    pub(super) fn new(tasks: usize) -> Guard {
+    pub(super) fn new(workload: &Workload) -> Guard {
+        let mut slots = vec![EMPTY; workload.tasks.len()];
+        for (t, slot) in slots.iter_mut().enumerate() {
+            slot.delay = start_delay(workload, t as u32);
+        }
         Guard {
-            slots: vec![EMPTY; tasks],
+            slots,
+            replayed: vec![false; workload.tasks.len()],
             initial: Vec::new(),
             walk: 0,
             heap: BinaryHeap::new(),
@@ -112,28 +120,23 @@ impl Guard {
 
     /// Prepares the walks of a round from the agreed view `dag` at check
     /// instant `now`, given the replayed tasks' completions
-    /// (`completions`; `replayed`: per task, among them; `exits`: those
+    /// (`done_at`, per task; `replayed`: per task, among them; `exits`: those
     /// of them with a dependent not among them when replayed, the only
     /// ones whose completions a walk can follow).
     pub(super) fn prepare(
         &mut self,
         fabric: &Fabric,
         dag: &DagView,
-        completions: &HashMap<u32, (SimTime, SimTime)>,
+        done_at: &[(SimTime, SimTime)],
         replayed: &[bool],
         exits: &[u32],
         now: SimTime,
     ) {
         let workload = &fabric.workload;
         let n = dag.tasks();
-        for ((slot, &v), &r) in self
-            .slots
-            .iter_mut()
-            .zip(&dag.values[2 * n..])
-            .zip(replayed)
-        {
+        self.replayed.copy_from_slice(replayed);
+        for (slot, &v) in self.slots.iter_mut().zip(&dag.values[2 * n..]) {
             slot.remaining = u32::try_from(v).expect("a task's dependencies fit u32");
-            slot.replayed = r;
             slot.base = (0, SimTime::ZERO);
             slot.initial = SimTime::MAX;
         }
@@ -158,7 +161,7 @@ impl Guard {
         let mut order = exits.to_vec();
         order.sort_unstable();
         for t in order {
-            let done = completions[&t];
+            let done = done_at[t as usize];
             let source = source(workload, t);
             for &d in workload.dependents(t) {
                 let seen = seen_by(workload, d, source, done);
@@ -176,7 +179,7 @@ impl Guard {
         let slot = &mut self.slots[t as usize];
         debug_assert_eq!(slot.initial, SimTime::MAX, "starts and base disjoint");
         slot.initial = at;
-        if !slot.replayed {
+        if !self.replayed[t as usize] {
             self.initial.push((at, t));
         }
     }
@@ -197,20 +200,25 @@ impl Guard {
     /// ready later is never followed: the walk stops there) and not in
     /// the walk's initial tasks (those are merged in from
     /// [`Guard::initial`]).
-    fn reach(&mut self, workload: &Workload, d: u32, at: SimTime, horizon: SimTime) {
-        let at = at + start_delay(workload, d);
+    /// Its count in the walk matters only if it can be pushed, so a reach
+    /// at or after the horizon (the task's latest is then past it for
+    /// good) or of a replayed task leaves the slot alone.
+    fn reach(&mut self, d: u32, at: SimTime, horizon: SimTime) {
+        if at >= horizon || self.replayed[d as usize] {
+            return;
+        }
         let walk = self.walk;
         let slot = &mut self.slots[d as usize];
+        let at = at + slot.delay;
         if slot.mark != walk {
             slot.mark = walk;
             slot.reached = slot.base;
         }
         slot.reached.0 += 1;
         slot.reached.1 = slot.reached.1.max(at);
-        // A replayed task or the domain's own is not followed: not pushed.
+        // The domain's own is not followed: not pushed.
         if slot.reached.0 == slot.remaining
             && slot.reached.1 < horizon
-            && !slot.replayed
             && slot.seen != walk
             && slot.initial >= horizon
         {
@@ -257,7 +265,7 @@ impl Guard {
                 for &d in workload.dependents(t) {
                     let seen = seen_by(workload, d, source, own[k]);
                     if seen >= now {
-                        self.reach(workload, d, seen, horizon);
+                        self.reach(d, seen, horizon);
                     }
                 }
             }
@@ -305,7 +313,7 @@ impl Guard {
                 TaskKind::Compute(duration) => at + duration,
             };
             for &d in workload.dependents(t) {
-                self.reach(workload, d, done, horizon);
+                self.reach(d, done, horizon);
             }
         }
         self.scratch = scratch;

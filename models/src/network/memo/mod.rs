@@ -193,12 +193,15 @@ pub(crate) struct Memo {
     /// source sees them end.
     replay: HashMap<u32, Replayed>,
     replaying: HashSet<u32>,
-    /// Tasks of replayed domains not yet complete at both ends: when their
-    /// source and destination (or host) see them complete. The same on
-    /// every shard; an entry leaves at the first check after both.
-    completions: HashMap<u32, (SimTime, SimTime)>,
+    /// Tasks of replayed domains not yet complete at both ends. The same
+    /// on every shard; an entry leaves at the first check after both.
+    completions: Vec<u32>,
     /// Per task: in `completions` (what the decisions test per dependent).
     completing: Vec<bool>,
+    /// Per task in `completions`: when its source and destination (or
+    /// host) see it complete (indexed, not hashed: the prediction and the
+    /// guard read it per exit every round).
+    done_at: Vec<(SimTime, SimTime)>,
     /// The tasks of `completions` that had a dependent outside them when
     /// replayed: the only ones whose completions the prediction and the
     /// guard can follow (a replayed dependent has its own).
@@ -232,7 +235,8 @@ impl Memo {
             replayed: vec![false; fabric.workload.collectives.len()],
             replay: HashMap::new(),
             replaying: HashSet::new(),
-            completions: HashMap::new(),
+            completions: Vec::new(),
+            done_at: vec![(SimTime::ZERO, SimTime::ZERO); fabric.workload.tasks.len()],
             completing: vec![false; fabric.workload.tasks.len()],
             exits: Vec::new(),
             predict: Some(predict::Prediction::new(fabric)),
@@ -494,8 +498,10 @@ impl<S: TelemetrySink> Network<'_, S> {
                 m.replayed[c as usize] = true;
             }
             let (src_done, dst_done) = record.done[k];
-            m.completions
-                .insert(t, (canon.t0 + src_done, canon.t0 + dst_done));
+            if !m.completing[t as usize] {
+                m.completions.push(t);
+            }
+            m.done_at[t as usize] = (canon.t0 + src_done, canon.t0 + dst_done);
             m.completing[t as usize] = true;
         }
         let workload = &self.fabric.workload;

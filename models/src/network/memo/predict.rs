@@ -90,7 +90,7 @@ impl Prediction {
         // Completions before `now` were seen already (every event before
         // the check instant is handled): their hosts no longer wait for them.
         for &t in &m.exits {
-            let (src_done, dst_done) = m.completions[&t];
+            let (src_done, dst_done) = m.done_at[t as usize];
             if src_done >= now {
                 work.push((t, key::source(workload, t), src_done));
             }

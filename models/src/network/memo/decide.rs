@@ -19,7 +19,8 @@ use netsim_engine::{Aborted, AllMax, NodeId, SimTime};
 /// event) and the guard's walks built on them.
 #[derive(Default)]
 struct Shared {
-    /// Whether the memo's prediction is this round's.
+    /// Whether the memo's prediction was made at this check (then a round
+    /// after a replay only follows the new exits).
     predicted: bool,
     dag: Option<guard::DagView>,
     /// The resources of the flows this shard sends (unchanged within a
@@ -97,13 +98,15 @@ impl<S: TelemetrySink> Network<'_, S> {
     ) -> Result<bool, Aborted> {
         let fabric = self.fabric;
         // Round 1: entry flows' starts this shard can foresee, agreed.
-        if !shared.predicted {
-            let m = self.memo.as_mut().expect("memo on");
-            let mut p = m.predict.take().expect("not predicting");
+        let m = self.memo.as_mut().expect("memo on");
+        let mut p = m.predict.take().expect("not predicting");
+        if shared.predicted {
+            p.follow(fabric, m, &self.dag, now);
+        } else {
             p.predict(fabric, m, &self.dag, &self.nodes, now);
-            m.predict = Some(p);
             shared.predicted = true;
         }
+        m.predict = Some(p);
         let m = self.memo.as_ref().expect("memo on");
         let predicted = m.predict.as_ref().expect("predicted");
         let mut entries = vec![0u64; m.plan.entries.len()];
@@ -392,9 +395,8 @@ impl<S: TelemetrySink> Network<'_, S> {
                     until,
                 });
                 self.memo_replay(canon, fresh);
-                // Its completions change what the next round foresees and
-                // the guard follows.
-                shared.predicted = false;
+                // Its completions change what the next round foresees (the
+                // prediction follows its exits) and the guard follows.
                 if let Some((prepared, _)) = &mut shared.guard {
                     *prepared = false;
                 }

@@ -26,6 +26,8 @@ pub(super) struct Prediction {
     local: Vec<bool>,
     /// (task, host that sees it complete, when), to follow.
     work: Vec<(u32, u32, SimTime)>,
+    /// How many of the memo's exits the current prediction followed.
+    followed: usize,
 }
 
 impl Prediction {
@@ -37,6 +39,7 @@ impl Prediction {
             chains: vec![(0, 0, SimTime::ZERO); workload.tasks.len()],
             local: vec![false; fabric.topo.node_count() as usize],
             work: Vec::new(),
+            followed: 0,
         }
     }
 
@@ -80,16 +83,31 @@ impl Prediction {
         for (&f, &at) in &m.pending_flows {
             self.starts[f as usize] = (generation, at);
         }
-        let mut work = std::mem::take(&mut self.work);
-        work.clear();
-        work.extend(
+        self.work.clear();
+        self.work.extend(
             m.pending_computes
                 .iter()
                 .map(|(&t, &at)| (t, workload.tasks[t as usize].host, at)),
         );
+        self.followed = 0;
+        self.follow(fabric, m, dag, now);
+    }
+
+    /// Adds to the prediction what the exits added since it was made
+    /// (replays at the same check instant `now`) make ready. Within a
+    /// check only replays change the prediction's inputs: a replay adds
+    /// exits and makes its own tasks replayed (no longer followed), and
+    /// none of those was made ready before (each waits, through its
+    /// collective, for a flow of its domain, and flows end chains); so
+    /// this gives what a prediction from scratch gives, but for the
+    /// replayed collectives' own entries, which no decision reads again.
+    pub(super) fn follow(&mut self, fabric: &Fabric, m: &Memo, dag: &DagProgress, now: SimTime) {
+        let workload = &fabric.workload;
+        let generation = self.generation;
+        let mut work = std::mem::take(&mut self.work);
         // Completions before `now` were seen already (every event before
         // the check instant is handled): their hosts no longer wait for them.
-        for &t in &m.exits {
+        for &t in &m.exits[self.followed..] {
             let (src_done, dst_done) = m.done_at[t as usize];
             if src_done >= now {
                 work.push((t, key::source(workload, t), src_done));
@@ -100,6 +118,7 @@ impl Prediction {
                 }
             }
         }
+        self.followed = m.exits.len();
         while let Some((task, host, end)) = work.pop() {
             if !self.local[host as usize] {
                 continue;

@@ -12,6 +12,17 @@ use crate::workload::progress::DagProgress;
 use crate::workload::TaskKind;
 use netsim_engine::{NodeId, SimTime};
 
+/// A task reached by the current prediction (`mark`): its foreseen
+/// dependencies so far and the latest of them, and the dependencies its
+/// host still waits for, read once per prediction (not per reach).
+#[derive(Clone, Copy, Debug, Default)]
+struct Chain {
+    mark: u32,
+    count: u32,
+    remaining: u32,
+    ready: SimTime,
+}
+
 #[derive(Debug)]
 pub(super) struct Prediction {
     /// The current prediction's number: an entry below is of it when its
@@ -21,9 +32,12 @@ pub(super) struct Prediction {
     starts: Vec<(u32, SimTime)>,
     /// Per task reached: how many of its missing dependencies are foreseen
     /// compute ends or replayed completions, and the latest of them.
-    chains: Vec<(u32, u32, SimTime)>,
+    chains: Vec<Chain>,
     /// Per node: on this shard.
     local: Vec<bool>,
+    /// Per task, its host: many dependents a prediction scans are another
+    /// host's, and this is a quarter of the tasks' size to read.
+    hosts: Vec<u32>,
     /// (task, host that sees it complete, when), to follow.
     work: Vec<(u32, u32, SimTime)>,
     /// How many of the memo's exits the current prediction followed.
@@ -36,8 +50,9 @@ impl Prediction {
         Prediction {
             generation: 0,
             starts: vec![(0, SimTime::ZERO); workload.flows.len()],
-            chains: vec![(0, 0, SimTime::ZERO); workload.tasks.len()],
+            chains: vec![Chain::default(); workload.tasks.len()],
             local: vec![false; fabric.topo.node_count() as usize],
+            hosts: workload.tasks.iter().map(|t| t.host).collect(),
             work: Vec::new(),
             followed: 0,
         }
@@ -52,8 +67,8 @@ impl Prediction {
     /// For task `task`, if reached: how many of its missing dependencies
     /// are foreseen, and when the last of them completes.
     pub(super) fn chain(&self, task: u32) -> Option<(u32, SimTime)> {
-        let (mark, n, ready) = self.chains[task as usize];
-        (mark == self.generation).then_some((n, ready))
+        let c = self.chains[task as usize];
+        (c.mark == self.generation).then_some((c.count, c.ready))
     }
 
     /// Predicts at check instant `now`, for this shard's `nodes`, whose
@@ -125,23 +140,25 @@ impl Prediction {
             }
             for &d in workload.dependents(task) {
                 // A replayed task's completions come from its record.
-                if m.completing[d as usize] {
+                if m.completing[d as usize] || self.hosts[d as usize] != host {
                     continue;
                 }
                 let t = workload.tasks[d as usize];
-                if t.host != host {
-                    continue;
-                }
                 let e = &mut self.chains[d as usize];
-                if e.0 != generation {
-                    *e = (generation, 0, SimTime::ZERO);
+                if e.mark != generation {
+                    *e = Chain {
+                        mark: generation,
+                        count: 0,
+                        remaining: dag.remaining(d),
+                        ready: SimTime::ZERO,
+                    };
                 }
-                e.1 += 1;
-                e.2 = e.2.max(end);
-                if e.1 != dag.remaining(d) {
+                e.count += 1;
+                e.ready = e.ready.max(end);
+                if e.count != e.remaining {
                     continue;
                 }
-                let ready = e.2;
+                let ready = e.ready;
                 match workload.kind(&t) {
                     TaskKind::Flow(f) => {
                         self.starts[f as usize] = (generation, ready + workload.host_overhead);

@@ -12,11 +12,12 @@ use crate::workload::TaskKind;
 use hashbrown::{HashMap, HashSet};
 use netsim_engine::{Aborted, AllMax, NodeId, SimTime};
 
-/// What the rounds of one check share until one of them replays a domain
-/// (whose completions the prediction and the guard then follow): the
-/// prediction, the agreed DAG view and this shard's active resources
-/// (unchanged within a check: a replay starts nothing before the next
-/// event) and the guard's walks built on them.
+/// What the rounds of one check share: the prediction (a round after a
+/// replay adds what the replayed domain's completions make ready), the
+/// agreed DAG view and this shard's active resources (unchanged within a
+/// check: a replay starts nothing before the next event), and the guard's
+/// walks built on them until a round replays a domain (whose completions
+/// the guard then follows).
 #[derive(Default)]
 struct Shared {
     /// Whether the memo's prediction was made at this check (then a round

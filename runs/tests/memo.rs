@@ -542,6 +542,10 @@ fn a_record_that_took_red_draws_replays_only_for_its_own_connections() {
     assert_eq!(skipped(&flow), sandboxed);
     let f_flow = flows(&flow_off);
     assert_eq!(flows(&flow), f_flow);
+    // The first two layers' marks differ. (Their FCTs do not: the spine
+    // link bounds them; a Pmax that made them differ would also end the
+    // two directions a few ns apart, and the next layer's entry offsets,
+    // in the key, would drift: DESIGN.md §3c, "Entry offsets drift".)
     let marks = |f: &[Vec<String>]| f.iter().map(|r| r[9].clone()).collect::<Vec<_>>();
     assert_ne!(marks(&f_flow[..2]), marks(&f_flow[2..4]), "{f_flow:?}");
     let _ = std::fs::remove_dir_all(&dir);

@@ -3,32 +3,17 @@
 //! PP 4 x EP 2 x TP 8 MoE workload (stage order, sends and all-to-alls).
 
 use netsim_engine::SimTime;
-use netsim_models::network::config::{CcKind, NetConfig};
 use netsim_models::network::{collective_records, simulate, Fabric, NetRun};
 use netsim_models::telemetry::{CollectiveRecord, MemorySink};
 use netsim_models::workload::{build, simai, Algorithm, WorkloadSpec};
-use netsim_topo::{FatTreeParams, LinkParams, Routing, StarParams, TopoSpec};
+use netsim_topo::{Routing, TopoSpec};
 
 mod common;
 
-use common::layout;
+use common::{cc_none, layout};
 
+/// The latency of [`common::link`].
 const LINK_NS: u64 = 1000;
-
-fn link() -> LinkParams {
-    LinkParams {
-        bandwidth_bps: 100_000_000_000,
-        latency_ps: LINK_NS * 1000,
-    }
-}
-
-fn config() -> NetConfig {
-    NetConfig {
-        cc: CcKind::None,
-        sample_period: SimTime::ZERO,
-        ..NetConfig::default()
-    }
-}
 
 fn run(topo: &TopoSpec, spec: &WorkloadSpec) -> (Vec<CollectiveRecord>, NetRun<MemorySink>) {
     run_on(topo, spec, 1)
@@ -41,8 +26,8 @@ fn run_on(
 ) -> (Vec<CollectiveRecord>, NetRun<MemorySink>) {
     let topo = netsim_topo::build(topo).unwrap();
     let routing = Routing::build(&topo).unwrap();
-    let workload = build(spec, &topo, &config()).unwrap();
-    let fabric = Fabric::with_workload(topo, routing, workload, config(), 7);
+    let workload = build(spec, &topo, &cc_none()).unwrap();
+    let fabric = Fabric::with_workload(topo, routing, workload, cc_none(), 7);
     let layout = layout(&fabric.topo, shards);
     let run = simulate(&fabric, &layout, SimTime::from_us(1_000_000), None, |_| {
         MemorySink::default()
@@ -67,15 +52,12 @@ fn a_gpipe_iteration_matches_the_hand_computed_schedule() {
         line.repeat(ga as usize)
     );
     let spec = simai::parse(&text, "gpipe.txt", pp as u32, Algorithm::Ring).unwrap();
-    let topo = TopoSpec::Star(StarParams {
-        hosts: pp as u32,
-        host_link: link(),
-    });
+    let topo = common::star(pp as u32);
     let (rows, run) = run(&topo, &spec);
 
     // A transfer, delivered: every wire byte at the link rate, two link
     // latencies, and the last packet stored and forwarded by the switch.
-    let c = config();
+    let c = cc_none();
     let (mtu, header) = (u64::from(c.mtu_bytes), u64::from(c.header_bytes));
     let packets = size.div_ceil(mtu);
     let last_packet = size - (packets - 1) * mtu + header;
@@ -109,15 +91,7 @@ fn a_gpipe_iteration_matches_the_hand_computed_schedule() {
 fn a_128_gpu_pp4_ep2_tp8_workload_runs_in_pipeline_order() {
     let text = include_str!("../../runs/scenarios/workloads/moe-pp4-ep2-tp8-128.txt");
     let spec = simai::parse(text, "moe.txt", 128, Algorithm::Ring).unwrap();
-    let topo = TopoSpec::FatTree(FatTreeParams {
-        k: 8,
-        tiers: 3,
-        oversub: 1,
-        host_link: link(),
-        agg_link: link(),
-        core_link: link(),
-        ..FatTreeParams::default()
-    });
+    let topo = common::fat_tree(8, 3);
     let (rows, _) = run(&topo, &spec);
     // The same collectives, to the picosecond, on 4 shards.
     assert_eq!(run_on(&topo, &spec, 4).0, rows);

@@ -8,26 +8,12 @@ use std::process::Output;
 
 mod common;
 
-use common::scratch;
+use common::{rejects, scratch};
 
 fn netsim_in(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
     common::netsim_command(dir, args, env)
         .output()
         .expect("netsim runs")
-}
-
-/// Runs `args` in `dir` and checks exit code 2 with one line on stderr
-/// containing `needle`; returns that line.
-fn rejects(dir: &Path, args: &[&str], env: &[(&str, &str)], needle: &str) -> String {
-    let o = netsim_in(dir, args, env);
-    let err = String::from_utf8_lossy(&o.stderr).into_owned();
-    assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
-    assert!(
-        common::is_one_line_error(&err),
-        "{args:?}: not one line: {err}"
-    );
-    assert!(err.contains(needle), "{args:?}: `{needle}` not in: {err}");
-    err.trim_end().to_string()
 }
 
 /// The reproductions of issue 18 that name flags only, with the text the

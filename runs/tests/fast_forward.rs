@@ -62,14 +62,7 @@ fn what_fast_forward_does_not_cover_is_refused_with_one_line_and_no_output() {
     for (flags, needle) in cases {
         let mut args = vec!["run", "--fast-forward", "on", "--quiet", "--out", "out"];
         args.extend_from_slice(flags);
-        let o = netsim_in(&dir, &args);
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
-        assert!(
-            common::is_one_line_error(&err),
-            "{args:?}: not one line: {err}"
-        );
-        assert!(err.contains(needle), "{args:?}: `{needle}` not in: {err}");
+        common::rejects(&dir, &args, &[], needle);
         assert!(!dir.join("out").exists(), "{args:?} left output behind");
         // The same run without fast-forward is valid: the refusal is the
         // fast-forward's, not the scenario's.
@@ -93,7 +86,7 @@ fn what_fast_forward_does_not_cover_is_refused_with_one_line_and_no_output() {
 #[test]
 fn a_steady_run_reports_its_jumps_and_conserves_bytes() {
     let dir = scratch("steady");
-    let o = netsim_in(
+    let out = common::run_out(
         &dir,
         &[
             "run",
@@ -107,14 +100,10 @@ fn a_steady_run_reports_its_jumps_and_conserves_bytes() {
             "8388608",
             "--fast-forward",
             "on",
-            "--quiet",
-            "--out",
-            "out",
         ],
+        "out",
     );
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let run: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("out/run.json")).unwrap()).unwrap();
+    let run = common::run_json(&out);
     let ff = &run["fast_forward"];
     assert_eq!(ff["enabled"], true, "{run}");
     assert!(ff["skips"].as_u64().unwrap() > 0, "{run}");

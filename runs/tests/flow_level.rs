@@ -85,11 +85,7 @@ fn what_flow_level_cannot_model_is_refused_in_one_line() {
         let mut args = vec!["--topo", "star", "--hosts", "8", "--fidelity", "flow"];
         args.extend_from_slice(extra);
         args.extend_from_slice(&["--out", out.to_str().unwrap()]);
-        let o = netsim(&args);
-        let stderr = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status.code(), Some(2), "{extra:?}: {stderr}");
-        assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
-        assert!(stderr.contains("--fidelity flow"), "{stderr}");
+        common::rejects(&dir, &args, &[], "--fidelity flow");
         assert!(!out.join("run.json").exists());
     }
 }
@@ -156,7 +152,7 @@ fn a_folded_workload_runs_a_fraction_of_the_flows_and_says_so() {
         env!("CARGO_MANIFEST_DIR"),
         "/scenarios/workloads/moe-pp4-ep2-tp8-128.txt"
     );
-    let o = netsim(&[
+    let args = [
         "--topo",
         "spectrum-x",
         "--gpus",
@@ -169,11 +165,8 @@ fn a_folded_workload_runs_a_fraction_of_the_flows_and_says_so() {
         "2",
         "--out",
         out.to_str().unwrap(),
-    ]);
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{stderr}");
-    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
-    assert!(stderr.contains("would keep 1 of its members"), "{stderr}");
+    ];
+    common::rejects(&dir, &args, &[], "would keep 1 of its members");
 }
 
 #[test]
@@ -210,20 +203,12 @@ fn folded_classes_write_the_same_tables_on_any_thread_count_and_refuse_fifo_shar
     let mut a = folded_allreduce("64", "2", "flow", &out);
     a.extend(classes("1"));
     a.extend(["--cc", "none"]);
-    let o = netsim(&a);
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{stderr}");
-    assert!(common::is_one_line_error(&stderr), "{stderr}");
-    assert!(stderr.contains("--cc none"), "{stderr}");
+    common::rejects(&dir, &a, &[], "--cc none");
     assert!(!out.join("run.json").exists());
     // Classes are a flow-level model.
     let out = dir.join("packet");
     let mut a = folded_allreduce("64", "2", "packet", &out);
     a.extend(classes("1"));
-    let o = netsim(&a);
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{stderr}");
-    assert!(common::is_one_line_error(&stderr), "{stderr}");
-    assert!(stderr.contains("--fold-classes"), "{stderr}");
+    common::rejects(&dir, &a, &[], "--fold-classes");
     assert!(!out.join("run.json").exists());
 }

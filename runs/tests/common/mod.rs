@@ -72,6 +72,20 @@ pub fn netsim_command(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Comman
     command
 }
 
+/// `netsim args` in `dir` with the extra environment `env`, which must end
+/// with exit code 2 and one line on stderr containing `needle`; returns
+/// that line.
+pub fn rejects(dir: &Path, args: &[&str], env: &[(&str, &str)], needle: &str) -> String {
+    let o = netsim_command(dir, args, env)
+        .output()
+        .expect("netsim runs");
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+    assert!(is_one_line_error(&err), "{args:?}: not one line: {err}");
+    assert!(err.contains(needle), "{args:?}: `{needle}` not in: {err}");
+    err.trim_end().to_string()
+}
+
 /// `netsim args --quiet --out out` in `dir`, which must succeed (else its
 /// stderr is the panic); returns the output directory.
 pub fn run_out(dir: &Path, args: &[&str], out: &str) -> PathBuf {

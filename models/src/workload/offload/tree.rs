@@ -251,20 +251,13 @@ pub fn aggregation_tree(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use netsim_topo::{Coords, FatTreeParams, LinkParams, StarParams, TopoSpec};
-
-    fn link() -> LinkParams {
-        LinkParams {
-            bandwidth_bps: 100_000_000_000,
-            latency_ps: 1_000_000,
-        }
-    }
+    use netsim_topo::{Coords, FatTreeParams, StarParams, TopoSpec};
 
     #[test]
     fn star_tree_is_one_switch_with_every_member() {
         let topo = netsim_topo::build(&TopoSpec::Star(StarParams {
             hosts: 5,
-            host_link: link(),
+            ..StarParams::default()
         }))
         .unwrap();
         let (tree, members) = aggregation_tree(&topo, &[0, 2, 4]).unwrap();
@@ -279,10 +272,6 @@ mod tests {
         let topo = netsim_topo::build(&TopoSpec::FatTree(FatTreeParams {
             k: 4,
             tiers: 3,
-            oversub: 1,
-            host_link: link(),
-            agg_link: link(),
-            core_link: link(),
             ..FatTreeParams::default()
         }))
         .unwrap();

@@ -6,7 +6,7 @@ use netsim_models::network::{Fabric, NetStats};
 
 /// Refuses what fast-forward and memoization do not handle yet, one line
 /// naming the flag (exit 2).
-pub(crate) fn check(fabric: &Fabric, ranks: usize) -> anyhow::Result<()> {
+pub(crate) fn check(fabric: &Fabric) -> anyhow::Result<()> {
     if fabric.config.fast_forward.is_some() && !fabric.faults.faults.is_empty() {
         anyhow::bail!(
             "--fast-forward on: runs with faults (--fault, --faults, [[fault]]) are not \
@@ -19,18 +19,11 @@ pub(crate) fn check(fabric: &Fabric, ranks: usize) -> anyhow::Result<()> {
              run it with --fast-forward off"
         );
     }
-    if fabric.config.fast_forward.is_some_and(|f| f.memo) {
-        if fabric.topo.has_lossy_links() {
-            anyhow::bail!(
-                "--ff-memo: the topology file's links lose packets (error_rate), which is not \
-                 memoized; run it with --ff-memo off"
-            );
-        }
-        if ranks > 1 {
-            // A wave's key walks every switch's routing rows, which a
-            // rank holds only for its own.
-            anyhow::bail!("--ff-memo on: runs in one process; start it without mpirun");
-        }
+    if fabric.config.fast_forward.is_some_and(|f| f.memo) && fabric.topo.has_lossy_links() {
+        anyhow::bail!(
+            "--ff-memo: the topology file's links lose packets (error_rate), which is not \
+             memoized; run it with --ff-memo off"
+        );
     }
     Ok(())
 }

@@ -61,7 +61,8 @@ impl RunBytes {
         let flows = workload.flows.len() as u64 / ranks;
         let dag_per_shard = (workload.tasks.len() as u64 * progress::BYTES_PER_TASK)
             .saturating_add(workload.collectives.len() as u64 * progress::BYTES_PER_COLLECTIVE);
-        let ports = 2 * u64::from(topo.link_count()) / ranks;
+        let all_ports = 2 * u64::from(topo.link_count());
+        let ports = all_ports / ranks;
         match fidelity {
             Fidelity::Flow => {
                 // Plain traffic may have every flow in flight at once.
@@ -87,7 +88,8 @@ impl RunBytes {
                     .saturating_mul(netsim_models::network::BYTES_PER_SENDER + 3 * BYTES_PER_FCT),
                 dag: dag_per_shard.saturating_mul(u64::from(shards)),
                 in_flight: 0,
-                memo: memo_bytes(config, topo, routing_bytes, workload, ports)
+                // A sandbox holds the whole fabric on every rank.
+                memo: memo_bytes(config, topo, routing_bytes, workload, all_ports)
                     .saturating_mul(u64::from(shards)),
             },
         }
@@ -120,8 +122,8 @@ impl RunBytes {
 /// guard's walks and the replayed-task flags kept between checks (46 B per
 /// task: `memo/key.rs`'s `Guard`, `Memo::completing`), and a
 /// sandbox at a time, which holds a copy of the workload's flows with a
-/// sender each, of the topology and its routing tables, and its fabric's
-/// `ports`.
+/// sender each, of the topology and its routing tables (every switch's,
+/// `routing_bytes`), and its fabric's `ports` (all of them, on any rank).
 fn memo_bytes(
     config: &NetConfig,
     topo: &netsim_topo::Topology,
@@ -256,5 +258,9 @@ mod tests {
             packet.total(),
             RunBytes { memo: 0, ..packet }.total() + packet.memo
         );
+        // Under mpirun each rank's shards hold as much: a sandbox is the
+        // whole fabric, whatever the rank owns.
+        let rank = RunBytes::of(Fidelity::Packet, &memo, &topo, 1000, &w, 2, 4);
+        assert_eq!(rank.memo, packet.memo);
     }
 }

@@ -110,7 +110,8 @@ impl RunArgs {
             latency_floor_ps: 0,
         };
         // The work estimate follows ECMP at every switch, so it needs every switch's rows;
-        // one process keeps them for the run, ranks then keep only their own.
+        // one process keeps them for the run, ranks then keep only their own (all of them
+        // with --ff-memo on).
         let full = Routing::build_within(&topo, None, memory_left_bytes())
             .with_context(|| self.topology.size_context(&self.topo))?;
         // Beside the routing tables, before the estimate and the partition walk every flow.
@@ -154,17 +155,24 @@ impl RunArgs {
         let (routing, owned) = if ranks == 1 {
             (full, None)
         } else {
-            drop(full);
-            // Routing rows for the switches this rank owns: they dominate the memory of a
-            // large fabric.
             let local = rank_shards(layout.shards(), rank, ranks);
             let owned: Vec<bool> = partition
                 .shard_of
                 .iter()
                 .map(|s| local.contains(&s.index()))
                 .collect();
-            let routing = Routing::build_within(&topo, Some(&owned), memory_left_bytes())
-                .with_context(|| self.topology.size_context(&self.topo))?;
+            // Memoization's keys and sandboxes walk any flow's path, through
+            // switches of every rank: each rank keeps every row (counted by
+            // the memory check above, which ran while they were held).
+            let routing = if config.fast_forward.is_some_and(|f| f.memo) {
+                full
+            } else {
+                drop(full);
+                // Routing rows for the switches this rank owns: they dominate the memory
+                // of a large fabric.
+                Routing::build_within(&topo, Some(&owned), memory_left_bytes())
+                    .with_context(|| self.topology.size_context(&self.topo))?
+            };
             (routing, Some(owned))
         };
         let fault_plan = self.faults.plan(&topo, faults, owned.as_deref())?;
@@ -178,7 +186,7 @@ impl RunArgs {
         };
         let mut fabric = Fabric::with_workload(topo, routing, workload, config, self.seed);
         fabric.faults = fault_plan;
-        crate::fast_forward_args::check(&fabric, ranks)?;
+        crate::fast_forward_args::check(&fabric)?;
         if self.fidelity == Fidelity::Flow {
             if !fabric.faults.is_empty() {
                 anyhow::bail!("--fault: the flow level has no faults; use --fidelity packet");

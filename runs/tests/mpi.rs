@@ -1,6 +1,7 @@
 //! `netsim` under `mpirun` (feature `mpi`): 1, 2 and 4 ranks, and 2 ranks x
-//! 2 threads, write the same tables as one thread; bad input stops every rank
-//! quickly with one message.
+//! 2 threads, write the same tables (and count the same events, memo hits,
+//! misses and sandbox events) as one thread, with fast-forward and
+//! memoization too; bad input stops every rank quickly with one message.
 //!
 //! What is compared: every row of every table (flows, queues, pfc, links,
 //! collectives, switch_offload), each rendered exactly (floats by their bits,
@@ -182,7 +183,23 @@ fn same_tables_across_ranks(name: &str, scenario: &[&str]) -> serde_json::Value 
             .all(|r| r["peak_rss_bytes"].as_u64() > Some(0)));
         let events: u64 = per_rank.iter().map(|r| r["events"].as_u64().unwrap()).sum();
         assert_eq!(summary["events"], events);
-        assert_eq!(summary["events"], run_json(&reference)["events"]);
+        let one = run_json(&reference);
+        assert_eq!(summary["events"], one["events"]);
+        // The memo's counts, each made on one shard (a domain's first flow's
+        // sender, a sandbox's), and the jumps, the same on every rank.
+        for field in [
+            "memo_hits",
+            "memo_misses",
+            "memo_sandbox_events",
+            "memo_events_avoided",
+            "skips",
+            "skipped_ns",
+        ] {
+            assert_eq!(
+                summary["fast_forward"][field], one["fast_forward"][field],
+                "{name}: {field} at {ranks} ranks x {threads} threads"
+            );
+        }
     }
     run_json(&reference)
 }
@@ -216,6 +233,35 @@ fn fast_forwarded_tables_are_identical_on_1_2_4_ranks_and_2x2() {
     );
     let ff = &reference["fast_forward"];
     assert!(ff["skips"].as_u64() > Some(0), "{ff}");
+}
+
+#[test]
+fn memoized_tables_are_identical_on_1_2_4_ranks_and_2x2() {
+    // Every rank keeps every switch's routing rows for the keys and the
+    // sandboxes; a record made on the rank of its domain's first sender
+    // reaches the others through `Comm::all_max`.
+    let workload = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/scenarios/workloads/gpt-micro-simai.txt"
+    );
+    let reference = same_tables_across_ranks(
+        "memo",
+        &[
+            "--topo",
+            "spectrum-x",
+            "--gpus",
+            "64",
+            "--workload",
+            workload,
+            "--fast-forward",
+            "on",
+            "--ff-memo",
+            "on",
+        ],
+    );
+    let ff = &reference["fast_forward"];
+    assert!(ff["memo_hits"].as_u64() > Some(0), "{ff}");
+    assert!(ff["memo_sandbox_events"].as_u64() > Some(0), "{ff}");
 }
 
 #[test]

@@ -116,11 +116,19 @@ impl RunBytes {
     }
 }
 
-/// What memoization adds per shard, 0 when it is off: the guard's agreed
-/// view of the DAG (three 8-byte values per task), the plan (a collective's
-/// task list and a count of dependencies inside it, 8 B per task), the
-/// guard's walks and the replayed-task flags kept between checks (46 B per
-/// task: `memo/key.rs`'s `Guard`, `Memo::completing`), and a
+/// What memoization's decisions hold per task, kept between checks: the
+/// guard's agreed view of the DAG (three 8-byte values), the plan (a
+/// collective's task list and its count of dependencies inside it, 8 B),
+/// the guard's walk slot (64 B, one cache line) and its round's list of
+/// starting tasks (16 B at most), the prediction's chain entry (24 B) and
+/// host (4 B), a replayed task's completions (`done_at`, 16 B) and its
+/// flags (4 B): `memo/guard.rs`, `memo/predict.rs`, `memo/mod.rs`.
+const MEMO_BYTES_PER_TASK: u64 = 24 + 8 + 64 + 16 + 24 + 4 + 16 + 4;
+/// Per flow of the workload: the prediction's foreseen start (16 B).
+const MEMO_BYTES_PER_FLOW: u64 = 16;
+
+/// What memoization adds per shard, 0 when it is off: its decisions'
+/// vectors ([`MEMO_BYTES_PER_TASK`], [`MEMO_BYTES_PER_FLOW`]) and a
 /// sandbox at a time, which holds a copy of the workload's flows with a
 /// sender each, of the topology and its routing tables (every switch's,
 /// `routing_bytes`), and its fabric's `ports` (all of them, on any rank).
@@ -138,8 +146,10 @@ fn memo_bytes(
     let flows = workload.flows.len() as u64;
     let flow_bytes = std::mem::size_of::<FlowSpec>() as u64;
     tasks
-        .saturating_mul(24 + 8 + 46)
-        .saturating_add(flows.saturating_mul(flow_bytes + netsim_models::network::BYTES_PER_SENDER))
+        .saturating_mul(MEMO_BYTES_PER_TASK)
+        .saturating_add(flows.saturating_mul(
+            MEMO_BYTES_PER_FLOW + flow_bytes + netsim_models::network::BYTES_PER_SENDER,
+        ))
         .saturating_add(topology_bytes(topo))
         .saturating_add(routing_bytes)
         .saturating_add(ports.saturating_mul(BYTES_PER_PORT))
@@ -241,8 +251,8 @@ mod tests {
         let rank = RunBytes::of(Fidelity::Packet, &config, &topo, 0, &w, 2, 4);
         assert_eq!((rank.flows, rank.dag), (sender + 12, 4 * 3));
         assert_eq!(rank.memo, 0);
-        // Memoization, per shard: 78 B per task, a sandbox's flows with a
-        // sender each and its ports.
+        // Memoization, per shard: 160 B per task and 16 B per flow for its
+        // decisions, a sandbox's flows with a sender each and its ports.
         let mut memo = config.clone();
         memo.fast_forward = Some(FastForward {
             memo: true,
@@ -252,7 +262,7 @@ mod tests {
         let flow_bytes = std::mem::size_of_val(&w.flows[0]) as u64;
         assert_eq!(
             packet.memo,
-            4 * (3 * 78 + 2 * (flow_bytes + sender) + topology_bytes(&topo) + 1000 + ports)
+            4 * (3 * 160 + 2 * (16 + flow_bytes + sender) + topology_bytes(&topo) + 1000 + ports)
         );
         assert_eq!(
             packet.total(),

@@ -42,12 +42,16 @@ WORKLOADS = {
     # AICB's layout and sizes, cut to 2 layers (runs/scenarios/workloads/aicb_cut.py).
     "gpt13b-tp8-pp2-128": "runs/scenarios/workloads/gpt13b-tp8-pp2-128.txt",
     "mixtral-8x7b-ep8-tp2-128": "runs/scenarios/workloads/mixtral-8x7b-ep8-tp2-128.txt",
+    # The same Mixtral along the rails: TP 8, EP 8 on one rail, DP 16.
+    "mixtral-8x7b-ep8-tp8-128": "runs/scenarios/workloads/mixtral-8x7b-ep8-tp8-128.txt",
     # GPT-13B uncut (all 40 layers, `aicb_cut.py --whole`); minutes per run,
     # so only when named.
     "gpt13b-whole-128": "runs/scenarios/workloads/gpt13b-tp8-pp2-128-whole.txt",
     # Mixtral-8x7B uncut (all 32 layers); 5.0 G events, ~17 min with
     # `--fast-forward off` on one core: only when named.
     "mixtral-whole-128": "runs/scenarios/workloads/mixtral-8x7b-ep8-tp2-128-whole.txt",
+    # Rail-aligned Mixtral uncut: 1.9 G events, ~2.5 min off on 2 threads.
+    "mixtral-tp8-whole-128": "runs/scenarios/workloads/mixtral-8x7b-ep8-tp8-128-whole.txt",
     # Hand-made, small collectives (1-16 MiB): seconds per run.
     "repeated-layers-128": "benches/workloads/repeated-layers-128.txt",
     "gpt-micro-128": "runs/scenarios/workloads/gpt-micro-simai.txt",

@@ -53,6 +53,11 @@ Workloads:
   32 layers); DP collectives 6.9x the cut's (dense: attention and the
   embedding), DP_EP collectives 16x (the experts), layer collectives 16x
   as many.
+- `mixtral-8x7b-ep8-tp8-128.txt` and `-whole.txt`: the same model laid out
+  along the rails: TP 8 (a server's NVSwitch), EP 8 (one GPU index on 8
+  servers: one rail), DP 16, DP_EP 2. Its DP and EP groups stay on rail
+  leaves, as GPT-13B's DP groups do, where the TP 2 layout's DP-64 rings
+  cross rails through the spines.
 """
 
 import argparse
@@ -131,12 +136,16 @@ WORKLOADS = {
     "mixtral-8x7b-ep8-tp2-128.txt": dict(
         tp=2, pp=1, ep=8, ga=1, gpus=128, layers=2, total_layers=32, hidden=4096,
         seq=2048, vocab=50257, micro_batch=1, ffn=14336, experts=8, topk=2),
+    "mixtral-8x7b-ep8-tp8-128.txt": dict(
+        tp=8, pp=1, ep=8, ga=1, gpus=128, layers=2, total_layers=32, hidden=4096,
+        seq=2048, vocab=50257, micro_batch=1, ffn=14336, experts=8, topk=2),
 }
 
 
 WHOLE = {
     "gpt13b-tp8-pp2-128-whole.txt": dict(WORKLOADS["gpt13b-tp8-pp2-128.txt"], layers=20),
     "mixtral-8x7b-ep8-tp2-128-whole.txt": dict(WORKLOADS["mixtral-8x7b-ep8-tp2-128.txt"], layers=32),
+    "mixtral-8x7b-ep8-tp8-128-whole.txt": dict(WORKLOADS["mixtral-8x7b-ep8-tp8-128.txt"], layers=32),
 }
 
 

@@ -12,8 +12,9 @@ use std::collections::BinaryHeap;
 /// What the memo's guard knows of the whole DAG at a check instant, agreed
 /// by every shard (one `all_max` over three values per task): which tasks
 /// start (flows scheduled or sending, `MAX - start`), which compute tasks
-/// end (`MAX - end`), and how many dependencies each task's host has not
-/// seen complete yet.
+/// end (`MAX - end`) and which flows their destination has seen complete
+/// (1: delivered, the last acknowledgement maybe not back), and how many
+/// dependencies each task's host has not seen complete yet.
 pub(super) struct DagView {
     pub(super) values: Vec<u64>,
 }
@@ -38,6 +39,13 @@ impl DagView {
         let n = self.tasks();
         let v = &mut self.values[n + task as usize];
         *v = (*v).max(u64::MAX - at.as_ps());
+    }
+
+    /// Flow task `task`'s destination has seen it complete (the second
+    /// value, a compute task's end, is unused for a flow).
+    pub(super) fn delivered(&mut self, task: u32) {
+        let n = self.tasks();
+        self.values[n + task as usize] = 1;
     }
 
     pub(super) fn remaining(&mut self, task: u32, deps: u32) {
@@ -69,6 +77,10 @@ struct Slot {
     initial: SimTime,
     /// How long after it is ready it starts ([`start_delay`]).
     delay: SimTime,
+    /// A flow that starts (still sending) whose destination has seen it
+    /// complete (agreed): the destination's dependents no longer wait for
+    /// it, so a walk reaches only its source's.
+    delivered: bool,
 }
 
 const EMPTY: Slot = Slot {
@@ -79,6 +91,7 @@ const EMPTY: Slot = Slot {
     reached: (0, SimTime::ZERO),
     initial: SimTime::MAX,
     delay: SimTime::ZERO,
+    delivered: false,
 };
 
 /// The guard's walks of one round (see [`Guard::earliest_touching`]): what
@@ -102,7 +115,7 @@ pub(super) struct Guard {
 }
 
 impl Guard {
-    /// Empty walks for a workload of `tasks` tasks, to [`Guard::prepare`].
+    /// Empty walks for `workload`'s tasks, to [`Guard::prepare`].
     pub(super) fn new(workload: &Workload) -> Guard {
         let mut slots = vec![EMPTY; workload.tasks.len()];
         for (t, slot) in slots.iter_mut().enumerate() {
@@ -139,6 +152,7 @@ impl Guard {
             slot.remaining = u32::try_from(v).expect("a task's dependencies fit u32");
             slot.base = (0, SimTime::ZERO);
             slot.initial = SimTime::MAX;
+            slot.delivered = false;
         }
         self.initial.clear();
         // The same reaches in the same order as every walk would make them
@@ -152,9 +166,14 @@ impl Guard {
                 self.start(SimTime(u64::MAX - dag.values[t]), t as u32);
             }
             if dag.values[n + t] != 0 {
-                let end = SimTime(u64::MAX - dag.values[n + t]);
-                for &d in workload.dependents(t as u32) {
-                    self.reach_base(workload, d, end);
+                match workload.kind(&workload.tasks[t]) {
+                    TaskKind::Compute(_) => {
+                        let end = SimTime(u64::MAX - dag.values[n + t]);
+                        for &d in workload.dependents(t as u32) {
+                            self.reach_base(workload, d, end);
+                        }
+                    }
+                    TaskKind::Flow(_) => self.slots[t].delivered = true,
                 }
             }
         }
@@ -202,7 +221,10 @@ impl Guard {
     /// [`Guard::initial`]).
     /// Its count in the walk matters only if it can be pushed, so a reach
     /// at or after the horizon (the task's latest is then past it for
-    /// good) or of a replayed task leaves the slot alone.
+    /// good) or of a replayed task leaves the slot alone. Exact because no
+    /// task is reached more often than its agreed missing dependencies (a
+    /// delivered flow reaches only its source's dependents): a skipped
+    /// reach leaves the count short of them for the whole walk.
     fn reach(&mut self, d: u32, at: SimTime, horizon: SimTime) {
         if at >= horizon || self.replayed[d as usize] {
             return;
@@ -302,18 +324,25 @@ impl Guard {
                 (None, None) => break,
             };
             let task = workload.tasks[t as usize];
-            let done = match workload.kind(&task) {
+            // A delivered flow reaches only its source's dependents (its
+            // destination's do not count it among their missing ones).
+            let (done, only) = match workload.kind(&task) {
                 TaskKind::Flow(f) => {
                     if canon.touched_by(fabric, f, &mut scratch) {
                         found = at;
                         break;
                     }
-                    at + least_fct(fabric, f)
+                    let only = self.slots[t as usize]
+                        .delivered
+                        .then_some(workload.flows[f as usize].src);
+                    (at + least_fct(fabric, f), only)
                 }
-                TaskKind::Compute(duration) => at + duration,
+                TaskKind::Compute(duration) => (at + duration, None),
             };
             for &d in workload.dependents(t) {
-                self.reach(d, done, horizon);
+                if only.is_none_or(|src| workload.tasks[d as usize].host == src) {
+                    self.reach(d, done, horizon);
+                }
             }
         }
         self.scratch = scratch;

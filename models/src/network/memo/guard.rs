@@ -249,6 +249,23 @@ impl Guard {
         }
     }
 
+    /// The next walk's number. After 2^32 - 1 walks the marks restart
+    /// from 1, cleared first: one left from the walk of the same number
+    /// long ago would read as this walk's.
+    fn next_walk(&mut self) -> u32 {
+        self.walk = match self.walk.checked_add(1) {
+            Some(walk) => walk,
+            None => {
+                for slot in &mut self.slots {
+                    slot.mark = 0;
+                    slot.seen = 0;
+                }
+                1
+            }
+        };
+        self.walk
+    }
+
     /// The earliest a flow outside `canon`'s domain that uses its
     /// resources could start, before `horizon` (`SimTime::MAX`: at or
     /// after it, or never), given the round's DAG state and the replayed
@@ -275,8 +292,7 @@ impl Guard {
         horizon: SimTime,
     ) -> SimTime {
         let workload = &fabric.workload;
-        self.walk = self.walk.checked_add(1).expect("fewer than 2^32 walks");
-        let walk = self.walk;
+        let walk = self.next_walk();
         self.heap.clear();
         for &t in &canon.tasks {
             self.slots[t as usize].seen = walk;
@@ -376,4 +392,30 @@ pub(super) fn least_fct(fabric: &Fabric, flow: u32) -> SimTime {
     let rate_bps = topo.link(topo.port(spec.src, port).link).bandwidth_bps;
     let ps = u128::from(spec.size_bytes) * 8 * 1_000_000_000_000 / u128::from(rate_bps.max(1));
     SimTime(ps.min(u128::from(u64::MAX)) as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{prepared, KB_FCT, NOW, OVERHEAD, US};
+    use netsim_engine::SimTime;
+
+    #[test]
+    fn walks_past_2_pow_32_restart_with_cleared_marks() {
+        let (fabric, mut guard, canon) = prepared(1000, true);
+        let walk = |guard: &mut super::Guard, horizon| {
+            guard.earliest_touching(&fabric, &canon, None, NOW, horizon)
+        };
+        // Walk 1 pushes X, which touches the domain.
+        let touches = KB_FCT + OVERHEAD;
+        assert_eq!(walk(&mut guard, SimTime(50 * US)), touches);
+        // The last walk before the wrap stops before X is ready: X's slot
+        // keeps walk 1's marks.
+        guard.walk = u32::MAX - 1;
+        assert_eq!(walk(&mut guard, SimTime(US)), SimTime::MAX);
+        assert_eq!(guard.walk, u32::MAX);
+        // Walk 1 again: those marks would read as this walk's (X pushed
+        // already, its count past its missing dependencies).
+        assert_eq!(walk(&mut guard, SimTime(50 * US)), touches);
+        assert_eq!(guard.walk, 1);
+    }
 }

@@ -5,6 +5,7 @@
 
 use super::guard;
 use super::key::{self, Canon};
+use super::predict::Prediction;
 use super::{some, Held, Record};
 use crate::network::Network;
 use crate::telemetry::TelemetrySink;
@@ -100,7 +101,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         let fabric = self.fabric;
         // Round 1: entry flows' starts this shard can foresee, agreed.
         let m = self.memo.as_mut().expect("memo on");
-        let mut p = m.predict.take().expect("not predicting");
+        let mut p = m.predict.take().unwrap_or_else(|| Prediction::new(fabric));
         if shared.predicted {
             p.follow(fabric, m, &self.dag, now);
         } else {

@@ -212,7 +212,8 @@ pub(crate) struct Memo {
     /// complete (what the guard's DAG view agrees of a flow still sending).
     delivered: Vec<bool>,
     /// The prediction of the next starts, kept between checks (vectors
-    /// of one entry per task and flow, not reallocated).
+    /// of one entry per task and flow, not reallocated); made at the
+    /// first check that predicts (never in a sandbox, which only records).
     predict: Option<predict::Prediction>,
     /// The guard's walks, kept between checks (vectors of one entry per
     /// task, not reallocated).
@@ -245,7 +246,7 @@ impl Memo {
             completing: vec![false; fabric.workload.tasks.len()],
             exits: Vec::new(),
             delivered: vec![false; fabric.workload.tasks.len()],
-            predict: Some(predict::Prediction::new(fabric)),
+            predict: None,
             guard: None,
             held: Vec::new(),
             pending_flows: HashMap::new(),

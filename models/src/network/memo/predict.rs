@@ -23,6 +23,9 @@ struct Chain {
     ready: SimTime,
 }
 
+// What the memory check counts for it.
+const _: () = assert!(std::mem::size_of::<Chain>() == 24);
+
 #[derive(Debug)]
 pub(super) struct Prediction {
     /// The current prediction's number: an entry below is of it when its

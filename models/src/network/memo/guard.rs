@@ -112,6 +112,7 @@ pub(super) struct Guard {
     /// make ready (disjoint: a task that starts waits for nothing), not
     /// replayed. A walk merges it with its heap instead of pushing it.
     initial: Vec<(SimTime, u32)>,
+    /// The current walk's number, which the slots' marks compare to.
     walk: u32,
     heap: BinaryHeap<Reverse<(SimTime, u32)>>,
     scratch: Vec<Resource>,

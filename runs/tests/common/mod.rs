@@ -97,6 +97,21 @@ pub fn run_out(dir: &Path, args: &[&str], out: &str) -> PathBuf {
     dir.join(out)
 }
 
+/// A run's `memo_hits` and `memo_misses` (run.json's `fast_forward`).
+pub fn memo_counts(s: &serde_json::Value) -> (u64, u64) {
+    let ff = &s["fast_forward"];
+    (
+        ff["memo_hits"].as_u64().unwrap(),
+        ff["memo_misses"].as_u64().unwrap(),
+    )
+}
+
+/// Bytes sent = delivered, across replays, and all of the workload's.
+pub fn assert_conserved(s: &serde_json::Value, payload_bytes: u64) {
+    assert_eq!(s["sent_payload_bytes"], s["delivered_payload_bytes"]);
+    assert_eq!(s["sent_payload_bytes"].as_u64(), Some(payload_bytes));
+}
+
 #[cfg(unix)]
 fn limit_address_space(command: &mut Command, bytes: u64) {
     use std::os::unix::process::CommandExt;

@@ -5,6 +5,7 @@
 
 use super::guard;
 use super::key::{self, Canon};
+use super::predict::Prediction;
 use super::{some, Held, Record};
 use crate::network::Network;
 use crate::telemetry::TelemetrySink;
@@ -100,7 +101,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         let fabric = self.fabric;
         // Round 1: entry flows' starts this shard can foresee, agreed.
         let m = self.memo.as_mut().expect("memo on");
-        let mut p = m.predict.take().expect("not predicting");
+        let mut p = m.predict.take().unwrap_or_else(|| Prediction::new(fabric));
         if shared.predicted {
             p.follow(fabric, m, &self.dag, now);
         } else {
@@ -460,8 +461,8 @@ impl<S: TelemetrySink> Network<'_, S> {
 
     /// The DAG state the guard follows (see [`guard::DagView`]): this
     /// shard's flow starts scheduled, flows sending (not replayed: they
-    /// send nothing), compute tasks that will end, and its hosts' tasks'
-    /// missing dependencies; agreed.
+    /// send nothing), compute tasks that will end, flows its hosts
+    /// received whole, and its hosts' tasks' missing dependencies; agreed.
     fn memo_dag_view(&self, all_max: AllMax<'_>) -> Result<guard::DagView, Aborted> {
         let m = self.memo.as_ref().expect("memo on");
         let workload = &self.fabric.workload;
@@ -490,6 +491,10 @@ impl<S: TelemetrySink> Network<'_, S> {
         for (t, task) in workload.tasks.iter().enumerate() {
             if local[task.host as usize] {
                 dag.remaining(t as u32, self.dag.remaining(t as u32));
+            }
+            // Set on the destination's shard only.
+            if m.delivered[t] {
+                dag.delivered(t as u32);
             }
         }
         all_max(&mut dag.values)?;

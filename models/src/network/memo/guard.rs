@@ -12,8 +12,9 @@ use std::collections::BinaryHeap;
 /// What the memo's guard knows of the whole DAG at a check instant, agreed
 /// by every shard (one `all_max` over three values per task): which tasks
 /// start (flows scheduled or sending, `MAX - start`), which compute tasks
-/// end (`MAX - end`), and how many dependencies each task's host has not
-/// seen complete yet.
+/// end (`MAX - end`) and which flows their destination has seen complete
+/// (1: delivered, the last acknowledgement maybe not back), and how many
+/// dependencies each task's host has not seen complete yet.
 pub(super) struct DagView {
     pub(super) values: Vec<u64>,
 }
@@ -38,6 +39,13 @@ impl DagView {
         let n = self.tasks();
         let v = &mut self.values[n + task as usize];
         *v = (*v).max(u64::MAX - at.as_ps());
+    }
+
+    /// Flow task `task`'s destination has seen it complete (the second
+    /// value, a compute task's end, is unused for a flow).
+    pub(super) fn delivered(&mut self, task: u32) {
+        let n = self.tasks();
+        self.values[n + task as usize] = 1;
     }
 
     pub(super) fn remaining(&mut self, task: u32, deps: u32) {
@@ -69,7 +77,14 @@ struct Slot {
     initial: SimTime,
     /// How long after it is ready it starts ([`start_delay`]).
     delay: SimTime,
+    /// A flow that starts (still sending) whose destination has seen it
+    /// complete (agreed): the destination's dependents no longer wait for
+    /// it, so a walk reaches only its source's.
+    delivered: bool,
 }
+
+// One cache line per task: what the memory check counts for it.
+const _: () = assert!(std::mem::size_of::<Slot>() == 64);
 
 const EMPTY: Slot = Slot {
     remaining: 0,
@@ -79,6 +94,7 @@ const EMPTY: Slot = Slot {
     reached: (0, SimTime::ZERO),
     initial: SimTime::MAX,
     delay: SimTime::ZERO,
+    delivered: false,
 };
 
 /// The guard's walks of one round (see [`Guard::earliest_touching`]): what
@@ -96,13 +112,14 @@ pub(super) struct Guard {
     /// make ready (disjoint: a task that starts waits for nothing), not
     /// replayed. A walk merges it with its heap instead of pushing it.
     initial: Vec<(SimTime, u32)>,
+    /// The current walk's number, which the slots' marks compare to.
     walk: u32,
     heap: BinaryHeap<Reverse<(SimTime, u32)>>,
     scratch: Vec<Resource>,
 }
 
 impl Guard {
-    /// Empty walks for a workload of `tasks` tasks, to [`Guard::prepare`].
+    /// Empty walks for `workload`'s tasks, to [`Guard::prepare`].
     pub(super) fn new(workload: &Workload) -> Guard {
         let mut slots = vec![EMPTY; workload.tasks.len()];
         for (t, slot) in slots.iter_mut().enumerate() {
@@ -139,6 +156,7 @@ impl Guard {
             slot.remaining = u32::try_from(v).expect("a task's dependencies fit u32");
             slot.base = (0, SimTime::ZERO);
             slot.initial = SimTime::MAX;
+            slot.delivered = false;
         }
         self.initial.clear();
         // The same reaches in the same order as every walk would make them
@@ -152,9 +170,14 @@ impl Guard {
                 self.start(SimTime(u64::MAX - dag.values[t]), t as u32);
             }
             if dag.values[n + t] != 0 {
-                let end = SimTime(u64::MAX - dag.values[n + t]);
-                for &d in workload.dependents(t as u32) {
-                    self.reach_base(workload, d, end);
+                match workload.kind(&workload.tasks[t]) {
+                    TaskKind::Compute(_) => {
+                        let end = SimTime(u64::MAX - dag.values[n + t]);
+                        for &d in workload.dependents(t as u32) {
+                            self.reach_base(workload, d, end);
+                        }
+                    }
+                    TaskKind::Flow(_) => self.slots[t].delivered = true,
                 }
             }
         }
@@ -202,7 +225,10 @@ impl Guard {
     /// [`Guard::initial`]).
     /// Its count in the walk matters only if it can be pushed, so a reach
     /// at or after the horizon (the task's latest is then past it for
-    /// good) or of a replayed task leaves the slot alone.
+    /// good) or of a replayed task leaves the slot alone. Exact because no
+    /// task is reached more often than its agreed missing dependencies (a
+    /// delivered flow reaches only its source's dependents): a skipped
+    /// reach leaves the count short of them for the whole walk.
     fn reach(&mut self, d: u32, at: SimTime, horizon: SimTime) {
         if at >= horizon || self.replayed[d as usize] {
             return;
@@ -225,6 +251,23 @@ impl Guard {
             slot.seen = walk;
             self.heap.push(Reverse((slot.reached.1, d)));
         }
+    }
+
+    /// The next walk's number. After 2^32 - 1 walks the marks restart
+    /// from 1, cleared first: one left from the walk of the same number
+    /// long ago would read as this walk's.
+    fn next_walk(&mut self) -> u32 {
+        self.walk = match self.walk.checked_add(1) {
+            Some(walk) => walk,
+            None => {
+                for slot in &mut self.slots {
+                    slot.mark = 0;
+                    slot.seen = 0;
+                }
+                1
+            }
+        };
+        self.walk
     }
 
     /// The earliest a flow outside `canon`'s domain that uses its
@@ -253,8 +296,7 @@ impl Guard {
         horizon: SimTime,
     ) -> SimTime {
         let workload = &fabric.workload;
-        self.walk = self.walk.checked_add(1).expect("fewer than 2^32 walks");
-        let walk = self.walk;
+        let walk = self.next_walk();
         self.heap.clear();
         for &t in &canon.tasks {
             self.slots[t as usize].seen = walk;
@@ -302,18 +344,25 @@ impl Guard {
                 (None, None) => break,
             };
             let task = workload.tasks[t as usize];
-            let done = match workload.kind(&task) {
+            // A delivered flow reaches only its source's dependents (its
+            // destination's do not count it among their missing ones).
+            let (done, only) = match workload.kind(&task) {
                 TaskKind::Flow(f) => {
                     if canon.touched_by(fabric, f, &mut scratch) {
                         found = at;
                         break;
                     }
-                    at + least_fct(fabric, f)
+                    let only = self.slots[t as usize]
+                        .delivered
+                        .then_some(workload.flows[f as usize].src);
+                    (at + least_fct(fabric, f), only)
                 }
-                TaskKind::Compute(duration) => at + duration,
+                TaskKind::Compute(duration) => (at + duration, None),
             };
             for &d in workload.dependents(t) {
-                self.reach(d, done, horizon);
+                if only.is_none_or(|src| workload.tasks[d as usize].host == src) {
+                    self.reach(d, done, horizon);
+                }
             }
         }
         self.scratch = scratch;
@@ -347,4 +396,30 @@ pub(super) fn least_fct(fabric: &Fabric, flow: u32) -> SimTime {
     let rate_bps = topo.link(topo.port(spec.src, port).link).bandwidth_bps;
     let ps = u128::from(spec.size_bytes) * 8 * 1_000_000_000_000 / u128::from(rate_bps.max(1));
     SimTime(ps.min(u128::from(u64::MAX)) as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{prepared, KB_FCT, NOW, OVERHEAD, US};
+    use netsim_engine::SimTime;
+
+    #[test]
+    fn walks_past_2_pow_32_restart_with_cleared_marks() {
+        let (fabric, mut guard, canon) = prepared(1000, true);
+        let walk = |guard: &mut super::Guard, horizon| {
+            guard.earliest_touching(&fabric, &canon, None, NOW, horizon)
+        };
+        // Walk 1 pushes X, which touches the domain.
+        let touches = KB_FCT + OVERHEAD;
+        assert_eq!(walk(&mut guard, SimTime(50 * US)), touches);
+        // The last walk before the wrap stops before X is ready: X's slot
+        // keeps walk 1's marks.
+        guard.walk = u32::MAX - 1;
+        assert_eq!(walk(&mut guard, SimTime(US)), SimTime::MAX);
+        assert_eq!(guard.walk, u32::MAX);
+        // Walk 1 again: those marks would read as this walk's (X pushed
+        // already, its count past its missing dependencies).
+        assert_eq!(walk(&mut guard, SimTime(50 * US)), touches);
+        assert_eq!(guard.walk, 1);
+    }
 }

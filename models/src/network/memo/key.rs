@@ -330,6 +330,40 @@ impl Canon {
         }
     }
 
+    /// The domain of `flows` alone, starting at `t0`, as far as the
+    /// guard reads it: its tasks and resources (no key, no labelled port).
+    #[cfg(test)]
+    pub(super) fn of_flows(fabric: &Fabric, flows: &[u32], t0: SimTime) -> Canon {
+        let mut resources = Vec::new();
+        for &f in flows {
+            flow_resources(fabric, f, &mut resources);
+        }
+        let tasks: Vec<u32> = flows
+            .iter()
+            .map(|&f| fabric.workload.flow_task(f))
+            .collect();
+        Canon {
+            t0,
+            task_index: tasks
+                .iter()
+                .enumerate()
+                .map(|(k, &t)| (t, k as u32))
+                .collect(),
+            flow_index: flows
+                .iter()
+                .enumerate()
+                .map(|(k, &f)| (f, k as u32))
+                .collect(),
+            inside: vec![0; tasks.len()],
+            entry: vec![true; tasks.len()],
+            tasks,
+            flows: flows.to_vec(),
+            ports: Vec::new(),
+            resources: resources.into_iter().collect(),
+            key: Vec::new(),
+        }
+    }
+
     /// The same domain with its tasks renumbered `0..n` in canonical
     /// order, as the sandbox's workload holds them.
     pub(super) fn renumbered(&self) -> Canon {

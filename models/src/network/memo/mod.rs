@@ -19,6 +19,8 @@ mod guard;
 mod key;
 mod predict;
 mod sandbox;
+#[cfg(test)]
+mod tests;
 
 use super::packet::PRIORITIES;
 use super::{NetEvent, Network};
@@ -206,8 +208,12 @@ pub(crate) struct Memo {
     /// replayed: the only ones whose completions the prediction and the
     /// guard can follow (a replayed dependent has its own).
     exits: Vec<u32>,
+    /// Per flow task: its destination, on this shard, has seen it
+    /// complete (what the guard's DAG view agrees of a flow still sending).
+    delivered: Vec<bool>,
     /// The prediction of the next starts, kept between checks (vectors
-    /// of one entry per task and flow, not reallocated).
+    /// of one entry per task and flow, not reallocated); made at the
+    /// first check that predicts (never in a sandbox, which only records).
     predict: Option<predict::Prediction>,
     /// The guard's walks, kept between checks (vectors of one entry per
     /// task, not reallocated).
@@ -239,7 +245,8 @@ impl Memo {
             done_at: vec![(SimTime::ZERO, SimTime::ZERO); fabric.workload.tasks.len()],
             completing: vec![false; fabric.workload.tasks.len()],
             exits: Vec::new(),
-            predict: Some(predict::Prediction::new(fabric)),
+            delivered: vec![false; fabric.workload.tasks.len()],
+            predict: None,
             guard: None,
             held: Vec::new(),
             pending_flows: HashMap::new(),
@@ -423,13 +430,16 @@ impl<S: TelemetrySink> Network<'_, S> {
     /// Host `host` saw task `task` complete (hook of `task_seen_complete`).
     pub(crate) fn memo_seen(&mut self, task: u32, at_source: bool, now: SimTime) {
         let Some(m) = self.memo.as_mut() else { return };
-        if matches!(
-            self.fabric
-                .workload
-                .kind(&self.fabric.workload.tasks[task as usize]),
-            TaskKind::Compute(_)
-        ) {
-            m.pending_computes.remove(&task);
+        match self
+            .fabric
+            .workload
+            .kind(&self.fabric.workload.tasks[task as usize])
+        {
+            TaskKind::Compute(_) => {
+                m.pending_computes.remove(&task);
+            }
+            TaskKind::Flow(_) if !at_source => m.delivered[task as usize] = true,
+            TaskKind::Flow(_) => {}
         }
         let Some(r) = &mut m.recording else {
             return;

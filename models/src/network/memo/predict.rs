@@ -23,6 +23,9 @@ struct Chain {
     ready: SimTime,
 }
 
+// What the memory check counts for it.
+const _: () = assert!(std::mem::size_of::<Chain>() == 24);
+
 #[derive(Debug)]
 pub(super) struct Prediction {
     /// The current prediction's number: an entry below is of it when its
@@ -86,11 +89,7 @@ impl Prediction {
         now: SimTime,
     ) {
         let workload = &fabric.workload;
-        self.generation = self
-            .generation
-            .checked_add(1)
-            .expect("fewer than 2^32 predictions");
-        let generation = self.generation;
+        let generation = self.next_generation();
         self.local.fill(false);
         for &n in nodes {
             self.local[n.0 as usize] = true;
@@ -106,6 +105,25 @@ impl Prediction {
         );
         self.followed = 0;
         self.follow(fabric, m, dag, now);
+    }
+
+    /// The next prediction's number. After 2^32 - 1 predictions the marks
+    /// restart from 1, cleared first: one left from the prediction of the
+    /// same number long ago would read as this one's.
+    fn next_generation(&mut self) -> u32 {
+        self.generation = match self.generation.checked_add(1) {
+            Some(generation) => generation,
+            None => {
+                for start in &mut self.starts {
+                    start.0 = 0;
+                }
+                for chain in &mut self.chains {
+                    chain.mark = 0;
+                }
+                1
+            }
+        };
+        self.generation
     }
 
     /// Adds to the prediction what the exits added since it was made
@@ -168,5 +186,37 @@ impl Prediction {
             }
         }
         self.work = work;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{fabric, Y};
+    use super::super::Memo;
+    use super::Prediction;
+    use crate::workload::progress::DagProgress;
+    use netsim_engine::{NodeId, SimTime};
+
+    #[test]
+    fn predictions_past_2_pow_32_restart_with_cleared_marks() {
+        let fabric = fabric(1000);
+        let mut m = Memo::new(&fabric);
+        let dag = DagProgress::new(&fabric.workload);
+        let nodes: Vec<NodeId> = (0..fabric.topo.node_count()).map(NodeId).collect();
+        let mut p = Prediction::new(&fabric);
+        let at = SimTime(5_000_000);
+        // Prediction 1 foresees Y's scheduled start.
+        m.pending_flows.insert(Y, at);
+        p.predict(&fabric, &m, &dag, &nodes, SimTime::ZERO);
+        assert_eq!(p.start(Y), Some(at));
+        // Y started since: the last prediction before the wrap foresees
+        // nothing, and prediction 1's entry stays.
+        m.pending_flows.clear();
+        p.generation = u32::MAX - 1;
+        p.predict(&fabric, &m, &dag, &nodes, SimTime::ZERO);
+        assert_eq!((p.generation, p.start(Y)), (u32::MAX, None));
+        // Prediction 1 again: that entry would read as this one's.
+        p.predict(&fabric, &m, &dag, &nodes, SimTime::ZERO);
+        assert_eq!((p.generation, p.start(Y)), (1, None));
     }
 }

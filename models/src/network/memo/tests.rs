@@ -1,0 +1,103 @@
+//! The memo's decisions on a DAG small enough to follow by hand: the
+//! guard's walk where a flow's data has all arrived but its last
+//! acknowledgement has not (it still starts in the agreed view, and its
+//! destination no longer waits for it).
+
+use super::guard::{DagView, Guard};
+use super::key::Canon;
+use crate::network::config::NetConfig;
+use crate::network::Fabric;
+use crate::workload::{Builder, NONE};
+use netsim_engine::SimTime;
+use netsim_topo::{FatTreeParams, LinkParams, Routing, TopoSpec};
+
+/// The fixture's tasks (and flows: the same ids).
+pub(super) const C: u32 = 0;
+pub(super) const A: u32 = 1;
+pub(super) const X: u32 = 2;
+pub(super) const Y: u32 = 3;
+
+pub(super) const US: u64 = 1_000_000;
+/// The fixture's host overhead: a flow starts this long after it is ready.
+pub(super) const OVERHEAD: SimTime = SimTime(US);
+
+/// On a leaf-spine of 100 Gb/s links (k = 4: hosts 0 and 1 under one
+/// leaf, 2 and 3 under the other): flows C (0 -> 1, `c_bytes`) and A
+/// (0 -> 1, 1 kB), wanting nothing; X (1 -> 3, 1 kB) after both, at host
+/// 1; Y (2 -> 3, 1 kB), a domain under the second leaf, which X crosses
+/// and neither A nor C does.
+pub(super) fn fabric(c_bytes: u64) -> Fabric {
+    let link = LinkParams {
+        bandwidth_bps: 100_000_000_000,
+        latency_ps: US,
+    };
+    let topo = netsim_topo::build(&TopoSpec::FatTree(FatTreeParams {
+        k: 4,
+        tiers: 2,
+        oversub: 1,
+        host_link: link,
+        agg_link: link,
+        core_link: link,
+        ..FatTreeParams::default()
+    }))
+    .unwrap();
+    let routing = Routing::build(&topo).unwrap();
+    let mut b = Builder::new(OVERHEAD);
+    assert_eq!(b.flow(0, 1, c_bytes, NONE, &[]), C);
+    assert_eq!(b.flow(0, 1, 1000, NONE, &[]), A);
+    assert_eq!(b.flow(1, 3, 1000, NONE, &[C, A]), X);
+    assert_eq!(b.flow(2, 3, 1000, NONE, &[]), Y);
+    Fabric::with_workload(topo, routing, b.finish(), NetConfig::default(), 1)
+}
+
+/// 1 kB at 100 Gb/s.
+pub(super) const KB_FCT: SimTime = SimTime(80_000);
+
+/// The check instant of [`prepared`].
+pub(super) const NOW: SimTime = SimTime(2 * US);
+
+/// The fixture's guard prepared at [`NOW`], C starting at 0 and A at 1 us,
+/// A `delivered` or not (then X waits for it too), and Y's domain.
+pub(super) fn prepared(c_bytes: u64, delivered: bool) -> (Fabric, Guard, Canon) {
+    let fabric = fabric(c_bytes);
+    let mut dag = DagView::new(4);
+    dag.starts(C, SimTime::ZERO);
+    dag.starts(A, SimTime(US));
+    if delivered {
+        dag.delivered(A);
+        dag.remaining(X, 1);
+    } else {
+        dag.remaining(X, 2);
+    }
+    dag.remaining(Y, 0);
+    let mut guard = Guard::new(&fabric.workload);
+    let none = vec![(SimTime::ZERO, SimTime::ZERO); 4];
+    guard.prepare(&fabric, &dag, &none, &[false; 4], &[], NOW);
+    let canon = Canon::of_flows(&fabric, &[Y], NOW);
+    (fabric, guard, canon)
+}
+
+/// The guard's verdict for Y's domain up to `horizon` (see [`prepared`]).
+fn verdict(c_bytes: u64, delivered: bool, horizon: SimTime) -> SimTime {
+    let (fabric, mut guard, canon) = prepared(c_bytes, delivered);
+    guard.earliest_touching(&fabric, &canon, None, NOW, horizon)
+}
+
+#[test]
+fn a_delivered_flow_does_not_reach_its_destinations_dependents_again() {
+    let horizon = SimTime(50 * US);
+    // C (1 MB: 80 us at line rate) ends after the horizon, so X, which
+    // waits for it, cannot start before: nothing touches the domain,
+    // whether A is delivered or not. A delivered A reached X a second
+    // time, which the horizon's skip of C's reach made X's last missing
+    // one: X "started" at A's end plus the overhead.
+    assert_eq!(verdict(1_000_000, true, horizon), SimTime::MAX);
+    assert_eq!(verdict(1_000_000, false, horizon), SimTime::MAX);
+    // C of 1 kB ends before it: X starts once its host has seen what it
+    // still waits for, C alone when A is delivered, and touches.
+    assert_eq!(verdict(1000, true, horizon), KB_FCT + OVERHEAD);
+    assert_eq!(
+        verdict(1000, false, horizon),
+        SimTime(US) + KB_FCT + OVERHEAD
+    );
+}

@@ -186,8 +186,8 @@ struct Recording {
 pub(crate) struct Memo {
     plan: key::Plan,
     records: HashMap<Vec<u64>, Record>,
-    /// Keys whose sandbox could not make a record (a flow did not finish,
-    /// or a random draw was taken): not tried again.
+    /// Keys whose sandbox could not make a record (a flow did not
+    /// finish): not tried again.
     unrecordable: HashSet<Vec<u64>>,
     /// Per collective: replayed already.
     replayed: Vec<bool>,

@@ -32,9 +32,10 @@ impl<S: TelemetrySink> Network<'_, S> {
         // Its workload has no collectives: the connections' source ports
         // are the run's.
         sandbox.source_ports = self.fabric.source_ports.clone();
-        // Jumps as the run's: the sandbox keeps absolute time, so its check
-        // instants are the run's and a steady stretch of the domain alone
-        // is jumped as `--fast-forward on` would jump it (the DP ring steps'
+        // Jumps as the run's: the sandbox keeps absolute time and period,
+        // so its checks fall on the run's grid until either jumps, and a
+        // steady stretch of the domain alone is jumped as
+        // `--fast-forward on` would jump it (the DP ring steps'
         // middles: most of the sandboxes' events). No memo inside it.
         sandbox.config.fast_forward = self
             .fabric

@@ -151,6 +151,57 @@ fn a_repeated_collective_is_replayed_and_equals_simulating_it() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Link samples of a run: per (time, node, port), the bytes on the wire in
+/// the interval and its utilization.
+fn link_samples(out: &Path) -> std::collections::BTreeMap<(u64, u64, u64), (u64, f64)> {
+    read_rows(&out.join("links"))
+        .iter()
+        .map(|r| {
+            let n = |c: &str| r[c].parse::<u64>().unwrap();
+            let key = (n("time_ns"), n("src"), n("src_port"));
+            // Floats are rendered by their bit pattern, `f` + 16 hex digits.
+            let bits = u64::from_str_radix(&r["utilization"][1..], 16).unwrap();
+            (key, (n("tx_bytes"), f64::from_bits(bits)))
+        })
+        .collect()
+}
+
+#[test]
+fn a_replay_puts_its_bytes_on_the_wire_over_its_span_in_the_samples() {
+    let dir = scratch("samples");
+    let args = ["--threads", "1", "--sample-ns", "5000"];
+    let off = link_samples(&run(&dir, "off", "off", &args));
+    let on_dir = run(&dir, "on", "on", &args);
+    assert_eq!(memo_counts(&summary(&on_dir)), (3, 1));
+    let on = link_samples(&on_dir);
+    assert_eq!(
+        off.keys().collect::<Vec<_>>(),
+        on.keys().collect::<Vec<_>>()
+    );
+    // No link reads more than its line rate: a replay's bytes are not
+    // all counted at its decision.
+    let busiest = on.values().map(|&(_, u)| u).fold(0.0, f64::max);
+    assert!(busiest <= 1.0 + 1e-9, "utilization {busiest}");
+    // Every link carries what simulating carries, in the same intervals
+    // but for the shape within a port's busy stretch (spread evenly).
+    let mut totals = std::collections::BTreeMap::new();
+    let (mut moved, mut total) = (0u64, 0u64);
+    for (key, &(bytes_off, _)) in &off {
+        let bytes_on = on[key].0;
+        let t = totals.entry((key.1, key.2)).or_insert((0, 0));
+        t.0 += bytes_off;
+        t.1 += bytes_on;
+        moved += bytes_off.abs_diff(bytes_on);
+        total += bytes_off;
+    }
+    assert!(totals.values().all(|&(a, b)| a == b));
+    assert!(
+        moved * 20 < total,
+        "{moved} of {total} bytes sampled in other intervals than simulated"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn two_identical_concurrent_domains_cost_one_simulation() {
     let dir = scratch("twins");

@@ -16,6 +16,32 @@ use crate::telemetry::{PfcEvent, PfcRecord, TelemetrySink};
 use netsim_engine::{splitmix64, Context, NodeId, SimTime};
 use std::collections::VecDeque;
 
+/// Bytes a memo replay moved through a port, spread evenly over the
+/// interval its record's port was busy: from the first start of a flow
+/// crossing it to its last bit (DESIGN.md §3c, "Replay").
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ReplayedBytes {
+    pub from: SimTime,
+    pub to: SimTime,
+    pub bytes: [u64; PRIORITIES],
+}
+
+impl ReplayedBytes {
+    /// Of priority `prio`'s bytes, those still to go at `at`.
+    pub fn unsent(&self, prio: usize, at: SimTime) -> u64 {
+        let bytes = self.bytes[prio];
+        if at >= self.to {
+            return 0;
+        }
+        if at <= self.from {
+            return bytes;
+        }
+        let gone = u128::from(bytes) * u128::from((at - self.from).as_ps())
+            / u128::from((self.to - self.from).as_ps());
+        bytes - gone as u64
+    }
+}
+
 /// One egress port of a node, and the ingress accounting of the same link.
 #[derive(Debug)]
 pub(crate) struct Port {
@@ -49,6 +75,10 @@ pub(crate) struct Port {
     pub trimmed_pkts: u64,
     /// Bytes on the wire by the last link sample.
     pub sampled_tx_bytes: u64,
+    /// Memo replays whose bytes `tx_bytes` holds from their decision on
+    /// but whose records put them on the wire later; samples take back
+    /// what is still to go. Empty unless sampling.
+    pub replayed: Vec<ReplayedBytes>,
     /// Switches: ingress accounting of this port for PFC.
     pub ingress: Ingress,
     /// Hosts: the NIC's queue pairs on this port and their pacing.
@@ -100,6 +130,7 @@ impl Port {
             dropped_pkts: [0; PRIORITIES],
             trimmed_pkts: 0,
             sampled_tx_bytes: 0,
+            replayed: Vec::new(),
             ingress: Ingress::default(),
             host: HostQueue::new(),
             down_causes: 0,

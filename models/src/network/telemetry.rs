@@ -92,6 +92,12 @@ pub fn link_tier(topo: &Topology, src: u32, dst: u32) -> &'static str {
 }
 
 impl Port {
+    /// Of priority `prio`'s bytes started, those memo replays have yet to
+    /// put on the wire at `at`.
+    fn replayed_unsent(&self, prio: usize, at: SimTime) -> u64 {
+        self.replayed.iter().map(|r| r.unsent(prio, at)).sum()
+    }
+
     /// Bytes this port has put on the wire by `at`: everything it started,
     /// less what is still to serialise of the packet in flight.
     pub(super) fn wire_bytes_by(&self, at: SimTime) -> u64 {
@@ -136,13 +142,17 @@ impl<S: TelemetrySink> Network<'_, S> {
                         port: port as u32,
                         priority: prio as u8,
                         qlen_bytes: p.queued_bytes[prio],
-                        tx_bytes: p.tx_bytes[prio],
+                        tx_bytes: p.tx_bytes[prio] - p.replayed_unsent(prio, at),
                         ecn_marked_pkts: p.ecn_marked_pkts[prio],
                         dropped_pkts: p.dropped_pkts[prio],
                         trimmed_pkts: if prio == PRIO_DATA { p.trimmed_pkts } else { 0 },
                         paused: prio == PRIO_DATA && p.paused,
                     });
                 }
+            }
+            // Replays wholly on the wire by now are in `tx_bytes` alone.
+            for p in &mut self.ports[lo..hi] {
+                p.replayed.retain(|r| r.to > at);
             }
             self.next_sample[local] += period;
         }
@@ -202,7 +212,10 @@ impl<S: TelemetrySink> Network<'_, S> {
         );
         let interval_ps = (to - from).as_ps() as f64;
         for (port, p) in self.ports[lo..hi].iter_mut().enumerate() {
-            let sent = p.wire_bytes_by(to);
+            let replayed: u64 = (0..PRIORITIES)
+                .map(|prio| p.replayed_unsent(prio, to))
+                .sum();
+            let sent = p.wire_bytes_by(to) - replayed;
             let tx_bytes = sent - p.sampled_tx_bytes;
             p.sampled_tx_bytes = sent;
             self.sink.link(LinkSample {

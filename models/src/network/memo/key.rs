@@ -459,6 +459,14 @@ pub(super) fn first_port(fabric: &Fabric, flow: u32, src: u32, dst: u32) -> u16 
     hops.get(pick)
 }
 
+/// The ports flow `flow`'s packets and acknowledgements leave by, as the
+/// key labels them, into `out`.
+pub(super) fn flow_ports(fabric: &Fabric, flow: u32, out: &mut Vec<(u32, u16)>) {
+    let spec = fabric.workload.flows[flow as usize];
+    static_path(fabric, flow, spec.src, spec.dst, out);
+    static_path(fabric, flow, spec.dst, spec.src, out);
+}
+
 /// The ports (node, port) a packet of flow `flow` from `src` to `dst`
 /// leaves by, on a fault-free fabric with hash ECMP.
 fn static_path(fabric: &Fabric, flow: u32, src: u32, dst: u32, out: &mut Vec<(u32, u16)>) {

@@ -23,6 +23,7 @@ mod sandbox;
 mod tests;
 
 use super::packet::PRIORITIES;
+use super::port::ReplayedBytes;
 use super::{NetEvent, Network};
 use crate::telemetry::TelemetrySink;
 use crate::workload::TaskKind;
@@ -44,6 +45,10 @@ struct Record {
     flows: Vec<FlowRecord>,
     /// Per labelled port, bytes started per priority.
     port_bytes: Vec<[u64; PRIORITIES]>,
+    /// Per labelled port, when it was busy, from the domain's first start:
+    /// from the first start of a flow crossing it to its last bit (a
+    /// replay's samples spread its bytes over that).
+    port_busy: Vec<(SimTime, SimTime)>,
     /// Per labelled port, its round-robin pointer at the end (a host
     /// port's turn, which the next domain's key holds).
     round_robin_after: Vec<usize>,
@@ -65,7 +70,7 @@ struct Record {
 impl Record {
     /// How many values [`Record::encode`] writes for `canon`'s domain.
     fn encoded_len(canon: &Canon) -> usize {
-        8 + 2 * canon.tasks.len() + 4 * canon.flows.len() + (PRIORITIES + 1) * canon.ports.len()
+        8 + 2 * canon.tasks.len() + 4 * canon.flows.len() + (PRIORITIES + 3) * canon.ports.len()
     }
 
     /// Writes `record` (`None`: the key is unrecordable) into `out`, of
@@ -92,9 +97,14 @@ impl Record {
         for f in &r.flows {
             values.extend([f.start.as_ps(), f.retransmitted, f.ecn_marked, f.cnps]);
         }
-        for (bytes, &rr) in r.port_bytes.iter().zip(&r.round_robin_after) {
+        for ((bytes, &rr), &(from, to)) in r
+            .port_bytes
+            .iter()
+            .zip(&r.round_robin_after)
+            .zip(&r.port_busy)
+        {
             values.extend_from_slice(bytes);
-            values.push(rr as u64);
+            values.extend([rr as u64, from.as_ps(), to.as_ps()]);
         }
         out.copy_from_slice(&values);
     }
@@ -126,9 +136,11 @@ impl Record {
             .collect();
         let mut port_bytes = Vec::with_capacity(canon.ports.len());
         let mut round_robin_after = Vec::with_capacity(canon.ports.len());
-        for p in take((PRIORITIES + 1) * canon.ports.len()).chunks(PRIORITIES + 1) {
+        let mut port_busy = Vec::with_capacity(canon.ports.len());
+        for p in take((PRIORITIES + 3) * canon.ports.len()).chunks(PRIORITIES + 3) {
             port_bytes.push(p[..PRIORITIES].try_into().expect("PRIORITIES values"));
             round_robin_after.push(p[PRIORITIES] as usize);
+            port_busy.push((SimTime(p[PRIORITIES + 1]), SimTime(p[PRIORITIES + 2])));
         }
         Some(Record {
             span: SimTime(values[1]),
@@ -136,6 +148,7 @@ impl Record {
             flows,
             port_bytes,
             round_robin_after,
+            port_busy,
             events: values[2],
             sent: values[3],
             delivered: values[4],
@@ -523,18 +536,31 @@ impl<S: TelemetrySink> Network<'_, S> {
         }));
         // The ports' byte counters and the run's totals move as the
         // sandbox moved them; the totals are counted once, by the shard of
-        // the domain's first flow's source.
+        // the domain's first flow's source. Samples put a port's bytes on
+        // the wire evenly over the interval it was busy in the sandbox,
+        // from the last sample written on.
+        let period = self.fabric.config.sample_period;
         for (label, &(node, port)) in canon.ports.iter().enumerate() {
             if let Ok(local) = self.nodes.binary_search(&NodeId(node)) {
                 let gp = self.port_base[local] as usize + port as usize;
-                for (tx, b) in self.ports[gp]
-                    .tx_bytes
-                    .iter_mut()
-                    .zip(record.port_bytes[label])
-                {
+                let bytes = record.port_bytes[label];
+                for (tx, b) in self.ports[gp].tx_bytes.iter_mut().zip(bytes) {
                     *tx += b;
                 }
                 self.ports[gp].host.round_robin = record.round_robin_after[label];
+                let (first, last) = record.port_busy[label];
+                let written = SimTime(
+                    self.next_sample[local]
+                        .as_ps()
+                        .saturating_sub(period.as_ps()),
+                );
+                let from = (canon.t0 + first).max(written);
+                let to = canon.t0 + last;
+                if period != SimTime::ZERO && to > from {
+                    self.ports[gp]
+                        .replayed
+                        .push(ReplayedBytes { from, to, bytes });
+                }
             }
         }
         if self.sender_of.contains_key(&canon.flows[0]) {

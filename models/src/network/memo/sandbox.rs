@@ -2,11 +2,12 @@
 //! packet, on the same fabric with only its tasks (DESIGN.md §3c). Its
 //! notes become the domain's record.
 
-use super::{Canon, FlowRecord, Memo, Record, Recording};
+use super::{key, Canon, FlowRecord, Memo, Record, Recording};
 use crate::network::config::FastForward;
 use crate::network::{Fabric, Network};
 use crate::telemetry::{MemorySink, TelemetrySink};
 use crate::workload::TaskKind;
+use hashbrown::HashMap;
 use netsim_engine::{Executor, Layout, SimTime, Threads};
 
 impl<S: TelemetrySink> Network<'_, S> {
@@ -107,6 +108,35 @@ impl<S: TelemetrySink> Network<'_, S> {
             .map(|(_, d)| d.0.max(d.1))
             .max()
             .unwrap_or(SimTime::ZERO);
+        // Each labelled port was busy from the first start of a flow whose
+        // packets or acknowledgements cross it (no byte leaves it before)
+        // to its last bit.
+        let mut first = vec![SimTime::MAX; canon.ports.len()];
+        let label: HashMap<(u32, u16), usize> = canon
+            .ports
+            .iter()
+            .enumerate()
+            .map(|(l, &p)| (p, l))
+            .collect();
+        let mut path = Vec::new();
+        for (k, &flow) in canon.flows.iter().enumerate() {
+            path.clear();
+            key::flow_ports(self.fabric, flow, &mut path);
+            for p in &path {
+                let l = label[p];
+                first[l] = first[l].min(r.flows[k].start);
+            }
+        }
+        let port_busy = canon
+            .ports
+            .iter()
+            .zip(first)
+            .map(|(&(node, port), first)| {
+                let p = &net.ports[net.port_index(node as usize, port)];
+                let last = SimTime(p.busy_until.as_ps().saturating_sub(canon.t0.as_ps()));
+                (first.min(last), last)
+            })
+            .collect();
         let quiet = wires.max(r.last_pfc);
         let span = flows_done.max(SimTime(quiet.as_ps().saturating_sub(canon.t0.as_ps())));
         Some(Record {
@@ -118,6 +148,7 @@ impl<S: TelemetrySink> Network<'_, S> {
                 .iter()
                 .map(|&(node, port)| net.ports[net.port_index(node as usize, port)].tx_bytes)
                 .collect(),
+            port_busy,
             round_robin_after: canon
                 .ports
                 .iter()

@@ -340,22 +340,25 @@ impl NetworkArgs {
         c.pfc = pfc;
         c.trim = trim;
         c.transport = transport;
+        // Checked whether fast-forward is on or not: a bad value is a
+        // mistake either way.
+        if !(self.ff_tolerance > 0.0 && self.ff_tolerance < 1.0) {
+            bail!("--ff-tolerance: {} is outside (0, 1)", self.ff_tolerance);
+        }
+        let period = micros("ff-period-us", self.ff_period_us)?;
+        let max_skip = micros("ff-max-skip-us", self.ff_max_skip_us)?;
+        let memo = match self.ff_memo.as_str() {
+            "on" => true,
+            "off" => false,
+            other => bail!("--ff-memo: expected on or off, found `{other}`"),
+        };
         let fast_forward = match self.fast_forward.as_str() {
-            "on" => {
-                if !(self.ff_tolerance > 0.0 && self.ff_tolerance < 1.0) {
-                    bail!("--ff-tolerance: {} is outside (0, 1)", self.ff_tolerance);
-                }
-                Some(FastForward {
-                    period: micros("ff-period-us", self.ff_period_us)?,
-                    tolerance: self.ff_tolerance,
-                    max_skip: micros("ff-max-skip-us", self.ff_max_skip_us)?,
-                    memo: match self.ff_memo.as_str() {
-                        "on" => true,
-                        "off" => false,
-                        other => bail!("--ff-memo: expected on or off, found `{other}`"),
-                    },
-                })
-            }
+            "on" => Some(FastForward {
+                period,
+                tolerance: self.ff_tolerance,
+                max_skip,
+                memo,
+            }),
             "off" => None,
             other => bail!("--fast-forward: expected on or off, found `{other}`"),
         };

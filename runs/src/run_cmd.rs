@@ -11,8 +11,10 @@ use netsim_engine::SimTime;
 use std::path::PathBuf;
 
 /// Flags of a run. Every flag may also be given in the scenario file under
-/// its long name.
+/// its long name. A negative number is a flag's value, so its range check
+/// names the flag (not "unexpected argument").
 #[derive(clap::Args, Debug)]
+#[command(allow_negative_numbers = true)]
 pub struct RunArgs {
     /// Scenario file (TOML); flags typed on the command line override it.
     #[arg(long, value_name = "FILE")]

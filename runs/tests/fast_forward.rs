@@ -58,6 +58,16 @@ fn what_fast_forward_does_not_cover_is_refused_with_one_line_and_no_output() {
             &["--topo", "star", "--ff-max-skip-us", "1000001"],
             "--ff-max-skip-us",
         ),
+        // A negative value is the flag's, not an unknown argument.
+        (
+            &["--topo", "star", "--ff-tolerance", "-1"],
+            "--ff-tolerance",
+        ),
+        (
+            &["--topo", "star", "--ff-max-skip-us", "-5"],
+            "--ff-max-skip-us",
+        ),
+        (&["--topo", "star", "--ff-memo", "maybe"], "--ff-memo"),
     ];
     for (flags, needle) in cases {
         let mut args = vec!["run", "--fast-forward", "on", "--quiet", "--out", "out"];
@@ -78,6 +88,10 @@ fn what_fast_forward_does_not_cover_is_refused_with_one_line_and_no_output() {
                 String::from_utf8_lossy(&o.stderr)
             );
             std::fs::remove_dir_all(dir.join("out")).unwrap();
+        } else {
+            // A bad `--ff-*` value is refused with fast-forward off too.
+            common::rejects(&dir, &off, &[], needle);
+            assert!(!dir.join("out").exists(), "{off:?} left output behind");
         }
     }
     let _ = std::fs::remove_dir_all(&dir);

@@ -8,7 +8,8 @@
 //! Link samples: a port counts a packet's bytes when it starts serialising
 //! it. At a sampling instant the part of the packet still to go is taken
 //! back out, pro rata, so an interval holds exactly the bytes that crossed
-//! the wire in it and a line-rate link reads 1, never more.
+//! the wire in it and a line-rate link reads 1, never more but for the
+//! byte a jump's interpolated counters may round over (fast_forward.rs).
 
 use super::packet::{PRIORITIES, PRIO_DATA};
 use super::port::Port;

@@ -54,18 +54,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             completing[t as usize] = keep;
             keep
         });
-        // A task stays an exit while a dependent of it is not replayed: one
-        // replayed since has its own completions, and one that left them
-        // is complete, so its host waits for nothing.
-        let workload = &self.fabric.workload;
-        let completing = &m.completing;
-        m.exits.retain(|&t| {
-            completing[t as usize]
-                && workload
-                    .dependents(t)
-                    .iter()
-                    .any(|&d| !completing[d as usize])
-        });
+        m.prune_exits(&self.fabric.workload);
         m.held.retain(|h| h.until > now);
         let mut grow = Vec::new();
         let mut shared = Shared {
@@ -271,21 +260,26 @@ impl<S: TelemetrySink> Network<'_, S> {
         if shared.dag.is_none() {
             shared.dag = Some(self.memo_dag_view(all_max)?);
         }
-        let m = self.memo.as_ref().expect("memo on");
         let (prepared, guard) = shared
             .guard
             .get_or_insert_with(|| (false, guard::Guard::new(&fabric.workload)));
         if !*prepared {
+            // The replays since the last preparation may have settled
+            // tasks the exits reach (the next layer replayed after the
+            // compute between them).
+            let m = self.memo.as_mut().expect("memo on");
+            m.prune_exits(&fabric.workload);
             guard.prepare(
                 fabric,
                 shared.dag.as_ref().expect("just made"),
                 &m.done_at,
-                &m.completing,
+                (&m.completing, &m.settled),
                 &m.exits,
                 now,
             );
             *prepared = true;
         }
+        let m = self.memo.as_ref().expect("memo on");
         let mut refused = Vec::new();
         let mut new_keys: HashSet<Vec<u64>> = HashSet::new();
         to_make.retain(|(i, _, _)| {

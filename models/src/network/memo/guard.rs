@@ -137,21 +137,25 @@ impl Guard {
 
     /// Prepares the walks of a round from the agreed view `dag` at check
     /// instant `now`, given the replayed tasks' completions
-    /// (`done_at`, per task; `replayed`: per task, among them; `exits`: those
-    /// of them with a dependent not among them when replayed, the only
-    /// ones whose completions a walk can follow).
+    /// (`done_at`, per task; `replayed.0`: per task, among them; `exits`:
+    /// those of them with a dependent neither among them nor settled, the
+    /// only ones whose completions a walk can follow). A settled task
+    /// (`replayed.1`, per task; the memo's `settles`) is not followed
+    /// either: all a walk reaches through it is replayed or settled.
     pub(super) fn prepare(
         &mut self,
         fabric: &Fabric,
         dag: &DagView,
         done_at: &[(SimTime, SimTime)],
-        replayed: &[bool],
+        (replayed, settled): (&[bool], &[bool]),
         exits: &[u32],
         now: SimTime,
     ) {
         let workload = &fabric.workload;
         let n = dag.tasks();
-        self.replayed.copy_from_slice(replayed);
+        for ((r, &a), &b) in self.replayed.iter_mut().zip(replayed).zip(settled) {
+            *r = a || b;
+        }
         for (slot, &v) in self.slots.iter_mut().zip(&dag.values[2 * n..]) {
             slot.remaining = u32::try_from(v).expect("a task's dependencies fit u32");
             slot.base = (0, SimTime::ZERO);

@@ -112,6 +112,12 @@ pub(super) struct Guard {
     /// make ready (disjoint: a task that starts waits for nothing), not
     /// replayed. A walk merges it with its heap instead of pushing it.
     initial: Vec<(SimTime, u32)>,
+    /// The tasks the view starts or ends (or delivered), in task order,
+    /// and the slots the last preparation set: a later preparation from
+    /// the same view (a round after a replay) costs what they are, not
+    /// the whole workload.
+    view: Vec<u32>,
+    dirty: Vec<u32>,
     /// The current walk's number, which the slots' marks compare to.
     walk: u32,
     heap: BinaryHeap<Reverse<(SimTime, u32)>>,
@@ -129,6 +135,8 @@ impl Guard {
             slots,
             replayed: vec![false; workload.tasks.len()],
             initial: Vec::new(),
+            view: Vec::new(),
+            dirty: Vec::new(),
             walk: 0,
             heap: BinaryHeap::new(),
             scratch: Vec::new(),
@@ -142,10 +150,14 @@ impl Guard {
     /// only ones whose completions a walk can follow). A settled task
     /// (`replayed.1`, per task; the memo's `settles`) is not followed
     /// either: all a walk reaches through it is replayed or settled.
+    /// `same_view`: the last preparation was from `dag` too (a round after
+    /// a replay, at the same check): then only the slots it set are reset.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn prepare(
         &mut self,
         fabric: &Fabric,
         dag: &DagView,
+        same_view: bool,
         done_at: &[(SimTime, SimTime)],
         (replayed, settled): (&[bool], &[bool]),
         exits: &[u32],
@@ -156,12 +168,26 @@ impl Guard {
         for ((r, &a), &b) in self.replayed.iter_mut().zip(replayed).zip(settled) {
             *r = a || b;
         }
-        for (slot, &v) in self.slots.iter_mut().zip(&dag.values[2 * n..]) {
-            slot.remaining = u32::try_from(v).expect("a task's dependencies fit u32");
-            slot.base = (0, SimTime::ZERO);
-            slot.initial = SimTime::MAX;
-            slot.delivered = false;
+        if same_view {
+            for &t in &self.dirty {
+                let slot = &mut self.slots[t as usize];
+                slot.base = (0, SimTime::ZERO);
+                slot.initial = SimTime::MAX;
+                slot.delivered = false;
+            }
+        } else {
+            for (slot, &v) in self.slots.iter_mut().zip(&dag.values[2 * n..]) {
+                slot.remaining = u32::try_from(v).expect("a task's dependencies fit u32");
+                slot.base = (0, SimTime::ZERO);
+                slot.initial = SimTime::MAX;
+                slot.delivered = false;
+            }
+            self.view.clear();
+            self.view.extend(
+                (0..n as u32).filter(|&t| dag.values[t as usize] | dag.values[n + t as usize] != 0),
+            );
         }
+        self.dirty.clear();
         self.initial.clear();
         // The same reaches in the same order as every walk would make them
         // itself: compute ends in task order, then replayed completions in
@@ -169,7 +195,9 @@ impl Guard {
         // missing dependencies, at the latest so far). A replayed task's
         // dependents that are replayed too are never followed: their
         // counts do not matter.
-        for t in 0..n {
+        let view = std::mem::take(&mut self.view);
+        for &t in &view {
+            let t = t as usize;
             if dag.values[t] != 0 {
                 self.start(SimTime(u64::MAX - dag.values[t]), t as u32);
             }
@@ -181,10 +209,14 @@ impl Guard {
                             self.reach_base(workload, d, end);
                         }
                     }
-                    TaskKind::Flow(_) => self.slots[t].delivered = true,
+                    TaskKind::Flow(_) => {
+                        self.touch(t as u32);
+                        self.slots[t].delivered = true;
+                    }
                 }
             }
         }
+        self.view = view;
         let mut order = exits.to_vec();
         order.sort_unstable();
         for t in order {
@@ -201,8 +233,17 @@ impl Guard {
         self.initial.sort_unstable();
     }
 
+    /// Notes slot `t` in `dirty` before a preparation first sets it.
+    fn touch(&mut self, t: u32) {
+        let slot = &self.slots[t as usize];
+        if slot.base.0 == 0 && slot.initial == SimTime::MAX && !slot.delivered {
+            self.dirty.push(t);
+        }
+    }
+
     /// Task `t` starts, or is made ready, at `at` in every walk.
     fn start(&mut self, at: SimTime, t: u32) {
+        self.touch(t);
         let slot = &mut self.slots[t as usize];
         debug_assert_eq!(slot.initial, SimTime::MAX, "starts and base disjoint");
         slot.initial = at;
@@ -212,6 +253,7 @@ impl Guard {
     }
 
     fn reach_base(&mut self, workload: &Workload, d: u32, at: SimTime) {
+        self.touch(d);
         let at = at + start_delay(workload, d);
         let slot = &mut self.slots[d as usize];
         slot.base.0 += 1;

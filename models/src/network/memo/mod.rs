@@ -29,6 +29,8 @@ use crate::workload::TaskKind;
 use hashbrown::{HashMap, HashSet};
 use key::Canon;
 use netsim_engine::{Context, NodeId, SimTime};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 
 /// The recorded outcome of a domain, in the canonical order of its key.
 #[derive(Debug)]
@@ -195,9 +197,10 @@ pub(crate) struct Memo {
     /// source sees them end.
     replay: HashMap<u32, Replayed>,
     replaying: HashSet<u32>,
-    /// Tasks of replayed domains not yet complete at both ends. The same
-    /// on every shard; an entry leaves at the first check after both.
-    completions: Vec<u32>,
+    /// Tasks of replayed domains not yet complete at both ends, by the
+    /// later of the two (at their replay). The same on every shard; an
+    /// entry leaves at the first check after both.
+    completions: BinaryHeap<Reverse<(SimTime, u32)>>,
     /// Per task: in `completions` (what the decisions test per dependent).
     completing: Vec<bool>,
     /// Per compute task outside collectives: *settled*, every dependent of
@@ -244,7 +247,7 @@ impl Memo {
             replayed: vec![false; fabric.workload.collectives.len()],
             replay: HashMap::new(),
             replaying: HashSet::new(),
-            completions: Vec::new(),
+            completions: BinaryHeap::new(),
             done_at: vec![(SimTime::ZERO, SimTime::ZERO); fabric.workload.tasks.len()],
             completing: vec![false; fabric.workload.tasks.len()],
             settled: vec![false; fabric.workload.tasks.len()],
@@ -581,10 +584,9 @@ impl<S: TelemetrySink> Network<'_, S> {
                 m.replayed[c as usize] = true;
             }
             let (src_done, dst_done) = record.done[k];
-            if !m.completing[t as usize] {
-                m.completions.push(t);
-            }
             m.done_at[t as usize] = (canon.t0 + src_done, canon.t0 + dst_done);
+            m.completions
+                .push(Reverse((canon.t0 + src_done.max(dst_done), t)));
             m.completing[t as usize] = true;
         }
         let workload = &self.fabric.workload;

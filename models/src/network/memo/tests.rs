@@ -82,7 +82,15 @@ pub(super) fn prepared(c_bytes: u64, delivered: bool) -> (Fabric, Guard, Canon) 
     dag.remaining(Y, 0);
     let mut guard = Guard::new(&fabric.workload);
     let none = vec![(SimTime::ZERO, SimTime::ZERO); 4];
-    guard.prepare(&fabric, &dag, &none, (&[false; 4], &[false; 4]), &[], NOW);
+    guard.prepare(
+        &fabric,
+        &dag,
+        false,
+        &none,
+        (&[false; 4], &[false; 4]),
+        &[],
+        NOW,
+    );
     let canon = Canon::of_flows(&fabric, &[Y], NOW);
     (fabric, guard, canon)
 }
@@ -153,4 +161,51 @@ fn exits_into_settled_computes_are_pruned() {
     assert!(m.exits.is_empty());
     assert!(m.settled[p as usize]);
     assert_eq!(m.predict.as_ref().map(|p| p.followed), Some(0));
+}
+
+#[test]
+fn a_preparation_from_the_same_view_resets_what_the_last_one_set() {
+    // C (1 kB) starts at 0; A, replayed, is seen complete at host 1 at
+    // `NOW` + 1 us; X waits for both and crosses Y's domain.
+    let fabric = fabric(1000);
+    let mut dag = DagView::new(4);
+    dag.starts(C, SimTime::ZERO);
+    dag.remaining(X, 2);
+    let mut guard = Guard::new(&fabric.workload);
+    let canon = Canon::of_flows(&fabric, &[Y], NOW);
+    let mut done_at = vec![(SimTime::ZERO, SimTime::ZERO); 4];
+    done_at[A as usize] = (NOW + SimTime(US), NOW + SimTime(US));
+    let mut replayed = [false; 4];
+    replayed[A as usize] = true;
+    let horizon = SimTime(50 * US);
+    guard.prepare(
+        &fabric,
+        &dag,
+        false,
+        &done_at,
+        (&replayed, &[false; 4]),
+        &[A],
+        NOW,
+    );
+    let touches = NOW + SimTime(US) + OVERHEAD;
+    assert_eq!(
+        guard.earliest_touching(&fabric, &canon, None, NOW, horizon),
+        touches
+    );
+    // Without A's completion X never starts: its count from the last
+    // preparation is reset, in a preparation from the same view as from
+    // a new one.
+    for same_view in [true, false] {
+        guard.prepare(
+            &fabric,
+            &dag,
+            same_view,
+            &done_at,
+            (&[false; 4], &[false; 4]),
+            &[],
+            NOW,
+        );
+        let walk = guard.earliest_touching(&fabric, &canon, None, NOW, horizon);
+        assert_eq!(walk, SimTime::MAX);
+    }
 }

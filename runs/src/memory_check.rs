@@ -134,9 +134,10 @@ impl RunBytes {
 /// can reach twice its longest length: not counted.
 const MEMO_BYTES_PER_TASK: u64 =
     24 + 8 + 64 + 1 + 24 + 4 + 16 + 3 + (16 + 16 + 2 * 16 + 16) + (4 + 4 + 4 + 4);
-/// Per flow of the workload: the prediction's foreseen start (16 B) and
-/// the plan's entry flows (4 B at most).
-const MEMO_BYTES_PER_FLOW: u64 = 16 + 4;
+/// Per flow of the workload: the prediction's foreseen start (16 B), the
+/// plan's entry flows (4 B at most), and the guard's traced path (16 B
+/// and at most 8 resources of 8 B: `memo/guard.rs`, `PATH_RESOURCES`).
+const MEMO_BYTES_PER_FLOW: u64 = 16 + 4 + 16 + 8 * 8;
 
 /// What memoization adds per shard, 0 when it is off: its decisions'
 /// vectors ([`MEMO_BYTES_PER_TASK`], [`MEMO_BYTES_PER_FLOW`]) and a
@@ -262,7 +263,7 @@ mod tests {
         let rank = RunBytes::of(Fidelity::Packet, &config, &topo, 0, &w, 2, 4);
         assert_eq!((rank.flows, rank.dag), (sender + 12, 4 * 3));
         assert_eq!(rank.memo, 0);
-        // Memoization, per shard: 240 B per task and 20 B per flow for its
+        // Memoization, per shard: 240 B per task and 100 B per flow for its
         // decisions, a sandbox's flows with a sender each and its ports.
         let mut memo = config.clone();
         memo.fast_forward = Some(FastForward {
@@ -273,7 +274,7 @@ mod tests {
         let flow_bytes = std::mem::size_of_val(&w.flows[0]) as u64;
         assert_eq!(
             packet.memo,
-            4 * (3 * 240 + 2 * (20 + flow_bytes + sender) + topology_bytes(&topo) + 1000 + ports)
+            4 * (3 * 240 + 2 * (100 + flow_bytes + sender) + topology_bytes(&topo) + 1000 + ports)
         );
         assert_eq!(
             packet.total(),

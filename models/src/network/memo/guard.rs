@@ -2,7 +2,7 @@
 //! at a check, the earliest instant a flow outside a domain can start on
 //! one of its resources, and lower bounds on flows' completions.
 
-use super::key::{first_port, source, start_delay, Canon, Resource};
+use super::key::{first_port, flow_resources, source, start_delay, Canon, Resource};
 use crate::network::Fabric;
 use crate::workload::{TaskKind, Workload};
 use netsim_engine::SimTime;
@@ -121,8 +121,33 @@ pub(super) struct Guard {
     /// The current walk's number, which the slots' marks compare to.
     walk: u32,
     heap: BinaryHeap<Reverse<(SimTime, u32)>>,
+    /// Per flow, once a walk followed it: its resources (a range of
+    /// `resources`, at most [`PATH_RESOURCES`] of them; more are found
+    /// again each time) and its [`least_fct`], both functions of the flow
+    /// and the fabric alone, so walks do not trace its path again.
+    paths: Vec<Path>,
+    resources: Vec<Resource>,
     scratch: Vec<Resource>,
 }
+
+/// A flow's entry in [`Guard::paths`]; `len` [`UNTRACED`] before a walk
+/// follows it, [`LONG`] if its path has more than [`PATH_RESOURCES`].
+#[derive(Clone, Copy, Debug)]
+struct Path {
+    from: u32,
+    len: u32,
+    least_fct: SimTime,
+}
+
+const UNTRACED: u32 = u32::MAX;
+const LONG: u32 = u32::MAX - 1;
+
+/// The most resources a flow's cached path holds (a host port at each end
+/// and the switches between, deduplicated: six switches between hosts).
+pub(super) const PATH_RESOURCES: usize = 8;
+
+// What the memory check counts for it.
+const _: () = assert!(std::mem::size_of::<Path>() == 16);
 
 impl Guard {
     /// Empty walks for `workload`'s tasks, to [`Guard::prepare`].
@@ -139,6 +164,15 @@ impl Guard {
             dirty: Vec::new(),
             walk: 0,
             heap: BinaryHeap::new(),
+            paths: vec![
+                Path {
+                    from: 0,
+                    len: UNTRACED,
+                    least_fct: SimTime::ZERO,
+                };
+                workload.flows.len()
+            ],
+            resources: Vec::new(),
             scratch: Vec::new(),
         }
     }
@@ -394,14 +428,23 @@ impl Guard {
             // destination's do not count it among their missing ones).
             let (done, only) = match workload.kind(&task) {
                 TaskKind::Flow(f) => {
-                    if canon.touched_by(fabric, f, &mut scratch) {
+                    let path = self.path(fabric, f, &mut scratch);
+                    let touched = if path.len == LONG {
+                        canon.touched_by(fabric, f, &mut scratch)
+                    } else {
+                        let from = path.from as usize;
+                        self.resources[from..from + path.len as usize]
+                            .iter()
+                            .any(|r| canon.resources.contains(r))
+                    };
+                    if touched {
                         found = at;
                         break;
                     }
                     let only = self.slots[t as usize]
                         .delivered
                         .then_some(workload.flows[f as usize].src);
-                    (at + least_fct(fabric, f), only)
+                    (at + path.least_fct, only)
                 }
                 TaskKind::Compute(duration) => (at + duration, None),
             };
@@ -413,6 +456,28 @@ impl Guard {
         }
         self.scratch = scratch;
         found
+    }
+}
+
+impl Guard {
+    /// Flow `flow`'s entry in [`Guard::paths`], traced at its first walk.
+    fn path(&mut self, fabric: &Fabric, flow: u32, scratch: &mut Vec<Resource>) -> Path {
+        let path = &mut self.paths[flow as usize];
+        if path.len == UNTRACED {
+            path.least_fct = least_fct(fabric, flow);
+            scratch.clear();
+            flow_resources(fabric, flow, scratch);
+            scratch.sort_unstable();
+            scratch.dedup();
+            if scratch.len() <= PATH_RESOURCES {
+                path.from = u32::try_from(self.resources.len()).expect("paths fit u32 indices");
+                path.len = scratch.len() as u32;
+                self.resources.extend_from_slice(scratch);
+            } else {
+                path.len = LONG;
+            }
+        }
+        *path
     }
 }
 

@@ -3,11 +3,10 @@
 //! one of its resources, and lower bounds on flows' completions.
 
 use super::key::{first_port, flow_resources, source, start_delay, Canon, Resource};
+use super::radix::RadixHeap;
 use crate::network::Fabric;
 use crate::workload::{TaskKind, Workload};
 use netsim_engine::SimTime;
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 
 /// What the memo's guard knows of the whole DAG at a check instant, agreed
 /// by every shard (one `all_max` over three values per task): which tasks
@@ -120,7 +119,7 @@ pub(super) struct Guard {
     dirty: Vec<u32>,
     /// The current walk's number, which the slots' marks compare to.
     walk: u32,
-    heap: BinaryHeap<Reverse<(SimTime, u32)>>,
+    heap: RadixHeap,
     /// Per flow, once a walk followed it: its resources (a range of
     /// `resources`, at most [`PATH_RESOURCES`] of them; more are found
     /// again each time) and its [`least_fct`], both functions of the flow
@@ -163,7 +162,7 @@ impl Guard {
             view: Vec::new(),
             dirty: Vec::new(),
             walk: 0,
-            heap: BinaryHeap::new(),
+            heap: RadixHeap::new(),
             paths: vec![
                 Path {
                     from: 0,
@@ -329,7 +328,7 @@ impl Guard {
             && slot.initial >= horizon
         {
             slot.seen = walk;
-            self.heap.push(Reverse((slot.reached.1, d)));
+            self.heap.push(slot.reached.1, d);
         }
     }
 
@@ -404,24 +403,22 @@ impl Guard {
                 .get(next)
                 .filter(|&&(at, _)| at < horizon)
                 .copied();
-            let (at, t) = match (from_initial, self.heap.peek()) {
-                (Some(i), Some(&Reverse(h))) if h < i => {
-                    self.heap.pop();
-                    h
-                }
-                (Some(i), _) => {
-                    next += 1;
-                    // The domain's own: not followed.
-                    if self.slots[i.1 as usize].seen == walk {
-                        continue;
+            let (at, t) = match from_initial {
+                Some(i) => match self.heap.pop_before(i) {
+                    Some(h) => h,
+                    None => {
+                        next += 1;
+                        // The domain's own: not followed.
+                        if self.slots[i.1 as usize].seen == walk {
+                            continue;
+                        }
+                        i
                     }
-                    i
-                }
-                (None, Some(&Reverse(h))) => {
-                    self.heap.pop();
-                    h
-                }
-                (None, None) => break,
+                },
+                None => match self.heap.pop() {
+                    Some(h) => h,
+                    None => break,
+                },
             };
             let task = workload.tasks[t as usize];
             // A delivered flow reaches only its source's dependents (its

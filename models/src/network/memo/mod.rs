@@ -18,6 +18,7 @@ mod decide;
 mod guard;
 mod key;
 mod predict;
+mod radix;
 mod sandbox;
 #[cfg(test)]
 mod tests;

@@ -123,19 +123,21 @@ impl RunBytes {
 /// and its count of dependencies inside it, 8 B), the guard's walk slot
 /// (64 B, one cache line) and its replayed flag (1 B), the prediction's
 /// chain entry (24 B) and host (4 B), a replayed task's completions
-/// (`done_at`, 16 B), its `completing` and `delivered` flags (2 B). Lists
-/// at their longest, each bounded by the tasks: the guard's round's
-/// starting tasks and its walk's heap (16 B each, a task at most once in
-/// each), the prediction's work list (16 B, a task at most twice: a flow
-/// at its two ends, a compute task running and replayed), the replayed
-/// tasks' `completions` and `exits` and the guard's sorted copy of the
-/// exits (4 B each). A list's capacity can reach twice its longest
-/// length: not counted.
+/// (`done_at`, 16 B), its `completing`, `settled` and `delivered` flags
+/// (3 B). Lists at their longest, each bounded by the tasks: the guard's
+/// round's starting tasks and its walk's heap (16 B each, a task at most
+/// once in each), the prediction's work list (16 B, a task at most
+/// twice: a flow at its two ends, a compute task running and replayed),
+/// the replayed tasks' `completions` by time (16 B, a task once: it is
+/// replayed once), their `exits`, the guard's sorted copy of the exits,
+/// its view's tasks and the slots it set (4 B each). A list's capacity
+/// can reach twice its longest length: not counted.
 const MEMO_BYTES_PER_TASK: u64 =
-    24 + 8 + 64 + 1 + 24 + 4 + 16 + 2 + (16 + 16 + 2 * 16) + (4 + 4 + 4);
-/// Per flow of the workload: the prediction's foreseen start (16 B) and
-/// the plan's entry flows (4 B at most).
-const MEMO_BYTES_PER_FLOW: u64 = 16 + 4;
+    24 + 8 + 64 + 1 + 24 + 4 + 16 + 3 + (16 + 16 + 2 * 16 + 16) + (4 + 4 + 4 + 4);
+/// Per flow of the workload: the prediction's foreseen start (16 B), the
+/// plan's entry flows (4 B at most), and the guard's traced path (16 B
+/// and at most 8 resources of 8 B: `memo/guard.rs`, `PATH_RESOURCES`).
+const MEMO_BYTES_PER_FLOW: u64 = 16 + 4 + 16 + 8 * 8;
 
 /// What memoization adds per shard, 0 when it is off: its decisions'
 /// vectors ([`MEMO_BYTES_PER_TASK`], [`MEMO_BYTES_PER_FLOW`]) and a
@@ -261,7 +263,7 @@ mod tests {
         let rank = RunBytes::of(Fidelity::Packet, &config, &topo, 0, &w, 2, 4);
         assert_eq!((rank.flows, rank.dag), (sender + 12, 4 * 3));
         assert_eq!(rank.memo, 0);
-        // Memoization, per shard: 219 B per task and 20 B per flow for its
+        // Memoization, per shard: 240 B per task and 100 B per flow for its
         // decisions, a sandbox's flows with a sender each and its ports.
         let mut memo = config.clone();
         memo.fast_forward = Some(FastForward {
@@ -272,7 +274,7 @@ mod tests {
         let flow_bytes = std::mem::size_of_val(&w.flows[0]) as u64;
         assert_eq!(
             packet.memo,
-            4 * (3 * 219 + 2 * (20 + flow_bytes + sender) + topology_bytes(&topo) + 1000 + ports)
+            4 * (3 * 240 + 2 * (100 + flow_bytes + sender) + topology_bytes(&topo) + 1000 + ports)
         );
         assert_eq!(
             packet.total(),

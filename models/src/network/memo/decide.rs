@@ -12,6 +12,7 @@ use crate::telemetry::TelemetrySink;
 use crate::workload::TaskKind;
 use hashbrown::{HashMap, HashSet};
 use netsim_engine::{Aborted, AllMax, NodeId, SimTime};
+use std::cmp::Reverse;
 
 /// What the rounds of one check share: the prediction (a round after a
 /// replay adds what the replayed domain's completions make ready), the
@@ -30,6 +31,9 @@ struct Shared {
     active: Option<Vec<key::Resource>>,
     /// The guard's walks, and whether they are prepared for this round.
     guard: Option<(bool, guard::Guard)>,
+    /// Whether the guard was prepared from `dag` already (a later
+    /// preparation resets only what the last one set).
+    guard_viewed: bool,
 }
 
 impl<S: TelemetrySink> Network<'_, S> {
@@ -47,25 +51,22 @@ impl<S: TelemetrySink> Network<'_, S> {
             // records.
             return Ok(());
         }
-        let (completing, done_at) = (&mut m.completing, &m.done_at);
-        m.completions.retain(|&t| {
-            let (a, b) = done_at[t as usize];
-            let keep = a.max(b) >= now;
-            completing[t as usize] = keep;
-            keep
-        });
-        // A task stays an exit while a dependent of it is not replayed: one
-        // replayed since has its own completions, and one that left them
-        // is complete, so its host waits for nothing.
-        let workload = &self.fabric.workload;
-        let completing = &m.completing;
-        m.exits.retain(|&t| {
-            completing[t as usize]
-                && workload
-                    .dependents(t)
-                    .iter()
-                    .any(|&d| !completing[d as usize])
-        });
+        // The completions' last instants passed: those complete leave
+        // (costs what leaves, not every replayed task ahead).
+        while let Some(&Reverse((last, t))) = m.completions.peek() {
+            if last >= now {
+                break;
+            }
+            m.completions.pop();
+            // Its latest replay's (the entry may be an earlier one's).
+            let (a, b) = m.done_at[t as usize];
+            if a.max(b) >= now {
+                m.completions.push(Reverse((a.max(b), t)));
+            } else {
+                m.completing[t as usize] = false;
+            }
+        }
+        m.prune_exits(&self.fabric.workload);
         m.held.retain(|h| h.until > now);
         let mut grow = Vec::new();
         let mut shared = Shared {
@@ -271,21 +272,28 @@ impl<S: TelemetrySink> Network<'_, S> {
         if shared.dag.is_none() {
             shared.dag = Some(self.memo_dag_view(all_max)?);
         }
-        let m = self.memo.as_ref().expect("memo on");
         let (prepared, guard) = shared
             .guard
             .get_or_insert_with(|| (false, guard::Guard::new(&fabric.workload)));
         if !*prepared {
+            // The replays since the last preparation may have settled
+            // tasks the exits reach (the next layer replayed after the
+            // compute between them).
+            let m = self.memo.as_mut().expect("memo on");
+            m.prune_exits(&fabric.workload);
             guard.prepare(
                 fabric,
                 shared.dag.as_ref().expect("just made"),
+                shared.guard_viewed,
                 &m.done_at,
-                &m.completing,
+                (&m.completing, &m.settled),
                 &m.exits,
                 now,
             );
             *prepared = true;
+            shared.guard_viewed = true;
         }
+        let m = self.memo.as_ref().expect("memo on");
         let mut refused = Vec::new();
         let mut new_keys: HashSet<Vec<u64>> = HashSet::new();
         to_make.retain(|(i, _, _)| {

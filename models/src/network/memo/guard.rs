@@ -2,12 +2,11 @@
 //! at a check, the earliest instant a flow outside a domain can start on
 //! one of its resources, and lower bounds on flows' completions.
 
-use super::key::{first_port, source, start_delay, Canon, Resource};
+use super::key::{first_port, flow_resources, source, start_delay, Canon, Resource};
+use super::radix::RadixHeap;
 use crate::network::Fabric;
 use crate::workload::{TaskKind, Workload};
 use netsim_engine::SimTime;
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 
 /// What the memo's guard knows of the whole DAG at a check instant, agreed
 /// by every shard (one `all_max` over three values per task): which tasks
@@ -112,11 +111,42 @@ pub(super) struct Guard {
     /// make ready (disjoint: a task that starts waits for nothing), not
     /// replayed. A walk merges it with its heap instead of pushing it.
     initial: Vec<(SimTime, u32)>,
+    /// The tasks the view starts or ends (or delivered), in task order,
+    /// and the slots the last preparation set: a later preparation from
+    /// the same view (a round after a replay) costs what they are, not
+    /// the whole workload.
+    view: Vec<u32>,
+    dirty: Vec<u32>,
     /// The current walk's number, which the slots' marks compare to.
     walk: u32,
-    heap: BinaryHeap<Reverse<(SimTime, u32)>>,
+    heap: RadixHeap,
+    /// Per flow, once a walk followed it: its resources (a range of
+    /// `resources`, at most [`PATH_RESOURCES`] of them; more are found
+    /// again each time) and its [`least_fct`], both functions of the flow
+    /// and the fabric alone, so walks do not trace its path again.
+    paths: Vec<Path>,
+    resources: Vec<Resource>,
     scratch: Vec<Resource>,
 }
+
+/// A flow's entry in [`Guard::paths`]; `len` [`UNTRACED`] before a walk
+/// follows it, [`LONG`] if its path has more than [`PATH_RESOURCES`].
+#[derive(Clone, Copy, Debug)]
+struct Path {
+    from: u32,
+    len: u32,
+    least_fct: SimTime,
+}
+
+const UNTRACED: u32 = u32::MAX;
+const LONG: u32 = u32::MAX - 1;
+
+/// The most resources a flow's cached path holds (a host port at each end
+/// and the switches between, deduplicated: six switches between hosts).
+pub(super) const PATH_RESOURCES: usize = 8;
+
+// What the memory check counts for it.
+const _: () = assert!(std::mem::size_of::<Path>() == 16);
 
 impl Guard {
     /// Empty walks for `workload`'s tasks, to [`Guard::prepare`].
@@ -129,35 +159,68 @@ impl Guard {
             slots,
             replayed: vec![false; workload.tasks.len()],
             initial: Vec::new(),
+            view: Vec::new(),
+            dirty: Vec::new(),
             walk: 0,
-            heap: BinaryHeap::new(),
+            heap: RadixHeap::new(),
+            paths: vec![
+                Path {
+                    from: 0,
+                    len: UNTRACED,
+                    least_fct: SimTime::ZERO,
+                };
+                workload.flows.len()
+            ],
+            resources: Vec::new(),
             scratch: Vec::new(),
         }
     }
 
     /// Prepares the walks of a round from the agreed view `dag` at check
     /// instant `now`, given the replayed tasks' completions
-    /// (`done_at`, per task; `replayed`: per task, among them; `exits`: those
-    /// of them with a dependent not among them when replayed, the only
-    /// ones whose completions a walk can follow).
+    /// (`done_at`, per task; `replayed.0`: per task, among them; `exits`:
+    /// those of them with a dependent neither among them nor settled, the
+    /// only ones whose completions a walk can follow). A settled task
+    /// (`replayed.1`, per task; the memo's `settles`) is not followed
+    /// either: all a walk reaches through it is replayed or settled.
+    /// `same_view`: the last preparation was from `dag` too (a round after
+    /// a replay, at the same check): then only the slots it set are reset.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn prepare(
         &mut self,
         fabric: &Fabric,
         dag: &DagView,
+        same_view: bool,
         done_at: &[(SimTime, SimTime)],
-        replayed: &[bool],
+        (replayed, settled): (&[bool], &[bool]),
         exits: &[u32],
         now: SimTime,
     ) {
         let workload = &fabric.workload;
         let n = dag.tasks();
-        self.replayed.copy_from_slice(replayed);
-        for (slot, &v) in self.slots.iter_mut().zip(&dag.values[2 * n..]) {
-            slot.remaining = u32::try_from(v).expect("a task's dependencies fit u32");
-            slot.base = (0, SimTime::ZERO);
-            slot.initial = SimTime::MAX;
-            slot.delivered = false;
+        for ((r, &a), &b) in self.replayed.iter_mut().zip(replayed).zip(settled) {
+            *r = a || b;
         }
+        if same_view {
+            for &t in &self.dirty {
+                let slot = &mut self.slots[t as usize];
+                slot.base = (0, SimTime::ZERO);
+                slot.initial = SimTime::MAX;
+                slot.delivered = false;
+            }
+        } else {
+            for (slot, &v) in self.slots.iter_mut().zip(&dag.values[2 * n..]) {
+                slot.remaining = u32::try_from(v).expect("a task's dependencies fit u32");
+                slot.base = (0, SimTime::ZERO);
+                slot.initial = SimTime::MAX;
+                slot.delivered = false;
+            }
+            self.view.clear();
+            self.view.extend(
+                (0..n as u32).filter(|&t| dag.values[t as usize] | dag.values[n + t as usize] != 0),
+            );
+        }
+        self.dirty.clear();
         self.initial.clear();
         // The same reaches in the same order as every walk would make them
         // itself: compute ends in task order, then replayed completions in
@@ -165,7 +228,9 @@ impl Guard {
         // missing dependencies, at the latest so far). A replayed task's
         // dependents that are replayed too are never followed: their
         // counts do not matter.
-        for t in 0..n {
+        let view = std::mem::take(&mut self.view);
+        for &t in &view {
+            let t = t as usize;
             if dag.values[t] != 0 {
                 self.start(SimTime(u64::MAX - dag.values[t]), t as u32);
             }
@@ -177,10 +242,14 @@ impl Guard {
                             self.reach_base(workload, d, end);
                         }
                     }
-                    TaskKind::Flow(_) => self.slots[t].delivered = true,
+                    TaskKind::Flow(_) => {
+                        self.touch(t as u32);
+                        self.slots[t].delivered = true;
+                    }
                 }
             }
         }
+        self.view = view;
         let mut order = exits.to_vec();
         order.sort_unstable();
         for t in order {
@@ -197,8 +266,17 @@ impl Guard {
         self.initial.sort_unstable();
     }
 
+    /// Notes slot `t` in `dirty` before a preparation first sets it.
+    fn touch(&mut self, t: u32) {
+        let slot = &self.slots[t as usize];
+        if slot.base.0 == 0 && slot.initial == SimTime::MAX && !slot.delivered {
+            self.dirty.push(t);
+        }
+    }
+
     /// Task `t` starts, or is made ready, at `at` in every walk.
     fn start(&mut self, at: SimTime, t: u32) {
+        self.touch(t);
         let slot = &mut self.slots[t as usize];
         debug_assert_eq!(slot.initial, SimTime::MAX, "starts and base disjoint");
         slot.initial = at;
@@ -208,6 +286,7 @@ impl Guard {
     }
 
     fn reach_base(&mut self, workload: &Workload, d: u32, at: SimTime) {
+        self.touch(d);
         let at = at + start_delay(workload, d);
         let slot = &mut self.slots[d as usize];
         slot.base.0 += 1;
@@ -249,7 +328,7 @@ impl Guard {
             && slot.initial >= horizon
         {
             slot.seen = walk;
-            self.heap.push(Reverse((slot.reached.1, d)));
+            self.heap.push(slot.reached.1, d);
         }
     }
 
@@ -324,38 +403,45 @@ impl Guard {
                 .get(next)
                 .filter(|&&(at, _)| at < horizon)
                 .copied();
-            let (at, t) = match (from_initial, self.heap.peek()) {
-                (Some(i), Some(&Reverse(h))) if h < i => {
-                    self.heap.pop();
-                    h
-                }
-                (Some(i), _) => {
-                    next += 1;
-                    // The domain's own: not followed.
-                    if self.slots[i.1 as usize].seen == walk {
-                        continue;
+            let (at, t) = match from_initial {
+                Some(i) => match self.heap.pop_before(i) {
+                    Some(h) => h,
+                    None => {
+                        next += 1;
+                        // The domain's own: not followed.
+                        if self.slots[i.1 as usize].seen == walk {
+                            continue;
+                        }
+                        i
                     }
-                    i
-                }
-                (None, Some(&Reverse(h))) => {
-                    self.heap.pop();
-                    h
-                }
-                (None, None) => break,
+                },
+                None => match self.heap.pop() {
+                    Some(h) => h,
+                    None => break,
+                },
             };
             let task = workload.tasks[t as usize];
             // A delivered flow reaches only its source's dependents (its
             // destination's do not count it among their missing ones).
             let (done, only) = match workload.kind(&task) {
                 TaskKind::Flow(f) => {
-                    if canon.touched_by(fabric, f, &mut scratch) {
+                    let path = self.path(fabric, f, &mut scratch);
+                    let touched = if path.len == LONG {
+                        canon.touched_by(fabric, f, &mut scratch)
+                    } else {
+                        let from = path.from as usize;
+                        self.resources[from..from + path.len as usize]
+                            .iter()
+                            .any(|r| canon.resources.contains(r))
+                    };
+                    if touched {
                         found = at;
                         break;
                     }
                     let only = self.slots[t as usize]
                         .delivered
                         .then_some(workload.flows[f as usize].src);
-                    (at + least_fct(fabric, f), only)
+                    (at + path.least_fct, only)
                 }
                 TaskKind::Compute(duration) => (at + duration, None),
             };
@@ -367,6 +453,28 @@ impl Guard {
         }
         self.scratch = scratch;
         found
+    }
+}
+
+impl Guard {
+    /// Flow `flow`'s entry in [`Guard::paths`], traced at its first walk.
+    fn path(&mut self, fabric: &Fabric, flow: u32, scratch: &mut Vec<Resource>) -> Path {
+        let path = &mut self.paths[flow as usize];
+        if path.len == UNTRACED {
+            path.least_fct = least_fct(fabric, flow);
+            scratch.clear();
+            flow_resources(fabric, flow, scratch);
+            scratch.sort_unstable();
+            scratch.dedup();
+            if scratch.len() <= PATH_RESOURCES {
+                path.from = u32::try_from(self.resources.len()).expect("paths fit u32 indices");
+                path.len = scratch.len() as u32;
+                self.resources.extend_from_slice(scratch);
+            } else {
+                path.len = LONG;
+            }
+        }
+        *path
     }
 }
 

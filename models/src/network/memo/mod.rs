@@ -18,6 +18,7 @@ mod decide;
 mod guard;
 mod key;
 mod predict;
+mod radix;
 mod sandbox;
 #[cfg(test)]
 mod tests;
@@ -30,6 +31,8 @@ use crate::workload::TaskKind;
 use hashbrown::{HashMap, HashSet};
 use key::Canon;
 use netsim_engine::{Context, NodeId, SimTime};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 
 /// The recorded outcome of a domain, in the canonical order of its key.
 #[derive(Debug)]
@@ -208,11 +211,15 @@ pub(crate) struct Memo {
     /// source sees them end.
     replay: HashMap<u32, Replayed>,
     replaying: HashSet<u32>,
-    /// Tasks of replayed domains not yet complete at both ends. The same
-    /// on every shard; an entry leaves at the first check after both.
-    completions: Vec<u32>,
+    /// Tasks of replayed domains not yet complete at both ends, by the
+    /// later of the two (at their replay). The same on every shard; an
+    /// entry leaves at the first check after both.
+    completions: BinaryHeap<Reverse<(SimTime, u32)>>,
     /// Per task: in `completions` (what the decisions test per dependent).
     completing: Vec<bool>,
+    /// Per compute task outside collectives: *settled*, every dependent of
+    /// it completing or settled (see [`settles`]). Kept once set.
+    settled: Vec<bool>,
     /// Per task in `completions`: when its source and destination (or
     /// host) see it complete (indexed, not hashed: the prediction and the
     /// guard read it per exit every round).
@@ -254,9 +261,10 @@ impl Memo {
             replayed: vec![false; fabric.workload.collectives.len()],
             replay: HashMap::new(),
             replaying: HashSet::new(),
-            completions: Vec::new(),
+            completions: BinaryHeap::new(),
             done_at: vec![(SimTime::ZERO, SimTime::ZERO); fabric.workload.tasks.len()],
             completing: vec![false; fabric.workload.tasks.len()],
+            settled: vec![false; fabric.workload.tasks.len()],
             exits: Vec::new(),
             delivered: vec![false; fabric.workload.tasks.len()],
             predict: None,
@@ -279,6 +287,34 @@ struct Held {
 }
 
 impl Memo {
+    /// Keeps the exits that are completing and have a dependent neither
+    /// completing nor settled ([`settles`]): one replayed since has its own
+    /// completions, one that left them is complete (its host waits for
+    /// nothing), and nothing the prediction or a walk would reach through
+    /// a settled one is not skipped. The prediction's count of exits it
+    /// followed stays theirs (the order is kept): what the pruned ones
+    /// made ready is settled, which no decision reads.
+    fn prune_exits(&mut self, workload: &crate::workload::Workload) {
+        let followed = self.predict.as_ref().map_or(0, |p| p.followed);
+        let (completing, settled) = (&self.completing, &mut self.settled);
+        let (mut k, mut kept_followed) = (0, 0);
+        self.exits.retain(|&t| {
+            let keep = completing[t as usize]
+                && workload
+                    .dependents(t)
+                    .iter()
+                    .any(|&d| !settles(workload, completing, settled, d, 0));
+            if keep && k < followed {
+                kept_followed += 1;
+            }
+            k += 1;
+            keep
+        });
+        if let Some(p) = &mut self.predict {
+            p.followed = kept_followed;
+        }
+    }
+
     /// Whether a replayed domain holds one of `canon`'s resources within
     /// `[canon.t0, until)`.
     fn held(&self, canon: &Canon, until: SimTime) -> bool {
@@ -322,6 +358,47 @@ fn identity(fabric: &super::Fabric, canon: &Canon) -> u64 {
     }
     h
 }
+
+/// Whether task `d` is completing (replayed) or *settled*: a compute task
+/// outside collectives whose every dependent is either (`settled` keeps
+/// the answer once true; `depth` bounds the recursion, an answer past it
+/// is false). What a prediction or a guard's walk reaches through a
+/// settled task is completing tasks and settled ones only: no flow it
+/// foresees or follows (completing flows are replayed, they send
+/// nothing), no count of a task that is neither, and no canonical task
+/// whose foreseen dependencies a key reads (a collective's task is never
+/// settled; a grown compute waits only for its domain), so neither needs
+/// to reach it. Kept once true: it stays so until the task is complete
+/// (a dependent complete first would have waited for it), and a complete
+/// task is reached by neither (its host saw every dependency complete,
+/// before the check instant).
+fn settles(
+    workload: &crate::workload::Workload,
+    completing: &[bool],
+    settled: &mut [bool],
+    d: u32,
+    depth: u32,
+) -> bool {
+    if completing[d as usize] || settled[d as usize] {
+        return true;
+    }
+    let task = workload.tasks[d as usize];
+    if depth >= SETTLE_DEPTH
+        || task.collective != crate::workload::NONE
+        || !matches!(workload.kind(&task), TaskKind::Compute(_))
+    {
+        return false;
+    }
+    let all = workload
+        .dependents(d)
+        .iter()
+        .all(|&e| settles(workload, completing, settled, e, depth + 1));
+    settled[d as usize] = all;
+    all
+}
+
+/// How deep [`settles`] follows chains of compute tasks.
+const SETTLE_DEPTH: u32 = 16;
 
 /// Encodes an optional time as `t + 1` (0: none) for `all_max`.
 fn some(t: SimTime) -> u64 {
@@ -521,18 +598,18 @@ impl<S: TelemetrySink> Network<'_, S> {
                 m.replayed[c as usize] = true;
             }
             let (src_done, dst_done) = record.done[k];
-            if !m.completing[t as usize] {
-                m.completions.push(t);
-            }
             m.done_at[t as usize] = (canon.t0 + src_done, canon.t0 + dst_done);
+            m.completions
+                .push(Reverse((canon.t0 + src_done.max(dst_done), t)));
             m.completing[t as usize] = true;
         }
         let workload = &self.fabric.workload;
+        let (completing, settled) = (&m.completing, &mut m.settled);
         m.exits.extend(canon.tasks.iter().copied().filter(|&t| {
             workload
                 .dependents(t)
                 .iter()
-                .any(|&d| !m.completing[d as usize])
+                .any(|&d| !settles(workload, completing, settled, d, 0))
         }));
         // The ports' byte counters and the run's totals move as the
         // sandbox moved them; the totals are counted once, by the shard of

@@ -43,8 +43,9 @@ pub(super) struct Prediction {
     hosts: Vec<u32>,
     /// (task, host that sees it complete, when), to follow.
     work: Vec<(u32, u32, SimTime)>,
-    /// How many of the memo's exits the current prediction followed.
-    followed: usize,
+    /// How many of the memo's exits the current prediction followed (the
+    /// first ones: [`Memo::prune_exits`] keeps their order and this count).
+    pub(super) followed: usize,
 }
 
 impl Prediction {
@@ -157,8 +158,12 @@ impl Prediction {
                 continue;
             }
             for &d in workload.dependents(task) {
-                // A replayed task's completions come from its record.
-                if m.completing[d as usize] || self.hosts[d as usize] != host {
+                // A replayed task's completions come from its record; a
+                // settled one makes nothing ready that is not replayed.
+                if m.completing[d as usize]
+                    || m.settled[d as usize]
+                    || self.hosts[d as usize] != host
+                {
                     continue;
                 }
                 let t = workload.tasks[d as usize];

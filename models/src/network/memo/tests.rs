@@ -1,10 +1,13 @@
 //! The memo's decisions on a DAG small enough to follow by hand: the
 //! guard's walk where a flow's data has all arrived but its last
 //! acknowledgement has not (it still starts in the agreed view, and its
-//! destination no longer waits for it).
+//! destination no longer waits for it), and the exits pruned once what
+//! they reach is settled.
 
 use super::guard::{DagView, Guard};
 use super::key::Canon;
+use super::predict::Prediction;
+use super::Memo;
 use crate::network::config::NetConfig;
 use crate::network::Fabric;
 use crate::workload::{Builder, NONE};
@@ -27,6 +30,16 @@ pub(super) const OVERHEAD: SimTime = SimTime(US);
 /// 1; Y (2 -> 3, 1 kB), a domain under the second leaf, which X crosses
 /// and neither A nor C does.
 pub(super) fn fabric(c_bytes: u64) -> Fabric {
+    leaf_spine(|b| {
+        assert_eq!(b.flow(0, 1, c_bytes, NONE, &[]), C);
+        assert_eq!(b.flow(0, 1, 1000, NONE, &[]), A);
+        assert_eq!(b.flow(1, 3, 1000, NONE, &[C, A]), X);
+        assert_eq!(b.flow(2, 3, 1000, NONE, &[]), Y);
+    })
+}
+
+/// The leaf-spine of [`fabric`] with the workload `tasks` adds.
+fn leaf_spine(tasks: impl FnOnce(&mut Builder)) -> Fabric {
     let link = LinkParams {
         bandwidth_bps: 100_000_000_000,
         latency_ps: US,
@@ -43,10 +56,7 @@ pub(super) fn fabric(c_bytes: u64) -> Fabric {
     .unwrap();
     let routing = Routing::build(&topo).unwrap();
     let mut b = Builder::new(OVERHEAD);
-    assert_eq!(b.flow(0, 1, c_bytes, NONE, &[]), C);
-    assert_eq!(b.flow(0, 1, 1000, NONE, &[]), A);
-    assert_eq!(b.flow(1, 3, 1000, NONE, &[C, A]), X);
-    assert_eq!(b.flow(2, 3, 1000, NONE, &[]), Y);
+    tasks(&mut b);
     Fabric::with_workload(topo, routing, b.finish(), NetConfig::default(), 1)
 }
 
@@ -72,7 +82,15 @@ pub(super) fn prepared(c_bytes: u64, delivered: bool) -> (Fabric, Guard, Canon) 
     dag.remaining(Y, 0);
     let mut guard = Guard::new(&fabric.workload);
     let none = vec![(SimTime::ZERO, SimTime::ZERO); 4];
-    guard.prepare(&fabric, &dag, &none, &[false; 4], &[], NOW);
+    guard.prepare(
+        &fabric,
+        &dag,
+        false,
+        &none,
+        (&[false; 4], &[false; 4]),
+        &[],
+        NOW,
+    );
     let canon = Canon::of_flows(&fabric, &[Y], NOW);
     (fabric, guard, canon)
 }
@@ -100,4 +118,94 @@ fn a_delivered_flow_does_not_reach_its_destinations_dependents_again() {
         verdict(1000, false, horizon),
         SimTime(US) + KB_FCT + OVERHEAD
     );
+}
+
+#[test]
+fn exits_into_settled_computes_are_pruned() {
+    // E (0 -> 1) replayed; at host 1, compute P after it, Q after P, and
+    // flows G after Q, H after P: P and Q lead only to G and H.
+    let (e, p, q, g, h) = (0, 1, 2, 3, 4);
+    let fabric = leaf_spine(|b| {
+        assert_eq!(b.flow(0, 1, 1000, NONE, &[]), e);
+        assert_eq!(b.compute(1, SimTime(US), NONE, &[e]), p);
+        assert_eq!(b.compute(1, SimTime(US), NONE, &[p]), q);
+        assert_eq!(b.flow(1, 2, 1000, NONE, &[q]), g);
+        assert_eq!(b.flow(1, 3, 1000, NONE, &[p]), h);
+    });
+    let workload = &fabric.workload;
+    let mut m = Memo::new(&fabric);
+    m.exits = vec![e];
+    let mut prediction = Prediction::new(&fabric);
+    prediction.followed = 1;
+    m.predict = Some(prediction);
+    m.completing[e as usize] = true;
+    // G replayed settles Q, not P (H is not replayed): E stays an exit.
+    m.completing[g as usize] = true;
+    m.prune_exits(workload);
+    assert_eq!(m.exits, [e]);
+    assert_eq!(m.settled, [false, false, true, false, false]);
+    // A flow is never settled, nor a compute past the depth followed.
+    let (completing, settled) = (&m.completing, &mut m.settled);
+    assert!(!super::settles(workload, completing, settled, h, 0));
+    assert!(!super::settles(
+        workload,
+        completing,
+        settled,
+        p,
+        super::SETTLE_DEPTH
+    ));
+    // H replayed too: P settles, E leaves the exits, and the prediction's
+    // count of exits followed with it.
+    m.completing[h as usize] = true;
+    m.prune_exits(workload);
+    assert!(m.exits.is_empty());
+    assert!(m.settled[p as usize]);
+    assert_eq!(m.predict.as_ref().map(|p| p.followed), Some(0));
+}
+
+#[test]
+fn a_preparation_from_the_same_view_resets_what_the_last_one_set() {
+    // C (1 kB) starts at 0; A, replayed, is seen complete at host 1 at
+    // `NOW` + 1 us; X waits for both and crosses Y's domain.
+    let fabric = fabric(1000);
+    let mut dag = DagView::new(4);
+    dag.starts(C, SimTime::ZERO);
+    dag.remaining(X, 2);
+    let mut guard = Guard::new(&fabric.workload);
+    let canon = Canon::of_flows(&fabric, &[Y], NOW);
+    let mut done_at = vec![(SimTime::ZERO, SimTime::ZERO); 4];
+    done_at[A as usize] = (NOW + SimTime(US), NOW + SimTime(US));
+    let mut replayed = [false; 4];
+    replayed[A as usize] = true;
+    let horizon = SimTime(50 * US);
+    guard.prepare(
+        &fabric,
+        &dag,
+        false,
+        &done_at,
+        (&replayed, &[false; 4]),
+        &[A],
+        NOW,
+    );
+    let touches = NOW + SimTime(US) + OVERHEAD;
+    assert_eq!(
+        guard.earliest_touching(&fabric, &canon, None, NOW, horizon),
+        touches
+    );
+    // Without A's completion X never starts: its count from the last
+    // preparation is reset, in a preparation from the same view as from
+    // a new one.
+    for same_view in [true, false] {
+        guard.prepare(
+            &fabric,
+            &dag,
+            same_view,
+            &done_at,
+            (&[false; 4], &[false; 4]),
+            &[],
+            NOW,
+        );
+        let walk = guard.earliest_touching(&fabric, &canon, None, NOW, horizon);
+        assert_eq!(walk, SimTime::MAX);
+    }
 }

@@ -10,6 +10,11 @@ times and the speed-up. Needs a release build and pyarrow:
     cargo build --release -p netsim
     python3 benches/fast_forward.py [--threads 1] [--repeat 1] [--workloads a,b] [extra netsim flags]
 
+`--fail-below X` makes the run a check (CI runs it on the cut GPT-13B and
+the cut rail-aligned Mixtral): exit 1 unless jumps + memo avoid at least X
+times the events (sandboxes' counted) within the issue's errors (iteration
+1%, FCT p50 and p99 5%).
+
 `--compare OFF OTHER` compares two output directories already written (a
 long run made alone, e.g. under `timeout` in the background): iteration
 error, FCT errors (flows matched by id, both finished), events.
@@ -161,6 +166,8 @@ def main():
     parser.add_argument("--compare", nargs=2, metavar=("OFF", "OTHER"),
                         help="compare two output directories already written")
     parser.add_argument("--workloads", help="comma-separated names [all]: " + ", ".join(WORKLOADS))
+    parser.add_argument("--fail-below", type=float, metavar="X",
+                        help="exit 1 unless memo avoids X times the events within 1%% / 5%%")
     args, extra = parser.parse_known_args()
     if args.compare:
         print(json.dumps(compare(*args.compare)))
@@ -173,6 +180,7 @@ def main():
     for name in names:
         if name not in WORKLOADS:
             sys.exit(f"--workloads: unknown `{name}` ({', '.join(WORKLOADS)})")
+    failed = []
     for name in names:
         workload = WORKLOADS[name]
         if args.bounds:
@@ -237,6 +245,17 @@ def main():
                 "wall_s_memo": memo["simulate_s"],
             }))
             sys.stdout.flush()
+            reduction = off["events"] / max(
+                memo["events"] + memo["fast_forward"]["memo_sandbox_events"], 1)
+            iteration = abs(memo["sim_end_ns"] / off["sim_end_ns"] - 1)
+            worst_fct = max(memo_err.quantile(0.5), memo_err.quantile(0.99))
+            if args.fail_below is not None and not (
+                    reduction >= args.fail_below and iteration <= 0.01 and worst_fct <= 0.05):
+                failed.append(f"{name}: {reduction:.1f}x fewer events, iteration "
+                              f"{iteration:.3%}, FCT p50/p99 error up to {worst_fct:.2%}")
+    if failed:
+        sys.exit("fast_forward.py: below the bar (--fail-below "
+                 f"{args.fail_below:g}): " + "; ".join(failed))
 
 
 if __name__ == "__main__":

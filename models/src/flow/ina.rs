@@ -31,7 +31,7 @@
 //! last one, which the packets do not pay). Switches aggregate at the rate
 //! chunks arrive (the profiles have a latency, not a throughput).
 
-use crate::network::{chunk_tail, ideal_stream, Fabric, Port};
+use crate::network::{chunk_tail, ideal_stream, serialization, Fabric};
 use crate::telemetry::{SwitchOffloadRecord, TelemetrySink};
 use crate::workload::{InaKind, NONE};
 use netsim_engine::SimTime;
@@ -144,7 +144,7 @@ impl InaTrees {
                 let (tail, bottleneck) = chunk_tail(topo, op, spec.src, port, last_wire);
                 m.tail = tail;
                 let (full, _) = chunk_tail(topo, op, spec.src, port, chunk_wire);
-                slowest_loop = slowest_loop.max(Port::serialization(chunk_wire, bottleneck) + full);
+                slowest_loop = slowest_loop.max(serialization(chunk_wire, bottleneck) + full);
             }
             let window_bps = if op.chunks <= op.slots {
                 u64::MAX // every chunk is outstanding at once: no limit

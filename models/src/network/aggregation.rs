@@ -12,9 +12,10 @@
 //! partial aggregate and the result copies queue like any data packet
 //! (PFC, ECN) on their egress ports.
 
+use super::common::{serialization, NO_NODE};
 use super::packet::{Packet, PacketKind};
 use super::transport::SenderReliability;
-use super::{NetEvent, Network, Port, NO_NODE};
+use super::{NetEvent, Network};
 use crate::telemetry::TelemetrySink;
 use crate::workload::{offload, InaKind, InaOp};
 use netsim_engine::{Context, SimTime};
@@ -52,7 +53,7 @@ pub(crate) fn ideal_stream(
 ) -> SimTime {
     let chunk_wire = u64::from(op.chunk_bytes) + header_bytes;
     let (tail, bottleneck_bps) = chunk_tail(topo, op, host, port, chunk_wire);
-    Port::serialization(op.stream_wire_bytes(header_bytes), bottleneck_bps) + tail
+    serialization(op.stream_wire_bytes(header_bytes), bottleneck_bps) + tail
 }
 
 /// What a chunk of `chunk_wire` bytes from `host` (through `port`) pays
@@ -84,12 +85,11 @@ pub(crate) fn chunk_tail(
     let mut bottleneck_counted = false;
     for l in &links {
         // Up and down.
-        t += SimTime(l.latency_ps.saturating_mul(2))
-            + Port::serialization(chunk_wire, l.bandwidth_bps);
+        t += SimTime(l.latency_ps.saturating_mul(2)) + serialization(chunk_wire, l.bandwidth_bps);
         if l.bandwidth_bps == bottleneck_bps && !bottleneck_counted {
             bottleneck_counted = true;
         } else {
-            t += Port::serialization(chunk_wire, l.bandwidth_bps);
+            t += serialization(chunk_wire, l.bandwidth_bps);
         }
     }
     (t, bottleneck_bps)
@@ -108,7 +108,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         let (port, _) = offload::uplink(&fabric.topo, host).expect("a member has an uplink");
         let ideal = ideal_stream(&fabric.topo, op, host, port, u64::from(config.header_bytes));
         let gport = self.port_index(ctx.local_index(), port);
-        let line_rate_bps = self.ports[gport].rate_bps;
+        let line_rate_bps = self.ports[gport].link.rate_bps;
         let s = &mut self.senders[i];
         s.port = port;
         s.line_rate_bps = line_rate_bps;

@@ -8,7 +8,8 @@
 
 use netsim_engine::SimTime;
 
-pub use super::transport::uec::config::{LoadBalancing, Transport, UecCc, UecConfig};
+pub mod uec;
+pub use uec::{LoadBalancing, Transport, UecCc, UecConfig};
 
 /// Congestion control run by the NICs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

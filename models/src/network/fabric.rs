@@ -2,9 +2,9 @@
 //! (topology, routing, workload, configuration, seed), and the ideal
 //! completion time of a flow alone in it.
 
+use super::common::{serialization, NO_NODE};
 use super::config::{EcmpEntropy, NetConfig};
 use super::faults::FaultPlan;
-use super::port::Port;
 use crate::traffic::FlowSpec;
 use crate::workload::{CollectiveOp, Workload};
 use netsim_engine::{splitmix64, SimTime};
@@ -34,9 +34,6 @@ pub struct Fabric {
     /// with memo sandboxes, whose workloads hold no collectives.
     pub(crate) source_ports: Arc<[u32]>,
 }
-
-/// No node: an unset intermediate router, a node without an attached host.
-pub(crate) const NO_NODE: u32 = u32::MAX;
 
 impl Fabric {
     /// A fabric running independent flows (traffic).
@@ -194,21 +191,18 @@ impl PathTiming {
             if rate == bottleneck_bps && !bottleneck_counted {
                 bottleneck_counted = true;
             } else {
-                timing.forward_tail += Port::serialization(last_wire, rate);
+                timing.forward_tail += serialization(last_wire, rate);
             }
-            let back = SimTime(latency) + Port::serialization(control, rate);
+            let back = SimTime(latency) + serialization(control, rate);
             timing.ack_return += back;
-            timing.rtt += SimTime(latency)
-                + Port::serialization(mtu + u64::from(config.header_bytes), rate)
-                + back;
+            timing.rtt +=
+                SimTime(latency) + serialization(mtu + u64::from(config.header_bytes), rate) + back;
         }
         timing
     }
 
     /// Completion as the sender sees it, alone on the path.
     pub fn ideal_fct(&self) -> SimTime {
-        Port::serialization(self.wire_bytes, self.bottleneck_bps)
-            + self.forward_tail
-            + self.ack_return
+        serialization(self.wire_bytes, self.bottleneck_bps) + self.forward_tail + self.ack_return
     }
 }

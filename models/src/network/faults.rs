@@ -13,12 +13,28 @@
 //! next epoch's tables (a local recomputation). A run without faults has no
 //! epochs and pays one branch per forwarded packet.
 
+use super::common::{ecmp_pick, serialization, NO_NODE};
 use super::packet::{Packet, PRIORITIES, PRIO_DATA};
-use super::{ecmp_pick, NetEvent, Network};
+use super::{NetEvent, Network};
 use crate::faults::{Fault, FaultKind};
 use crate::telemetry::{PfcEvent, PfcRecord, TelemetrySink};
 use netsim_engine::{Context, SimTime};
 use netsim_topo::{NextHops, Routing, Topology};
+
+/// A link direction's health: the faults holding it down and its bit errors.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct LinkHealth {
+    /// Faults holding the link down (0: it works).
+    pub down_causes: u8,
+    /// When the link last failed (`ZERO` if never; a failure at time 0
+    /// leaves nothing on the wire to lose).
+    pub last_down: SimTime,
+    /// Lossy link: a packet is lost when the link's random draw falls below
+    /// this (`P * 2^64`); 0 draws nothing.
+    pub error_threshold: u64,
+    /// The state of this link direction's random stream.
+    pub error_rng: u64,
+}
 
 /// The faults of a run, and the routing tables the fabric converges to.
 #[derive(Debug, Default)]
@@ -123,7 +139,7 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
                 FaultKind::LinkUp | FaultKind::NodeUp => self.port_up(ctx, port),
                 FaultKind::LinkRate => {
                     let gport = self.port_index(ctx.local_index(), port);
-                    self.ports[gport].rate_bps = f.rate_bps;
+                    self.ports[gport].link.rate_bps = f.rate_bps;
                 }
             }
         }
@@ -138,19 +154,19 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
         let now = ctx.now();
         let switch = !self.is_host(ctx.node());
         let p = &mut self.ports[gport];
-        p.down_causes = p.down_causes.saturating_add(1);
-        if p.down_causes > 1 {
+        p.health.down_causes = p.health.down_causes.saturating_add(1);
+        if p.health.down_causes > 1 {
             return;
         }
-        p.last_down = now;
+        p.health.last_down = now;
         p.ingress.pause_sent = false;
-        let was_paused = std::mem::replace(&mut p.paused, false);
+        let was_paused = std::mem::replace(&mut p.pause.paused, false);
         for prio in 0..PRIORITIES {
-            while let Some(pkt) = self.ports[gport].queues[prio].pop_front() {
+            while let Some(pkt) = self.ports[gport].egress.queues[prio].pop_front() {
                 let wire = u64::from(pkt.wire_bytes);
                 let p = &mut self.ports[gport];
-                p.queued_bytes[prio] -= wire;
-                p.dropped_pkts[prio] += 1;
+                p.egress.queued_bytes[prio] -= wire;
+                p.counters.dropped_pkts[prio] += 1;
                 if switch {
                     self.buffers[local].used_bytes -= wire;
                     if prio == PRIO_DATA {
@@ -161,7 +177,7 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
             }
         }
         if was_paused {
-            let since = self.ports[gport].paused_since;
+            let since = self.ports[gport].pause.since;
             self.sink.pfc(PfcRecord {
                 time_ns: now.as_ns(),
                 node: ctx.node().0,
@@ -185,8 +201,8 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
     fn port_up(&mut self, ctx: &mut Context<'_, NetEvent>, port: u16) {
         let gport = self.port_index(ctx.local_index(), port);
         let p = &mut self.ports[gport];
-        p.down_causes = p.down_causes.saturating_sub(1);
-        if p.down_causes == 0 {
+        p.health.down_causes = p.health.down_causes.saturating_sub(1);
+        if p.health.down_causes == 0 {
             if self.is_host(ctx.node()) {
                 self.host_try_send(ctx, port);
             } else {
@@ -215,7 +231,7 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
                 kind: super::packet::PacketKind::Data,
                 ce: 0,
                 last: false,
-                via: super::NO_NODE,
+                via: NO_NODE,
                 util: 0,
                 entropy: 0,
             };
@@ -237,12 +253,11 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
     #[inline(never)]
     pub(crate) fn lost_on_dead_link(&self, gport: usize, pkt: &Packet, now: SimTime) -> bool {
         let p = &self.ports[gport];
-        if p.down_causes != 0 {
+        if p.health.down_causes != 0 {
             return true;
         }
-        let flight =
-            p.latency + super::port::Port::serialization(u64::from(pkt.wire_bytes), p.rate_bps);
-        now < p.last_down + flight
+        let flight = p.link.latency + serialization(u64::from(pkt.wire_bytes), p.link.rate_bps);
+        now < p.health.last_down + flight
     }
 
     /// The routing tables in force at `now`.
@@ -293,7 +308,8 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
         hops: &[u16],
     ) -> Option<u16> {
         let local = ctx.local_index();
-        let live = |p: &u16, this: &Self| this.ports[this.port_index(local, *p)].down_causes == 0;
+        let live =
+            |p: &u16, this: &Self| this.ports[this.port_index(local, *p)].health.down_causes == 0;
         let n = hops.iter().filter(|p| live(p, self)).count();
         if n == 0 {
             return None;
@@ -320,13 +336,13 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
         );
         let port = hops.get(self.ecmp_choice(ctx, pkt, hops.len()));
         let local = ctx.local_index();
-        if self.ports[self.port_index(local, port)].down_causes == 0 {
+        if self.ports[self.port_index(local, port)].health.down_causes == 0 {
             return port;
         }
         let lo = self.port_base[local] as usize;
         let ports = (self.port_base[local + 1] - self.port_base[local]) as usize;
         let live = (0..ports)
-            .filter(|&i| self.ports[lo + i].down_causes == 0)
+            .filter(|&i| self.ports[lo + i].health.down_causes == 0)
             .fold(0u64, |m, i| m | 1 << i);
         let plan = &self.fabric.faults;
         let first = plan.epoch_at(ctx.now()).map_or(0, |e| e + 1);

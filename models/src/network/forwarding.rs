@@ -2,12 +2,12 @@
 //! spraying, and dragonfly Valiant and UGAL routing through an
 //! intermediate router.
 
+use super::common::{ecmp_pick, entropy_salt, five_tuple_hash, NO_NODE};
 use super::config::{DragonflyRouting, EcmpMode};
-use super::fabric::NO_NODE;
 use super::packet::{Packet, PacketKind, PRIO_DATA};
 use super::{NetEvent, Network};
 use crate::telemetry::TelemetrySink;
-use netsim_engine::{splitmix64, Context};
+use netsim_engine::Context;
 use netsim_topo::DragonflyIndex;
 
 impl<S: TelemetrySink> Network<'_, S> {
@@ -79,7 +79,11 @@ impl<S: TelemetrySink> Network<'_, S> {
             "switch {node} has no route to host {toward}"
         );
         let pick = hops[self.ecmp_choice(ctx, pkt, hops.len())];
-        if self.ports[self.port_index(ctx.local_index(), pick)].down_causes == 0 {
+        if self.ports[self.port_index(ctx.local_index(), pick)]
+            .health
+            .down_causes
+            == 0
+        {
             return pick;
         }
         self.reroute_around(ctx, pkt, toward, pick)
@@ -130,7 +134,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             let queue = |ports: &[u16], this: &Self| {
                 ports
                     .iter()
-                    .map(|&p| this.ports[this.port_index(local, p)].queued_bytes[PRIO_DATA])
+                    .map(|&p| this.ports[this.port_index(local, p)].egress.queued_bytes[PRIO_DATA])
                     .min()
                     .unwrap_or(0)
             };
@@ -146,34 +150,4 @@ impl<S: TelemetrySink> Network<'_, S> {
         }
         pkt.via = intermediate;
     }
-}
-
-/// Hash-based ECMP: which of `n` next hops a node with seed `node_seed`
-/// gives every packet from `src` to `dst` with UDP source port
-/// `source_port` (a flow's id or its connection's: `Fabric::source_port`).
-#[inline]
-pub(crate) fn ecmp_pick(node_seed: u64, source_port: u32, src: u32, dst: u32, n: usize) -> usize {
-    let mut h = node_seed ^ five_tuple_hash(source_port, src, dst);
-    (splitmix64(&mut h) % n as u64) as usize
-}
-
-/// What a packet's entropy value adds to the ECMP hash (Ultra Ethernet
-/// carries it in the UDP source port): zero for entropy 0, so RoCE packets
-/// hash on their 5-tuple exactly as without it; a multiplicative spread
-/// otherwise, so consecutive entropies land on unrelated next hops.
-#[inline]
-pub(crate) fn entropy_salt(entropy: u16) -> u64 {
-    u64::from(entropy).wrapping_mul(0x9E37_79B9_7F4A_7C15)
-}
-
-/// Hash of a flow's 5-tuple (source and destination address, the UDP
-/// source port `source_port`, RoCEv2's UDP port 4791, UDP): the same for
-/// every packet of a flow in one direction.
-#[inline]
-pub fn five_tuple_hash(source_port: u32, src: u32, dst: u32) -> u64 {
-    let mut h = (u64::from(src) << 32 | u64::from(dst))
-        ^ (u64::from(source_port) << 16)
-        ^ 4791
-        ^ (17 << 56);
-    splitmix64(&mut h)
 }

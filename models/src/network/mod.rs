@@ -31,12 +31,12 @@
 
 mod aggregation;
 pub mod cc;
+mod common;
 pub mod config;
 mod fabric;
 mod fast_forward;
 mod faults;
 mod forwarding;
-mod memo;
 mod nic;
 pub mod packet;
 mod port;
@@ -57,10 +57,10 @@ pub use fabric::{ideal_fct, Fabric};
 /// senders (up to twice 9 B at the map's load), and the entry that sorts
 /// senders by node while they are made (16 B).
 pub const BYTES_PER_SENDER: u64 = std::mem::size_of::<transport::Sender>() as u64 + 18 + 16;
-pub(crate) use fabric::{PathTiming, NO_NODE};
+pub use common::five_tuple_hash;
+pub(crate) use common::{ecmp_pick, serialization, NO_NODE};
+pub(crate) use fabric::PathTiming;
 pub use faults::{dead_links, FaultPlan};
-pub(crate) use forwarding::ecmp_pick;
-pub use forwarding::five_tuple_hash;
 pub use run::{
     collective_record, collective_records, merge_spans, simulate, simulate_on, NetRun, NetStats,
     ShardOutcome,
@@ -161,10 +161,8 @@ pub struct Network<'f, S> {
     /// telemetry: per local node, when its next queue and link samples are due.
     next_sample: Vec<SimTime>,
     stats: NetStats,
-    /// Fast-forward samples and settings (`None`: off).
-    steady: Option<fast_forward::Steady>,
-    /// Memoization of repeated collective waves (`None`: off).
-    memo: Option<memo::Memo>,
+    /// Fast-forward: jumps and memoization (`fast_forward/`).
+    ff: fast_forward::FastForwarding,
     /// Time of the last event that changed anything.
     last_activity: SimTime,
 }
@@ -211,8 +209,8 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
                     let direction = u64::from(link.a != node.0);
                     let mut seed =
                         fabric.seed ^ (u64::from(p.link) << 1 | direction) ^ 0x1055_E7E5 << 32;
-                    port.error_rng = netsim_engine::splitmix64(&mut seed);
-                    port.error_threshold = (loss * 18_446_744_073_709_551_616.0) as u64;
+                    port.health.error_rng = netsim_engine::splitmix64(&mut seed);
+                    port.health.error_threshold = (loss * 18_446_744_073_709_551_616.0) as u64;
                 }
                 ports.push(port);
             }
@@ -304,20 +302,14 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
             sender_base[i + 1] += sender_base[i];
         }
         let sampling = config.sample_period != SimTime::ZERO;
-        let steady = config.fast_forward.map(|ff| {
-            assert!(
-                workload.ina_ops.is_empty(),
-                "fast-forward does not cover in-network aggregation"
-            );
-            fast_forward::Steady::new(ff, senders.len(), ports.len())
-        });
-        let memo = config
-            .fast_forward
-            .filter(|ff| ff.memo && workload.has_tasks())
-            .map(|_| memo::Memo::new(fabric));
+        let ff = fast_forward::FastForwarding::new(
+            config.fast_forward,
+            fabric,
+            senders.len(),
+            ports.len(),
+        );
         Network {
-            steady,
-            memo,
+            ff,
             ecmp_seed: nodes.iter().map(|n| fabric.ecmp_seed(n.0)).collect(),
             next_sample: vec![
                 if sampling {
@@ -377,7 +369,7 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
         self.stats.dropped_pkts = self
             .ports
             .iter()
-            .map(|p| p.dropped_pkts.iter().sum::<u64>() + p.error_dropped_pkts)
+            .map(|p| p.counters.dropped_pkts.iter().sum::<u64>() + p.counters.error_dropped_pkts)
             .sum();
         self.stats.retransmitted_pkts = self.senders.iter().map(|s| s.retransmitted_pkts).sum();
         for record in std::mem::take(&mut self.offload) {
@@ -455,10 +447,10 @@ impl<S: TelemetrySink> Model for Network<'_, S> {
             NetEvent::Arrive { port, pkt } => {
                 let gport = self.port_index(local, port);
                 let p = &self.ports[gport];
-                if (p.down_causes != 0 || p.last_down != SimTime::ZERO)
+                if (p.health.down_causes != 0 || p.health.last_down != SimTime::ZERO)
                     && self.lost_on_dead_link(gport, &pkt, ctx.now())
                 {
-                    self.ports[gport].dropped_pkts[pkt.priority()] += 1;
+                    self.ports[gport].counters.dropped_pkts[pkt.priority()] += 1;
                     return;
                 }
                 if self.is_host(ctx.node()) {
@@ -486,12 +478,7 @@ impl<S: TelemetrySink> Model for Network<'_, S> {
     }
 
     fn skip_period(&self) -> SimTime {
-        self.steady.as_ref().map_or(SimTime::MAX, |_| {
-            self.fabric
-                .config
-                .fast_forward
-                .map_or(SimTime::MAX, |f| f.period)
-        })
+        self.ff_period()
     }
 
     fn skip_proposal(&mut self, now: SimTime) -> netsim_engine::SkipProposal {

@@ -8,11 +8,10 @@
 //! earliest pacing deadline (stale ones are told apart by a generation).
 
 use super::cc::{window_bytes, CcState, IncreaseSource};
+use super::common::{five_tuple_hash, serialization, NO_NODE};
 use super::config::{CnpMode, Transport};
-use super::fabric::{ideal_fct, NO_NODE};
-use super::forwarding::five_tuple_hash;
+use super::fabric::ideal_fct;
 use super::packet::{Packet, PacketKind, PRIO_CONTROL};
-use super::port::Port;
 use super::transport::Qp;
 use super::{FlowTimer, NetEvent, Network};
 use crate::telemetry::TelemetrySink;
@@ -82,7 +81,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         let port = self.host_port_toward(ctx, &probe);
         let local = ctx.local_index();
         let gport = self.port_index(local, port);
-        let line_rate_bps = self.ports[gport].rate_bps;
+        let line_rate_bps = self.ports[gport].link.rate_bps;
         let (ideal_fct, base_rtt) = ideal_fct(fabric, &self.senders[i].spec, port);
         let s = &mut self.senders[i];
         s.port = port;
@@ -139,13 +138,13 @@ impl<S: TelemetrySink> Network<'_, S> {
             return;
         }
         let p = &mut self.ports[gport];
-        if let Some(pkt) = p.queues[PRIO_CONTROL].pop_front() {
-            p.queued_bytes[PRIO_CONTROL] -= u64::from(pkt.wire_bytes);
+        if let Some(pkt) = p.egress.queues[PRIO_CONTROL].pop_front() {
+            p.egress.queued_bytes[PRIO_CONTROL] -= u64::from(pkt.wire_bytes);
             self.transmit(ctx, gport, pkt);
             self.host_continue(ctx, gport, port);
             return;
         }
-        if p.paused || p.host.flows.is_empty() {
+        if p.pause.paused || p.host.flows.is_empty() {
             return;
         }
         let config = &self.fabric.config;
@@ -220,7 +219,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             } else {
                 self.stats.sent_payload_bytes += payload;
             }
-            s.next_send = now + Port::serialization(u64::from(wire_bytes), rate_bps.max(1));
+            s.next_send = now + serialization(u64::from(wire_bytes), rate_bps.max(1));
             if let CcState::Dcqcn(d) = &mut s.cc {
                 if d.on_sent(&config.dcqcn, u64::from(wire_bytes)) {
                     d.increase(&config.dcqcn, s.line_rate_bps, IncreaseSource::Bytes);
@@ -265,7 +264,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         port: u16,
     ) {
         let p = &self.ports[gport];
-        if !(p.queues[PRIO_CONTROL].is_empty() && p.host.flows.is_empty()) {
+        if !(p.egress.queues[PRIO_CONTROL].is_empty() && p.host.flows.is_empty()) {
             self.port_ready(ctx, gport, port);
         }
     }
@@ -275,8 +274,8 @@ impl<S: TelemetrySink> Network<'_, S> {
         let port = self.host_port_toward(ctx, &pkt);
         let gport = self.port_index(ctx.local_index(), port);
         let p = &mut self.ports[gport];
-        p.queued_bytes[PRIO_CONTROL] += u64::from(pkt.wire_bytes);
-        p.queues[PRIO_CONTROL].push_back(pkt);
+        p.egress.queued_bytes[PRIO_CONTROL] += u64::from(pkt.wire_bytes);
+        p.egress.queues[PRIO_CONTROL].push_back(pkt);
         self.host_try_send(ctx, port);
     }
 

@@ -7,7 +7,7 @@
 //! State: per switch, its [`SharedBuffer`]; per port, its [`Ingress`]
 //! (inside `Port`, beside the egress queues).
 
-use super::forwarding::{entropy_salt, five_tuple_hash};
+use super::common::{entropy_salt, five_tuple_hash};
 use super::packet::{Packet, PacketKind, PRIO_CONTROL, PRIO_DATA};
 use super::{NetEvent, Network};
 use crate::telemetry::TelemetrySink;
@@ -31,6 +31,15 @@ pub(crate) struct Ingress {
     pub bytes: u64,
     /// A PFC pause went upstream and no resume yet.
     pub pause_sent: bool,
+}
+
+/// A switch port's ECN marking: none below `kmin_bytes` of queue, always
+/// at `kmax_bytes`, with probability rising to `pmax` between (RED).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct EcnMarking {
+    pub kmin_bytes: u64,
+    pub kmax_bytes: u64,
+    pub pmax: f64,
 }
 
 /// Whether a packet of `kind` may be ECN-marked: data-class payload, never
@@ -88,14 +97,12 @@ impl<S: TelemetrySink> Network<'_, S> {
         queue_bytes: u64,
     ) -> bool {
         let p = &self.ports[gport];
-        let mark = if queue_bytes >= p.ecn_kmax_bytes {
+        let mark = if queue_bytes >= p.ecn.kmax_bytes {
             true
-        } else if queue_bytes > p.ecn_kmin_bytes {
-            let probability = p.ecn_pmax * (queue_bytes - p.ecn_kmin_bytes) as f64
-                / (p.ecn_kmax_bytes - p.ecn_kmin_bytes) as f64;
-            if let Some(m) = &mut self.memo {
-                m.draw();
-            }
+        } else if queue_bytes > p.ecn.kmin_bytes {
+            let probability = p.ecn.pmax * (queue_bytes - p.ecn.kmin_bytes) as f64
+                / (p.ecn.kmax_bytes - p.ecn.kmin_bytes) as f64;
+            self.memo_draw();
             let tuple = five_tuple_hash(self.source_port(pkt), pkt.src, pkt.dst)
                 ^ entropy_salt(pkt.entropy);
             let draw = red_draw(self.fabric.seed, ctx.node().0, port, tuple, pkt);
@@ -104,7 +111,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             false
         };
         if mark {
-            self.ports[gport].ecn_marked_pkts[PRIO_DATA] += 1;
+            self.ports[gport].counters.ecn_marked_pkts[PRIO_DATA] += 1;
         }
         mark
     }
@@ -141,10 +148,10 @@ impl<S: TelemetrySink> Network<'_, S> {
         if shared + offset <= xoff || shared <= offset {
             up.ingress.pause_sent = false;
             ctx.send(
-                up.peer,
-                up.latency,
+                up.link.peer,
+                up.link.latency,
                 NetEvent::Pfc {
-                    port: up.peer_port,
+                    port: up.link.peer_port,
                     pause: false,
                 },
             );
@@ -183,9 +190,9 @@ impl<S: TelemetrySink> Network<'_, S> {
         let gout = self.port_index(local, out);
         let prio = self.switch_class(&pkt);
         let wire = u64::from(pkt.wire_bytes);
-        if self.ports[gout].down_causes != 0 {
+        if self.ports[gout].health.down_causes != 0 {
             // No live route: the packet is lost at the dead port.
-            self.ports[gout].dropped_pkts[prio] += 1;
+            self.ports[gout].counters.dropped_pkts[prio] += 1;
             return;
         }
         if prio == PRIO_DATA {
@@ -194,16 +201,16 @@ impl<S: TelemetrySink> Network<'_, S> {
                     .buffer_bytes
                     .saturating_sub(self.buffers[local].used_bytes);
                 let limit = (free as f64 * config.dt_alpha) as u64;
-                if self.ports[gout].queued_bytes[prio] + wire > limit {
+                if self.ports[gout].egress.queued_bytes[prio] + wire > limit {
                     if !(config.trim && pkt.kind == PacketKind::Data) {
-                        self.ports[gout].dropped_pkts[prio] += 1;
+                        self.ports[gout].counters.dropped_pkts[prio] += 1;
                         return;
                     }
                     return self.switch_trim(ctx, in_port, out, pkt);
                 }
             }
             if !config.ecn_at_dequeue && markable(pkt.kind) {
-                let q = self.ports[gout].queued_bytes[prio];
+                let q = self.ports[gout].egress.queued_bytes[prio];
                 if self.ecn_mark(ctx, gout, out, &pkt, q) {
                     pkt.ce = 1;
                 }
@@ -214,8 +221,8 @@ impl<S: TelemetrySink> Network<'_, S> {
         pkt.in_port = in_port;
         self.buffers[local].used_bytes += wire;
         let p = &mut self.ports[gout];
-        p.queues[prio].push_back(pkt);
-        p.queued_bytes[prio] += wire;
+        p.egress.queues[prio].push_back(pkt);
+        p.egress.queued_bytes[prio] += wire;
         if prio == PRIO_DATA && config.pfc {
             let gin = self.port_index(local, in_port);
             let xoff = self.pfc_xoff(local);
@@ -224,10 +231,10 @@ impl<S: TelemetrySink> Network<'_, S> {
             if !up.ingress.pause_sent && up.ingress.bytes.saturating_sub(reserve) > xoff {
                 up.ingress.pause_sent = true;
                 ctx.send(
-                    up.peer,
-                    up.latency,
+                    up.link.peer,
+                    up.link.latency,
                     NetEvent::Pfc {
-                        port: up.peer_port,
+                        port: up.link.peer_port,
                         pause: true,
                     },
                 );
@@ -248,7 +255,7 @@ impl<S: TelemetrySink> Network<'_, S> {
     ) {
         let local = ctx.local_index();
         let gout = self.port_index(local, out);
-        self.ports[gout].trimmed_pkts += 1;
+        self.ports[gout].counters.trimmed_pkts += 1;
         pkt.kind = PacketKind::Trimmed;
         pkt.wire_bytes = self.fabric.config.header_bytes as u16;
         self.switch_enqueue(ctx, in_port, out, pkt);
@@ -263,17 +270,19 @@ impl<S: TelemetrySink> Network<'_, S> {
             return;
         }
         let p = &mut self.ports[gport];
-        let prio = if !p.queues[PRIO_CONTROL].is_empty() {
+        let prio = if !p.egress.queues[PRIO_CONTROL].is_empty() {
             PRIO_CONTROL
-        } else if !p.paused && !p.queues[PRIO_DATA].is_empty() {
+        } else if !p.pause.paused && !p.egress.queues[PRIO_DATA].is_empty() {
             PRIO_DATA
         } else {
             return;
         };
-        let mut pkt = p.queues[prio].pop_front().expect("queue checked non-empty");
+        let mut pkt = p.egress.queues[prio]
+            .pop_front()
+            .expect("queue checked non-empty");
         let wire = u64::from(pkt.wire_bytes);
-        p.queued_bytes[prio] -= wire;
-        let left_bytes = p.queued_bytes[prio];
+        p.egress.queued_bytes[prio] -= wire;
+        let left_bytes = p.egress.queued_bytes[prio];
         self.buffers[local].used_bytes -= wire;
         if prio == PRIO_DATA
             && self.fabric.config.ecn_at_dequeue
@@ -289,7 +298,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         }
         self.transmit(ctx, gport, pkt);
         let p = &self.ports[gport];
-        if !(p.queues[PRIO_CONTROL].is_empty() && p.queues[PRIO_DATA].is_empty()) {
+        if !(p.egress.queues[PRIO_CONTROL].is_empty() && p.egress.queues[PRIO_DATA].is_empty()) {
             self.port_ready(ctx, gport, port);
         }
     }

@@ -93,21 +93,15 @@ pub fn link_tier(topo: &Topology, src: u32, dst: u32) -> &'static str {
 }
 
 impl Port {
-    /// Of priority `prio`'s bytes started, those memo replays have yet to
-    /// put on the wire at `at`.
-    fn replayed_unsent(&self, prio: usize, at: SimTime) -> u64 {
-        self.replayed.iter().map(|r| r.unsent(prio, at)).sum()
-    }
-
     /// Bytes this port has put on the wire by `at`: everything it started,
     /// less what is still to serialise of the packet in flight.
     pub(super) fn wire_bytes_by(&self, at: SimTime) -> u64 {
-        let started: u64 = self.tx_bytes.iter().sum();
-        if self.busy_until <= at {
+        let started: u64 = self.counters.tx_bytes.iter().sum();
+        if self.egress.busy_until <= at {
             return started;
         }
-        let left_ps = u128::from((self.busy_until - at).as_ps());
-        let left_bytes = (left_ps * u128::from(self.rate_bps)).div_ceil(8_000_000_000_000);
+        let left_ps = u128::from((self.egress.busy_until - at).as_ps());
+        let left_bytes = (left_ps * u128::from(self.link.rate_bps)).div_ceil(8_000_000_000_000);
         started - left_bytes as u64
     }
 }
@@ -136,24 +130,29 @@ impl<S: TelemetrySink> Network<'_, S> {
             }
             let time_ns = at.as_ns();
             for (port, p) in self.ports[queue_ports.clone()].iter().enumerate() {
+                let gport = lo + port;
                 for prio in 0..PRIORITIES {
                     self.sink.queue(QueueSample {
                         time_ns,
                         node,
                         port: port as u32,
                         priority: prio as u8,
-                        qlen_bytes: p.queued_bytes[prio],
-                        tx_bytes: p.tx_bytes[prio] - p.replayed_unsent(prio, at),
-                        ecn_marked_pkts: p.ecn_marked_pkts[prio],
-                        dropped_pkts: p.dropped_pkts[prio],
-                        trimmed_pkts: if prio == PRIO_DATA { p.trimmed_pkts } else { 0 },
-                        paused: prio == PRIO_DATA && p.paused,
+                        qlen_bytes: p.egress.queued_bytes[prio],
+                        tx_bytes: p.counters.tx_bytes[prio] - self.ff.unsent_bytes(gport, prio, at),
+                        ecn_marked_pkts: p.counters.ecn_marked_pkts[prio],
+                        dropped_pkts: p.counters.dropped_pkts[prio],
+                        trimmed_pkts: if prio == PRIO_DATA {
+                            p.counters.trimmed_pkts
+                        } else {
+                            0
+                        },
+                        paused: prio == PRIO_DATA && p.pause.paused,
                     });
                 }
             }
             // Replays wholly on the wire by now are in `tx_bytes` alone.
-            for p in &mut self.ports[lo..hi] {
-                p.replayed.retain(|r| r.to > at);
+            for gport in lo..hi {
+                self.ff.sampled(gport, at);
             }
             self.next_sample[local] += period;
         }
@@ -214,21 +213,21 @@ impl<S: TelemetrySink> Network<'_, S> {
         let interval_ps = (to - from).as_ps() as f64;
         for (port, p) in self.ports[lo..hi].iter_mut().enumerate() {
             let replayed: u64 = (0..PRIORITIES)
-                .map(|prio| p.replayed_unsent(prio, to))
+                .map(|prio| self.ff.unsent_bytes(lo + port, prio, to))
                 .sum();
             let sent = p.wire_bytes_by(to) - replayed;
-            let tx_bytes = sent - p.sampled_tx_bytes;
-            p.sampled_tx_bytes = sent;
+            let tx_bytes = sent - p.counters.sampled_tx_bytes;
+            p.counters.sampled_tx_bytes = sent;
             self.sink.link(LinkSample {
                 time_ns: to.as_ns(),
                 interval_ns: to.as_ns() - from.as_ns(),
                 link: topo.port(node, port as u16).link,
                 src: node,
                 src_port: port as u32,
-                dst: p.peer.0,
-                tier: link_tier(topo, node, p.peer.0),
+                dst: p.link.peer.0,
+                tier: link_tier(topo, node, p.link.peer.0),
                 tx_bytes,
-                utilization: tx_bytes as f64 * 8e12 / (p.rate_bps as f64 * interval_ps),
+                utilization: tx_bytes as f64 * 8e12 / (p.link.rate_bps as f64 * interval_ps),
             });
         }
     }

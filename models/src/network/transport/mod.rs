@@ -16,13 +16,13 @@ pub(crate) mod uec;
 
 use super::cc::CcState;
 use super::config::NetConfig;
+use super::config::Transport;
 use super::packet::{Packet, PacketKind};
 use crate::traffic::FlowSpec;
 use crate::workload::NONE as NO_TASK;
 use netsim_engine::NodeRng;
 use netsim_engine::SimTime;
 pub(crate) use roce::{GoBackNReceiver, GoBackNSender};
-use uec::config::Transport;
 use uec::sack::SackReceiver;
 use uec::UecSender;
 

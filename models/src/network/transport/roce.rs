@@ -9,10 +9,10 @@
 
 use super::{Qp, Receiver, ReceiverReliability, RxQp, RxVerdict, SenderReliability};
 use crate::network::cc::CcState;
+use crate::network::common::{serialization, NO_NODE};
 use crate::network::config::{CcKind, CnpMode};
 use crate::network::packet::{self, Packet, PacketKind};
-use crate::network::port::Port;
-use crate::network::{FlowTimer, NetEvent, Network, NO_NODE};
+use crate::network::{FlowTimer, NetEvent, Network};
 use crate::telemetry::TelemetrySink;
 use netsim_engine::{Context, SimTime};
 
@@ -237,8 +237,8 @@ impl<S: TelemetrySink> Network<'_, S> {
                     );
                     if config.hpcc.retime_on_rate_change && h.rate_bps != old_rate_bps {
                         let wire = u64::from(config.mtu_bytes) + u64::from(config.header_bytes);
-                        let old = Port::serialization(wire, old_rate_bps.max(1.0) as u64);
-                        let new = Port::serialization(wire, h.rate_bps.max(1.0) as u64);
+                        let old = serialization(wire, old_rate_bps.max(1.0) as u64);
+                        let new = serialization(wire, h.rate_bps.max(1.0) as u64);
                         // Earlier never than zero: a packet due in the past goes now.
                         s.next_send =
                             SimTime((s.next_send + new).as_ps().saturating_sub(old.as_ps()));

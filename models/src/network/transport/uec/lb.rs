@@ -9,7 +9,7 @@
 //! - REPS: reuse the entropies of unmarked ACKs (eight kept, a few bytes per
 //!   connection), explore a random one when none is left.
 
-use super::config::LoadBalancing;
+use crate::network::config::LoadBalancing;
 use netsim_engine::NodeRng;
 
 /// Entropies REPS keeps for reuse.

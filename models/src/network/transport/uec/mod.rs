@@ -12,17 +12,17 @@
 //!     trimmed header ──▶ receiver ──NACK(psn, entropy)──▶ sender resends psn
 //! ```
 
-pub mod config;
 mod lb;
 mod nscc;
 pub(crate) mod rccc;
 pub(crate) mod sack;
 
 use super::{Qp, Receiver, RxQp};
+use crate::network::common::NO_NODE;
+use crate::network::config::UecConfig;
 use crate::network::packet::{Packet, PacketKind};
-use crate::network::{NetEvent, Network, NO_NODE};
+use crate::network::{NetEvent, Network};
 use crate::telemetry::TelemetrySink;
-use config::UecConfig;
 use lb::EntropyPicker;
 use netsim_engine::{Context, NodeRng, SimTime};
 use nscc::Nscc;

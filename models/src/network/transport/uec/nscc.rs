@@ -14,7 +14,7 @@
 //! period. Constants follow htsim's `initNsccParams`, scaled from a 100 Gb/s,
 //! 12 us reference network to the flow's own BDP and the target.
 
-use super::config::{NSCC_REFERENCE_BPS, NSCC_REFERENCE_RTT_PS};
+use crate::network::config::uec::{NSCC_REFERENCE_BPS, NSCC_REFERENCE_RTT_PS};
 use netsim_engine::SimTime;
 
 /// Decrease factor per unit of relative excess delay (htsim `_gamma`).

@@ -21,9 +21,10 @@
 //!  sender ─1 packet─────▶ │ arrival: outstanding -= 1
 //! ```
 
+use crate::network::common::NO_NODE;
 use crate::network::packet::{Packet, PacketKind};
 use crate::network::transport::Qp;
-use crate::network::{ideal_fct, Fabric, NetEvent, Network, NO_NODE};
+use crate::network::{ideal_fct, Fabric, NetEvent, Network};
 use crate::telemetry::TelemetrySink;
 use crate::traffic::FlowSpec;
 use netsim_engine::Context;

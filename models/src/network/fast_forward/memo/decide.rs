@@ -6,6 +6,7 @@
 use super::guard;
 use super::key::{self, Canon};
 use super::predict::Prediction;
+use super::resources::{flow_resources, port_resource, Resource};
 use super::{some, Held, Record};
 use crate::network::Network;
 use crate::telemetry::TelemetrySink;
@@ -28,7 +29,7 @@ struct Shared {
     dag: Option<guard::DagView>,
     /// The resources of the flows this shard sends (unchanged within a
     /// check, like the DAG view).
-    active: Option<Vec<key::Resource>>,
+    active: Option<Vec<Resource>>,
     /// The guard's walks, and whether they are prepared for this round.
     guard: Option<(bool, guard::Guard)>,
     /// Whether the guard was prepared from `dag` already (a later
@@ -43,7 +44,7 @@ impl<S: TelemetrySink> Network<'_, S> {
     /// again while a round replays something, since the completions of
     /// what it replayed may foresee the next collectives' starts.
     pub(crate) fn memo_agree(&mut self, now: SimTime, all_max: AllMax<'_>) -> Result<(), Aborted> {
-        let Some(m) = self.memo.as_mut() else {
+        let Some(m) = self.ff.memo.as_mut() else {
             return Ok(());
         };
         if m.recording.is_some() {
@@ -84,7 +85,7 @@ impl<S: TelemetrySink> Network<'_, S> {
                 }
             }
         }
-        self.memo.as_mut().expect("memo on").guard = shared.guard.map(|(_, g)| g);
+        self.ff.memo.as_mut().expect("memo on").guard = shared.guard.map(|(_, g)| g);
         result
     }
 
@@ -101,7 +102,7 @@ impl<S: TelemetrySink> Network<'_, S> {
     ) -> Result<bool, Aborted> {
         let fabric = self.fabric;
         // Round 1: entry flows' starts this shard can foresee, agreed.
-        let m = self.memo.as_mut().expect("memo on");
+        let m = self.ff.memo.as_mut().expect("memo on");
         let mut p = m.predict.take().unwrap_or_else(|| Prediction::new(fabric));
         if shared.predicted {
             p.follow(fabric, m, &self.dag, now);
@@ -110,7 +111,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             shared.predicted = true;
         }
         m.predict = Some(p);
-        let m = self.memo.as_ref().expect("memo on");
+        let m = self.ff.memo.as_ref().expect("memo on");
         let predicted = m.predict.as_ref().expect("predicted");
         let mut entries = vec![0u64; m.plan.entries.len()];
         for (slot, &f) in entries.iter_mut().zip(&m.plan.entries) {
@@ -129,7 +130,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             return Ok(false);
         }
         let mut domains = key::domains(fabric, &m.plan, &colls);
-        let mut used: Vec<HashSet<key::Resource>> = domains
+        let mut used: Vec<HashSet<Resource>> = domains
             .iter()
             .map(|d| {
                 let mut res = Vec::new();
@@ -138,7 +139,7 @@ impl<S: TelemetrySink> Network<'_, S> {
                         if let TaskKind::Flow(f) =
                             fabric.workload.kind(&fabric.workload.tasks[t as usize])
                         {
-                            key::flow_resources(fabric, f, &mut res);
+                            flow_resources(fabric, f, &mut res);
                         }
                     }
                 }
@@ -149,7 +150,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         for d in 0..domains.len() {
             let computes = if grow.contains(&domains[d][0]) {
                 // Only a domain that grows needs the others' resources.
-                let foreign: HashSet<key::Resource> = used
+                let foreign: HashSet<Resource> = used
                     .iter()
                     .enumerate()
                     .filter(|&(e, _)| e != d)
@@ -228,7 +229,7 @@ impl<S: TelemetrySink> Network<'_, S> {
                 continue;
             }
             canon.key.extend_from_slice(&row[1..]);
-            let m = self.memo.as_ref().expect("memo on");
+            let m = self.ff.memo.as_ref().expect("memo on");
             if m.unrecordable.contains(&canon.key) {
                 continue;
             }
@@ -279,7 +280,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             // The replays since the last preparation may have settled
             // tasks the exits reach (the next layer replayed after the
             // compute between them).
-            let m = self.memo.as_mut().expect("memo on");
+            let m = self.ff.memo.as_mut().expect("memo on");
             m.prune_exits(&fabric.workload);
             guard.prepare(
                 fabric,
@@ -293,7 +294,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             *prepared = true;
             shared.guard_viewed = true;
         }
-        let m = self.memo.as_ref().expect("memo on");
+        let m = self.ff.memo.as_ref().expect("memo on");
         let mut refused = Vec::new();
         let mut new_keys: HashSet<Vec<u64>> = HashSet::new();
         to_make.retain(|(i, _, _)| {
@@ -345,7 +346,7 @@ impl<S: TelemetrySink> Network<'_, S> {
                 at += size;
             }
             all_max(&mut shared)?;
-            let m = self.memo.as_mut().expect("memo on");
+            let m = self.ff.memo.as_mut().expect("memo on");
             let mut at = 0;
             for ((i, _, _), &size) in to_make.iter().zip(&sizes) {
                 let canon = &candidates[*i].0;
@@ -360,7 +361,7 @@ impl<S: TelemetrySink> Network<'_, S> {
                 at += size;
             }
         }
-        let m = self.memo.as_ref().expect("memo on");
+        let m = self.ff.memo.as_ref().expect("memo on");
         let ready: Vec<(Canon, bool)> = candidates
             .into_iter()
             .filter(|(canon, _)| {
@@ -374,7 +375,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         }
         // The earliest a flow that uses a domain's resources could start,
         // per domain with a record, the same on every shard.
-        let m = self.memo.as_ref().expect("memo on");
+        let m = self.ff.memo.as_ref().expect("memo on");
         let bound: Vec<SimTime> = ready
             .iter()
             .map(|(canon, _)| {
@@ -388,7 +389,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             })
             .collect();
         for ((canon, fresh), b) in ready.into_iter().zip(bound) {
-            let m = self.memo.as_ref().expect("memo on");
+            let m = self.ff.memo.as_ref().expect("memo on");
             let until = canon.t0 + m.records[&canon.key].span;
             let first = fabric.workload.tasks[canon.tasks[0] as usize].collective;
             if m.held(&canon, until) {
@@ -396,8 +397,8 @@ impl<S: TelemetrySink> Network<'_, S> {
                 continue;
             }
             if b >= until {
-                let m = self.memo.as_mut().expect("memo on");
-                let mut resources: Vec<key::Resource> = canon.resources.iter().copied().collect();
+                let m = self.ff.memo.as_mut().expect("memo on");
+                let mut resources: Vec<Resource> = canon.resources.iter().copied().collect();
                 resources.sort_unstable();
                 m.held.push(Held {
                     resources,
@@ -420,8 +421,8 @@ impl<S: TelemetrySink> Network<'_, S> {
     }
 
     /// Per flow sending from this shard (not replayed), the resources it uses.
-    fn memo_active_resources(&self) -> Vec<key::Resource> {
-        let m = self.memo.as_ref().expect("memo on");
+    fn memo_active_resources(&self) -> Vec<Resource> {
+        let m = self.ff.memo.as_ref().expect("memo on");
         let mut out = Vec::new();
         for s in &self.senders {
             if s.start != SimTime::MAX
@@ -429,7 +430,7 @@ impl<S: TelemetrySink> Network<'_, S> {
                 && !s.gave_up
                 && !m.replaying.contains(&s.flow)
             {
-                key::flow_resources(self.fabric, s.flow, &mut out);
+                flow_resources(self.fabric, s.flow, &mut out);
             }
         }
         out.sort_unstable();
@@ -441,14 +442,14 @@ impl<S: TelemetrySink> Network<'_, S> {
     /// through them (`active`: the resources of this shard's flows), or at
     /// one of its ports a byte queued, a packet on the wire, a pause, or
     /// buffer in use at its switch.
-    fn memo_busy(&self, now: SimTime, canon: &Canon, active: &[key::Resource]) -> bool {
+    fn memo_busy(&self, now: SimTime, canon: &Canon, active: &[Resource]) -> bool {
         if active.iter().any(|r| canon.resources.contains(r)) {
             return true;
         }
         self.nodes.iter().enumerate().any(|(local, &node)| {
             let range = self.port_base[local] as usize..self.port_base[local + 1] as usize;
             let mine = |p: usize| {
-                canon.resources.contains(&key::port_resource(
+                canon.resources.contains(&port_resource(
                     self.fabric,
                     node.0,
                     (p - range.start) as u16,
@@ -458,10 +459,10 @@ impl<S: TelemetrySink> Network<'_, S> {
             range.clone().filter(|&p| mine(p)).any(|gp| {
                 let p = &self.ports[gp];
                 switch_busy
-                    || p.queued_bytes.iter().any(|&b| b != 0)
+                    || p.egress.queued_bytes.iter().any(|&b| b != 0)
                     // (Nothing was ever sent from a port still at time zero.)
-                    || (p.busy_until != SimTime::ZERO && p.busy_until + p.latency > now)
-                    || p.paused
+                    || (p.egress.busy_until != SimTime::ZERO && p.egress.busy_until + p.link.latency > now)
+                    || p.pause.paused
                     || p.ingress.pause_sent
             })
         })
@@ -472,7 +473,7 @@ impl<S: TelemetrySink> Network<'_, S> {
     /// send nothing), compute tasks that will end, flows its hosts
     /// received whole, and its hosts' tasks' missing dependencies; agreed.
     fn memo_dag_view(&self, all_max: AllMax<'_>) -> Result<guard::DagView, Aborted> {
-        let m = self.memo.as_ref().expect("memo on");
+        let m = self.ff.memo.as_ref().expect("memo on");
         let workload = &self.fabric.workload;
         let mut dag = guard::DagView::new(workload.tasks.len());
         for (&f, &at) in &m.pending_flows {

@@ -2,8 +2,9 @@
 //! at a check, the earliest instant a flow outside a domain can start on
 //! one of its resources, and lower bounds on flows' completions.
 
-use super::key::{first_port, flow_resources, source, start_delay, Canon, Resource};
+use super::key::{source, start_delay, Canon};
 use super::radix::RadixHeap;
+use super::resources::{first_port, flow_resources, Resource};
 use crate::network::Fabric;
 use crate::workload::{TaskKind, Workload};
 use netsim_engine::SimTime;

@@ -16,21 +16,22 @@
 
 mod decide;
 mod guard;
+mod hooks;
 mod key;
 mod predict;
 mod radix;
+mod resources;
 mod sandbox;
 #[cfg(test)]
 mod tests;
 
-use super::packet::PRIORITIES;
-use super::port::ReplayedBytes;
-use super::{NetEvent, Network};
+use crate::network::packet::PRIORITIES;
+use crate::network::Network;
 use crate::telemetry::TelemetrySink;
 use crate::workload::TaskKind;
 use hashbrown::{HashMap, HashSet};
 use key::Canon;
-use netsim_engine::{Context, NodeId, SimTime};
+use netsim_engine::{NodeId, SimTime};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
@@ -250,10 +251,14 @@ pub(crate) struct Memo {
     recording: Option<Box<Recording>>,
     /// Random draws taken on this shard.
     draws: u64,
+    /// Per port of this shard: replays whose bytes its `tx_bytes` holds
+    /// from their decision on but whose records put them on the wire
+    /// later; samples take back what is still to go. Empty unless sampling.
+    replayed_bytes: Vec<Vec<ReplayedBytes>>,
 }
 
 impl Memo {
-    pub(crate) fn new(fabric: &super::Fabric) -> Memo {
+    pub(crate) fn new(fabric: &crate::network::Fabric, ports: usize) -> Memo {
         Memo {
             plan: key::Plan::new(&fabric.workload),
             records: HashMap::new(),
@@ -274,14 +279,56 @@ impl Memo {
             pending_computes: HashMap::new(),
             recording: None,
             draws: 0,
+            replayed_bytes: vec![Vec::new(); ports],
         }
+    }
+
+    /// Of priority `prio`'s bytes started at port `gport`, those replays
+    /// have yet to put on the wire at `at`.
+    pub(crate) fn unsent_bytes(&self, gport: usize, prio: usize, at: SimTime) -> u64 {
+        self.replayed_bytes[gport]
+            .iter()
+            .map(|r| r.unsent(prio, at))
+            .sum()
+    }
+
+    /// Port `gport` was sampled at `at`: replays wholly on its wire by then
+    /// are in its byte counters alone.
+    pub(crate) fn sampled(&mut self, gport: usize, at: SimTime) {
+        self.replayed_bytes[gport].retain(|r| r.to > at);
+    }
+}
+
+/// Bytes a memo replay moved through a port, spread evenly over the
+/// interval its record's port was busy: from the first start of a flow
+/// crossing it to its last bit (DESIGN.md §3c, "Replay").
+#[derive(Clone, Copy, Debug)]
+struct ReplayedBytes {
+    from: SimTime,
+    to: SimTime,
+    bytes: [u64; PRIORITIES],
+}
+
+impl ReplayedBytes {
+    /// Of priority `prio`'s bytes, those still to go at `at`.
+    fn unsent(&self, prio: usize, at: SimTime) -> u64 {
+        let bytes = self.bytes[prio];
+        if at >= self.to {
+            return 0;
+        }
+        if at <= self.from {
+            return bytes;
+        }
+        let gone = u128::from(bytes) * u128::from((at - self.from).as_ps())
+            / u128::from((self.to - self.from).as_ps());
+        bytes - gone as u64
     }
 }
 
 /// A replayed domain's hold on its resources (sorted), over `[from, until)`.
 #[derive(Debug)]
 struct Held {
-    resources: Vec<key::Resource>,
+    resources: Vec<resources::Resource>,
     from: SimTime,
     until: SimTime,
 }
@@ -334,7 +381,7 @@ impl Memo {
 impl Record {
     /// Whether replaying the record for `canon`'s domain is exact: it took
     /// no random draw, or it simulated a domain of the same identity.
-    fn fits(&self, fabric: &super::Fabric, canon: &Canon) -> bool {
+    fn fits(&self, fabric: &crate::network::Fabric, canon: &Canon) -> bool {
         self.draws == 0 || self.identity == identity(fabric, canon)
     }
 }
@@ -342,7 +389,7 @@ impl Record {
 /// What RED's draws in `canon`'s domain are a function of besides its key
 /// (`switch::red_draw`): its labelled ports' nodes and numbers, and its
 /// flows' hosts and source ports, hashed.
-fn identity(fabric: &super::Fabric, canon: &Canon) -> u64 {
+fn identity(fabric: &crate::network::Fabric, canon: &Canon) -> u64 {
     let mut h = 0u64;
     let mut mix = |v: u64| {
         let mut s = h ^ v;
@@ -406,177 +453,10 @@ fn some(t: SimTime) -> u64 {
 }
 
 impl<S: TelemetrySink> Network<'_, S> {
-    /// A flow start or compute task end was scheduled at `at`.
-    pub(crate) fn memo_scheduled(&mut self, event: &NetEvent, at: SimTime) {
-        let Some(m) = self.memo.as_mut() else { return };
-        match *event {
-            NetEvent::FlowStart { flow } => {
-                m.pending_flows.insert(flow, at);
-            }
-            NetEvent::TaskDone { task } => {
-                m.pending_computes.insert(task, at);
-            }
-            _ => {}
-        }
-    }
-
-    /// Flow `flow` starts at the current host (sender `i`): counts the
-    /// collective's hit or miss at its first flow, and replays the flow
-    /// when its domain is replayed (true: nothing more to do).
-    pub(crate) fn memo_flow_start(
-        &mut self,
-        ctx: &mut Context<'_, NetEvent>,
-        i: usize,
-        flow: u32,
-    ) -> bool {
-        let Some(m) = self.memo.as_mut() else {
-            return false;
-        };
-        m.pending_flows.remove(&flow);
-        let replay = m.replay.remove(&flow);
-        if replay.is_some() {
-            m.replaying.insert(flow);
-        }
-        if let Some(c) = self.fabric.workload.flow_collective(flow) {
-            if m.plan.first_flow(c) == flow {
-                if replay.is_some_and(|r| !r.fresh) {
-                    self.stats.memo_hits += 1;
-                } else {
-                    self.stats.memo_misses += 1;
-                }
-            }
-        }
-        if let Some(r) = &mut m.recording {
-            if let Some(k) = r.canon.flow_index(flow) {
-                r.flows[k].start = ctx.now() - r.canon.t0;
-            }
-        }
-        let Some(r) = replay else { return false };
-        let s = &mut self.senders[i];
-        s.retransmitted_pkts = r.record.retransmitted;
-        s.ecn_marked_pkts = r.record.ecn_marked;
-        s.cnps = r.record.cnps;
-        s.skipped_bytes = s.spec.size_bytes;
-        s.skipped = r.source_after;
-        let (src, dst) = (s.spec.src, s.spec.dst);
-        // What the flows table reports of a simulated start.
-        let port = key::first_port(self.fabric, flow, src, dst);
-        let gport = self.port_index(ctx.local_index(), port);
-        let s = &mut self.senders[i];
-        s.port = port;
-        s.line_rate_bps = self.ports[gport].rate_bps;
-        s.ideal_fct = super::ideal_fct(self.fabric, &s.spec, port).0;
-        s.path_hash = super::five_tuple_hash(self.fabric.source_port(flow), src, dst);
-        ctx.schedule_self(
-            r.source_after,
-            NetEvent::MemoEnd {
-                flow,
-                at_source: true,
-            },
-        );
-        // At least the path's latency, so at least the lookahead when the
-        // destination is on another shard.
-        ctx.send(
-            netsim_engine::NodeId(dst),
-            r.destination_after,
-            NetEvent::MemoEnd {
-                flow,
-                at_source: false,
-            },
-        );
-        true
-    }
-
-    /// A replayed flow ends at its source or destination.
-    pub(crate) fn memo_end(&mut self, ctx: &mut Context<'_, NetEvent>, flow: u32, at_source: bool) {
-        let task = self.fabric.workload.flow_task(flow);
-        if at_source {
-            if let Some(m) = self.memo.as_mut() {
-                m.replaying.remove(&flow);
-            }
-            let i = self.sender_of[&flow] as usize;
-            self.senders[i].end = Some(ctx.now());
-            self.stats.flows_finished += 1;
-            self.record_flow(i);
-        }
-        self.task_seen_complete(ctx, task, at_source);
-    }
-
-    /// A PFC frame arrived (hook of `pfc_frame`): a sandbox's network is
-    /// not quiet before.
-    pub(crate) fn memo_pfc(&mut self, now: SimTime) {
-        if let Some(r) = self.memo.as_mut().and_then(|m| m.recording.as_mut()) {
-            r.last_pfc = now;
-        }
-    }
-
-    /// Replayed flows in flight on this shard: no jump then (a jump
-    /// extrapolates the flows it sees; the replayed ones it does not see
-    /// would have vetoed it, their packets being anything but steady).
-    pub(crate) fn memo_replaying(&self) -> bool {
-        self.memo.as_ref().is_some_and(|m| !m.replaying.is_empty())
-    }
-
-    /// Host `host` saw task `task` complete (hook of `task_seen_complete`).
-    pub(crate) fn memo_seen(&mut self, task: u32, at_source: bool, now: SimTime) {
-        let Some(m) = self.memo.as_mut() else { return };
-        match self
-            .fabric
-            .workload
-            .kind(&self.fabric.workload.tasks[task as usize])
-        {
-            TaskKind::Compute(_) => {
-                m.pending_computes.remove(&task);
-            }
-            TaskKind::Flow(_) if !at_source => m.delivered[task as usize] = true,
-            TaskKind::Flow(_) => {}
-        }
-        let Some(r) = &mut m.recording else {
-            return;
-        };
-        let Some(k) = r.canon.task_index(task) else {
-            return;
-        };
-        let at = some(now - r.canon.t0);
-        let slot = &mut r.done[k];
-        let compute = matches!(
-            self.fabric
-                .workload
-                .kind(&self.fabric.workload.tasks[task as usize]),
-            TaskKind::Compute(_)
-        );
-        if at_source {
-            slot.0 = at;
-            if compute {
-                slot.1 = at;
-            }
-        } else {
-            slot.1 = at;
-        }
-        r.outstanding -= 1;
-        if at_source && !compute {
-            // The flows-table counters, final at the source's completion.
-            let flow = match self
-                .fabric
-                .workload
-                .kind(&self.fabric.workload.tasks[task as usize])
-            {
-                TaskKind::Flow(f) => f,
-                TaskKind::Compute(_) => unreachable!(),
-            };
-            let s = &self.senders[self.sender_of[&flow] as usize];
-            let fk = r.canon.flow_index(flow).expect("a wave flow");
-            let f = &mut r.flows[fk];
-            f.retransmitted = s.retransmitted_pkts;
-            f.ecn_marked = s.ecn_marked_pkts;
-            f.cnps = s.cnps;
-        }
-    }
-
     /// Replays `canon`'s domain from its record (`fresh`: the record was
     /// made for it, in the sandbox).
     fn memo_replay(&mut self, canon: Canon, fresh: bool) {
-        let m = self.memo.as_mut().expect("memo on");
+        let m = self.ff.memo.as_mut().expect("memo on");
         let record = &m.records[&canon.key];
         for (k, &flow) in canon.flows.iter().enumerate() {
             let task = self.fabric.workload.flow_task(flow);
@@ -621,7 +501,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             if let Ok(local) = self.nodes.binary_search(&NodeId(node)) {
                 let gp = self.port_base[local] as usize + port as usize;
                 let bytes = record.port_bytes[label];
-                for (tx, b) in self.ports[gp].tx_bytes.iter_mut().zip(bytes) {
+                for (tx, b) in self.ports[gp].counters.tx_bytes.iter_mut().zip(bytes) {
                     *tx += b;
                 }
                 self.ports[gp].host.round_robin = record.round_robin_after[label];
@@ -634,9 +514,7 @@ impl<S: TelemetrySink> Network<'_, S> {
                 let from = (canon.t0 + first).max(written);
                 let to = canon.t0 + last;
                 if period != SimTime::ZERO && to > from {
-                    self.ports[gp]
-                        .replayed
-                        .push(ReplayedBytes { from, to, bytes });
+                    m.replayed_bytes[gp].push(ReplayedBytes { from, to, bytes });
                 }
             }
         }

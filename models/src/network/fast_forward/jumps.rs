@@ -7,12 +7,12 @@
 //! from its sender's shard), moves every unpinned event by `delta`, and
 //! hands the payloads and the state to this file.
 
-use super::cc::{CcState, IncreaseSource};
-use super::config::FastForward;
-use super::nic::NO_WAKE;
-use super::packet::{Packet, PacketKind, PRIORITIES, PRIO_DATA};
-use super::transport::{Qp, RxQp, SenderReliability};
-use super::{NetEvent, Network};
+use crate::network::cc::{CcState, IncreaseSource};
+use crate::network::config::FastForward;
+use crate::network::nic::NO_WAKE;
+use crate::network::packet::{Packet, PacketKind, PRIORITIES, PRIO_DATA};
+use crate::network::transport::{Qp, RxQp, SenderReliability};
+use crate::network::{NetEvent, Network};
 use crate::telemetry::TelemetrySink;
 use netsim_engine::{SimTime, SkipProposal};
 
@@ -170,7 +170,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         let dropped: u64 = self
             .ports
             .iter()
-            .map(|p| p.dropped_pkts.iter().sum::<u64>())
+            .map(|p| p.counters.dropped_pkts.iter().sum::<u64>())
             .sum();
         // A flow that finished in the window leaves its share of a link to
         // the others: their windowed rates, steady as they are, no longer
@@ -179,7 +179,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         // the minimum over shards, so whichever shard it finished on vetoes.
         let disturbances = dropped + self.stats.pfc_pauses + self.stats.flows_finished;
         let replaying = self.memo_replaying();
-        let ff = self.steady.as_mut().expect("fast-forward is on");
+        let ff = self.ff.steady.as_mut().expect("fast-forward is on");
         let index = ff.checks;
         ff.checks += 1;
         if now != ff.last_check + ff.config.period {
@@ -188,8 +188,8 @@ impl<S: TelemetrySink> Network<'_, S> {
         ff.last_check = now;
         let slot = (index % SLOTS as u64) as usize;
         for (gp, p) in self.ports.iter().enumerate() {
-            ff.qlen[gp * SLOTS + slot] = p.queued_bytes[PRIO_DATA];
-            ff.tx[gp * SLOTS + slot] = p.tx_bytes;
+            ff.qlen[gp * SLOTS + slot] = p.egress.queued_bytes[PRIO_DATA];
+            ff.tx[gp * SLOTS + slot] = p.counters.tx_bytes;
             ff.wire[gp * SLOTS + slot] = p.wire_bytes_by(now);
         }
         ff.disturbances[slot] = disturbances;
@@ -246,7 +246,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             let ports = self.port_base[local] as usize..self.port_base[local + 1] as usize;
             for gp in ports {
                 let p = &self.ports[gp];
-                if p.paused || p.ingress.pause_sent {
+                if p.pause.paused || p.ingress.pause_sent {
                     return not_steady(!active.is_empty());
                 }
                 let switch = node.0 >= self.fabric.topo.host_count();
@@ -312,7 +312,7 @@ impl<S: TelemetrySink> Network<'_, S> {
     pub(crate) fn ff_votes(&mut self, delta: SimTime, votes: &mut Vec<u64>) {
         votes.resize(self.fabric.workload.flows.len(), 0);
         let active: Vec<usize> = self.active_senders().collect();
-        let ff = self.steady.as_ref().expect("fast-forward is on");
+        let ff = self.ff.steady.as_ref().expect("fast-forward is on");
         let slot = ((ff.checks - 1) % SLOTS as u64) as usize;
         let oldest = (slot + 1) % SLOTS;
         for i in active {
@@ -339,7 +339,7 @@ impl<S: TelemetrySink> Network<'_, S> {
     pub(crate) fn ff_skip(&mut self, now: SimTime, delta: SimTime, votes: &[u64]) {
         let mtu = u64::from(self.fabric.config.mtu_bytes);
         // Bytes each port sends over the jump, at its windowed rate.
-        let ff = self.steady.as_mut().expect("fast-forward is on");
+        let ff = self.ff.steady.as_mut().expect("fast-forward is on");
         let slot = ((ff.checks - 1) % SLOTS as u64) as usize;
         let oldest = (slot + 1) % SLOTS;
         let window_ps = ff.window_ps();
@@ -364,14 +364,14 @@ impl<S: TelemetrySink> Network<'_, S> {
             self.ff_samples(local, now, delta, &added);
         }
         for (p, added) in self.ports.iter_mut().zip(&added) {
-            for (tx, bytes) in p.tx_bytes.iter_mut().zip(added) {
+            for (tx, bytes) in p.counters.tx_bytes.iter_mut().zip(added) {
                 *tx += bytes;
             }
-            for pkt in p.queues.iter_mut().flatten() {
+            for pkt in p.egress.queues.iter_mut().flatten() {
                 skip_packet(pkt, votes);
             }
-            p.busy_until += delta;
-            p.rate_window_start += delta;
+            p.egress.busy_until += delta;
+            p.hpcc.window_start += delta;
             if p.host.wake_at != NO_WAKE {
                 p.host.wake_at += delta;
             }
@@ -442,7 +442,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         let ports = self.port_base[local] as usize..self.port_base[local + 1] as usize;
         let base: Vec<([u64; PRIORITIES], SimTime)> = self.ports[ports.clone()]
             .iter()
-            .map(|p| (p.tx_bytes, p.busy_until))
+            .map(|p| (p.counters.tx_bytes, p.egress.busy_until))
             .collect();
         while self.next_sample[local] <= end {
             let at = self.next_sample[local];
@@ -452,15 +452,15 @@ impl<S: TelemetrySink> Network<'_, S> {
                 for prio in 0..PRIORITIES {
                     let part = u128::from(added[gp][prio]) * u128::from(elapsed.as_ps())
                         / u128::from(delta.as_ps());
-                    p.tx_bytes[prio] = tx[prio] + part as u64;
+                    p.counters.tx_bytes[prio] = tx[prio] + part as u64;
                 }
-                p.busy_until = busy + elapsed;
+                p.egress.busy_until = busy + elapsed;
             }
             self.sample_until(local, at);
         }
         for (gp, &(tx, busy)) in ports.zip(&base) {
-            self.ports[gp].tx_bytes = tx;
-            self.ports[gp].busy_until = busy;
+            self.ports[gp].counters.tx_bytes = tx;
+            self.ports[gp].egress.busy_until = busy;
         }
     }
 

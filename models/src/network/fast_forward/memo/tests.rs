@@ -133,7 +133,7 @@ fn exits_into_settled_computes_are_pruned() {
         assert_eq!(b.flow(1, 3, 1000, NONE, &[p]), h);
     });
     let workload = &fabric.workload;
-    let mut m = Memo::new(&fabric);
+    let mut m = Memo::new(&fabric, 0);
     m.exits = vec![e];
     let mut prediction = Prediction::new(&fabric);
     prediction.followed = 1;

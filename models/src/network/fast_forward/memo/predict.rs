@@ -205,7 +205,7 @@ mod tests {
     #[test]
     fn predictions_past_2_pow_32_restart_with_cleared_marks() {
         let fabric = fabric(1000);
-        let mut m = Memo::new(&fabric);
+        let mut m = Memo::new(&fabric, 0);
         let dag = DagProgress::new(&fabric.workload);
         let nodes: Vec<NodeId> = (0..fabric.topo.node_count()).map(NodeId).collect();
         let mut p = Prediction::new(&fabric);

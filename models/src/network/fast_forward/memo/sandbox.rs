@@ -2,7 +2,7 @@
 //! packet, on the same fabric with only its tasks (DESIGN.md §3c). Its
 //! notes become the domain's record.
 
-use super::{key, Canon, FlowRecord, Memo, Record, Recording};
+use super::{resources, Canon, FlowRecord, Memo, Record, Recording};
 use crate::network::config::FastForward;
 use crate::network::{Fabric, Network};
 use crate::telemetry::{MemorySink, TelemetrySink};
@@ -60,7 +60,7 @@ impl<S: TelemetrySink> Network<'_, S> {
                 let gp = net.port_index(node as usize, port);
                 net.ports[gp].host.round_robin = (round_robin[label] - 1) as usize;
             }
-            let mut memo = Memo::new(&sandbox);
+            let mut memo = Memo::new(&sandbox, net.ports.len());
             memo.recording = Some(Box::new(Recording {
                 canon: view.clone(),
                 outstanding,
@@ -68,12 +68,12 @@ impl<S: TelemetrySink> Network<'_, S> {
                 flows: vec![FlowRecord::default(); view.flows.len()],
                 last_pfc: SimTime::ZERO,
             }));
-            net.memo = Some(memo);
+            net.ff.memo = Some(memo);
             net
         });
         let report = reports.pop().expect("one shard");
         let net = report.model;
-        let memo = net.memo.as_ref().expect("the sandbox's memo");
+        let memo = net.ff.memo.as_ref().expect("the sandbox's memo");
         let r = memo.recording.as_ref().expect("the sandbox's notes");
         // Only this shard runs it; a sandbox that makes no record handled
         // its events all the same.
@@ -91,8 +91,8 @@ impl<S: TelemetrySink> Network<'_, S> {
         let wires = net
             .ports
             .iter()
-            .filter(|p| p.busy_until != SimTime::ZERO)
-            .map(|p| p.busy_until + p.latency)
+            .filter(|p| p.egress.busy_until != SimTime::ZERO)
+            .map(|p| p.egress.busy_until + p.link.latency)
             .max()
             .unwrap_or(SimTime::ZERO);
         let flows_done = view
@@ -121,7 +121,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         let mut path = Vec::new();
         for (k, &flow) in canon.flows.iter().enumerate() {
             path.clear();
-            key::flow_ports(self.fabric, flow, &mut path);
+            resources::flow_ports(self.fabric, flow, &mut path);
             for p in &path {
                 let l = label[p];
                 first[l] = first[l].min(r.flows[k].start);
@@ -133,7 +133,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             .zip(first)
             .map(|(&(node, port), first)| {
                 let p = &net.ports[net.port_index(node as usize, port)];
-                let last = SimTime(p.busy_until.as_ps().saturating_sub(canon.t0.as_ps()));
+                let last = SimTime(p.egress.busy_until.as_ps().saturating_sub(canon.t0.as_ps()));
                 (first.min(last), last)
             })
             .collect();
@@ -146,7 +146,11 @@ impl<S: TelemetrySink> Network<'_, S> {
             port_bytes: canon
                 .ports
                 .iter()
-                .map(|&(node, port)| net.ports[net.port_index(node as usize, port)].tx_bytes)
+                .map(|&(node, port)| {
+                    net.ports[net.port_index(node as usize, port)]
+                        .counters
+                        .tx_bytes
+                })
                 .collect(),
             port_busy,
             round_robin_after: canon

@@ -1,0 +1,95 @@
+//! Fast-forward (DESIGN.md §3c): jumps over steady states (`jumps.rs`) and
+//! memoization of repeated collective waves (`memo/`).
+//!
+//! The rest of the network sees only this file's [`FastForwarding`] and the
+//! hooks it calls on `Network`, each a no-op when fast-forward is off:
+//!
+//! | hook                  | called by                 | tells fast-forward          |
+//! |-----------------------|---------------------------|-----------------------------|
+//! | `memo_scheduled`      | `tasks.rs`                | a flow start or compute end is scheduled |
+//! | `memo_flow_start`     | `nic.rs`                  | a flow starts (true: replayed) |
+//! | `memo_end`            | the `MemoEnd` event       | a replayed flow ends        |
+//! | `memo_seen`           | `tasks.rs`                | a host saw a task complete  |
+//! | `memo_pfc`            | `port.rs`                 | a PFC frame arrived         |
+//! | `memo_draw`           | `switch.rs`               | a random draw was taken     |
+//! | `ff_*`, `memo_agree`  | the engine's skip hooks   | check instants and jumps    |
+//!
+//! and for samples, [`FastForwarding::unsent_bytes`] and
+//! [`FastForwarding::sampled`]: the bytes replays have yet to put on a
+//! port's wire.
+
+mod jumps;
+mod memo;
+
+use super::config::FastForward;
+use super::Network;
+use crate::telemetry::TelemetrySink;
+use crate::workload::Workload;
+use netsim_engine::SimTime;
+
+/// A shard's fast-forward state: jumps' samples and memoization, each
+/// `None` when off.
+#[derive(Debug)]
+pub(crate) struct FastForwarding {
+    steady: Option<jumps::Steady>,
+    memo: Option<memo::Memo>,
+}
+
+impl FastForwarding {
+    /// The state for a shard of `senders` senders and `ports` ports under
+    /// `config` (`None`: off); memoization only for a workload with tasks.
+    pub(crate) fn new(
+        config: Option<FastForward>,
+        fabric: &super::Fabric,
+        senders: usize,
+        ports: usize,
+    ) -> FastForwarding {
+        let workload: &Workload = &fabric.workload;
+        let steady = config.map(|ff| {
+            assert!(
+                workload.ina_ops.is_empty(),
+                "fast-forward does not cover in-network aggregation"
+            );
+            jumps::Steady::new(ff, senders, ports)
+        });
+        let memo = config
+            .filter(|ff| ff.memo && workload.has_tasks())
+            .map(|_| memo::Memo::new(fabric, ports));
+        FastForwarding { steady, memo }
+    }
+
+    /// Of priority `prio`'s bytes started at port `gport`, those memo
+    /// replays have yet to put on the wire at `at`.
+    pub(crate) fn unsent_bytes(&self, gport: usize, prio: usize, at: SimTime) -> u64 {
+        self.memo
+            .as_ref()
+            .map_or(0, |m| m.unsent_bytes(gport, prio, at))
+    }
+
+    /// Port `gport` was sampled at `at`: replays wholly on its wire by then
+    /// are in its byte counters alone.
+    pub(crate) fn sampled(&mut self, gport: usize, at: SimTime) {
+        if let Some(m) = &mut self.memo {
+            m.sampled(gport, at);
+        }
+    }
+}
+
+impl<S: TelemetrySink> Network<'_, S> {
+    /// The period of the engine's check instants (`MAX`: fast-forward off).
+    pub(crate) fn ff_period(&self) -> SimTime {
+        match (&self.ff.steady, self.fabric.config.fast_forward) {
+            (Some(_), Some(config)) => config.period,
+            _ => SimTime::MAX,
+        }
+    }
+
+    /// A random draw was taken on this shard (a record with draws is exact
+    /// only for the domain it simulated).
+    #[inline]
+    pub(crate) fn memo_draw(&mut self) {
+        if let Some(m) = &mut self.ff.memo {
+            m.draw();
+        }
+    }
+}

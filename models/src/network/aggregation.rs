@@ -14,11 +14,13 @@
 
 use super::common::{serialization, NO_NODE};
 use super::packet::{Packet, PacketKind};
-use super::transport::SenderReliability;
-use super::{NetEvent, Network};
-use crate::telemetry::TelemetrySink;
+use super::transport::{Sender, SenderReliability};
+use super::{Fabric, NetEvent, Network};
+use crate::telemetry::{SwitchOffloadRecord, TelemetrySink};
+use crate::workload::NONE as NO_TASK;
 use crate::workload::{offload, InaKind, InaOp};
-use netsim_engine::{Context, SimTime};
+use hashbrown::HashMap;
+use netsim_engine::{Context, NodeId, SimTime};
 use netsim_topo::Topology;
 
 /// One switch's state for one operation.
@@ -95,12 +97,64 @@ pub(crate) fn chunk_tail(
     (t, bottleneck_bps)
 }
 
+/// One shard's in-network aggregation: its hosts' aggregation streams,
+/// its switches' aggregators and their counters.
+#[derive(Debug)]
+pub(crate) struct Aggregation {
+    /// Local sender of `(op, host)`.
+    pub sender_of: HashMap<(u32, u32), u32>,
+    /// The state of `(op, switch)` for local switches.
+    pub aggregators: HashMap<(u32, u32), Aggregator>,
+    /// Per local node, in-network computing counters (switches).
+    pub offload: Vec<SwitchOffloadRecord>,
+}
+
+impl Aggregation {
+    /// The aggregation state of the shard's nodes `nodes` (increasing ids),
+    /// whose senders are `senders`.
+    pub(crate) fn new(fabric: &Fabric, nodes: &[NodeId], senders: &[Sender]) -> Aggregation {
+        let workload = &fabric.workload;
+        let mut sender_of = HashMap::new();
+        for (i, s) in senders.iter().enumerate() {
+            if s.ina_op != NO_TASK {
+                sender_of.insert((s.ina_op, s.spec.src), i as u32);
+            }
+        }
+        let mut aggregators = HashMap::new();
+        for (op_id, op) in workload.ina_ops.iter().enumerate() {
+            for (i, t) in op.tree.iter().enumerate() {
+                if nodes.binary_search(&NodeId(t.node)).is_ok() {
+                    aggregators.insert((op_id as u32, t.node), Aggregator::new(i as u32, op.slots));
+                }
+            }
+        }
+        let mut offload: Vec<SwitchOffloadRecord> = nodes
+            .iter()
+            .map(|n| SwitchOffloadRecord {
+                node: n.0,
+                ..SwitchOffloadRecord::default()
+            })
+            .collect();
+        for (node, count) in &workload.fallbacks {
+            if let Ok(local) = nodes.binary_search(&NodeId(*node)) {
+                offload[local].reductions_fallback = count.reductions;
+                offload[local].barriers_fallback = count.barriers;
+            }
+        }
+        Aggregation {
+            sender_of,
+            aggregators,
+            offload,
+        }
+    }
+}
+
 impl<S: TelemetrySink> Network<'_, S> {
     /// A member starts streaming its contribution into operation `op`'s tree.
     pub(super) fn ina_stream_start(&mut self, ctx: &mut Context<'_, NetEvent>, i: usize) {
         let fabric = self.fabric;
         let config = &fabric.config;
-        let s = &self.senders[i];
+        let s = &self.transport.senders[i];
         let op = &fabric.workload.ina_ops[s.ina_op as usize];
         let host = ctx.node().0;
         // The member's port, as the tree recorded it (not a search of the
@@ -109,7 +163,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         let ideal = ideal_stream(&fabric.topo, op, host, port, u64::from(config.header_bytes));
         let gport = self.port_index(ctx.local_index(), port);
         let line_rate_bps = self.ports[gport].link.rate_bps;
-        let s = &mut self.senders[i];
+        let s = &mut self.transport.senders[i];
         s.port = port;
         s.line_rate_bps = line_rate_bps;
         s.next_send = ctx.now();
@@ -129,6 +183,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         let node = ctx.node().0;
         let op = &fabric.workload.ina_ops[pkt.flow as usize];
         let agg = self
+            .aggregation
             .aggregators
             .get_mut(&(pkt.flow, node))
             .expect("aggregation packets reach only switches of their tree");
@@ -144,7 +199,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         );
         agg.copies[slot] += 1;
         if agg.copies[slot] == children {
-            self.offload[ctx.local_index()].chunks_aggregated += 1;
+            self.aggregation.offload[ctx.local_index()].chunks_aggregated += 1;
             ctx.schedule_self(
                 op.processing,
                 NetEvent::InaEmit {
@@ -167,7 +222,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         let fabric = self.fabric;
         let node = ctx.node().0;
         let op = &fabric.workload.ina_ops[op_id as usize];
-        let tree_index = self.aggregators[&(op_id, node)].tree_index;
+        let tree_index = self.aggregation.aggregators[&(op_id, node)].tree_index;
         match op.tree[tree_index as usize].parent_port {
             Some(parent) => {
                 let pkt = self.ina_packet(
@@ -201,6 +256,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         let node = ctx.node().0;
         let op = &fabric.workload.ina_ops[op_id as usize];
         let agg = self
+            .aggregation
             .aggregators
             .get_mut(&(op_id, node))
             .expect("a tree switch has its state");
@@ -209,7 +265,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         agg.copies[slot] = 0;
         let tree_index = agg.tree_index as usize;
         if chunk + 1 == op.chunks {
-            let counters = &mut self.offload[ctx.local_index()];
+            let counters = &mut self.aggregation.offload[ctx.local_index()];
             match op.kind {
                 InaKind::Reduce => counters.reductions_offloaded += 1,
                 InaKind::Barrier => counters.barriers_offloaded += 1,
@@ -250,8 +306,8 @@ impl<S: TelemetrySink> Network<'_, S> {
 
     /// A member received the result of one chunk: one more slot is free.
     pub(super) fn ina_result(&mut self, ctx: &mut Context<'_, NetEvent>, pkt: Packet) {
-        let i = self.ina_sender_of[&(pkt.flow, ctx.node().0)] as usize;
-        let s = &mut self.senders[i];
+        let i = self.aggregation.sender_of[&(pkt.flow, ctx.node().0)] as usize;
+        let s = &mut self.transport.senders[i];
         assert_eq!(
             pkt.psn,
             s.qp.roce().acked(),

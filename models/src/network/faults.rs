@@ -18,7 +18,7 @@ use super::packet::{Packet, PRIORITIES, PRIO_DATA};
 use super::{NetEvent, Network};
 use crate::faults::{Fault, FaultKind};
 use crate::telemetry::{PfcEvent, PfcRecord, TelemetrySink};
-use netsim_engine::{Context, SimTime};
+use netsim_engine::{Context, NodeId, SimTime};
 use netsim_topo::{NextHops, Routing, Topology};
 
 /// A link direction's health: the faults holding it down and its bit errors.
@@ -122,6 +122,27 @@ pub fn dead_links(topo: &Topology, faults: &[Fault], applied: impl Fn(&Fault) ->
         .collect()
 }
 
+impl FaultPlan {
+    /// The faults each of the shard's nodes `nodes` of `topo` sees (a fault
+    /// on one of its links), `(local, fault)`, sorted.
+    pub(crate) fn seen_by(&self, topo: &Topology, nodes: &[NodeId]) -> Vec<(u32, u32)> {
+        let mut node_faults = Vec::new();
+        for (f, fault) in self.faults.iter().enumerate() {
+            for (local, &node) in nodes.iter().enumerate() {
+                let seen = topo
+                    .ports(node.0)
+                    .iter()
+                    .any(|p| fault.touches(node.0, p.peer));
+                if seen {
+                    node_faults.push((local as u32, f as u32));
+                }
+            }
+        }
+        node_faults.sort_unstable();
+        node_faults
+    }
+}
+
 impl<'f, S: TelemetrySink> Network<'f, S> {
     /// Fault `fault` reaches the current node: the ports it touches fail,
     /// recover or change rate.
@@ -220,7 +241,7 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
         let flows = std::mem::take(&mut self.ports[gport].host.flows);
         let mut stay = Vec::new();
         for &i in &flows {
-            let s = &self.senders[i as usize];
+            let s = &self.transport.senders[i as usize];
             let probe = Packet {
                 flow: s.flow,
                 src: s.spec.src,
@@ -240,7 +261,7 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
                 stay.push(i);
                 continue;
             }
-            self.senders[i as usize].port = to;
+            self.transport.senders[i as usize].port = to;
             let gto = self.port_index(local, to);
             self.ports[gto].host.flows.push(i);
             self.host_try_send(ctx, to);
@@ -355,7 +376,7 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
             if m != 0 {
                 let n = m.count_ones() as usize;
                 let k = ecmp_pick(
-                    self.ecmp_seed[local],
+                    self.forwarding.ecmp_seed[local],
                     self.source_port(pkt),
                     pkt.src,
                     pkt.dst,

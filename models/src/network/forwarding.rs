@@ -5,10 +5,31 @@
 use super::common::{ecmp_pick, entropy_salt, five_tuple_hash, NO_NODE};
 use super::config::{DragonflyRouting, EcmpMode};
 use super::packet::{Packet, PacketKind, PRIO_DATA};
-use super::{NetEvent, Network};
+use super::{Fabric, NetEvent, Network};
 use crate::telemetry::TelemetrySink;
-use netsim_engine::Context;
+use hashbrown::HashMap;
+use netsim_engine::{Context, NodeId};
 use netsim_topo::DragonflyIndex;
+
+/// One shard's forwarding state: ECMP seeds and UGAL's choices.
+#[derive(Debug)]
+pub(crate) struct Forwarding {
+    /// Per local node, the seed of its ECMP hash.
+    pub ecmp_seed: Vec<u64>,
+    /// UGAL: the path (intermediate router or `NO_NODE`) each flow took at
+    /// its source router `(router, flow)`.
+    pub ugal_choice: HashMap<(u32, u32), u32>,
+}
+
+impl Forwarding {
+    /// The forwarding state of the shard's nodes `nodes`.
+    pub(crate) fn new(fabric: &Fabric, nodes: &[NodeId]) -> Forwarding {
+        Forwarding {
+            ecmp_seed: nodes.iter().map(|n| fabric.ecmp_seed(n.0)).collect(),
+            ugal_choice: HashMap::new(),
+        }
+    }
+}
 
 impl<S: TelemetrySink> Network<'_, S> {
     /// ECMP choice of `node` among `n` next hops for `pkt`.
@@ -24,7 +45,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         }
         match self.fabric.config.ecmp {
             EcmpMode::Hash => ecmp_pick(
-                self.ecmp_seed[ctx.local_index()] ^ entropy_salt(pkt.entropy),
+                self.forwarding.ecmp_seed[ctx.local_index()] ^ entropy_salt(pkt.entropy),
                 self.source_port(pkt),
                 pkt.src,
                 pkt.dst,
@@ -122,7 +143,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         };
         if fabric.config.dragonfly_routing == DragonflyRouting::Ugal {
             let key = (node, pkt.flow);
-            if let Some(&via) = self.ugal_choice.get(&key) {
+            if let Some(&via) = self.forwarding.ugal_choice.get(&key) {
                 pkt.via = via;
                 return;
             }
@@ -144,7 +165,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             } else {
                 NO_NODE
             };
-            self.ugal_choice.insert(key, via);
+            self.forwarding.ugal_choice.insert(key, via);
             pkt.via = via;
             return;
         }

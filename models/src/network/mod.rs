@@ -67,16 +67,15 @@ pub use run::{
 };
 pub use telemetry::link_tier;
 
-use crate::telemetry::{SwitchOffloadRecord, TelemetrySink};
-use crate::workload::progress::DagProgress;
-use crate::workload::NONE as NO_TASK;
-use aggregation::Aggregator;
-use hashbrown::HashMap;
+use crate::telemetry::TelemetrySink;
+use aggregation::Aggregation;
+use forwarding::Forwarding;
 use netsim_engine::{Context, Model, NodeId, SimTime};
 use packet::Packet;
 pub(crate) use port::Port;
 use switch::SharedBuffer;
-use transport::{Receiver, Sender};
+use tasks::Tasks;
+use transport::Transports;
 
 /// Events of the network model.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -128,36 +127,16 @@ pub struct Network<'f, S> {
     ports: Vec<Port>,
     /// switch: per local node, its shared buffer (unused at hosts).
     buffers: Vec<SharedBuffer>,
-    /// forwarding: per local node, the seed of its ECMP hash.
-    ecmp_seed: Vec<u64>,
-    /// UGAL: the path (intermediate router or `NO_NODE`) each flow took at
-    /// its source router `(router, flow)`.
-    ugal_choice: HashMap<(u32, u32), u32>,
-    /// transport: queue pairs whose source is local, grouped by node.
-    senders: Vec<Sender>,
-    /// Senders of local node `i` are `senders[sender_base[i]..sender_base[i + 1]]`.
-    sender_base: Vec<u32>,
-    /// Global flow id -> local sender index, for flows whose source is local.
-    sender_of: HashMap<u32, u32>,
-    /// transport: queue pairs whose destination is local, by global flow id.
-    receivers: HashMap<u32, Receiver>,
-    /// transport: UEC RCCC credit state of local hosts that receive, by node.
-    credit_issuers: HashMap<u32, transport::uec::rccc::CreditIssuer>,
-    /// tasks: the DAG as this shard's hosts saw it (dependencies not yet
-    /// complete, only this shard's hosts' entries used; collective spans).
-    dag: DagProgress,
-    /// tasks: scratch for the tasks a completion releases.
-    ready: Vec<u32>,
-    /// Workload tasks without dependencies, per local node: `(local, task)`, sorted.
-    root_tasks: Vec<(u32, u32)>,
+    /// forwarding: ECMP seeds and UGAL's choices.
+    forwarding: Forwarding,
+    /// transport: the queue pairs of local sources and destinations.
+    transport: Transports,
+    /// tasks: the workload's DAG as this shard's hosts see it.
+    tasks: Tasks,
     /// faults: the faults each local node sees, `(local, fault)`, sorted.
     node_faults: Vec<(u32, u32)>,
-    /// aggregation: local sender of `(op, host)`.
-    ina_sender_of: HashMap<(u32, u32), u32>,
-    /// aggregation: the state of `(op, switch)` for local switches.
-    aggregators: HashMap<(u32, u32), Aggregator>,
-    /// aggregation: per local node, in-network computing counters (switches).
-    offload: Vec<SwitchOffloadRecord>,
+    /// aggregation: in-network aggregation state and counters.
+    aggregation: Aggregation,
     /// telemetry: per local node, when its next queue and link samples are due.
     next_sample: Vec<SimTime>,
     stats: NetStats,
@@ -170,173 +149,34 @@ pub struct Network<'f, S> {
 impl<'f, S: TelemetrySink> Network<'f, S> {
     /// State for the nodes `nodes` (increasing ids) of one shard.
     pub fn new(fabric: &'f Fabric, nodes: &[NodeId], sink: S) -> Network<'f, S> {
-        let topo = &fabric.topo;
         let config = &fabric.config;
-        let mut port_base = Vec::with_capacity(nodes.len() + 1);
-        let mut ports = Vec::new();
-        let mut buffers = Vec::with_capacity(nodes.len());
-        for &node in nodes {
-            port_base.push(ports.len() as u32);
-            let mut headroom = 0;
-            for p in topo.ports(node.0) {
-                let link = topo.link(p.link);
-                let ecn = config.ecn_for(link.bandwidth_bps);
-                // Fixed headroom, rate x latency headroom (SimAI: 3 x) and
-                // the ingress reserve, all off the shared pool.
-                let in_flight_bytes = u128::from(link.bandwidth_bps) * u128::from(link.latency_ps)
-                    / 8_000_000_000_000;
-                let scaled = in_flight_bytes * u128::from(config.pfc_headroom_latency_factor);
-                headroom = [
-                    config.pfc_headroom_bytes,
-                    config.pfc_reserve_bytes,
-                    u64::try_from(scaled).unwrap_or(u64::MAX),
-                ]
-                .into_iter()
-                .fold(headroom, u64::saturating_add);
-                let mut port = Port::new(
-                    NodeId(p.peer),
-                    p.peer_port,
-                    link.bandwidth_bps,
-                    SimTime(link.latency_ps),
-                    ecn,
-                );
-                // Bit errors on every link (the flag) and on this one (a SimAI
-                // file's error_rate column), independent of each other.
-                let loss =
-                    1.0 - (1.0 - config.link_error_rate) * (1.0 - topo.link_error_rate(p.link));
-                if loss > 0.0 {
-                    // Each link direction draws from its own stream.
-                    let direction = u64::from(link.a != node.0);
-                    let mut seed =
-                        fabric.seed ^ (u64::from(p.link) << 1 | direction) ^ 0x1055_E7E5 << 32;
-                    port.health.error_rng = netsim_engine::splitmix64(&mut seed);
-                    port.health.error_threshold = (loss * 18_446_744_073_709_551_616.0) as u64;
-                }
-                ports.push(port);
-            }
-            buffers.push(SharedBuffer {
-                used_bytes: 0,
-                headroom_bytes: headroom,
-            });
-        }
-        port_base.push(ports.len() as u32);
-        // Senders grouped by source node, in flow order within a node.
-        let workload = &fabric.workload;
-        let mut local_flows: Vec<(usize, u32)> = workload
-            .flows
-            .iter()
-            .enumerate()
-            .filter_map(|(id, spec)| {
-                let local = nodes.binary_search(&NodeId(spec.src)).ok()?;
-                Some((local, id as u32))
-            })
-            .collect();
-        local_flows.sort_unstable();
-        let mut sender_of = HashMap::with_capacity(local_flows.len());
-        let mut ina_sender_of = HashMap::new();
-        let mut senders = Vec::with_capacity(local_flows.len());
-        let mut sender_base = vec![0u32; nodes.len() + 1];
-        for &(local, id) in &local_flows {
-            let spec = workload.flows[id as usize];
-            let mut sender = Sender::new(id, spec, config);
-            if let Some(info) = workload.flow_info(id) {
-                // Starts when its task does.
-                sender.start = SimTime::MAX;
-                if info.ina_op != NO_TASK {
-                    let op = &workload.ina_ops[info.ina_op as usize];
-                    sender.ina_op = info.ina_op;
-                    // Aggregation streams are RoCE go-back-N under either transport.
-                    sender.qp = transport::Qp::Roce(transport::GoBackNSender::default());
-                    sender.ina_window = op.slots;
-                    ina_sender_of.insert((info.ina_op, spec.src), senders.len() as u32);
-                }
-            }
-            sender_of.insert(id, senders.len() as u32);
-            senders.push(sender);
-            sender_base[local + 1] += 1;
-        }
-        let mut root_tasks = Vec::new();
-        for (t, task) in workload.tasks.iter().enumerate() {
-            if task.deps == 0 {
-                if let Ok(local) = nodes.binary_search(&NodeId(task.host)) {
-                    root_tasks.push((local as u32, t as u32));
-                }
-            }
-        }
-        root_tasks.sort_unstable();
-        let mut node_faults = Vec::new();
-        for (f, fault) in fabric.faults.faults.iter().enumerate() {
-            for (local, &node) in nodes.iter().enumerate() {
-                let seen = topo
-                    .ports(node.0)
-                    .iter()
-                    .any(|p| fault.touches(node.0, p.peer));
-                if seen {
-                    node_faults.push((local as u32, f as u32));
-                }
-            }
-        }
-        node_faults.sort_unstable();
-        let mut aggregators = HashMap::new();
-        for (op_id, op) in workload.ina_ops.iter().enumerate() {
-            for (i, t) in op.tree.iter().enumerate() {
-                if nodes.binary_search(&NodeId(t.node)).is_ok() {
-                    aggregators.insert((op_id as u32, t.node), Aggregator::new(i as u32, op.slots));
-                }
-            }
-        }
-        let mut offload: Vec<SwitchOffloadRecord> = nodes
-            .iter()
-            .map(|n| SwitchOffloadRecord {
-                node: n.0,
-                ..SwitchOffloadRecord::default()
-            })
-            .collect();
-        for (node, count) in &workload.fallbacks {
-            if let Ok(local) = nodes.binary_search(&NodeId(*node)) {
-                offload[local].reductions_fallback = count.reductions;
-                offload[local].barriers_fallback = count.barriers;
-            }
-        }
-        for i in 0..nodes.len() {
-            sender_base[i + 1] += sender_base[i];
-        }
-        let sampling = config.sample_period != SimTime::ZERO;
+        let (port_base, ports, buffers) = port::shard_ports(fabric, nodes);
+        let transport = Transports::new(fabric, nodes);
+        let aggregation = Aggregation::new(fabric, nodes, &transport.senders);
         let ff = fast_forward::FastForwarding::new(
             config.fast_forward,
             fabric,
-            senders.len(),
+            transport.senders.len(),
             ports.len(),
         );
+        let first_sample = if config.sample_period != SimTime::ZERO {
+            SimTime::ZERO
+        } else {
+            SimTime::MAX
+        };
         Network {
             ff,
-            ecmp_seed: nodes.iter().map(|n| fabric.ecmp_seed(n.0)).collect(),
-            next_sample: vec![
-                if sampling {
-                    SimTime::ZERO
-                } else {
-                    SimTime::MAX
-                };
-                nodes.len()
-            ],
-            sender_base,
+            forwarding: Forwarding::new(fabric, nodes),
+            next_sample: vec![first_sample; nodes.len()],
             buffers,
             nodes: nodes.to_vec(),
             port_base,
             ports,
-            senders,
-            sender_of,
-            receivers: HashMap::new(),
-            credit_issuers: HashMap::new(),
-            ugal_choice: HashMap::new(),
+            transport,
             stats: NetStats::default(),
-            dag: DagProgress::new(workload),
-            ready: Vec::new(),
-            root_tasks,
-            node_faults,
-            ina_sender_of,
-            aggregators,
-            offload,
+            tasks: Tasks::new(fabric, nodes),
+            node_faults: fabric.faults.seen_by(&fabric.topo, nodes),
+            aggregation,
             last_activity: SimTime::ZERO,
             fabric,
             sink,
@@ -360,8 +200,11 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
             }
         }
         // Workload flows whose dependencies never completed did not exist yet.
-        let unfinished: Vec<usize> = (0..self.senders.len())
-            .filter(|&i| self.senders[i].end.is_none() && self.senders[i].start != SimTime::MAX)
+        let unfinished: Vec<usize> = (0..self.transport.senders.len())
+            .filter(|&i| {
+                self.transport.senders[i].end.is_none()
+                    && self.transport.senders[i].start != SimTime::MAX
+            })
             .collect();
         for i in unfinished {
             self.record_flow(i);
@@ -371,13 +214,18 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
             .iter()
             .map(|p| p.counters.dropped_pkts.iter().sum::<u64>() + p.counters.error_dropped_pkts)
             .sum();
-        self.stats.retransmitted_pkts = self.senders.iter().map(|s| s.retransmitted_pkts).sum();
-        for record in std::mem::take(&mut self.offload) {
+        self.stats.retransmitted_pkts = self
+            .transport
+            .senders
+            .iter()
+            .map(|s| s.retransmitted_pkts)
+            .sum();
+        for record in std::mem::take(&mut self.aggregation.offload) {
             if record.is_used() {
                 self.sink.switch_offload(record);
             }
         }
-        (self.sink, self.stats, self.dag.into_spans())
+        (self.sink, self.stats, self.tasks.dag.into_spans())
     }
 
     #[inline]
@@ -408,9 +256,10 @@ impl<S: TelemetrySink> Model for Network<'_, S> {
         }
         if self.fabric.workload.has_tasks() {
             let first = self
+                .tasks
                 .root_tasks
                 .partition_point(|&(l, _)| (l as usize) < local);
-            let roots = self.root_tasks[first..]
+            let roots = self.tasks.root_tasks[first..]
                 .iter()
                 .take_while(|&&(l, _)| l as usize == local)
                 .map(|&(_, t)| t);
@@ -419,8 +268,9 @@ impl<S: TelemetrySink> Model for Network<'_, S> {
             }
             return;
         }
-        let range = self.sender_base[local] as usize..self.sender_base[local + 1] as usize;
-        for s in &self.senders[range] {
+        let range = self.transport.sender_base[local] as usize
+            ..self.transport.sender_base[local + 1] as usize;
+        for s in &self.transport.senders[range] {
             ctx.schedule_self(s.spec.start, NetEvent::FlowStart { flow: s.flow });
         }
     }
@@ -431,7 +281,7 @@ impl<S: TelemetrySink> Model for Network<'_, S> {
         if let NetEvent::Timer { flow, .. } = event {
             // The engine cannot cancel events: a finished flow's last timer
             // still fires, and changes nothing (not even the run's end).
-            let s = &self.senders[self.sender_of[&flow] as usize];
+            let s = &self.transport.senders[self.transport.sender_of[&flow] as usize];
             if s.end.is_some() || s.gave_up {
                 return;
             }
@@ -464,7 +314,7 @@ impl<S: TelemetrySink> Model for Network<'_, S> {
             NetEvent::FlowStart { flow } => self.flow_start(ctx, flow),
             NetEvent::Wake { port, generation } => self.host_wake(ctx, port, generation),
             NetEvent::Timer { flow, timer } => {
-                let i = self.sender_of[&flow] as usize;
+                let i = self.transport.sender_of[&flow] as usize;
                 match timer {
                     FlowTimer::Retransmit => self.retransmit_timer(ctx, i),
                     _ => self.cc_timer(ctx, i, timer),

@@ -51,19 +51,22 @@ impl<S: TelemetrySink> Network<'_, S> {
     /// host's uplinks), set its line rate and congestion control, arm the
     /// retransmission timer and try to send.
     pub(crate) fn flow_start(&mut self, ctx: &mut Context<'_, NetEvent>, flow: u32) {
-        let i = self.sender_of[&flow] as usize;
+        let i = self.transport.sender_of[&flow] as usize;
         let fabric = self.fabric;
-        self.senders[i].start = ctx.now();
+        self.transport.senders[i].start = ctx.now();
         if let Some(info) = fabric.workload.flow_info(flow) {
-            self.dag.span_started(info.collective, ctx.now());
+            self.tasks.dag.span_started(info.collective, ctx.now());
         }
         if self.memo_flow_start(ctx, i, flow) {
             return;
         }
-        if self.senders[i].ina_op != NO_TASK {
+        if self.transport.senders[i].ina_op != NO_TASK {
             return self.ina_stream_start(ctx, i);
         }
-        let (src, dst) = (self.senders[i].spec.src, self.senders[i].spec.dst);
+        let (src, dst) = (
+            self.transport.senders[i].spec.src,
+            self.transport.senders[i].spec.dst,
+        );
         let probe = Packet {
             flow,
             src,
@@ -82,8 +85,8 @@ impl<S: TelemetrySink> Network<'_, S> {
         let local = ctx.local_index();
         let gport = self.port_index(local, port);
         let line_rate_bps = self.ports[gport].link.rate_bps;
-        let (ideal_fct, base_rtt) = ideal_fct(fabric, &self.senders[i].spec, port);
-        let s = &mut self.senders[i];
+        let (ideal_fct, base_rtt) = ideal_fct(fabric, &self.transport.senders[i].spec, port);
+        let s = &mut self.transport.senders[i];
         s.port = port;
         s.line_rate_bps = line_rate_bps;
         s.next_send = ctx.now();
@@ -153,7 +156,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         let mut earliest = NO_WAKE;
         for k in 0..n {
             let slot = (p.host.round_robin + k) % n;
-            let s = &mut self.senders[p.host.flows[slot] as usize];
+            let s = &mut self.transport.senders[p.host.flows[slot] as usize];
             let next_psn = s.qp.next_psn(s.packets);
             if next_psn >= s.packets {
                 continue;
@@ -300,7 +303,7 @@ impl<S: TelemetrySink> Network<'_, S> {
 
     /// A CNP reached the sender: DCQCN's reaction point takes it.
     pub(crate) fn receive_cnp(&mut self, ctx: &mut Context<'_, NetEvent>, pkt: Packet) {
-        let Some(&i) = self.sender_of.get(&pkt.flow) else {
+        let Some(&i) = self.transport.sender_of.get(&pkt.flow) else {
             return;
         };
         if self.fabric.config.dcqcn.cnp_mode == CnpMode::Packet {
@@ -313,7 +316,7 @@ impl<S: TelemetrySink> Network<'_, S> {
     /// timers (and cuts at once unless `rate_on_first_cnp` is set).
     pub(crate) fn dcqcn_notified(&mut self, ctx: &mut Context<'_, NetEvent>, i: usize) {
         let c = &self.fabric.config.dcqcn;
-        let s = &mut self.senders[i];
+        let s = &mut self.transport.senders[i];
         if s.end.is_some() {
             return;
         }
@@ -362,7 +365,7 @@ impl<S: TelemetrySink> Network<'_, S> {
     /// Sender `i` has every packet acknowledged (or every aggregation
     /// result back): record it and let the tasks waiting for it go.
     pub(crate) fn sender_finished(&mut self, ctx: &mut Context<'_, NetEvent>, i: usize) {
-        let s = &mut self.senders[i];
+        let s = &mut self.transport.senders[i];
         s.end = Some(ctx.now());
         let (flow, port) = (s.flow, s.port);
         self.stats.flows_finished += 1;
@@ -378,7 +381,7 @@ impl<S: TelemetrySink> Network<'_, S> {
     /// update, rate-decrease check or rate increase).
     pub(crate) fn cc_timer(&mut self, ctx: &mut Context<'_, NetEvent>, i: usize, timer: FlowTimer) {
         let c = &self.fabric.config.dcqcn;
-        let s = &mut self.senders[i];
+        let s = &mut self.transport.senders[i];
         let (flow, line_rate_bps) = (s.flow, s.line_rate_bps);
         match (timer, &mut s.cc) {
             (FlowTimer::DcqcnAlpha, CcState::Dcqcn(d)) => {

@@ -12,8 +12,8 @@ use super::config::{CcKind, EcnProfile, HpccUtilisation};
 use super::faults::LinkHealth;
 use super::nic::HostQueue;
 use super::packet::{self, Packet, PacketKind, PRIORITIES, PRIO_DATA};
-use super::switch::{EcnMarking, Ingress};
-use super::{NetEvent, Network};
+use super::switch::{EcnMarking, Ingress, SharedBuffer};
+use super::{Fabric, NetEvent, Network};
 use crate::telemetry::{PfcEvent, PfcRecord, TelemetrySink};
 use netsim_engine::{splitmix64, Context, NodeId, SimTime};
 use std::collections::VecDeque;
@@ -125,6 +125,65 @@ impl Port {
             health: LinkHealth::default(),
         }
     }
+}
+
+/// The ports of the shard's nodes `nodes` (increasing ids), with where
+/// each node's begin (`port_base`, one more entry than nodes), and each
+/// node's shared buffer with its PFC headroom taken off.
+pub(crate) fn shard_ports(
+    fabric: &Fabric,
+    nodes: &[NodeId],
+) -> (Vec<u32>, Vec<Port>, Vec<SharedBuffer>) {
+    let topo = &fabric.topo;
+    let config = &fabric.config;
+    let mut port_base = Vec::with_capacity(nodes.len() + 1);
+    let mut ports = Vec::new();
+    let mut buffers = Vec::with_capacity(nodes.len());
+    for &node in nodes {
+        port_base.push(ports.len() as u32);
+        let mut headroom = 0;
+        for p in topo.ports(node.0) {
+            let link = topo.link(p.link);
+            let ecn = config.ecn_for(link.bandwidth_bps);
+            // Fixed headroom, rate x latency headroom (SimAI: 3 x) and
+            // the ingress reserve, all off the shared pool.
+            let in_flight_bytes =
+                u128::from(link.bandwidth_bps) * u128::from(link.latency_ps) / 8_000_000_000_000;
+            let scaled = in_flight_bytes * u128::from(config.pfc_headroom_latency_factor);
+            headroom = [
+                config.pfc_headroom_bytes,
+                config.pfc_reserve_bytes,
+                u64::try_from(scaled).unwrap_or(u64::MAX),
+            ]
+            .into_iter()
+            .fold(headroom, u64::saturating_add);
+            let mut port = Port::new(
+                NodeId(p.peer),
+                p.peer_port,
+                link.bandwidth_bps,
+                SimTime(link.latency_ps),
+                ecn,
+            );
+            // Bit errors on every link (the flag) and on this one (a SimAI
+            // file's error_rate column), independent of each other.
+            let loss = 1.0 - (1.0 - config.link_error_rate) * (1.0 - topo.link_error_rate(p.link));
+            if loss > 0.0 {
+                // Each link direction draws from its own stream.
+                let direction = u64::from(link.a != node.0);
+                let mut seed =
+                    fabric.seed ^ (u64::from(p.link) << 1 | direction) ^ 0x1055_E7E5 << 32;
+                port.health.error_rng = netsim_engine::splitmix64(&mut seed);
+                port.health.error_threshold = (loss * 18_446_744_073_709_551_616.0) as u64;
+            }
+            ports.push(port);
+        }
+        buffers.push(SharedBuffer {
+            used_bytes: 0,
+            headroom_bytes: headroom,
+        });
+    }
+    port_base.push(ports.len() as u32);
+    (port_base, ports, buffers)
 }
 
 impl<S: TelemetrySink> Network<'_, S> {

@@ -159,7 +159,7 @@ impl<S: TelemetrySink> Network<'_, S> {
     }
 
     pub(crate) fn record_flow(&mut self, i: usize) {
-        let s = &self.senders[i];
+        let s = &self.transport.senders[i];
         let start_ns = s.start.as_ns();
         let end_ns = s.end.map(SimTime::as_ns);
         let fct_ns = s.end.map(|e| (e - s.start).as_ns());

@@ -194,7 +194,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         }
         ff.disturbances[slot] = disturbances;
         for &i in &active {
-            let s = &self.senders[i];
+            let s = &self.transport.senders[i];
             if ff.first_sample[i] == UNSAMPLED {
                 ff.first_sample[i] = index;
             }
@@ -215,7 +215,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         let prev = (slot + SLOTS - 1) % SLOTS;
         let mtu = u64::from(self.fabric.config.mtu_bytes);
         for &i in &active {
-            let s = &self.senders[i];
+            let s = &self.transport.senders[i];
             if ff.first_sample[i].max(ff.valid_from) >= index {
                 continue;
             }
@@ -259,7 +259,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         let window_ps = ff.window_ps();
         let mut max_skip = ff.config.max_skip;
         for &i in &active {
-            let s = &self.senders[i];
+            let s = &self.transport.senders[i];
             let Some((total, span_ps)) = ff.flow_rate(i, index, slot, s.retransmitted_pkts) else {
                 return not_steady(true);
             };
@@ -316,7 +316,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         let slot = ((ff.checks - 1) % SLOTS as u64) as usize;
         let oldest = (slot + 1) % SLOTS;
         for i in active {
-            let s = &self.senders[i];
+            let s = &self.transport.senders[i];
             let total = ff.acked[i * SLOTS + slot] - ff.acked[i * SLOTS + oldest];
             // The rate between the window's first and last acknowledgement.
             let k = u128::from(total) * u128::from(delta.as_ps()) / ff.ack_span_ps(i, slot);
@@ -379,7 +379,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         let active: Vec<usize> = self.active_senders().collect();
         let c = &self.fabric.config.dcqcn;
         for i in active {
-            let s = &mut self.senders[i];
+            let s = &mut self.transport.senders[i];
             let k = votes[s.flow as usize] as u32;
             s.qp.roce().skip_ahead(k);
             let line_rate_bps = s.line_rate_bps;
@@ -409,7 +409,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             self.stats.sent_payload_bytes += u64::from(k) * mtu;
             self.stats.ff_flow_steady_bytes += u64::from(k) * mtu;
         }
-        for (&flow, rx) in self.receivers.iter_mut() {
+        for (&flow, rx) in self.transport.receivers.iter_mut() {
             let k = votes[flow as usize] as u32;
             if k > 0 {
                 if let RxQp::Roce(qp) = &mut rx.qp {

@@ -18,10 +18,12 @@ use super::cc::CcState;
 use super::config::NetConfig;
 use super::config::Transport;
 use super::packet::{Packet, PacketKind};
+use super::Fabric;
 use crate::traffic::FlowSpec;
 use crate::workload::NONE as NO_TASK;
-use netsim_engine::NodeRng;
+use hashbrown::HashMap;
 use netsim_engine::SimTime;
+use netsim_engine::{NodeId, NodeRng};
 pub(crate) use roce::{GoBackNReceiver, GoBackNSender};
 use uec::sack::SackReceiver;
 use uec::UecSender;
@@ -226,6 +228,73 @@ impl Sender {
             last_ack: SimTime::ZERO,
             skipped_bytes: 0,
             skipped: SimTime::ZERO,
+        }
+    }
+}
+
+/// The queue pairs of one shard: senders of local sources, receivers of
+/// local destinations, and UEC's receiver credit state.
+#[derive(Debug)]
+pub(crate) struct Transports {
+    /// Queue pairs whose source is local, grouped by node.
+    pub senders: Vec<Sender>,
+    /// Senders of local node `i` are `senders[sender_base[i]..sender_base[i + 1]]`.
+    pub sender_base: Vec<u32>,
+    /// Global flow id -> local sender index, for flows whose source is local.
+    pub sender_of: HashMap<u32, u32>,
+    /// Queue pairs whose destination is local, by global flow id.
+    pub receivers: HashMap<u32, Receiver>,
+    /// UEC RCCC credit state of local hosts that receive, by node.
+    pub credit_issuers: HashMap<u32, uec::rccc::CreditIssuer>,
+}
+
+impl Transports {
+    /// A sender for every flow whose source is among `nodes` (increasing
+    /// ids), grouped by source node in flow order; no receivers yet.
+    pub(crate) fn new(fabric: &Fabric, nodes: &[NodeId]) -> Transports {
+        let config = &fabric.config;
+        // Senders grouped by source node, in flow order within a node.
+        let workload = &fabric.workload;
+        let mut local_flows: Vec<(usize, u32)> = workload
+            .flows
+            .iter()
+            .enumerate()
+            .filter_map(|(id, spec)| {
+                let local = nodes.binary_search(&NodeId(spec.src)).ok()?;
+                Some((local, id as u32))
+            })
+            .collect();
+        local_flows.sort_unstable();
+        let mut sender_of = HashMap::with_capacity(local_flows.len());
+        let mut senders = Vec::with_capacity(local_flows.len());
+        let mut sender_base = vec![0u32; nodes.len() + 1];
+        for &(local, id) in &local_flows {
+            let spec = workload.flows[id as usize];
+            let mut sender = Sender::new(id, spec, config);
+            if let Some(info) = workload.flow_info(id) {
+                // Starts when its task does.
+                sender.start = SimTime::MAX;
+                if info.ina_op != NO_TASK {
+                    let op = &workload.ina_ops[info.ina_op as usize];
+                    sender.ina_op = info.ina_op;
+                    // Aggregation streams are RoCE go-back-N under either transport.
+                    sender.qp = Qp::Roce(GoBackNSender::default());
+                    sender.ina_window = op.slots;
+                }
+            }
+            sender_of.insert(id, senders.len() as u32);
+            senders.push(sender);
+            sender_base[local + 1] += 1;
+        }
+        for i in 0..nodes.len() {
+            sender_base[i + 1] += sender_base[i];
+        }
+        Transports {
+            senders,
+            sender_base,
+            sender_of,
+            receivers: HashMap::new(),
+            credit_issuers: HashMap::new(),
         }
     }
 }

@@ -152,10 +152,14 @@ impl<S: TelemetrySink> Network<'_, S> {
             config.cc == CcKind::Dcqcn && config.dcqcn.cnp_mode == CnpMode::Packet,
         );
         let now = ctx.now();
-        let rx: &mut Receiver = self.receivers.entry(pkt.flow).or_insert_with(|| Receiver {
-            qp: RxQp::Roce(GoBackNReceiver::default()),
-            last_cnp: None,
-        });
+        let rx: &mut Receiver =
+            self.transport
+                .receivers
+                .entry(pkt.flow)
+                .or_insert_with(|| Receiver {
+                    qp: RxQp::Roce(GoBackNReceiver::default()),
+                    last_cnp: None,
+                });
         let RxQp::Roce(qp) = &mut rx.qp else {
             unreachable!("flow {} mixes transports", pkt.flow)
         };
@@ -200,13 +204,13 @@ impl<S: TelemetrySink> Network<'_, S> {
     /// An ACK or NACK reached the sender: advance the window, feed the
     /// window- and INT-based congestion controls, maybe go back.
     pub(crate) fn receive_ack(&mut self, ctx: &mut Context<'_, NetEvent>, pkt: Packet) {
-        let Some(&i) = self.sender_of.get(&pkt.flow) else {
+        let Some(&i) = self.transport.sender_of.get(&pkt.flow) else {
             return;
         };
         let i = i as usize;
         let config = &self.fabric.config;
         let (g, mss) = (config.dctcp_g, f64::from(config.mtu_bytes));
-        let s = &mut self.senders[i];
+        let s = &mut self.transport.senders[i];
         if s.end.is_some() {
             return;
         }
@@ -255,7 +259,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             // SimAI's receiver flags the ACK of a marked packet as a CNP.
             self.dcqcn_notified(ctx, i);
         }
-        let s = &mut self.senders[i];
+        let s = &mut self.transport.senders[i];
         if s.qp.roce().acked() >= s.packets {
             self.sender_finished(ctx, i);
         }
@@ -269,7 +273,7 @@ impl<S: TelemetrySink> Network<'_, S> {
     /// counter (its flow stays unfinished).
     pub(crate) fn retransmit_timer(&mut self, ctx: &mut Context<'_, NetEvent>, i: usize) {
         let (rto, retry_limit) = (self.fabric.config.rto, self.fabric.config.retry_limit);
-        let s = &mut self.senders[i];
+        let s = &mut self.transport.senders[i];
         if matches!(s.qp, Qp::Roce(_)) && s.qp.in_flight() == 0 && s.next_send > ctx.now() {
             // Nothing outstanding and the next packet not yet due: the queue
             // pair waits on its pacing (at DCQCN's rate floor a packet can be

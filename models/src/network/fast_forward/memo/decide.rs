@@ -105,9 +105,9 @@ impl<S: TelemetrySink> Network<'_, S> {
         let m = self.ff.memo.as_mut().expect("memo on");
         let mut p = m.predict.take().unwrap_or_else(|| Prediction::new(fabric));
         if shared.predicted {
-            p.follow(fabric, m, &self.dag, now);
+            p.follow(fabric, m, &self.tasks.dag, now);
         } else {
-            p.predict(fabric, m, &self.dag, &self.nodes, now);
+            p.predict(fabric, m, &self.tasks.dag, &self.nodes, now);
             shared.predicted = true;
         }
         m.predict = Some(p);
@@ -204,7 +204,7 @@ impl<S: TelemetrySink> Network<'_, S> {
                     agreed.push(0);
                     continue;
                 }
-                let outside = self.dag.remaining(t) - canon.inside[k];
+                let outside = self.tasks.dag.remaining(t) - canon.inside[k];
                 agreed.push(match predicted.chain(t) {
                     // An entry: its start is in the key already.
                     _ if canon.entry[k] || outside == 0 => 1,
@@ -339,7 +339,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             let mut at = 0;
             for ((i, round_robin, ready), &size) in to_make.iter().zip(&sizes) {
                 let canon = &candidates[*i].0;
-                if self.sender_of.contains_key(&canon.flows[0]) {
+                if self.transport.sender_of.contains_key(&canon.flows[0]) {
                     let record = self.memo_sandbox(canon, round_robin, ready);
                     Record::encode(record.as_ref(), &mut shared[at..at + size]);
                 }
@@ -424,7 +424,7 @@ impl<S: TelemetrySink> Network<'_, S> {
     fn memo_active_resources(&self) -> Vec<Resource> {
         let m = self.ff.memo.as_ref().expect("memo on");
         let mut out = Vec::new();
-        for s in &self.senders {
+        for s in &self.transport.senders {
             if s.start != SimTime::MAX
                 && s.end.is_none()
                 && !s.gave_up
@@ -479,7 +479,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         for (&f, &at) in &m.pending_flows {
             dag.starts(workload.flow_task(f), at);
         }
-        for s in &self.senders {
+        for s in &self.transport.senders {
             if s.start != SimTime::MAX
                 && s.end.is_none()
                 && !s.gave_up
@@ -499,7 +499,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         }
         for (t, task) in workload.tasks.iter().enumerate() {
             if local[task.host as usize] {
-                dag.remaining(t as u32, self.dag.remaining(t as u32));
+                dag.remaining(t as u32, self.tasks.dag.remaining(t as u32));
             }
             // Set on the destination's shard only.
             if m.delivered[t] {

@@ -58,7 +58,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             }
         }
         let Some(r) = replay else { return false };
-        let s = &mut self.senders[i];
+        let s = &mut self.transport.senders[i];
         s.retransmitted_pkts = r.record.retransmitted;
         s.ecn_marked_pkts = r.record.ecn_marked;
         s.cnps = r.record.cnps;
@@ -68,7 +68,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         // What the flows table reports of a simulated start.
         let port = resources::first_port(self.fabric, flow, src, dst);
         let gport = self.port_index(ctx.local_index(), port);
-        let s = &mut self.senders[i];
+        let s = &mut self.transport.senders[i];
         s.port = port;
         s.line_rate_bps = self.ports[gport].link.rate_bps;
         s.ideal_fct = ideal_fct(self.fabric, &s.spec, port).0;
@@ -100,8 +100,8 @@ impl<S: TelemetrySink> Network<'_, S> {
             if let Some(m) = self.ff.memo.as_mut() {
                 m.replaying.remove(&flow);
             }
-            let i = self.sender_of[&flow] as usize;
-            self.senders[i].end = Some(ctx.now());
+            let i = self.transport.sender_of[&flow] as usize;
+            self.transport.senders[i].end = Some(ctx.now());
             self.stats.flows_finished += 1;
             self.record_flow(i);
         }
@@ -175,7 +175,7 @@ impl<S: TelemetrySink> Network<'_, S> {
                 TaskKind::Flow(f) => f,
                 TaskKind::Compute(_) => unreachable!(),
             };
-            let s = &self.senders[self.sender_of[&flow] as usize];
+            let s = &self.transport.senders[self.transport.sender_of[&flow] as usize];
             let fk = r.canon.flow_index(flow).expect("a wave flow");
             let f = &mut r.flows[fk];
             f.retransmitted = s.retransmitted_pkts;

@@ -518,7 +518,7 @@ impl<S: TelemetrySink> Network<'_, S> {
                 }
             }
         }
-        if self.sender_of.contains_key(&canon.flows[0]) {
+        if self.transport.sender_of.contains_key(&canon.flows[0]) {
             self.stats.sent_payload_bytes += record.sent;
             self.stats.delivered_payload_bytes += record.delivered;
             self.stats.pfc_pauses += record.pfc_pauses;

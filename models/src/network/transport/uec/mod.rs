@@ -229,10 +229,14 @@ impl<S: TelemetrySink> Network<'_, S> {
         let packets = self.fabric.workload.flows[pkt.flow as usize]
             .size_bytes
             .div_ceil(mtu) as u32;
-        let rx = self.receivers.entry(pkt.flow).or_insert_with(|| Receiver {
-            qp: RxQp::Uec(SackReceiver::new(packets)),
-            last_cnp: None,
-        });
+        let rx = self
+            .transport
+            .receivers
+            .entry(pkt.flow)
+            .or_insert_with(|| Receiver {
+                qp: RxQp::Uec(SackReceiver::new(packets)),
+                last_cnp: None,
+            });
         let RxQp::Uec(qp) = &mut rx.qp else {
             unreachable!("flow {} mixes transports", pkt.flow)
         };
@@ -301,12 +305,12 @@ impl<S: TelemetrySink> Network<'_, S> {
 
     /// A SACK or NACK reached a UEC sender.
     pub(crate) fn uec_receive_feedback(&mut self, ctx: &mut Context<'_, NetEvent>, pkt: Packet) {
-        let Some(&i) = self.sender_of.get(&pkt.flow) else {
+        let Some(&i) = self.transport.sender_of.get(&pkt.flow) else {
             return;
         };
         let i = i as usize;
         let ooo = self.fabric.config.uec.ooo_pkts;
-        let s = &mut self.senders[i];
+        let s = &mut self.transport.senders[i];
         if s.end.is_some() {
             return;
         }

@@ -206,7 +206,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         let config = &fabric.config;
         let spec = &fabric.workload.flows[pkt.flow as usize];
         let packets = spec.size_bytes.div_ceil(u64::from(config.mtu_bytes)) as u32;
-        let issuer = self.credit_issuers.entry(pkt.dst).or_default();
+        let issuer = self.transport.credit_issuers.entry(pkt.dst).or_default();
         let (initial, target) = if issuer.knows(pkt.flow) {
             (0, 0)
         } else {
@@ -228,6 +228,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             complete,
         });
         while let Some((flow, src)) = self
+            .transport
             .credit_issuers
             .get_mut(&pkt.dst)
             .and_then(CreditIssuer::next_grant)
@@ -252,10 +253,10 @@ impl<S: TelemetrySink> Network<'_, S> {
 
     /// A credit reached a UEC sender: it may send `pkt.psn` more new packets.
     pub(crate) fn uec_receive_credit(&mut self, ctx: &mut Context<'_, NetEvent>, pkt: Packet) {
-        let Some(&i) = self.sender_of.get(&pkt.flow) else {
+        let Some(&i) = self.transport.sender_of.get(&pkt.flow) else {
             return;
         };
-        let s = &mut self.senders[i as usize];
+        let s = &mut self.transport.senders[i as usize];
         let port = s.port;
         let Qp::Uec(u) = &mut s.qp else {
             unreachable!("a credit for a RoCE queue pair")

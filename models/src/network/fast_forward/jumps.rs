@@ -26,6 +26,12 @@ fn d_recovering(cc: &CcState) -> bool {
     matches!(cc, CcState::Dcqcn(d) if d.timers_running && !d.cnp_since_decrease && !d.cnp_since_alpha)
 }
 
+/// The slots of the window ending at `slot`, oldest to newest (the slots
+/// after it, wrapping), offset by `base`.
+fn oldest_to_newest(base: usize, slot: usize) -> impl Iterator<Item = usize> + Clone {
+    (1..=SLOTS).map(move |k| base + (slot + k) % SLOTS)
+}
+
 /// A sender not sampled yet.
 const UNSAMPLED: u64 = u64::MAX;
 
@@ -167,6 +173,30 @@ impl<S: TelemetrySink> Network<'_, S> {
             active,
         };
         let active: Vec<usize> = self.active_senders().collect();
+        let replaying = self.memo_replaying();
+        let (index, slot) = self.ff_sample(now, &active);
+        self.ff_census(index, slot, &active);
+        let ff = self.ff.steady.as_ref().expect("fast-forward is on");
+        let periods = SLOTS as u64 - 1;
+        if index < ff.valid_from + periods || replaying {
+            return not_steady(!active.is_empty());
+        }
+        let oldest = oldest_to_newest(0, slot).next().expect("SLOTS > 0");
+        if ff.disturbances[oldest] != ff.disturbances[slot] || !self.ff_ports_steady(slot) {
+            return not_steady(!active.is_empty());
+        }
+        match self.ff_max_skip(index, slot, &active) {
+            Some(max_skip) => SkipProposal {
+                max_skip,
+                active: !active.is_empty(),
+            },
+            None => not_steady(true),
+        }
+    }
+
+    /// Writes check `now`'s samples of every port and of the `active`
+    /// senders; returns the check's index and slot.
+    fn ff_sample(&mut self, now: SimTime, active: &[usize]) -> (u64, usize) {
         let dropped: u64 = self
             .ports
             .iter()
@@ -178,7 +208,6 @@ impl<S: TelemetrySink> Network<'_, S> {
         // Counted on the finished flow's sender shard; the agreed jump is
         // the minimum over shards, so whichever shard it finished on vetoes.
         let disturbances = dropped + self.stats.pfc_pauses + self.stats.flows_finished;
-        let replaying = self.memo_replaying();
         let ff = self.ff.steady.as_mut().expect("fast-forward is on");
         let index = ff.checks;
         ff.checks += 1;
@@ -193,7 +222,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             ff.wire[gp * SLOTS + slot] = p.wire_bytes_by(now);
         }
         ff.disturbances[slot] = disturbances;
-        for &i in &active {
+        for &i in active {
             let s = &self.transport.senders[i];
             if ff.first_sample[i] == UNSAMPLED {
                 ff.first_sample[i] = index;
@@ -208,13 +237,18 @@ impl<S: TelemetrySink> Network<'_, S> {
             };
             ff.cnps[i * SLOTS + slot] = s.cnps;
         }
-        // The census behind `flow_steady_bytes`: the packets each flow had
-        // acknowledged over the last period, counted when the flow is
-        // steady on its own, whatever the rest of the run does (what
-        // per-flow skipping, and so contention domains, could jump).
+        (index, slot)
+    }
+
+    /// The census behind `flow_steady_bytes`: the packets each flow had
+    /// acknowledged over the last period, counted when the flow is steady
+    /// on its own, whatever the rest of the run does (what per-flow
+    /// skipping, and so contention domains, could jump).
+    fn ff_census(&mut self, index: u64, slot: usize, active: &[usize]) {
+        let ff = self.ff.steady.as_ref().expect("fast-forward is on");
         let prev = (slot + SLOTS - 1) % SLOTS;
         let mtu = u64::from(self.fabric.config.mtu_bytes);
-        for &i in &active {
+        for &i in active {
             let s = &self.transport.senders[i];
             if ff.first_sample[i].max(ff.valid_from) >= index {
                 continue;
@@ -230,16 +264,12 @@ impl<S: TelemetrySink> Network<'_, S> {
                 self.stats.ff_flow_steady_bytes += u64::from(acked) * mtu;
             }
         }
-        let periods = SLOTS as u64 - 1;
-        if index < ff.valid_from + periods || replaying {
-            return not_steady(!active.is_empty());
-        }
-        // Oldest to newest: the slots after the current one, wrapping.
-        let order = move |base: usize| (1..=SLOTS).map(move |k| base + (slot + k) % SLOTS);
-        let oldest = order(0).next().expect("SLOTS > 0");
-        if ff.disturbances[oldest] != ff.disturbances[slot] {
-            return not_steady(!active.is_empty());
-        }
+    }
+
+    /// Whether no port is paused or pausing and every switch queue stayed
+    /// within two packets over the window ending at `slot`.
+    fn ff_ports_steady(&self, slot: usize) -> bool {
+        let ff = self.ff.steady.as_ref().expect("fast-forward is on");
         let config = &self.fabric.config;
         let packet_bytes = u64::from(config.mtu_bytes + config.header_bytes);
         for (local, &node) in self.nodes.iter().enumerate() {
@@ -247,25 +277,35 @@ impl<S: TelemetrySink> Network<'_, S> {
             for gp in ports {
                 let p = &self.ports[gp];
                 if p.pause.paused || p.ingress.pause_sent {
-                    return not_steady(!active.is_empty());
+                    return false;
                 }
                 let switch = node.0 >= self.fabric.topo.host_count();
-                let queue = order(gp * SLOTS).map(|k| ff.qlen[k]);
+                let queue = oldest_to_newest(gp * SLOTS, slot).map(|k| ff.qlen[k]);
                 if switch && !ff.steady(queue, 2 * packet_bytes) {
-                    return not_steady(!active.is_empty());
+                    return false;
                 }
             }
         }
+        true
+    }
+
+    /// The longest jump the `active` senders allow at check `index` (slot
+    /// `slot`): each flow's room before it ends, and how far its rate-based
+    /// CC may drift; `None` if a flow's rate is not steady.
+    fn ff_max_skip(&self, index: u64, slot: usize, active: &[usize]) -> Option<SimTime> {
+        let ff = self.ff.steady.as_ref().expect("fast-forward is on");
+        let config = &self.fabric.config;
+        let oldest = oldest_to_newest(0, slot).next().expect("SLOTS > 0");
         let window_ps = ff.window_ps();
         let mut max_skip = ff.config.max_skip;
-        for &i in &active {
+        for &i in active {
             let s = &self.transport.senders[i];
             let Some((total, span_ps)) = ff.flow_rate(i, index, slot, s.retransmitted_pkts) else {
-                return not_steady(true);
+                return None;
             };
             let left = u64::from(s.packets - s.qp.acked());
             let Some(room_ps) = ff.room_ps(left, total, span_ps) else {
-                return not_steady(true);
+                return None;
             };
             max_skip = max_skip.min(SimTime(room_ps.min(u128::from(u64::MAX)) as u64));
             // A rate-based CC still moving (recovering after a cut, say):
@@ -301,10 +341,7 @@ impl<S: TelemetrySink> Network<'_, S> {
                 max_skip = max_skip.min(SimTime(allowed.min(u64::MAX as f64) as u64));
             }
         }
-        SkipProposal {
-            max_skip,
-            active: !active.is_empty(),
-        }
+        Some(max_skip)
     }
 
     /// Per workload flow, the packets this shard's senders move by in a jump

@@ -21,6 +21,11 @@ use std::cmp::Reverse;
 /// check: a replay starts nothing before the next event), and the guard's
 /// walks built on them until a round replays a domain (whose completions
 /// the guard then follows).
+/// A domain whose key has no record yet: its candidate's index, its
+/// labelled ports' round-robin state (agreed, + 1) and its tasks' ready
+/// times, from which its sandbox starts.
+type ToMake = (usize, Vec<u64>, Vec<SimTime>);
+
 #[derive(Default)]
 struct Shared {
     /// Whether the memo's prediction was made at this check (then a round
@@ -100,8 +105,35 @@ impl<S: TelemetrySink> Network<'_, S> {
         grow: &mut Vec<u32>,
         shared: &mut Shared,
     ) -> Result<bool, Aborted> {
+        let Some((entries, canons)) = self.memo_foresee(now, all_max, grow, shared)? else {
+            return Ok(false);
+        };
+        let (agreed, base) = self.memo_agreed_rows(now, &canons, shared, all_max)?;
+        let (mut candidates, mut to_make) =
+            self.memo_candidates(canons, (&agreed, &base), &entries);
+        if candidates.is_empty() {
+            return Ok(false);
+        }
+        let refused =
+            self.memo_refuse_new_keys(now, all_max, shared, (&mut candidates, &mut to_make), grow)?;
+        if !to_make.is_empty() {
+            self.memo_make_records(&candidates, &to_make, all_max)?;
+        }
+        let replayed = self.memo_replay_ready(now, candidates, shared, grow);
+        Ok(refused || replayed)
+    }
+
+    /// Round 1 of [`Network::memo_round`]: the entry flows' starts this
+    /// shard can foresee, agreed, and the contention domains of the
+    /// collectives they start (not replayed yet), as keys; `None` if none.
+    fn memo_foresee(
+        &mut self,
+        now: SimTime,
+        all_max: AllMax<'_>,
+        grow: &[u32],
+        shared: &mut Shared,
+    ) -> Result<Option<(Vec<u64>, Vec<Canon>)>, Aborted> {
         let fabric = self.fabric;
-        // Round 1: entry flows' starts this shard can foresee, agreed.
         let m = self.ff.memo.as_mut().expect("memo on");
         let mut p = m.predict.take().unwrap_or_else(|| Prediction::new(fabric));
         if shared.predicted {
@@ -127,7 +159,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             .filter(|&c| !m.replayed[c as usize])
             .collect();
         if colls.is_empty() {
-            return Ok(false);
+            return Ok(None);
         }
         let mut domains = key::domains(fabric, &m.plan, &colls);
         let mut used: Vec<HashSet<Resource>> = domains
@@ -175,7 +207,19 @@ impl<S: TelemetrySink> Network<'_, S> {
                 &entries,
             ));
         }
-        // Round 2, per domain: whether its resources are busy on this shard
+        Ok(Some((entries, canons)))
+    }
+
+    /// Round 2 of [`Network::memo_round`], agreed: per domain of `canons`,
+    /// a row at its `base` index (returned with the rows).
+    fn memo_agreed_rows(
+        &self,
+        now: SimTime,
+        canons: &[Canon],
+        shared: &mut Shared,
+        all_max: AllMax<'_>,
+    ) -> Result<(Vec<u64>, Vec<usize>), Aborted> {
+        // Per domain: whether its resources are busy on this shard
         // (a byte queued, a packet on a wire, a pause, buffer in use, or a
         // flow of this shard sending through them); per labelled port, its
         // round-robin state; per task on this shard's hosts, when its
@@ -185,9 +229,18 @@ impl<S: TelemetrySink> Network<'_, S> {
             shared.active = Some(self.memo_active_resources());
         }
         let active = shared.active.as_ref().expect("just made");
+        let predicted = self
+            .ff
+            .memo
+            .as_ref()
+            .expect("memo on")
+            .predict
+            .as_ref()
+            .expect("predicted");
+        let fabric = self.fabric;
         let mut agreed = Vec::new();
         let mut base = Vec::with_capacity(canons.len());
-        for canon in &canons {
+        for canon in canons {
             base.push(agreed.len());
             agreed.push(u64::from(self.memo_busy(now, canon, active)));
             for &(node, port) in &canon.ports {
@@ -214,13 +267,26 @@ impl<S: TelemetrySink> Network<'_, S> {
             }
         }
         all_max(&mut agreed)?;
+        Ok((agreed, base))
+    }
+
+    /// The domains that may replay (nothing busy, every dependency
+    /// foreseeable), each `false` (not fresh), and those of them whose key
+    /// has no record yet, to make.
+    fn memo_candidates(
+        &self,
+        canons: Vec<Canon>,
+        (agreed, base): (&[u64], &[usize]),
+        entries: &[u64],
+    ) -> (Vec<(Canon, bool)>, Vec<ToMake>) {
+        let fabric = self.fabric;
         // Records, made in a sandbox where a domain has none: the first
         // domain of each new key that the guard does not refuse outright
         // (round 3) is simulated by the shard of its first flow's source
         // alone (a function of the agreed key), and one `all_max` gives
         // every shard its record.
         let mut candidates: Vec<(Canon, bool)> = Vec::new();
-        let mut to_make: Vec<(usize, Vec<u64>, Vec<SimTime>)> = Vec::new();
+        let mut to_make: Vec<ToMake> = Vec::new();
         let mut starts: Option<HashMap<u32, SimTime>> = None;
         for (d, mut canon) in canons.into_iter().enumerate() {
             let (ports, tasks) = (canon.ports.len(), canon.tasks.len());
@@ -238,7 +304,7 @@ impl<S: TelemetrySink> Network<'_, S> {
                     m.plan
                         .entries
                         .iter()
-                        .zip(&entries)
+                        .zip(entries)
                         .filter(|&(_, &s)| s != 0)
                         .map(|(&f, &s)| (f, SimTime(s - 1)))
                         .collect()
@@ -263,13 +329,25 @@ impl<S: TelemetrySink> Network<'_, S> {
             // Fresh (a miss) if a sandbox is made for it below.
             candidates.push((canon, false));
         }
-        if candidates.is_empty() {
-            return Ok(false);
-        }
-        // Round 3: the DAG as every shard's hosts see it, agreed. A new key
-        // whose replay the guard or a held resource would refuse even at
-        // the least span its flows allow (each its payload at line rate)
-        // gets no sandbox; its domain may grow as one the guard refused.
+        (candidates, to_make)
+    }
+
+    /// Round 3 of [`Network::memo_round`]: the DAG as every shard's hosts
+    /// see it, agreed; drops from `to_make` the new keys whose replay the
+    /// guard or a held resource would refuse even at the least span its
+    /// flows allow (each its payload at line rate), and marks the rest's
+    /// candidates fresh. Whether a refused domain is to grow.
+    fn memo_refuse_new_keys(
+        &mut self,
+        now: SimTime,
+        all_max: AllMax<'_>,
+        shared: &mut Shared,
+        (candidates, to_make): (&mut [(Canon, bool)], &mut Vec<ToMake>),
+        grow: &mut Vec<u32>,
+    ) -> Result<bool, Aborted> {
+        let fabric = self.fabric;
+        // A refused new key gets no sandbox; its domain may grow as one
+        // the guard refused.
         if shared.dag.is_none() {
             shared.dag = Some(self.memo_dag_view(all_max)?);
         }
@@ -320,7 +398,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             new_keys.insert(canon.key.clone());
             true
         });
-        for (i, _, _) in &to_make {
+        for (i, _, _) in to_make.iter() {
             candidates[*i].1 = true;
         }
         let mut again = false;
@@ -330,37 +408,61 @@ impl<S: TelemetrySink> Network<'_, S> {
                 again = true;
             }
         }
-        if !to_make.is_empty() {
-            let sizes: Vec<usize> = to_make
-                .iter()
-                .map(|(i, _, _)| Record::encoded_len(&candidates[*i].0))
-                .collect();
-            let mut shared = vec![0u64; sizes.iter().sum()];
-            let mut at = 0;
-            for ((i, round_robin, ready), &size) in to_make.iter().zip(&sizes) {
-                let canon = &candidates[*i].0;
-                if self.transport.sender_of.contains_key(&canon.flows[0]) {
-                    let record = self.memo_sandbox(canon, round_robin, ready);
-                    Record::encode(record.as_ref(), &mut shared[at..at + size]);
-                }
-                at += size;
+        Ok(again)
+    }
+
+    /// Makes the records of `to_make`'s keys: each in a sandbox on the
+    /// shard of its first flow's source, one `all_max` giving every shard
+    /// every record (or that its key is unrecordable).
+    fn memo_make_records(
+        &mut self,
+        candidates: &[(Canon, bool)],
+        to_make: &[ToMake],
+        all_max: AllMax<'_>,
+    ) -> Result<(), Aborted> {
+        let sizes: Vec<usize> = to_make
+            .iter()
+            .map(|(i, _, _)| Record::encoded_len(&candidates[*i].0))
+            .collect();
+        let mut shared = vec![0u64; sizes.iter().sum()];
+        let mut at = 0;
+        for ((i, round_robin, ready), &size) in to_make.iter().zip(&sizes) {
+            let canon = &candidates[*i].0;
+            if self.transport.sender_of.contains_key(&canon.flows[0]) {
+                let record = self.memo_sandbox(canon, round_robin, ready);
+                Record::encode(record.as_ref(), &mut shared[at..at + size]);
             }
-            all_max(&mut shared)?;
-            let m = self.ff.memo.as_mut().expect("memo on");
-            let mut at = 0;
-            for ((i, _, _), &size) in to_make.iter().zip(&sizes) {
-                let canon = &candidates[*i].0;
-                match Record::decode(canon, &shared[at..at + size]) {
-                    Some(record) => {
-                        m.records.insert(canon.key.clone(), record);
-                    }
-                    None => {
-                        m.unrecordable.insert(canon.key.clone());
-                    }
-                }
-                at += size;
-            }
+            at += size;
         }
+        all_max(&mut shared)?;
+        let m = self.ff.memo.as_mut().expect("memo on");
+        let mut at = 0;
+        for ((i, _, _), &size) in to_make.iter().zip(&sizes) {
+            let canon = &candidates[*i].0;
+            match Record::decode(canon, &shared[at..at + size]) {
+                Some(record) => {
+                    m.records.insert(canon.key.clone(), record);
+                }
+                None => {
+                    m.unrecordable.insert(canon.key.clone());
+                }
+            }
+            at += size;
+        }
+        Ok(())
+    }
+
+    /// Replays the candidates with a record that fits whose resources
+    /// nothing else can reach before the record's span ends; a domain cut
+    /// short by such a flow is to grow. Whether to go on.
+    fn memo_replay_ready(
+        &mut self,
+        now: SimTime,
+        candidates: Vec<(Canon, bool)>,
+        shared: &mut Shared,
+        grow: &mut Vec<u32>,
+    ) -> bool {
+        let fabric = self.fabric;
         let m = self.ff.memo.as_ref().expect("memo on");
         let ready: Vec<(Canon, bool)> = candidates
             .into_iter()
@@ -371,8 +473,10 @@ impl<S: TelemetrySink> Network<'_, S> {
             })
             .collect();
         if ready.is_empty() {
-            return Ok(again);
+            return false;
         }
+        let mut again = false;
+        let (_, guard) = shared.guard.as_mut().expect("prepared in round 3");
         // The earliest a flow that uses a domain's resources could start,
         // per domain with a record, the same on every shard.
         let m = self.ff.memo.as_ref().expect("memo on");
@@ -417,7 +521,7 @@ impl<S: TelemetrySink> Network<'_, S> {
                 again = true;
             }
         }
-        Ok(again)
+        again
     }
 
     /// Per flow sending from this shard (not replayed), the resources it uses.

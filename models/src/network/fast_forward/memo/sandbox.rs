@@ -23,27 +23,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         ready: &[SimTime],
     ) -> Option<Record> {
         let workload = &self.fabric.workload;
-        let mut sandbox = Fabric::with_workload(
-            self.fabric.topo.clone(),
-            self.fabric.routing.clone(),
-            workload.sandbox(&canon.tasks, ready),
-            self.fabric.config.clone(),
-            self.fabric.seed,
-        );
-        // Its workload has no collectives: the connections' source ports
-        // are the run's.
-        sandbox.source_ports = self.fabric.source_ports.clone();
-        // Jumps as the run's: the sandbox keeps absolute time and period,
-        // so its checks fall on the run's grid until either jumps, and a
-        // steady stretch of the domain alone is jumped as
-        // `--fast-forward on` would jump it (the DP ring steps'
-        // middles: most of the sandboxes' events). No memo inside it.
-        sandbox.config.fast_forward = self
-            .fabric
-            .config
-            .fast_forward
-            .map(|ff| FastForward { memo: false, ..ff });
-        sandbox.config.sample_period = SimTime::ZERO;
+        let sandbox = self.memo_sandbox_fabric(canon, ready);
         let mut outstanding = 0;
         for &t in &canon.tasks {
             outstanding += match workload.kind(&workload.tasks[t as usize]) {
@@ -83,62 +63,8 @@ impl<S: TelemetrySink> Network<'_, S> {
         }
         let at = |x: u64| SimTime(x - 1);
         let done: Vec<(SimTime, SimTime)> = r.done.iter().map(|&(a, b)| (at(a), at(b))).collect();
-        // Until the domain's network is quiet: its flows' last completions
-        // and the last frame on any wire (a port's last bit arrives at
-        // `busy_until + latency`; a PFC frame when `last_pfc` says). Its
-        // compute tasks use no resource and run in a replay as usual, so
-        // they do not hold the domain's resources.
-        let wires = net
-            .ports
-            .iter()
-            .filter(|p| p.egress.busy_until != SimTime::ZERO)
-            .map(|p| p.egress.busy_until + p.link.latency)
-            .max()
-            .unwrap_or(SimTime::ZERO);
-        let flows_done = view
-            .tasks
-            .iter()
-            .zip(&done)
-            .filter(|&(&k, _)| {
-                matches!(
-                    sandbox.workload.kind(&sandbox.workload.tasks[k as usize]),
-                    TaskKind::Flow(_)
-                )
-            })
-            .map(|(_, d)| d.0.max(d.1))
-            .max()
-            .unwrap_or(SimTime::ZERO);
-        // Each labelled port was busy from the first start of a flow whose
-        // packets or acknowledgements cross it (no byte leaves it before)
-        // to its last bit.
-        let mut first = vec![SimTime::MAX; canon.ports.len()];
-        let label: HashMap<(u32, u16), usize> = canon
-            .ports
-            .iter()
-            .enumerate()
-            .map(|(l, &p)| (p, l))
-            .collect();
-        let mut path = Vec::new();
-        for (k, &flow) in canon.flows.iter().enumerate() {
-            path.clear();
-            resources::flow_ports(self.fabric, flow, &mut path);
-            for p in &path {
-                let l = label[p];
-                first[l] = first[l].min(r.flows[k].start);
-            }
-        }
-        let port_busy = canon
-            .ports
-            .iter()
-            .zip(first)
-            .map(|(&(node, port), first)| {
-                let p = &net.ports[net.port_index(node as usize, port)];
-                let last = SimTime(p.egress.busy_until.as_ps().saturating_sub(canon.t0.as_ps()));
-                (first.min(last), last)
-            })
-            .collect();
-        let quiet = wires.max(r.last_pfc);
-        let span = flows_done.max(SimTime(quiet.as_ps().saturating_sub(canon.t0.as_ps())));
+        let span = quiet_span(&net, &sandbox, &view, &done, r.last_pfc, canon.t0);
+        let port_busy = busy_intervals(self.fabric, canon, &net, &r.flows);
         Some(Record {
             span,
             done,
@@ -170,4 +96,110 @@ impl<S: TelemetrySink> Network<'_, S> {
             pfc_pauses: net.stats.pfc_pauses,
         })
     }
+
+    /// The fabric a sandbox simulates `canon`'s domain on: the run's, with
+    /// only the domain's tasks (task `k` free to start once `ready[k]`),
+    /// jumps as the run's, no memo and no samples.
+    fn memo_sandbox_fabric(&self, canon: &Canon, ready: &[SimTime]) -> Fabric {
+        let workload = &self.fabric.workload;
+        let mut sandbox = Fabric::with_workload(
+            self.fabric.topo.clone(),
+            self.fabric.routing.clone(),
+            workload.sandbox(&canon.tasks, ready),
+            self.fabric.config.clone(),
+            self.fabric.seed,
+        );
+        // Its workload has no collectives: the connections' source ports
+        // are the run's.
+        sandbox.source_ports = self.fabric.source_ports.clone();
+        // Jumps as the run's: the sandbox keeps absolute time and period,
+        // so its checks fall on the run's grid until either jumps, and a
+        // steady stretch of the domain alone is jumped as
+        // `--fast-forward on` would jump it (the DP ring steps'
+        // middles: most of the sandboxes' events). No memo inside it.
+        sandbox.config.fast_forward = self
+            .fabric
+            .config
+            .fast_forward
+            .map(|ff| FastForward { memo: false, ..ff });
+        sandbox.config.sample_period = SimTime::ZERO;
+        sandbox
+    }
+}
+
+/// From the domain's first start (`t0`) until its network is quiet.
+fn quiet_span(
+    net: &Network<'_, MemorySink>,
+    sandbox: &Fabric,
+    view: &Canon,
+    done: &[(SimTime, SimTime)],
+    last_pfc: SimTime,
+    t0: SimTime,
+) -> SimTime {
+    // Until the domain's network is quiet: its flows' last completions
+    // and the last frame on any wire (a port's last bit arrives at
+    // `busy_until + latency`; a PFC frame when `last_pfc` says). Its
+    // compute tasks use no resource and run in a replay as usual, so
+    // they do not hold the domain's resources.
+    let wires = net
+        .ports
+        .iter()
+        .filter(|p| p.egress.busy_until != SimTime::ZERO)
+        .map(|p| p.egress.busy_until + p.link.latency)
+        .max()
+        .unwrap_or(SimTime::ZERO);
+    let flows_done = view
+        .tasks
+        .iter()
+        .zip(done)
+        .filter(|&(&k, _)| {
+            matches!(
+                sandbox.workload.kind(&sandbox.workload.tasks[k as usize]),
+                TaskKind::Flow(_)
+            )
+        })
+        .map(|(_, d)| d.0.max(d.1))
+        .max()
+        .unwrap_or(SimTime::ZERO);
+    let quiet = wires.max(last_pfc);
+    flows_done.max(SimTime(quiet.as_ps().saturating_sub(t0.as_ps())))
+}
+
+/// Per labelled port of `canon`, when it was busy in the sandbox `net`
+/// (whose flows started as `flows` say), from the domain's first start.
+fn busy_intervals(
+    fabric: &Fabric,
+    canon: &Canon,
+    net: &Network<'_, MemorySink>,
+    flows: &[FlowRecord],
+) -> Vec<(SimTime, SimTime)> {
+    // Each labelled port was busy from the first start of a flow whose
+    // packets or acknowledgements cross it (no byte leaves it before)
+    // to its last bit.
+    let mut first = vec![SimTime::MAX; canon.ports.len()];
+    let label: HashMap<(u32, u16), usize> = canon
+        .ports
+        .iter()
+        .enumerate()
+        .map(|(l, &p)| (p, l))
+        .collect();
+    let mut path = Vec::new();
+    for (k, &flow) in canon.flows.iter().enumerate() {
+        path.clear();
+        resources::flow_ports(fabric, flow, &mut path);
+        for p in &path {
+            let l = label[p];
+            first[l] = first[l].min(flows[k].start);
+        }
+    }
+    canon
+        .ports
+        .iter()
+        .zip(first)
+        .map(|(&(node, port), first)| {
+            let p = &net.ports[net.port_index(node as usize, port)];
+            let last = SimTime(p.egress.busy_until.as_ps().saturating_sub(canon.t0.as_ps()));
+            (first.min(last), last)
+        })
+        .collect()
 }

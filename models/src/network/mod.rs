@@ -10,18 +10,25 @@
 //!   tasks (workload DAG)
 //! ```
 //!
-//! | part           | holds                                              |
+//! | part           | holds (its state in `Network`)                     |
 //! |----------------|----------------------------------------------------|
-//! | `port`         | egress queues per priority, serialisation, PFC pause state |
-//! | `switch`       | buffer admission, ECN, PFC thresholds, egress scheduling |
-//! | `forwarding`   | ECMP hash, per-packet spray, dragonfly routing     |
-//! | `nic`          | host port scheduling over queue pairs, pacing, CC driver |
-//! | `transport`    | queue pairs; RoCE go-back-N; UEC spraying, SACK, NSCC |
+//! | `port`         | the ports (`Port`: link, egress queues, serialiser, PFC pause, counters, HPCC meter) |
+//! | `switch`       | buffer admission, ECN, PFC thresholds, egress scheduling (`buffers`, `Port::ingress`, `Port::ecn`) |
+//! | `forwarding`   | ECMP hash, per-packet spray, dragonfly routing (`Forwarding`) |
+//! | `nic`          | host port scheduling over queue pairs, pacing, CC driver (`Port::host`) |
+//! | `transport`    | queue pairs; RoCE go-back-N; UEC spraying, SACK, NSCC (`Transports`) |
 //! | `cc`           | congestion-control algorithms (pure state machines) |
-//! | `aggregation`  | in-network aggregation at switches and members     |
-//! | `tasks`        | the workload's task DAG and collective spans       |
-//! | `telemetry`    | queue and link samples, flow records               |
+//! | `aggregation`  | in-network aggregation at switches and members (`Aggregation`) |
+//! | `tasks`        | the workload's task DAG and collective spans (`Tasks`) |
+//! | `faults`       | link failures, slow links, bit errors (`node_faults`, `Port::health`) |
+//! | `telemetry`    | queue and link samples, flow records (`next_sample`) |
+//! | `fast_forward` | jumps and memoization, behind hooks (`FastForwarding`) |
 //! | `fabric`, `run`| shared read-only description; running the shards   |
+//! | `common`, `config`, `packet` | ids, pure formulas, parameters, packets: leaves every part may use |
+//!
+//! The parts import each other one way (`port` holds the switch's and
+//! the NIC's per-port state; neither reaches back into `port`); each
+//! struct is changed by the file that defines it.
 //!
 //! A packet put on the wire becomes one event, its `Arrive` at the peer
 //! after serialisation plus link latency: the only way nodes affect each

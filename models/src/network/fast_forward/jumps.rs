@@ -300,13 +300,9 @@ impl<S: TelemetrySink> Network<'_, S> {
         let mut max_skip = ff.config.max_skip;
         for &i in active {
             let s = &self.transport.senders[i];
-            let Some((total, span_ps)) = ff.flow_rate(i, index, slot, s.retransmitted_pkts) else {
-                return None;
-            };
+            let (total, span_ps) = ff.flow_rate(i, index, slot, s.retransmitted_pkts)?;
             let left = u64::from(s.packets - s.qp.acked());
-            let Some(room_ps) = ff.room_ps(left, total, span_ps) else {
-                return None;
-            };
+            let room_ps = ff.room_ps(left, total, span_ps)?;
             max_skip = max_skip.min(SimTime(room_ps.min(u128::from(u64::MAX)) as u64));
             // A rate-based CC still moving (recovering after a cut, say):
             // jump no further than its drift over the window, extrapolated,

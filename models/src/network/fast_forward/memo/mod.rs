@@ -22,6 +22,7 @@ mod predict;
 mod radix;
 mod resources;
 mod sandbox;
+mod shard_view;
 #[cfg(test)]
 mod tests;
 

@@ -1,0 +1,103 @@
+//! What a decision reads of this shard's own state: the resources its
+//! flows are using, whether a domain's resources are busy here, and its
+//! hosts' view of the DAG (each agreed with the other shards' in
+//! `decide.rs`).
+
+use super::guard;
+use super::key::Canon;
+use super::resources::{flow_resources, port_resource, Resource};
+use crate::network::Network;
+use crate::telemetry::TelemetrySink;
+use netsim_engine::{Aborted, AllMax, SimTime};
+
+impl<S: TelemetrySink> Network<'_, S> {
+    /// Per flow sending from this shard (not replayed), the resources it uses.
+    pub(super) fn memo_active_resources(&self) -> Vec<Resource> {
+        let m = self.ff.memo.as_ref().expect("memo on");
+        let mut out = Vec::new();
+        for s in &self.transport.senders {
+            if s.start != SimTime::MAX
+                && s.end.is_none()
+                && !s.gave_up
+                && !m.replaying.contains(&s.flow)
+            {
+                flow_resources(self.fabric, s.flow, &mut out);
+            }
+        }
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    /// Whether `canon`'s resources are busy on this shard: a flow sending
+    /// through them (`active`: the resources of this shard's flows), or at
+    /// one of its ports a byte queued, a packet on the wire, a pause, or
+    /// buffer in use at its switch.
+    pub(super) fn memo_busy(&self, now: SimTime, canon: &Canon, active: &[Resource]) -> bool {
+        if active.iter().any(|r| canon.resources.contains(r)) {
+            return true;
+        }
+        self.nodes.iter().enumerate().any(|(local, &node)| {
+            let range = self.port_base[local] as usize..self.port_base[local + 1] as usize;
+            let mine = |p: usize| {
+                canon.resources.contains(&port_resource(
+                    self.fabric,
+                    node.0,
+                    (p - range.start) as u16,
+                ))
+            };
+            let switch_busy = !self.is_host(node) && self.buffers[local].used_bytes != 0;
+            range.clone().filter(|&p| mine(p)).any(|gp| {
+                let p = &self.ports[gp];
+                switch_busy
+                    || p.egress.queued_bytes.iter().any(|&b| b != 0)
+                    // (Nothing was ever sent from a port still at time zero.)
+                    || (p.egress.busy_until != SimTime::ZERO && p.egress.busy_until + p.link.latency > now)
+                    || p.pause.paused
+                    || p.ingress.pause_sent
+            })
+        })
+    }
+
+    /// The DAG state the guard follows (see [`guard::DagView`]): this
+    /// shard's flow starts scheduled, flows sending (not replayed: they
+    /// send nothing), compute tasks that will end, flows its hosts
+    /// received whole, and its hosts' tasks' missing dependencies; agreed.
+    pub(super) fn memo_dag_view(&self, all_max: AllMax<'_>) -> Result<guard::DagView, Aborted> {
+        let m = self.ff.memo.as_ref().expect("memo on");
+        let workload = &self.fabric.workload;
+        let mut dag = guard::DagView::new(workload.tasks.len());
+        for (&f, &at) in &m.pending_flows {
+            dag.starts(workload.flow_task(f), at);
+        }
+        for s in &self.transport.senders {
+            if s.start != SimTime::MAX
+                && s.end.is_none()
+                && !s.gave_up
+                && !m.replaying.contains(&s.flow)
+            {
+                // From its start: the guard bounds its end by its payload
+                // at line rate from there.
+                dag.starts(workload.flow_task(s.flow), s.start);
+            }
+        }
+        for (&t, &end) in &m.pending_computes {
+            dag.ends(t, end);
+        }
+        let mut local = vec![false; self.fabric.topo.node_count() as usize];
+        for &n in &self.nodes {
+            local[n.0 as usize] = true;
+        }
+        for (t, task) in workload.tasks.iter().enumerate() {
+            if local[task.host as usize] {
+                dag.remaining(t as u32, self.tasks.dag.remaining(t as u32));
+            }
+            // Set on the destination's shard only.
+            if m.delivered[t] {
+                dag.delivered(t as u32);
+            }
+        }
+        all_max(&mut dag.values)?;
+        Ok(dag)
+    }
+}

@@ -1,4 +1,5 @@
-//! The README's schema tables and the files a run writes agree, both ways:
+//! The documented schema tables (docs/guide/output.md) and the files a run
+//! writes agree, both ways:
 //! every table, column (name, Arrow type, nullability, order), part-file
 //! metadata key and `run.json` key (with its JSON type) that a run writes is
 //! documented, and everything documented is written.
@@ -10,10 +11,10 @@ use std::process::Command;
 
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
-/// The README's `### Schemas` section: heading (backticks removed) -> rows
+/// The `### Schemas` section of docs/guide/output.md: heading (backticks removed) -> rows
 /// of its table, each row's cells with backticks removed.
 fn documented() -> BTreeMap<String, Vec<Vec<String>>> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/guide/output.md");
     let readme = std::fs::read_to_string(&path).unwrap();
     let start = readme
         .find("\n### Schemas\n")

@@ -7,9 +7,10 @@ mdBook and GitHub spell heading ids). A page of the book (docs/) may only
 link inside docs/, or the built book would carry a dead link. Every page
 under docs/ must be listed in docs/SUMMARY.md. The lengths issue 37 set
 hold: README and getting started <= 200 lines, each guide page <= 250,
-DESIGN.md <= 400.
+DESIGN.md <= 400. With --book DIR, every relative link of the built book
+(mdbook build docs) must name a file the build wrote.
 
-    python3 .ci/check_docs.py          # from anywhere; exits 1 on a problem
+    python3 .ci/check_docs.py [--book target/book]   # exits 1 on a problem
 """
 
 import re
@@ -110,11 +111,25 @@ def check_lengths(problems):
             problems.append(f"{name}: {lines} lines, more than {limit}")
 
 
+def check_book(book, problems):
+    """Relative links of the HTML mdBook wrote must resolve (mdBook rewrites
+    `.md` links to `.html`, and a page it renames breaks them)."""
+    href = re.compile(r'(?:href|src)="([^"#?]+)[^"]*"')
+    for page in sorted(book.rglob("*.html")):
+        for target in href.findall(page.read_text(errors="replace")):
+            if re.match(r"^[a-z]+:|^//", target):
+                continue
+            if not (page.parent / target).resolve().exists():
+                problems.append(f"book {page.relative_to(book)}: link {target}: no such file")
+
+
 def main():
     problems = []
     check_links(problems)
     check_summary(problems)
     check_lengths(problems)
+    if len(sys.argv) == 3 and sys.argv[1] == "--book":
+        check_book(Path(sys.argv[2]).resolve(), problems)
     for problem in problems:
         print(f"check_docs: {problem}", file=sys.stderr)
     if problems:

@@ -11,8 +11,8 @@ collective's duration error (matched by name and group, p50 / p99 / max of
 |error|), flows, wall time and peak RSS.
 
 `--classes` runs the folded cases with `--fold-classes` (each flow a
-class of `fold` members, the left-out replicas' load counted; README "Flow
-level", Folding), so the folded rows measure the symmetric-replica
+class of `fold` members, the left-out replicas' load counted; docs/guide/flow-level.md,
+Folding), so the folded rows measure the symmetric-replica
 assumption; without it they measure the plain fold (the left-out replicas
 sending nothing). `--netsim` picks the binary (to compare builds).
 

@@ -205,7 +205,7 @@ fn a_reduction_shares_its_members_links_with_host_flows_under_congestion_control
     // ring's flows back off on ECN, so it takes more. Measured: 1,135.6 us
     // against 838.5 (+35%); alone 346 us. Where in-network operations run
     // beside congestion-controlled traffic, flow level is pessimistic for
-    // them (README "Flow level").
+    // them (docs/models/flow-level.md).
     let dcqcn = NetConfig {
         sample_period: SimTime::ZERO,
         ..NetConfig::default()

@@ -1,6 +1,6 @@
 //! The DPU's figures as flags (and scenario keys), shared by `netsim run`
 //! (`--dpu-workers N --algo dpu`) and `netsim dpu-bench`. Defaults are
-//! BlueField-2's; the README's DPU section gives each one's source.
+//! BlueField-2's; docs/models/dpu.md gives each one's source.
 
 use anyhow::bail;
 use netsim_engine::SimTime;

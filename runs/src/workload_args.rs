@@ -84,13 +84,13 @@ pub struct WorkloadArgs {
     /// Simulate one data-parallel replica in N, each standing for N: expert
     /// and TP groups stay whole, DP rings keep their full step count and
     /// size. The other replicas' traffic is left out, unless --fold-classes
-    /// counts it at flow level (README "Flow level").
+    /// counts it at flow level (docs/guide/flow-level.md).
     #[arg(long, value_name = "N", default_value_t = 1,
           value_parser = clap::value_parser!(u32).range(1..))]
     pub fold_dp: u32,
     /// With --fold-dp at flow level: run each simulated flow as a class of N
     /// members, the left-out replicas' load counted on the links they share
-    /// (slower: classes couple across the spine; README "Flow level").
+    /// (slower: classes couple across the spine; docs/guide/flow-level.md).
     #[arg(long)]
     pub fold_classes: bool,
     /// A job sharing the fabric, as a TOML inline table (repeatable):

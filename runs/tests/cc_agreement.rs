@@ -8,7 +8,7 @@
 //! within 25%, every statistic the median over the seeds (ECN marking is
 //! random), and netsim's flows are the ones SimAI ran. `asserted` lists
 //! the statistics a case checks; one left out is named, with the mechanism
-//! that differs, in the case's `reason` (and in `docs/cc-profiles.md`).
+//! that differs, in the case's `reason` (and in `docs/models/cc-profiles.md`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

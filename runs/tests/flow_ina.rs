@@ -95,7 +95,7 @@ fn the_k8_in_network_all_reduce_agrees_with_packet_level() {
     // between them. Measured: the in-network all-reduce 697,910 ns at both
     // levels; the first barrier (whose span starts with the ring's first
     // finisher) 26,113 ns against 24,386 (-6.6%); the tree's max-min error
-    // (+42%, README "Flow level") moves the second barrier.
+    // (+42%, docs/models/flow-level.md) moves the second barrier.
     let dir = scratch("k8");
     let [(packet, packet_offload), (fluid, fluid_offload)] =
         both(&dir, &scenario("allreduce-k8-ring-tree-ina.toml"));

@@ -1,4 +1,5 @@
-//! The README's schema tables and the files a run writes agree, both ways:
+//! The documented schema tables (docs/guide/output.md) and the files a run
+//! writes agree, both ways:
 //! every table, column (name, Arrow type, nullability, order), part-file
 //! metadata key and `run.json` key (with its JSON type) that a run writes is
 //! documented, and everything documented is written.
@@ -10,14 +11,14 @@ use std::process::Command;
 
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
-/// The README's `### Schemas` section: heading (backticks removed) -> rows
+/// The `### Schemas` section of docs/guide/output.md: heading (backticks removed) -> rows
 /// of its table, each row's cells with backticks removed.
 fn documented() -> BTreeMap<String, Vec<Vec<String>>> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/guide/output.md");
     let readme = std::fs::read_to_string(&path).unwrap();
     let start = readme
         .find("\n### Schemas\n")
-        .expect("README has a `### Schemas` section");
+        .expect("docs/guide/output.md has a `### Schemas` section");
     let section = &readme[start + 1..];
     let end = section.find("\n## ").unwrap_or(section.len());
     let mut sections = BTreeMap::new();
@@ -27,7 +28,7 @@ fn documented() -> BTreeMap<String, Vec<Vec<String>>> {
             let name = heading.replace('`', "");
             assert!(
                 sections.insert(name.clone(), Vec::new()).is_none(),
-                "README documents {name} twice"
+                "docs/guide/output.md documents {name} twice"
             );
             current = Some(name);
         } else if let (Some(name), Some(row)) = (&current, line.strip_prefix('|')) {
@@ -119,7 +120,7 @@ fn parquet_metadata_keys(part: &Path) -> Vec<String> {
 }
 
 /// `run.json` flattened: `key` or `object.key` -> the value's JSON type as
-/// the README writes it.
+/// output.md writes it.
 fn run_json_types(out: &Path) -> BTreeMap<String, String> {
     fn kind(value: &serde_json::Value) -> String {
         use serde_json::Value;
@@ -173,14 +174,14 @@ fn readme_schemas_match_what_a_run_writes() {
     for (table, parts) in &tables {
         let rows = docs
             .remove(table)
-            .unwrap_or_else(|| panic!("README documents no table `{table}`"));
+            .unwrap_or_else(|| panic!("docs/guide/output.md documents no table `{table}`"));
         let documented: Vec<(String, String)> =
             rows.iter().map(|r| (r[0].clone(), r[1].clone())).collect();
         for part in parts {
             assert_eq!(
                 parquet_columns(part),
                 documented,
-                "README columns of `{table}` (name, type) differ from {}",
+                "docs/guide/output.md columns of `{table}` (name, type) differ from {}",
                 part.display()
             );
         }
@@ -188,7 +189,7 @@ fn readme_schemas_match_what_a_run_writes() {
 
     let metadata = docs
         .remove("Part file metadata")
-        .expect("README documents the part file metadata");
+        .expect("docs/guide/output.md documents the part file metadata");
     let mut documented_keys: Vec<String> = metadata.iter().map(|r| r[0].clone()).collect();
     documented_keys.sort();
     for part in tables.values().flatten() {
@@ -200,7 +201,9 @@ fn readme_schemas_match_what_a_run_writes() {
         );
     }
 
-    let run_json = docs.remove("run.json").expect("README documents run.json");
+    let run_json = docs
+        .remove("run.json")
+        .expect("docs/guide/output.md documents run.json");
     let documented: BTreeMap<String, String> = run_json
         .iter()
         .map(|r| (r[0].clone(), r[1].clone()))
@@ -215,14 +218,14 @@ fn readme_schemas_match_what_a_run_writes() {
     for (key, actual) in &written {
         assert!(
             fits(&documented[key], actual),
-            "run.json `{key}` is {actual}, README says {}",
+            "run.json `{key}` is {actual}, output.md says {}",
             documented[key]
         );
     }
 
     assert!(
         docs.is_empty(),
-        "README documents tables a run does not write: {:?}",
+        "docs/guide/output.md documents tables a run does not write: {:?}",
         docs.keys().collect::<Vec<_>>()
     );
     std::fs::remove_dir_all(&out).unwrap();
@@ -231,7 +234,10 @@ fn readme_schemas_match_what_a_run_writes() {
 #[test]
 fn every_documented_row_has_a_type_unit_and_meaning() {
     for (section, rows) in documented() {
-        assert!(!rows.is_empty(), "README section {section} has no rows");
+        assert!(
+            !rows.is_empty(),
+            "docs/guide/output.md section {section} has no rows"
+        );
         for row in rows {
             let width = if section == "Part file metadata" {
                 2

@@ -34,7 +34,7 @@ use netsim_engine::SimTime;
 use netsim_topo::{NodeIndex, Role, TopoError, Topology, TopologyBuilder};
 
 /// The DPU's resources. Defaults are NVIDIA BlueField-2 figures (see the
-/// README's DPU section for sources); each is a flag of `netsim dpu-bench`.
+/// docs/models/dpu.md for sources); each is a flag of `netsim dpu-bench`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct DpuParams {
     /// Arm cores per DPU; a worker is pinned to one, so workers per DPU <= cores.

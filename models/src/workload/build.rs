@@ -336,8 +336,8 @@ fn build_job<'a>(cx: &mut Cx<'a>, job: &'a Job) -> Result<(), BuildError> {
 /// [`algo::folded_ring`]). What this leaves out is the traffic of the other
 /// replicas: where it would have shared a link with the simulated ones
 /// (ECMP collisions above the leaves, a DP ring's hops between segments),
-/// the folded run is optimistic. README "Flow level" gives the measured
-/// difference.
+/// the folded run is optimistic. docs/perf/ ("Folding on HPN") gives the
+/// measured difference.
 fn fold(p: Parallelism, fold: u32) -> Result<Parallelism, BuildError> {
     if fold == 1 {
         return Ok(p);

@@ -1,6 +1,6 @@
 //! The tables netsim writes: each record type's columns, Arrow types and nullability.
 //!
-//! The README documents these schemas; a test compares the two.
+//! docs/guide/output.md documents these schemas; a test compares the two.
 
 use std::sync::Arc;
 

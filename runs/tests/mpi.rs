@@ -18,6 +18,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+// The integration tests' helpers (`it/common`); this binary uses a part.
+#[allow(dead_code)]
+#[path = "it/common/mod.rs"]
 mod common;
 
 use common::tables::cell;

@@ -35,7 +35,7 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
 fn a_small_run_writes_every_table_and_run_json() {
     let dir = scratch("run");
     let out = dir.join("out");
-    let o = netsim(&format!(
+    let o = netsim(format!(
         "--topo fat-tree --k 4 --threads 2 --quiet --out {}",
         out.display()
     ));
@@ -123,7 +123,7 @@ fn bad_flags_exit_with_code_2() {
             "/nonexistent/scenario.toml",
         ),
     ] {
-        let o = netsim(&args);
+        let o = netsim(args);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
         assert!(stderr(&o).contains(needle), "{args:?}: {}", stderr(&o));
         assert!(!stderr(&o).contains("panicked"));
@@ -149,7 +149,7 @@ fn scenario_errors_name_file_line_and_field() {
     for (name, text, needle) in cases {
         let path = dir.join(name);
         std::fs::write(&path, text).unwrap();
-        let o = netsim(&format!("validate --config {}", path.display()));
+        let o = netsim(format!("validate --config {}", path.display()));
         assert_eq!(o.status.code(), Some(2), "{name}: {}", stderr(&o));
         let message = stderr(&o);
         assert!(
@@ -170,7 +170,7 @@ fn a_bad_traffic_file_leaves_no_dataset() {
     .unwrap();
     let out = dir.join("out");
     let traffic = format!("tm:{}", tm.display());
-    let o = netsim(&format!(
+    let o = netsim(format!(
         "--topo fat-tree --k 4 --traffic {traffic} --out {}",
         out.display()
     ));
@@ -183,7 +183,7 @@ fn a_bad_traffic_file_leaves_no_dataset() {
 fn topo_exports_a_simai_file_that_imports_back() {
     let dir = scratch("topo");
     let file = dir.join("spx.txt");
-    let o = netsim(&format!(
+    let o = netsim(format!(
         "topo spectrum-x --gpus 128 --format simai -o {}",
         file.display()
     ));
@@ -192,7 +192,7 @@ fn topo_exports_a_simai_file_that_imports_back() {
     assert_eq!(text.lines().next(), Some("216 8 16 72 768 H100"));
     let again = dir.join("again.txt");
     let simai = format!("simai:{}", file.display());
-    let o = netsim(&format!(
+    let o = netsim(format!(
         "topo {simai} --format simai -o {}",
         again.display()
     ));
@@ -237,7 +237,7 @@ fn partition_reports_cut_balance_and_lookahead() {
 fn a_collective_workload_writes_the_collectives_and_switch_offload_tables() {
     let dir = scratch("collective");
     let out = dir.join("out");
-    let o = netsim(&format!(
+    let o = netsim(format!(
         "--topo star --hosts 8 --workload allreduce --algo ina --dtype int32 \
         --size 64KiB --threads 1 --quiet --out {}",
         out.display()
@@ -349,7 +349,7 @@ fn the_two_plane_scenario_runs_with_both_transports_on_two_shards() {
     let dir = scratch("planes");
     for transport in ["uec", "roce"] {
         let out = dir.join(transport);
-        let o = netsim(&format!(
+        let o = netsim(format!(
             "--config {scenario} --k 4 --flow-size 100000 --transport \
             {transport} --shards 2 --quiet --out {}",
             out.display()

@@ -6,7 +6,7 @@ use crate::common::{netsim, run_json, scratch, stderr};
 fn dpu_bench_writes_its_table_and_a_summary() {
     use parquet::file::reader::{FileReader, SerializedFileReader};
     let out = scratch("bench").join("out");
-    let o = netsim(&format!(
+    let o = netsim(format!(
         "dpu-bench --sizes 64KiB --patterns broadcast,allgather_all_in --workers 1,8 --out {}",
         out.display()
     ));
@@ -66,7 +66,7 @@ fn dpu_bench_bad_flags_exit_2_naming_the_flag() {
 #[test]
 fn a_dpu_staged_allgather_runs_in_a_workload_on_a_fat_tree() {
     let out = scratch("run").join("out");
-    let o = netsim(&format!(
+    let o = netsim(format!(
         "--topo fat-tree --k 4 --workload allgather --algo dpu --dpu-workers 2 \
         --size 64KiB --threads 2 --quiet --out {}",
         out.display()
@@ -76,7 +76,7 @@ fn a_dpu_staged_allgather_runs_in_a_workload_on_a_fat_tree() {
     assert_eq!(run["collectives_finished"], 1);
     // Ranks run on the 16 host memories, not on the DPUs.
     assert_eq!(run["hosts"], 32);
-    let o = netsim(&format!(
+    let o = netsim(format!(
         "--topo fat-tree --k 4 --workload allgather --algo dpu --out {}",
         out.display()
     ));
@@ -119,7 +119,7 @@ fn dpu_flags_and_scenario_keys_reach_the_workload() {
     )
     .unwrap();
     let out = dir.join("scenario");
-    let o = netsim(&format!(
+    let o = netsim(format!(
         "--config {} --quiet --out {}",
         scenario.display(),
         out.display()
@@ -147,7 +147,7 @@ fn dpu_flags_and_scenario_keys_reach_the_workload() {
         assert_eq!(stderr(&o).trim().lines().count(), 1, "{}", stderr(&o));
     }
     std::fs::write(&scenario, "dpu-chunk = \"lots\"\n").unwrap();
-    let o = netsim(&format!(
+    let o = netsim(format!(
         "--config {} --out {}",
         scenario.display(),
         out.display()

@@ -266,7 +266,7 @@ fn faults_from_a_scenario_and_a_simai_file_are_the_same_as_flags() {
 fn a_simai_files_error_rate_column_loses_packets_as_the_flag_does() {
     let dir = scratch("error-column");
     let (lossless, lossy) = (dir.join("lossless.txt"), dir.join("lossy.txt"));
-    let o = netsim(&format!(
+    let o = netsim(format!(
         "topo fat-tree --k 4 --format simai -o {}",
         lossless.display()
     ));

@@ -36,7 +36,7 @@ type Level = (Vec<(String, u64)>, Vec<(String, Vec<u64>)>);
 fn both(dir: &Path, config: &str) -> [Level; 2] {
     ["packet", "flow"].map(|fidelity| {
         let out = dir.join(fidelity);
-        let o = netsim(&format!(
+        let o = netsim(format!(
             "--config {config} --fidelity {fidelity} --sample-ns 0 --quiet --out {}",
             out.display()
         ));

@@ -37,7 +37,7 @@ fn a_workload_at_flow_level_writes_the_same_tables_on_any_thread_count() {
     let mut outputs = Vec::new();
     for threads in ["1", "2"] {
         let out = dir.join(format!("t{threads}"));
-        let o = netsim(&format!(
+        let o = netsim(format!(
             "--topo spectrum-x --gpus 32 --workload allreduce --size 1MiB \
             --fidelity flow --sample-ns 5000 --threads {threads} --quiet --out {}",
             out.display()
@@ -92,7 +92,7 @@ fn a_folded_workload_runs_a_fraction_of_the_flows_and_says_so() {
     let mut flows = Vec::new();
     for fold in ["1", "2"] {
         let out = dir.join(format!("f{fold}"));
-        let o = netsim(&folded_allreduce("32", fold, "flow", &out));
+        let o = netsim(folded_allreduce("32", fold, "flow", &out));
         let stderr = String::from_utf8_lossy(&o.stderr);
         assert!(o.status.success(), "{stderr}");
         assert_eq!(
@@ -118,7 +118,7 @@ fn a_folded_workload_runs_a_fraction_of_the_flows_and_says_so() {
         "--topo spectrum-x --gpus 128 --workload {moe} --fidelity flow --fold-dp 2 --out {}",
         out.display()
     );
-    common::rejects(&dir, &args, &[], "would keep 1 of its members");
+    common::rejects(&dir, args, &[], "would keep 1 of its members");
 }
 
 #[test]

@@ -164,8 +164,8 @@ fn link_samples(out: &Path) -> std::collections::BTreeMap<(u64, u64, u64), (u64,
 fn a_replay_puts_its_bytes_on_the_wire_over_its_span_in_the_samples() {
     let dir = scratch("samples");
     let args = "--threads 1 --sample-ns 5000";
-    let off = link_samples(&run(&dir, "off", "off", &args));
-    let on_dir = run(&dir, "on", "on", &args);
+    let off = link_samples(&run(&dir, "off", "off", args));
+    let on_dir = run(&dir, "on", "on", args);
     assert_eq!(memo_counts(&summary(&on_dir)), (3, 1));
     let on = link_samples(&on_dir);
     assert_eq!(

@@ -66,7 +66,7 @@ fn a_bad_ecmp_entropy_is_refused_with_one_line() {
     let args = "run --topo star --hosts 4 --ecmp-entropy qp --out out";
     common::rejects(
         &dir,
-        &args,
+        args,
         &[],
         "--ecmp-entropy: expected flow or connection",
     );

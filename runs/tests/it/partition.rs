@@ -89,7 +89,7 @@ fn too_many_shards_use_fewer_with_a_note() {
     assert!(text(&o.stdout).contains("shards:         74 (structural)"));
 
     let dir = scratch("shards").join("out");
-    let o = netsim(&format!(
+    let o = netsim(format!(
         "--topo star --hosts 4 --shards 3 --threads 1 --quiet --out {}",
         dir.display()
     ));
@@ -117,7 +117,7 @@ fn a_tp_dp_workload_is_balanced_in_estimate_and_in_events() {
     assert!(imbalance(&out) <= 0.05, "{out}");
 
     let dir = scratch("run").join("out");
-    let o = netsim(&format!(
+    let o = netsim(format!(
         "--topo spectrum-x --gpus 64 --workload allreduce --size 256KiB --tp 8 \
         --group dp --shards 4 --threads 2 --quiet --out {}",
         dir.display()
@@ -149,7 +149,7 @@ fn a_tp_dp_workload_is_balanced_in_estimate_and_in_events() {
 #[test]
 fn metis_diagnostics_never_reach_the_terminal() {
     for shards in ["40", "70"] {
-        let o = netsim(&format!(
+        let o = netsim(format!(
             "partition spectrum-x --gpus 64 --shards {shards} --partition metis"
         ));
         assert!(o.status.success(), "{}", text(&o.stderr));

@@ -123,7 +123,7 @@ fn bad_simai_input_is_one_line_with_file_line_and_field() {
     ] {
         let file = dir.join("w.txt");
         std::fs::write(&file, text).unwrap();
-        let o = netsim(&format!("--topo fat-tree --k 4 --workload {} --out {}", file.display(), out.display()));
+        let o = netsim(format!("--topo fat-tree --k 4 --workload {} --out {}", file.display(), out.display()));
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "{err}");
         assert!(err.contains(needle), "{needle}: {err}");

@@ -327,34 +327,85 @@ fn rows_report(
             old.len(),
             new.len()
         ));
-        report.extend(first_differences(old, new, ROWS_SHOWN));
+        let rows = first_differences(old, new, ROWS_SHOWN);
+        if rows.is_empty() {
+            report.push(
+                "  (the same rows in both: the baseline does not give the blessed ones)".into(),
+            );
+        }
+        report.extend(rows);
     }
     report
 }
 
 /// The first `limit` rows in only one of two sorted tables, in sort order:
-/// `- row` in `old` only, `+ row` in `new` only.
+/// `- row` in `old` only, `+ row` in `new` only, and `~ first cell: the
+/// cells that changed` for a row of each that share their first cell (a
+/// flow's id, say).
 fn first_differences(old: &[String], new: &[String], limit: usize) -> Vec<String> {
-    let (mut i, mut j, mut out) = (0, 0, Vec::new());
-    while out.len() < limit && (i < old.len() || j < new.len()) {
+    let mut only = Vec::new();
+    let (mut i, mut j) = (0, 0);
+    while only.len() < 2 * limit && (i < old.len() || j < new.len()) {
         match (old.get(i), new.get(j)) {
             (Some(a), Some(b)) if a == b => (i, j) = (i + 1, j + 1),
-            (Some(a), Some(b)) if a < b => {
-                out.push(format!("  - {a}"));
-                i += 1;
-            }
-            (Some(a), None) => {
-                out.push(format!("  - {a}"));
+            (Some(a), b) if b.is_none_or(|b| a < b) => {
+                only.push(('-', a.as_str()));
                 i += 1;
             }
             (_, Some(b)) => {
-                out.push(format!("  + {b}"));
+                only.push(('+', b.as_str()));
                 j += 1;
             }
-            (None, None) => unreachable!("the loop stops when both are done"),
+            _ => unreachable!("the loop stops when both are done"),
         }
     }
+    let first_cell = |row: &str| row.split('\t').next().unwrap_or_default().to_owned();
+    let mut out = Vec::new();
+    let mut used = vec![false; only.len()];
+    for k in 0..only.len() {
+        if used[k] || out.len() == limit {
+            continue;
+        }
+        let (side, row) = only[k];
+        let twin = (k + 1..only.len())
+            .find(|&m| !used[m] && only[m].0 != side && first_cell(only[m].1) == first_cell(row));
+        let Some(m) = twin else {
+            out.push(format!("  {side} {row}"));
+            continue;
+        };
+        used[m] = true;
+        let (old_row, new_row) = if side == '-' {
+            (row, only[m].1)
+        } else {
+            (only[m].1, row)
+        };
+        out.push(format!(
+            "  ~ {}: {}",
+            first_cell(row),
+            changed(old_row, new_row)
+        ));
+    }
     out
+}
+
+/// The cells of row `new` that differ from row `old` (same columns), as
+/// `column old -> new`.
+fn changed(old: &str, new: &str) -> String {
+    let value = |cell: &str| {
+        cell.split_once('=')
+            .map_or((cell, ""), |(c, v)| (c, v))
+            .1
+            .to_owned()
+    };
+    old.split('\t')
+        .zip(new.split('\t'))
+        .filter(|(a, b)| a != b)
+        .map(|(a, b)| {
+            let column = a.split('=').next().unwrap_or_default();
+            format!("{column} {} -> {}", value(a), value(b))
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 #[test]
@@ -363,4 +414,10 @@ fn first_differences_walks_both_sorted_tables() {
     let diff = first_differences(&t(&["a", "b", "d"]), &t(&["a", "c", "d", "e"]), 5);
     assert_eq!(diff, ["  - b", "  + c", "  + e"]);
     assert_eq!(first_differences(&t(&["a"]), &t(&["b", "c"]), 2).len(), 2);
+    // The same flow in both, one cell changed.
+    let diff = first_differences(&t(&["id=1\tfct=5\tx=0"]), &t(&["id=1\tfct=6\tx=0"]), 5);
+    assert_eq!(diff, ["  ~ id=1: fct 5 -> 6"]);
+    // Paired whichever sorts first.
+    let diff = first_differences(&t(&["id=1\tfct=6"]), &t(&["id=1\tfct=5"]), 5);
+    assert_eq!(diff, ["  ~ id=1: fct 6 -> 5"]);
 }

@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::process::Output;
 
-use crate::common::{self, rejects, scratch};
+use crate::common::{self, rejects, run_json, scratch};
 
 /// `netsim line` in `dir` with the extra environment `env`.
 fn netsim_in(dir: &Path, line: &str, env: &[(&str, &str)]) -> Output {
@@ -140,9 +140,7 @@ fn the_largest_valid_end_fits_and_runs() {
         &[],
     );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let run: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("netsim-out/run.json")).unwrap())
-            .unwrap();
+    let run = run_json(&dir.join("netsim-out"));
     assert_eq!(run["flows_finished"], run["flows"], "{run}");
 }
 

@@ -19,7 +19,7 @@ use arrow_array::types::{UInt32Type, UInt64Type};
 use arrow_array::Array;
 
 use crate::common::tables::batches;
-use crate::common::words;
+use crate::common::{run_json, words};
 
 /// FCT statistics may differ by this fraction of SimAI's value.
 const FCT_TOLERANCE: f64 = 0.10;
@@ -411,8 +411,7 @@ fn paced_queue_pairs_at_the_rate_floor_do_not_time_out() {
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let run: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("run.json")).unwrap()).unwrap();
+    let run = run_json(&out);
     let _ = std::fs::remove_dir_all(&out);
     assert_eq!(run["flows_finished"], 4);
     // The slowest flow waited at the floor: far past the 0.32 ms drain.

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::common::{netsim, runs_file, scratch, stderr, words};
+use crate::common::{netsim, run_json, runs_file, scratch, stderr, words};
 
 fn parquet_files(dir: &Path) -> usize {
     walk(dir)
@@ -40,8 +40,7 @@ fn a_small_run_writes_every_table_and_run_json() {
         out.display()
     ));
     assert!(o.status.success(), "{}", stderr(&o));
-    let run: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("run.json")).unwrap()).unwrap();
+    let run = run_json(&out);
     for key in [
         "scenario",
         "seed",
@@ -243,8 +242,7 @@ fn a_collective_workload_writes_the_collectives_and_switch_offload_tables() {
         out.display()
     ));
     assert!(o.status.success(), "{}", stderr(&o));
-    let run: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("run.json")).unwrap()).unwrap();
+    let run = run_json(&out);
     assert_eq!(run["collectives_finished"], 1);
     assert_eq!(run["rows"]["collectives"], 1);
     assert_eq!(run["rows"]["switch_offload"], 1);
@@ -355,8 +353,7 @@ fn the_two_plane_scenario_runs_with_both_transports_on_two_shards() {
             out.display()
         ));
         assert!(o.status.success(), "{transport}: {}", stderr(&o));
-        let run: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(out.join("run.json")).unwrap()).unwrap();
+        let run = run_json(&out);
         assert_eq!(run["flows_finished"], 16, "{transport}");
         assert_eq!(run["delivered_payload_bytes"], 16 * 100_000, "{transport}");
     }

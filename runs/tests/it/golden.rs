@@ -33,7 +33,7 @@ use std::sync::Mutex;
 use arrow_array::RecordBatch;
 
 use crate::common::tables::{batches, cell};
-use crate::common::words;
+use crate::common::{runs_file, words};
 
 /// One `#[test]` per golden run, named as the run with `_` for `-`; its
 /// command line may name a file of `runs/tests/golden/` as `{golden}/file`.
@@ -150,7 +150,7 @@ fn tables(out: &Path) -> BTreeMap<String, Vec<String>> {
 /// back, each also written to `out/<table>.rows`.
 fn run(binary: &Path, name: &str, line: &str, out: &Path) -> BTreeMap<String, Vec<String>> {
     let _ = std::fs::remove_dir_all(out);
-    let line = line.replace("{golden}", golden_dir().to_str().unwrap());
+    let line = line.replace("{golden}", &runs_file("tests/golden"));
     let output = Command::new(binary)
         .arg("run")
         .args(words(&line))

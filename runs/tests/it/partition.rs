@@ -2,7 +2,7 @@
 //! estimated work, silent, fewer shards with a note when asked for too many, and the
 //! estimate next to the measured events in `run.json`.
 
-use crate::common::{netsim, scratch};
+use crate::common::{netsim, run_json, scratch};
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
@@ -95,8 +95,7 @@ fn too_many_shards_use_fewer_with_a_note() {
     ));
     assert!(o.status.success(), "{}", text(&o.stderr));
     assert!(text(&o.stderr).contains("using 1"), "{}", text(&o.stderr));
-    let run: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("run.json")).unwrap()).unwrap();
+    let run = run_json(&dir);
     assert_eq!(run["shards"], 1);
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -124,8 +123,7 @@ fn a_tp_dp_workload_is_balanced_in_estimate_and_in_events() {
     ));
     assert!(o.status.success(), "{}", text(&o.stderr));
     assert!(text(&o.stderr).is_empty(), "{}", text(&o.stderr));
-    let run: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("run.json")).unwrap()).unwrap();
+    let run = run_json(&dir);
     let events: Vec<u64> = run["events_per_shard"]
         .as_array()
         .unwrap()

@@ -6,7 +6,7 @@ use std::path::Path;
 use arrow_array::types::{UInt32Type, UInt64Type};
 
 use crate::common::tables::{batches, column, strings};
-use crate::common::{netsim, runs_file, scratch};
+use crate::common::{netsim, run_json, runs_file, scratch};
 
 fn workload(name: &str) -> String {
     runs_file(&format!("scenarios/workloads/{name}"))
@@ -85,8 +85,7 @@ fn a_pp4_ep2_tp8_moe_job_on_128_gpus_finishes_every_transfer() {
         out.display()
     ));
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let run: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("run.json")).unwrap()).unwrap();
+    let run = run_json(&out);
     assert_eq!(run["collectives"], run["collectives_finished"]);
     let rows = collectives(&out);
     let count = |op: &str| rows.iter().filter(|r| r.1 == op).count();

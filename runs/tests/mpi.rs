@@ -18,10 +18,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+// The integration tests' helpers (`it/common`); this binary uses a part.
+#[allow(dead_code)]
+#[path = "it/common/mod.rs"]
 mod common;
 
 use common::tables::cell;
-use common::{run_json, scratch};
+use common::{run_json, scratch, words};
 
 const NETSIM: &str = env!("CARGO_BIN_EXE_netsim");
 
@@ -125,16 +128,17 @@ fn part_names(dir: &Path) -> Vec<String> {
 
 /// The scenario on one thread, then under MPI at several ranks x threads:
 /// every table identical. Returns the reference's run.json.
-fn same_tables_across_ranks(name: &str, scenario: &[&str]) -> serde_json::Value {
+fn same_tables_across_ranks(name: &str, scenario: &str) -> serde_json::Value {
     let dir = scratch(name);
     let reference = dir.join("reference");
-    let mut args = scenario.to_vec();
-    let out = reference.to_str().unwrap();
-    args.extend(["--threads", "1", "--out", out, "--quiet"]);
+    let line = format!(
+        "{scenario} --threads 1 --out {} --quiet",
+        reference.display()
+    );
     let o = run_within(
         {
             let mut c = Command::new(NETSIM);
-            c.args(&args);
+            c.args(words(&line));
             c
         },
         Duration::from_secs(300),
@@ -153,10 +157,11 @@ fn same_tables_across_ranks(name: &str, scenario: &[&str]) -> serde_json::Value 
 
     for (ranks, threads) in [(1, 1), (2, 1), (4, 1), (2, 2)] {
         let out = dir.join(format!("r{ranks}t{threads}"));
-        let mut args = scenario.to_vec();
-        let (threads_arg, out_arg) = (threads.to_string(), out.to_str().unwrap().to_owned());
-        args.extend(["--threads", &threads_arg, "--out", &out_arg, "--quiet"]);
-        let o = mpirun(ranks, &args);
+        let line = format!(
+            "{scenario} --threads {threads} --out {} --quiet",
+            out.display()
+        );
+        let o = mpirun(ranks, &words(&line));
         check(&o, &format!("{ranks} ranks x {threads} threads"));
         let got = tables(&out);
         for (table, rows) in &expected {
@@ -206,10 +211,7 @@ fn same_tables_across_ranks(name: &str, scenario: &[&str]) -> serde_json::Value 
 
 #[test]
 fn fat_tree_tables_are_identical_on_1_2_4_ranks_and_2x2() {
-    same_tables_across_ranks(
-        "fat-tree",
-        &["--topo", "fat-tree", "--k", "4", "--flow-size", "200000"],
-    );
+    same_tables_across_ranks("fat-tree", "--topo fat-tree --k 4 --flow-size 200000");
 }
 
 #[test]
@@ -218,18 +220,7 @@ fn fast_forwarded_tables_are_identical_on_1_2_4_ranks_and_2x2() {
     // inside them written from the steady state, on every rank alike.
     let reference = same_tables_across_ranks(
         "fast-forward",
-        &[
-            "--topo",
-            "fat-tree",
-            "--k",
-            "4",
-            "--flow-size",
-            "4000000",
-            "--fast-forward",
-            "on",
-            "--ff-period-us",
-            "1",
-        ],
+        "--topo fat-tree --k 4 --flow-size 4000000 --fast-forward on --ff-period-us 1",
     );
     let ff = &reference["fast_forward"];
     assert!(ff["skips"].as_u64() > Some(0), "{ff}");
@@ -240,24 +231,12 @@ fn memoized_tables_are_identical_on_1_2_4_ranks_and_2x2() {
     // Every rank keeps every switch's routing rows for the keys and the
     // sandboxes; a record made on the rank of its domain's first sender
     // reaches the others through `Comm::all_max`.
-    let workload = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/scenarios/workloads/gpt-micro-simai.txt"
-    );
+    let workload = common::runs_file("scenarios/workloads/gpt-micro-simai.txt");
     let reference = same_tables_across_ranks(
         "memo",
-        &[
-            "--topo",
-            "spectrum-x",
-            "--gpus",
-            "64",
-            "--workload",
-            workload,
-            "--fast-forward",
-            "on",
-            "--ff-memo",
-            "on",
-        ],
+        &format!(
+            "--topo spectrum-x --gpus 64 --workload {workload} --fast-forward on --ff-memo on"
+        ),
     );
     let ff = &reference["fast_forward"];
     assert!(ff["memo_hits"].as_u64() > Some(0), "{ff}");
@@ -268,22 +247,7 @@ fn memoized_tables_are_identical_on_1_2_4_ranks_and_2x2() {
 fn dragonfly_tables_are_identical_on_1_2_4_ranks_and_2x2() {
     same_tables_across_ranks(
         "dragonfly",
-        &[
-            "--topo",
-            "dragonfly",
-            "--p",
-            "2",
-            "--a",
-            "4",
-            "--h",
-            "2",
-            "--groups",
-            "9",
-            "--routing",
-            "ugal",
-            "--flow-size",
-            "100000",
-        ],
+        "--topo dragonfly --p 2 --a 4 --h 2 --groups 9 --routing ugal --flow-size 100000",
     );
 }
 
@@ -291,18 +255,7 @@ fn dragonfly_tables_are_identical_on_1_2_4_ranks_and_2x2() {
 fn collective_tables_are_identical_on_1_2_4_ranks_and_2x2() {
     same_tables_across_ranks(
         "collective",
-        &[
-            "--topo",
-            "fat-tree",
-            "--k",
-            "4",
-            "--workload",
-            "allreduce",
-            "--algo",
-            "ina",
-            "--size",
-            "262144",
-        ],
+        "--topo fat-tree --k 4 --workload allreduce --algo ina --size 262144",
     );
 }
 
@@ -315,12 +268,11 @@ fn a_malformed_scenario_stops_every_rank_with_one_message() {
     let started = Instant::now();
     let o = mpirun(
         2,
-        &[
-            "--config",
-            scenario.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-        ],
+        &words(&format!(
+            "--config {} --out {}",
+            scenario.display(),
+            out.display()
+        )),
     );
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success(), "mpirun reports the failure");
@@ -346,22 +298,10 @@ fn an_impossible_partition_stops_every_rank_with_one_message() {
     let out = dir.join("out");
     let o = mpirun(
         5,
-        &[
-            "--topo",
-            "dragonfly",
-            "--p",
-            "1",
-            "--a",
-            "2",
-            "--h",
-            "1",
-            "--groups",
-            "2",
-            "--threads",
-            "1",
-            "--out",
-            out.to_str().unwrap(),
-        ],
+        &words(&format!(
+            "--topo dragonfly --p 1 --a 2 --h 1 --groups 2 --threads 1 --out {}",
+            out.display()
+        )),
     );
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success());

@@ -1,0 +1,158 @@
+//! What the model integration tests share: a layout of a fabric over shards
+//! (structural, or by estimated work as `netsim run` makes it), a run's
+//! flow, collective and offload records in order, a flow spec in one line,
+//! small fabrics.
+
+use netsim_engine::{Layout, SimTime};
+use netsim_models::load::node_work;
+use netsim_models::network::{collective_records, Fabric, NetRun};
+use netsim_models::telemetry::{CollectiveRecord, FlowRecord, MemorySink, SwitchOffloadRecord};
+use netsim_models::traffic::FlowSpec;
+use netsim_partition::{partition, partition_weighted, PartitionConfig, Strategy};
+use netsim_topo::Topology;
+
+/// `topo` on `shards` shards: one block for 1, else the structural
+/// partition with no latency floor (its lookahead the partition's).
+pub fn layout(topo: &Topology, shards: u32) -> Layout {
+    if shards == 1 {
+        Layout::blocks(topo.node_count(), 1, SimTime::MAX).unwrap()
+    } else {
+        let p = partition(
+            topo,
+            &PartitionConfig {
+                shards,
+                strategy: Strategy::Structural,
+                latency_floor_ps: 0,
+            },
+        )
+        .unwrap();
+        Layout::new(p.shard_of, p.shards, p.lookahead).unwrap()
+    }
+}
+
+/// `fabric` on `shards` shards as `netsim run` lays it out: one block for
+/// 1, else partitioned by `strategy` weighted by the estimated work of each
+/// node, no latency floor; asserts the partition cuts links.
+pub fn work_layout(fabric: &Fabric, shards: u32, strategy: Strategy) -> Layout {
+    if shards == 1 {
+        return Layout::blocks(fabric.topo.node_count(), 1, SimTime::MAX).unwrap();
+    }
+    let work = node_work(
+        &fabric.topo,
+        &fabric.routing,
+        &fabric.workload,
+        &fabric.config,
+    );
+    let config = PartitionConfig {
+        shards,
+        strategy,
+        latency_floor_ps: 0,
+    };
+    let p = partition_weighted(&fabric.topo, &config, &work).unwrap();
+    assert!(p.report.edge_cut > 0);
+    Layout::new(p.shard_of, shards, p.lookahead).unwrap()
+}
+
+/// Every flow record of `run`, whichever shard wrote it, in flow id order.
+pub fn flows(run: &NetRun<MemorySink>) -> Vec<FlowRecord> {
+    let mut flows: Vec<FlowRecord> = run
+        .shards
+        .iter()
+        .flat_map(|s| s.sink.flows.clone())
+        .collect();
+    flows.sort_by_key(|f| f.flow_id);
+    flows
+}
+
+/// Every collective's record of `run`, merged over its shards.
+pub fn collectives(
+    fabric: &netsim_models::network::Fabric,
+    run: &NetRun<MemorySink>,
+) -> Vec<CollectiveRecord> {
+    collective_records(&fabric.workload, &run.spans())
+}
+
+/// Every switch's offload counters of `run`, in node order.
+pub fn offload(run: &NetRun<MemorySink>) -> Vec<SwitchOffloadRecord> {
+    let mut rows: Vec<SwitchOffloadRecord> = run
+        .shards
+        .iter()
+        .flat_map(|s| s.sink.switch_offload.clone())
+        .collect();
+    rows.sort_by_key(|r| r.node);
+    rows
+}
+
+/// A flow of `size_bytes` from `src` to `dst` starting at time zero.
+pub fn flow(src: u32, dst: u32, size_bytes: u64) -> FlowSpec {
+    FlowSpec {
+        src,
+        dst,
+        size_bytes,
+        start: SimTime::ZERO,
+    }
+}
+
+/// The link of the small test fabrics: 100 Gb/s, 1 us.
+pub fn link() -> netsim_topo::LinkParams {
+    netsim_topo::LinkParams {
+        bandwidth_bps: 100_000_000_000,
+        latency_ps: 1_000_000,
+    }
+}
+
+/// `hosts` hosts on one switch over [`link`]s.
+pub fn star(hosts: u32) -> netsim_topo::TopoSpec {
+    netsim_topo::TopoSpec::Star(netsim_topo::StarParams {
+        hosts,
+        host_link: link(),
+    })
+}
+
+/// A non-blocking fat-tree of `tiers` tiers (2: a leaf-spine) over [`link`]s.
+pub fn fat_tree(k: u32, tiers: u32) -> netsim_topo::TopoSpec {
+    netsim_topo::TopoSpec::FatTree(netsim_topo::FatTreeParams {
+        k,
+        tiers,
+        oversub: 1,
+        host_link: link(),
+        agg_link: link(),
+        core_link: link(),
+        ..netsim_topo::FatTreeParams::default()
+    })
+}
+
+/// `--cc none`, no link sampling.
+pub fn cc_none() -> netsim_models::network::config::NetConfig {
+    netsim_models::network::config::NetConfig {
+        cc: netsim_models::network::config::CcKind::None,
+        sample_period: SimTime::ZERO,
+        ..Default::default()
+    }
+}
+
+/// `spec` built on `topo` (ECMP seed 3).
+pub fn workload_fabric(
+    topo: &netsim_topo::TopoSpec,
+    spec: &netsim_models::workload::WorkloadSpec,
+    config: netsim_models::network::config::NetConfig,
+) -> netsim_models::network::Fabric {
+    let topo = netsim_topo::build(topo).unwrap();
+    let routing = netsim_topo::Routing::build(&topo).unwrap();
+    let workload = netsim_models::workload::build(spec, &topo, &config).unwrap();
+    netsim_models::network::Fabric::with_workload(topo, routing, workload, config, 3)
+}
+
+/// `fabric` at flow level, to the end.
+pub fn fluid(fabric: &netsim_models::network::Fabric) -> NetRun<MemorySink> {
+    netsim_models::flow::check(fabric).unwrap();
+    netsim_models::flow::simulate(fabric, SimTime::MAX, None, MemorySink::default())
+}
+
+/// `fabric` at packet level on one shard, to the end.
+pub fn packets(fabric: &netsim_models::network::Fabric) -> NetRun<MemorySink> {
+    let layout = layout(&fabric.topo, 1);
+    netsim_models::network::simulate(fabric, &layout, SimTime::MAX, None, |_| {
+        MemorySink::default()
+    })
+}

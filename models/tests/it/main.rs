@@ -1,0 +1,25 @@
+//! The models crate's integration tests, one binary: the packet-level
+//! network, flow level, collectives, DPUs, the Ultra Ethernet transport
+//! and multi-plane fabrics against closed forms and conservation laws;
+//! identical telemetry on any shard count; fast-forward against full packet
+//! level; property tests over the readers of a user's files.
+//!
+//! One module per concern; run one with a filter:
+//! `cargo test -p netsim-models --test it network_determinism::`.
+
+mod common;
+
+mod collectives;
+mod dpu;
+mod fast_forward;
+mod flow_ina;
+mod flow_level;
+mod fold;
+mod load;
+mod memory;
+mod network;
+mod network_determinism;
+mod parser_properties;
+mod pipeline;
+mod planes;
+mod uec;

@@ -1,0 +1,29 @@
+//! The `netsim` crate's integration tests, one binary: the binary end to
+//! end (runs, bad input, the fuzz campaign), golden outputs, telemetry
+//! schemas, fast-forward and memoization against full packet level,
+//! agreement with published results. The MPI tests are `tests/mpi.rs`,
+//! built with `--features mpi`.
+//!
+//! One module per concern; run one with a filter:
+//! `cargo test -p netsim --test it golden::`.
+
+mod common;
+
+mod bad_input;
+mod cc_agreement;
+mod cli;
+mod dpu;
+mod fast_forward;
+mod faults;
+mod flow_ina;
+mod flow_level;
+mod fuzz;
+mod golden;
+mod jobs;
+mod memo;
+mod memo_draws;
+mod memo_guard;
+mod partition;
+mod schemas;
+mod simai;
+mod telemetry;

@@ -27,6 +27,10 @@ fn main() -> ExitCode {
     // checks read what the process holds.
     // SAFETY: mimalloc's own function, called before any other thread runs.
     unsafe { mi_option_set(MI_OPTION_PURGE_DELAY, 0) };
+    // A closed stdout (`netsim topo ... | head`) ends the process quietly,
+    // as it does other command-line tools, instead of a panic in println.
+    // SAFETY: restores the default disposition before any thread runs.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     match run() {
         Ok(()) => ExitCode::SUCCESS,
         // That rank printed the error.

@@ -437,3 +437,29 @@ fn a_cc_profile_sets_every_value_and_flags_override_it() {
     assert_eq!(u["rccc_initial_bdp"], 1.0);
     assert_eq!(rccc["network"]["trim"], true);
 }
+
+/// A reader that closes the pipe early (`netsim topo ... | head -1`) ends
+/// the run quietly: no panic from printing to a closed stdout.
+#[test]
+fn a_closed_stdout_ends_the_run_without_a_panic() {
+    use std::io::Read;
+    use std::process::Stdio;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_netsim"))
+        .args(words("topo fat-tree --k 8"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("netsim starts");
+    drop(child.stdout.take());
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .expect("piped")
+        .read_to_string(&mut stderr)
+        .expect("stderr reads");
+    let status = child.wait().expect("netsim ends");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(stderr.is_empty(), "{stderr}");
+    assert!(status.code() != Some(101), "{status:?}");
+}

@@ -122,6 +122,71 @@ pub fn folded_ring(
     }
 }
 
+/// The rings NCCL builds over whole servers on a rail-optimized fabric
+/// (`servers`: the group's GPUs by server, each server's in local-rank
+/// order, `L` of them): ring `c` visits every server in turn and, inside
+/// each, local ranks `c, c + 1, ..., c + L - 1 (mod L)`, so it enters a
+/// server on rail `c` and leaves it from rail `c - 1`: the `L` rings'
+/// inter-server traffic spreads over every NIC of a server (SimAI's
+/// MockNccl: one ring per local rank).
+pub fn rail_rings(servers: &[Vec<NodeIndex>]) -> Vec<Vec<NodeIndex>> {
+    let local = servers.first().map_or(0, Vec::len);
+    (0..local)
+        .map(|c| {
+            servers
+                .iter()
+                .flat_map(|s| (0..local).map(move |j| s[(c + j) % local]))
+                .collect()
+        })
+        .collect()
+}
+
+/// [`ring`] with one ring order per channel: channel `c` runs over
+/// `orders[c]` (every order a permutation of the same group) and carries
+/// `1 / orders.len()` of each step's data, cut into `chunks` flows; a
+/// flow waits for the flow of its channel and chunk its sender received in
+/// the previous step.
+pub fn channel_rings(
+    b: &mut Builder,
+    coll: u32,
+    orders: &[Vec<NodeIndex>],
+    size_bytes: u64,
+    steps: u32,
+    chunks: u32,
+    entry: &HostTasks,
+) {
+    let n = orders[0].len();
+    let channels = orders.len();
+    let per_step = size_bytes.div_ceil(n as u64);
+    let pieces = (channels * chunks as usize) as u64;
+    // prev[(c * n + i) * chunks + k]: the flow of chunk k that position i
+    // of ring c sent in the previous step (it arrives at position i + 1).
+    let mut prev: Vec<u32> = Vec::with_capacity(channels * n * chunks as usize);
+    for step in 0..steps {
+        if b.over() {
+            return;
+        }
+        let mut sent = Vec::with_capacity(prev.capacity());
+        for (c, order) in orders.iter().enumerate() {
+            for i in 0..n {
+                let (src, dst) = (order[i], order[(i + 1) % n]);
+                for k in 0..chunks as usize {
+                    let piece = (c * chunks as usize + k) as u64;
+                    let bytes = part(per_step, pieces, piece);
+                    let task = if step == 0 {
+                        b.flow(src, dst, bytes, coll, entry_of(entry, src))
+                    } else {
+                        let received = prev[(c * n + (i + n - 1) % n) * chunks as usize + k];
+                        b.flow(src, dst, bytes, coll, &after_entry(entry, src, &[received]))
+                    };
+                    sent.push(task);
+                }
+            }
+        }
+        prev = sent;
+    }
+}
+
 /// Double binary tree all-reduce (NCCL): two binary trees over the group,
 /// the second mirrored so that most leaves of one are inner nodes of the
 /// other; each tree reduces half the data up to its root and broadcasts it

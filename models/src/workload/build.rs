@@ -500,7 +500,28 @@ impl Cx<'_> {
             }
             (CollectiveOp::AllGather | CollectiveOp::ReduceScatter, Algorithm::Ring) => {
                 let steps = logical as u32 - 1;
-                algo::folded_ring(b, coll, group, logical, size, steps, flat, entry);
+                match servers(topo, group).filter(|_| logical == group.len()) {
+                    Some(servers) => {
+                        // NCCL's rings over whole servers: one per local
+                        // rank, each leaving a server on its own rail
+                        // (`--channels` above that count repeats them).
+                        let rails = algo::rail_rings(&servers);
+                        let channels = (flat.channels as usize).max(rails.len());
+                        let rings: Vec<Vec<NodeIndex>> =
+                            rails.iter().cycle().take(channels).cloned().collect();
+                        let flows = (channels as u64 * u64::from(flat.chunks))
+                            .saturating_mul(group.len() as u64);
+                        if flows > b.max_tasks() {
+                            b.refuse();
+                            return HostTasks::new();
+                        }
+                        b.collective_mut(coll).algorithm = "ring+rails";
+                        algo::channel_rings(b, coll, &rings, size, steps, flat.chunks, entry);
+                    }
+                    None => {
+                        algo::folded_ring(b, coll, group, logical, size, steps, flat, entry);
+                    }
+                }
             }
             (CollectiveOp::AllReduce, Algorithm::Tree) => {
                 algo::double_binary_tree(b, coll, group, size, tree_halves, entry);

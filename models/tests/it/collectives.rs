@@ -495,3 +495,48 @@ fn ring_all_reduce_uses_nvswitch_stages_inside_servers() {
     let stats = run.stats();
     assert_eq!(stats.sent_payload_bytes, stats.delivered_payload_bytes);
 }
+
+/// All-gather and reduce-scatter over whole servers run NCCL's rings, as
+/// SimAI's MockNccl builds them: one ring per local rank `c`, visiting
+/// local ranks `c, c + 1, ...` in every server, so ring `c` leaves each
+/// server from rail `c - 1` into rail `c` of the next; every flow carries
+/// `size / (n * 8)` and the inter-server traffic uses every NIC.
+#[test]
+fn all_gather_across_servers_runs_one_ring_per_rail() {
+    use netsim_topo::{SimaiParams, SimaiTemplate};
+    let mut p = SimaiParams::defaults(SimaiTemplate::SpectrumX);
+    p.gpus = 16;
+    let topo = TopoSpec::Simai(p);
+    let size: u64 = 16 << 20;
+    for collective in [CollectiveOp::AllGather, CollectiveOp::ReduceScatter] {
+        let spec = WorkloadSpec::single(op(collective, Algorithm::Ring, size));
+        let fabric = fabric(&topo, &spec, config());
+        let (n, channels) = (16u64, 8u64);
+        let flows = &fabric.workload.flows;
+        // (n - 1) steps of every rank on every ring.
+        assert_eq!(flows.len() as u64, channels * n * (n - 1));
+        assert!(flows.iter().all(|f| f.size_bytes == size / (n * channels)));
+        let server = |h: u32| fabric.topo.node(h).coords.server.unwrap();
+        let rail = |h: u32| fabric.topo.node(h).coords.rail.unwrap();
+        let mut exits = std::collections::BTreeSet::new();
+        for f in flows {
+            if server(f.src) != server(f.dst) {
+                // Into rail c from rail c - 1 (mod 8).
+                assert_eq!((rail(f.src) + 1) % 8, rail(f.dst), "{f:?}");
+                exits.insert((server(f.src), rail(f.src)));
+            }
+        }
+        // Every NIC of both servers carries a ring out of its server.
+        assert_eq!(exits.len(), 16);
+        let run = run(&fabric, 1);
+        let c = &collectives(&fabric, &run)[0];
+        assert_eq!(c.algorithm, "ring+rails");
+        assert!(c.end_ns.is_some());
+        let stats = run.stats();
+        assert_eq!(stats.sent_payload_bytes, stats.delivered_payload_bytes);
+        assert_eq!(
+            stats.delivered_payload_bytes,
+            channels * n * (n - 1) * (size / (n * channels))
+        );
+    }
+}

@@ -501,26 +501,8 @@ impl Cx<'_> {
             (CollectiveOp::AllGather | CollectiveOp::ReduceScatter, Algorithm::Ring) => {
                 let steps = logical as u32 - 1;
                 match servers(topo, group).filter(|_| logical == group.len()) {
-                    Some(servers) => {
-                        // NCCL's rings over whole servers: one per local
-                        // rank, each leaving a server on its own rail
-                        // (`--channels` above that count repeats them).
-                        let rails = algo::rail_rings(&servers);
-                        let channels = (flat.channels as usize).max(rails.len());
-                        let rings: Vec<Vec<NodeIndex>> =
-                            rails.iter().cycle().take(channels).cloned().collect();
-                        let flows = (channels as u64 * u64::from(flat.chunks))
-                            .saturating_mul(group.len() as u64);
-                        if flows > b.max_tasks() {
-                            b.refuse();
-                            return HostTasks::new();
-                        }
-                        b.collective_mut(coll).algorithm = "ring+rails";
-                        algo::channel_rings(b, coll, &rings, size, steps, flat.chunks, entry);
-                    }
-                    None => {
-                        algo::folded_ring(b, coll, group, logical, size, steps, flat, entry);
-                    }
+                    Some(servers) => rail_rings(b, coll, &servers, size, steps, flat, entry),
+                    None => algo::folded_ring(b, coll, group, logical, size, steps, flat, entry),
                 }
             }
             (CollectiveOp::AllReduce, Algorithm::Tree) => {
@@ -655,6 +637,31 @@ fn servers(topo: &Topology, group: &[NodeIndex]) -> Option<Vec<Vec<NodeIndex>>> 
     let servers: Vec<Vec<NodeIndex>> = by_server.into_values().collect();
     let local = servers[0].len();
     (servers.len() > 1 && local > 1 && servers.iter().all(|s| s.len() == local)).then_some(servers)
+}
+
+/// NCCL's rings over whole servers (`servers`, as [`servers`] gives
+/// them): one per local rank, each leaving a server on its own rail
+/// ([`algo::rail_rings`]); `pieces.channels` above that count repeats them.
+fn rail_rings(
+    b: &mut Builder,
+    coll: u32,
+    servers: &[Vec<NodeIndex>],
+    size_bytes: u64,
+    steps: u32,
+    pieces: Pieces,
+    entry: &HostTasks,
+) {
+    let rails = algo::rail_rings(servers);
+    let channels = (pieces.channels as usize).max(rails.len());
+    let members = servers.iter().map(Vec::len).sum::<usize>() as u64;
+    // Refused before the rings size their buffers for that many flows.
+    if (channels as u64 * u64::from(pieces.chunks)).saturating_mul(members) > b.max_tasks() {
+        b.refuse();
+        return;
+    }
+    let rings: Vec<Vec<NodeIndex>> = rails.iter().cycle().take(channels).cloned().collect();
+    b.collective_mut(coll).algorithm = "ring+rails";
+    algo::channel_rings(b, coll, &rings, size_bytes, steps, pieces.chunks, entry);
 }
 
 /// Hierarchical all-reduce: reduce-scatter inside each server (ring over

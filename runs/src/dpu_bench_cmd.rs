@@ -4,11 +4,9 @@
 
 use std::io::Write as _;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{bail, Context};
-use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use netsim_engine::SimTime;
 use netsim_models::dpu::bench::{default_net, Bench, BenchRow, HostCost};
 use netsim_models::dpu::staged::{Assign, Pattern};
@@ -19,7 +17,7 @@ use rayon::prelude::*;
 
 use crate::dpu_args::DpuArgs;
 use crate::telemetry::{
-    prepare_output_dir, write_run_json, PartConfig, RowBuilder, TableRow, TableWriter,
+    prepare_output_dir, table_row, write_run_json, PartConfig, TableRow, TableWriter,
     DEFAULT_ROW_GROUP_ROWS,
 };
 
@@ -75,37 +73,17 @@ pub struct DpuBenchCmd {
     pub out: PathBuf,
 }
 
-/// One `dpu_bench` row as the table writer sees it.
-struct Row(BenchRow);
-
-impl TableRow for Row {
-    const TABLE: &'static str = "dpu_bench";
-
-    fn schema() -> SchemaRef {
-        Arc::new(Schema::new(vec![
-            Field::new("pattern", DataType::Utf8, false),
-            Field::new("assign", DataType::Utf8, false),
-            Field::new("workers", DataType::UInt32, false),
-            Field::new("wpn", DataType::UInt32, false),
-            Field::new("size_bytes", DataType::UInt64, false),
-            Field::new("reference_ns", DataType::UInt64, false),
-            Field::new("pure_comm_ns", DataType::UInt64, false),
-            Field::new("compute_ns", DataType::UInt64, false),
-            Field::new("offload_efficiency_pct", DataType::Float64, false),
-        ]))
-    }
-
-    fn append(&self, row: &mut RowBuilder<'_>) {
-        let r = &self.0;
-        row.str(r.pattern.name());
-        row.str(r.assign.name());
-        row.u32(r.workers);
-        row.u32(r.wpn);
-        row.u64(r.size_bytes);
-        row.u64(r.reference_ns);
-        row.u64(r.pure_comm_ns);
-        row.u64(r.compute_ns);
-        row.f64(r.offload_efficiency_pct);
+table_row! {
+    BenchRow => "dpu_bench", |r| {
+        pattern: &str = r.pattern.name(),
+        assign: &str = r.assign.name(),
+        workers: u32,
+        wpn: u32,
+        size_bytes: u64,
+        reference_ns: u64,
+        pure_comm_ns: u64,
+        compute_ns: u64,
+        offload_efficiency_pct: f64,
     }
 }
 
@@ -191,7 +169,7 @@ impl DpuBenchCmd {
                 );
             }
         }
-        prepare_output_dir(&self.out, &[Row::TABLE])?;
+        prepare_output_dir(&self.out, &[BenchRow::TABLE])?;
         let refs: Vec<(Pattern, u64)> = patterns
             .iter()
             .flat_map(|&p| {
@@ -240,7 +218,7 @@ impl DpuBenchCmd {
                 Ok(row)
             })
             .collect::<Result<_, netsim_models::dpu::bench::DpuError>>()?;
-        let mut writer = TableWriter::<Row>::create(&PartConfig {
+        let mut writer = TableWriter::<BenchRow>::create(&PartConfig {
             out_dir: self.out.clone(),
             scenario: "dpu-bench".into(),
             seed: self.seed,
@@ -249,7 +227,7 @@ impl DpuBenchCmd {
             row_group_rows: DEFAULT_ROW_GROUP_ROWS,
         })?;
         for r in &rows {
-            writer.push(&Row(r.clone()))?;
+            writer.push(r)?;
         }
         let written = writer.finish()?;
         self.summary(&rows, &workers);
@@ -271,7 +249,7 @@ impl DpuBenchCmd {
         println!(
             "{} points in {wall_s:.1} s; table in {}",
             rows.len(),
-            self.out.join(Row::TABLE).display()
+            self.out.join(BenchRow::TABLE).display()
         );
         Ok(())
     }

@@ -4,8 +4,8 @@
 //! model knows the curve.
 
 use netsim_models::dpu::bench::{default_net, Bench, HostCost};
-use netsim_models::dpu::staged::{Assign, Pattern};
 use netsim_models::dpu::DpuParams;
+use netsim_models::workload::dpu::staged::{Assign, Pattern};
 use netsim_topo::{FatTreeParams, StarParams, TopoSpec};
 
 const KIB: u64 = 1024;

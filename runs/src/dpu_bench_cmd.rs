@@ -9,7 +9,7 @@ use std::time::Instant;
 use anyhow::{bail, Context};
 use netsim_engine::SimTime;
 use netsim_models::dpu::bench::{default_net, Bench, BenchRow, HostCost};
-use netsim_models::dpu::staged::{Assign, Pattern};
+use netsim_models::workload::dpu::staged::{Assign, Pattern};
 use netsim_models::workload::file::parse_size;
 use netsim_topo::units::{parse_gbps, parse_ns};
 use netsim_topo::{FatTreeParams, LinkParams, StarParams, TopoSpec};

@@ -3,13 +3,13 @@
 //! communicate), and offload efficiency = reference / max(pure_comm,
 //! compute) x 100, as Michalowicz et al. (PEARC '23) define it.
 
-use super::staged::{self, Assign, CoreCost, Pattern, Shape};
 use super::{attach, DpuFabric, DpuParams};
 use crate::network::config::NetConfig;
 use crate::network::{simulate, Fabric};
 use crate::telemetry::{
     FlowRecord, LinkSample, PfcRecord, QueueSample, SwitchOffloadRecord, TelemetrySink,
 };
+use crate::workload::dpu::staged::{self, Assign, CoreCost, Pattern, Shape};
 use crate::workload::{Builder, Workload};
 use netsim_engine::{Layout, SimTime};
 use netsim_topo::{Routing, Topology};

@@ -23,12 +23,12 @@
 //! | part      | holds                                                       |
 //! |-----------|-------------------------------------------------------------|
 //! | `mod`     | [`DpuParams`] (BlueField-2 defaults), [`attach`], [`DpuFabric`] |
-//! | `staged`  | staged broadcast / gather / allgather as task DAGs          |
 //! | `bench`   | DPU-Bench: reference, offloaded run, offload efficiency     |
+//!
+//! The staged collectives themselves are workload algorithms
+//! (`workload::dpu`), which depend on this module, not the other way.
 
 pub mod bench;
-pub mod collective;
-pub mod staged;
 
 use netsim_engine::SimTime;
 use netsim_topo::{NodeIndex, Role, TopoError, Topology, TopologyBuilder};

@@ -5,9 +5,7 @@ mod job;
 
 use super::algorithms::{self as algo, HalvingDoubling, HostTasks, Pieces, Rooted};
 use super::offload::{self, InaKind, InaOp, Resources};
-use super::spec::{
-    Algorithm, BuildError, CollectiveOp, OpSpec, WorkloadSpec, TREE_CHUNK_BYTES,
-};
+use super::spec::{Algorithm, BuildError, CollectiveOp, OpSpec, WorkloadSpec, TREE_CHUNK_BYTES};
 use super::{Builder, Collective, Workload};
 use crate::network::config::NetConfig;
 use crate::traffic::FlowSpec;
@@ -272,9 +270,7 @@ impl Cx<'_> {
             (op, Algorithm::Dpu) => {
                 let workers = self.spec.dpu_workers;
                 let params = &self.spec.dpu;
-                crate::dpu::collective::staged(
-                    b, topo, coll, op, group, size, workers, params, entry,
-                );
+                super::dpu::staged(b, topo, coll, op, group, size, workers, params, entry);
             }
             (CollectiveOp::AllToAll, _) => {
                 algo::all_to_all(b, coll, group, size, flat, entry);

@@ -12,9 +12,11 @@
 //!
 //! ```text
 //! WorkloadSpec (CLI op, TOML file, SimAI text)  --build-->  Workload (tasks + flows + trees)
-//!   spec.rs        what is asked for; build.rs  specs placed on hosts -> the DAG
+//!   spec.rs        what is asked for; build.rs  specs placed on hosts -> the DAG;
+//!   builder.rs     the DAG built task by task within a memory budget
 //!   groups.rs      who takes part (rank lists, TP/DP/PP/EP)
 //!   algorithms.rs  ring, double binary tree, halving-doubling, ... -> flows
+//!   dpu.rs         DPU-staged collectives; dpu/staged.rs the staged patterns as task DAGs
 //!   offload/       switch profiles (profile.rs), aggregation trees (tree.rs), fallback decisions
 //!   file.rs        the TOML workload file; simai.rs  SimAI/AICB layer text
 //! ```
@@ -23,6 +25,7 @@ pub mod algorithms;
 pub mod build;
 mod builder;
 pub(crate) mod chunked;
+pub mod dpu;
 pub mod file;
 pub mod groups;
 pub mod memory;

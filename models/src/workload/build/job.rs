@@ -128,7 +128,7 @@ fn check_dpu_phases(cx: &Cx<'_>, spec: &WorkloadSpec) -> Result<(), BuildError> 
     for phase in &spec.phases {
         if let PhaseKind::Collective(op) = &phase.kind {
             if op.algorithm == Algorithm::Dpu {
-                crate::dpu::collective::check(cx.topo, spec.dpu_workers, &spec.dpu).map_err(
+                crate::workload::dpu::check(cx.topo, spec.dpu_workers, &spec.dpu).map_err(
                     |message| BuildError::Phase {
                         phase: phase.name.clone(),
                         message,

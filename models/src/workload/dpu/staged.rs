@@ -12,7 +12,7 @@
 //! finally reaps the writes; so reads and writes of different items overlap
 //! while the core stays serial.
 
-use super::DpuFabric;
+use crate::dpu::DpuFabric;
 use crate::workload::{Builder, Collective, CollectiveOp, NONE};
 use netsim_engine::SimTime;
 use netsim_topo::NodeIndex;

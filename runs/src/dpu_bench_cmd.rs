@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context};
 use netsim_engine::SimTime;
-use netsim_models::dpu::bench::{default_net, Bench, BenchRow, HostCost};
+use netsim_models::dpu::default_net;
 use netsim_models::workload::dpu::staged::{Assign, Pattern};
 use netsim_models::workload::file::parse_size;
 use netsim_topo::units::{parse_gbps, parse_ns};
@@ -16,6 +16,7 @@ use netsim_topo::{FatTreeParams, LinkParams, StarParams, TopoSpec};
 use rayon::prelude::*;
 
 use crate::dpu_args::DpuArgs;
+use crate::dpu_bench::{Bench, BenchRow, HostCost};
 use crate::telemetry::{
     prepare_output_dir, table_row, write_run_json, PartConfig, TableRow, TableWriter,
     DEFAULT_ROW_GROUP_ROWS,
@@ -217,7 +218,7 @@ impl DpuBenchCmd {
                 let _ = std::io::stdout().lock().write_all(line.as_bytes());
                 Ok(row)
             })
-            .collect::<Result<_, netsim_models::dpu::bench::DpuError>>()?;
+            .collect::<Result<_, crate::dpu_bench::DpuError>>()?;
         let mut writer = TableWriter::<BenchRow>::create(&PartConfig {
             out_dir: self.out.clone(),
             scenario: "dpu-bench".into(),

@@ -120,6 +120,9 @@ pub fn parse_simai(text: &str, origin: &str) -> Result<Topology, TopoError> {
     Ok(topo)
 }
 
+/// A link line's `(src, dst, bandwidth_bps, latency_ps)`.
+type LinkLine = (u32, u32, u64, u64);
+
 /// Names the file in parse errors.
 struct Origin<'a>(&'a str);
 
@@ -270,7 +273,7 @@ fn parse_link(
     f: &[&str],
     h: &FileHeader<'_>,
     at: &Origin<'_>,
-) -> Result<((u32, u32, u64, u64), f64), TopoError> {
+) -> Result<(LinkLine, f64), TopoError> {
     if f.len() != 5 {
         return Err(at.err(
             ln,
@@ -322,7 +325,7 @@ fn parse_link(
 fn assemble(
     h: &FileHeader<'_>,
     role: &[Option<Role>],
-    links: Vec<(u32, u32, u64, u64)>,
+    links: Vec<LinkLine>,
 ) -> Result<Topology, TopoError> {
     let (node_num, gpus, gps) = (h.node_num, h.gpus, h.gps);
     let mut b = TopologyBuilder::new("simai").gpu_info(h.gpu_type, gps);
@@ -361,7 +364,7 @@ fn assemble(
 /// Gives non-NVSwitch switches a tier by hop distance from the GPUs over such switches:
 /// 1 is a ToR; with nothing beyond 2, tier 2 is core (SimAI's PSW); otherwise tier 2 is
 /// aggregation and 3+ is core. Switches no GPU reaches become core.
-fn classify_switches(role: &mut [Option<Role>], gpus: u32, links: &[(u32, u32, u64, u64)]) {
+fn classify_switches(role: &mut [Option<Role>], gpus: u32, links: &[LinkLine]) {
     let n = role.len();
     let mut adj_off = vec![0u32; n + 1];
     let fabric = |x: u32| matches!(role[x as usize], Some(Role::Tor));

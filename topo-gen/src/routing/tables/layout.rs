@@ -9,6 +9,10 @@ use super::Comp;
 use crate::error::TopoError;
 use crate::graph::{NodeIndex, PortIndex, Topology};
 
+/// Each destination class's id by its component and (switch, latency)
+/// attachments.
+type ClassIndex = HashMap<(u32, Vec<(NodeIndex, u64)>), u32>;
+
 /// The switches whose full rows are built (all of them without a list);
 /// the others get first hops only.
 #[derive(Clone, Copy)]
@@ -91,7 +95,7 @@ impl HostClasses {
         comps: &mut [Comp],
         scope: Scope<'_>,
     ) -> Result<HostClasses, TopoError> {
-        let mut class_index: HashMap<(u32, Vec<(NodeIndex, u64)>), u32> = HashMap::new();
+        let mut class_index = ClassIndex::new();
         let mut h = HostClasses {
             class_keys: Vec::new(),
             host_class_offsets: vec![0u32],
@@ -171,7 +175,7 @@ impl HostClasses {
     fn add_classes(
         &mut self,
         key: Vec<(u32, NodeIndex, u64)>,
-        class_index: &mut HashMap<(u32, Vec<(NodeIndex, u64)>), u32>,
+        class_index: &mut ClassIndex,
         comps: &mut [Comp],
     ) {
         let mut i = 0;

@@ -6,10 +6,11 @@ use crate::memory_check::RunBytes;
 use crate::partition_cmd::balanced_partition;
 use crate::run_cmd::{Fidelity, RunArgs};
 use anyhow::{bail, Context as _};
-use netsim_engine::{process::memory_left_bytes, rank_shards, Layout};
+use netsim_engine::{rank_shards, Layout};
 use netsim_models::network::Fabric;
 use netsim_models::workload::Workload;
 use netsim_partition::{partition, Partition, PartitionConfig, Strategy};
+use netsim_process::memory_left_bytes;
 use netsim_topo::{Routing, Topology};
 
 /// Everything a run needs, built and checked from the flags.

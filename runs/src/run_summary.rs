@@ -8,9 +8,10 @@ use crate::ranks::Ranks;
 use crate::run_cmd::RunArgs;
 use crate::run_plan::Plan;
 use crate::telemetry::{write_run_json, PartConfig, TableWriter};
-use netsim_engine::{process::peak_rss_bytes, SimTime, SkipStats};
+use netsim_engine::{SimTime, SkipStats};
 use netsim_models::network::{collective_record, merge_spans, CollectiveSpan, NetStats};
 use netsim_models::telemetry::{CollectiveRecord, FaultRecord};
+use netsim_process::peak_rss_bytes;
 use std::time::Instant;
 
 /// What this process's shards did, before it is summed over the ranks.

@@ -137,8 +137,7 @@ impl TopologyArgs {
         let started = Instant::now();
         let topo = self.generate(kind)?;
         let generated = Instant::now();
-        let routing =
-            Routing::build_within(&topo, None, netsim_engine::process::memory_left_bytes())?;
+        let routing = Routing::build_within(&topo, None, netsim_process::memory_left_bytes())?;
         Ok(BuiltTopology {
             topo,
             routing,

@@ -110,7 +110,7 @@ pub fn build_jobs_within(
 /// The error of a workload that does not fit, and what its parts cost.
 fn too_large(b: &Builder) -> String {
     use super::memory::{EDGE_BYTES, FLOW_BYTES, TASK_BYTES};
-    use netsim_engine::process::human_bytes;
+    use netsim_process::human_bytes;
     format!(
         "the workload needs more than the {} it may take here (the memory left; tasks \
          {TASK_BYTES} B, flows {FLOW_BYTES} B, dependencies {EDGE_BYTES} B each): use fewer --iterations, \

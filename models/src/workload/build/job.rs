@@ -40,7 +40,7 @@ pub(super) fn build_job(cx: &mut Cx<'_>, job: &Job) -> Result<(), BuildError> {
         let needed = job_first_bytes
             .saturating_add(per_iteration.saturating_mul(u64::from(spec.iterations)));
         if iteration == 0 && (needed > cx.b.budget_bytes() || cx.b.over()) {
-            use netsim_engine::process::human_bytes;
+            use netsim_process::human_bytes;
             return Err(BuildError::Invalid(format!(
                 "{} iterations of ~{} each: {}",
                 spec.iterations,

@@ -88,6 +88,34 @@ table_row! {
     }
 }
 
+/// Runs every `(pattern, assign, workers, size, reference)` point in
+/// parallel, printing each as it finishes.
+fn run_points(
+    bench: &Bench,
+    points: &[(Pattern, Assign, u32, u64, SimTime)],
+) -> Result<Vec<BenchRow>, crate::dpu_bench::DpuError> {
+    points
+        .par_iter()
+        .map(|&(p, a, w, s, r)| {
+            let t = Instant::now();
+            let row = bench.point(p, a, w, s, r)?;
+            // One write per line, so lines from parallel points never interleave.
+            let line = format!(
+                "  {:<24} {:<6} {:>9} w={:<3} wpn={} {:>6.1}%  ({:.2} s)\n",
+                p.name(),
+                a.name(),
+                s,
+                w,
+                row.wpn,
+                row.offload_efficiency_pct,
+                t.elapsed().as_secs_f64()
+            );
+            let _ = std::io::stdout().lock().write_all(line.as_bytes());
+            Ok(row)
+        })
+        .collect::<Result<_, crate::dpu_bench::DpuError>>()
+}
+
 fn list<T>(flag: &str, text: &str, parse: impl Fn(&str) -> Option<T>) -> anyhow::Result<Vec<T>> {
     let items: Vec<T> = text
         .split(',')
@@ -157,19 +185,7 @@ impl DpuBenchCmd {
         let patterns = list("--patterns", &self.patterns, Pattern::parse)?;
         let assigns = list("--assign", &self.assign, Assign::parse)?;
         let bench = self.bench()?;
-        let cores = bench.fabric.params.cores;
-        let workers = match &self.workers {
-            Some(text) => list("--workers", text, |s| s.parse::<u32>().ok())?,
-            None => bench.worker_counts(),
-        };
-        for &w in &workers {
-            if w == 0 || w > self.nodes * self.ppn || w.div_ceil(self.nodes) > cores {
-                bail!(
-                    "--workers: {w} is not 1..={} with at most --dpu-cores per DPU",
-                    (self.nodes * self.ppn).min(self.nodes * cores)
-                );
-            }
-        }
+        let workers = self.worker_list(&bench)?;
         prepare_output_dir(&self.out, &[BenchRow::TABLE])?;
         let refs: Vec<(Pattern, u64)> = patterns
             .iter()
@@ -199,38 +215,8 @@ impl DpuBenchCmd {
             refs.len(),
             started.elapsed().as_secs_f64()
         );
-        let rows: Vec<BenchRow> = points
-            .par_iter()
-            .map(|&(p, a, w, s, r)| {
-                let t = Instant::now();
-                let row = bench.point(p, a, w, s, r)?;
-                // One write per line, so lines from parallel points never interleave.
-                let line = format!(
-                    "  {:<24} {:<6} {:>9} w={:<3} wpn={} {:>6.1}%  ({:.2} s)\n",
-                    p.name(),
-                    a.name(),
-                    s,
-                    w,
-                    row.wpn,
-                    row.offload_efficiency_pct,
-                    t.elapsed().as_secs_f64()
-                );
-                let _ = std::io::stdout().lock().write_all(line.as_bytes());
-                Ok(row)
-            })
-            .collect::<Result<_, crate::dpu_bench::DpuError>>()?;
-        let mut writer = TableWriter::<BenchRow>::create(&PartConfig {
-            out_dir: self.out.clone(),
-            scenario: "dpu-bench".into(),
-            seed: self.seed,
-            rank: 0,
-            shard: 0,
-            row_group_rows: DEFAULT_ROW_GROUP_ROWS,
-        })?;
-        for r in &rows {
-            writer.push(r)?;
-        }
-        let written = writer.finish()?;
+        let rows = run_points(&bench, &points)?;
+        let written = self.write_table(&rows)?;
         self.summary(&rows, &workers);
         let wall_s = started.elapsed().as_secs_f64();
         write_run_json(
@@ -253,6 +239,41 @@ impl DpuBenchCmd {
             self.out.join(BenchRow::TABLE).display()
         );
         Ok(())
+    }
+
+    /// The worker counts to run: --workers, or the paper's; each must fit
+    /// the DPUs' cores and the host processes.
+    fn worker_list(&self, bench: &Bench) -> anyhow::Result<Vec<u32>> {
+        let cores = bench.fabric.params.cores;
+        let workers = match &self.workers {
+            Some(text) => list("--workers", text, |s| s.parse::<u32>().ok())?,
+            None => bench.worker_counts(),
+        };
+        for &w in &workers {
+            if w == 0 || w > self.nodes * self.ppn || w.div_ceil(self.nodes) > cores {
+                bail!(
+                    "--workers: {w} is not 1..={} with at most --dpu-cores per DPU",
+                    (self.nodes * self.ppn).min(self.nodes * cores)
+                );
+            }
+        }
+        Ok(workers)
+    }
+
+    /// Writes `rows` as the `dpu_bench` table; returns its row count.
+    fn write_table(&self, rows: &[BenchRow]) -> anyhow::Result<u64> {
+        let mut writer = TableWriter::<BenchRow>::create(&PartConfig {
+            out_dir: self.out.clone(),
+            scenario: "dpu-bench".into(),
+            seed: self.seed,
+            rank: 0,
+            shard: 0,
+            row_group_rows: DEFAULT_ROW_GROUP_ROWS,
+        })?;
+        for r in rows {
+            writer.push(r)?;
+        }
+        Ok(writer.finish()?)
     }
 
     /// One line per (pattern, assignment, size): efficiency at each worker count.

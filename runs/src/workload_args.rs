@@ -258,11 +258,7 @@ impl WorkloadArgs {
                 "--algo: {} does not implement {} (use {})",
                 algorithm.name(),
                 op.name(),
-                op.algorithms()
-                    .iter()
-                    .map(|a| a.name())
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                op.algorithm_names()
             );
         }
         let size_bytes = if op == CollectiveOp::Barrier {

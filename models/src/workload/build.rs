@@ -218,6 +218,24 @@ impl Cx<'_> {
                 }
             }
         }
+        if !self.host_collective(coll, op, algorithm, group, logical, entry) {
+            return HostTasks::new();
+        }
+        algo::exits(&mut self.b, coll, first, group)
+    }
+
+    /// Adds collective `coll` (`op` on `group`, of `logical` members) as
+    /// host `algorithm`'s flows after `entry`; false, with the builder
+    /// refusing, when its pieces would visit more members than tasks may be.
+    fn host_collective(
+        &mut self,
+        coll: u32,
+        op: &OpSpec,
+        algorithm: Algorithm,
+        group: &[NodeIndex],
+        logical: usize,
+        entry: &HostTasks,
+    ) -> bool {
         let size = op.size_bytes;
         let (flat, tree_halves, tree_whole) = (
             self.pieces(size, false),
@@ -233,7 +251,7 @@ impl Cx<'_> {
             .unwrap_or(1);
         if pieces_max.saturating_mul(group.len() as u64) > self.b.max_tasks() {
             self.b.refuse();
-            return HostTasks::new();
+            return false;
         }
         let (topo, nvswitch) = (self.topo, self.nvswitch);
         let b = &mut self.b;
@@ -291,7 +309,7 @@ impl Cx<'_> {
                 unreachable!("{} with {} passed validation", op.name(), algorithm.name())
             }
         }
-        algo::exits(&mut self.b, coll, first, group)
+        true
     }
 
     /// Sets up the aggregation tree of an offloaded all-reduce or barrier,

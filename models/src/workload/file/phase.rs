@@ -129,11 +129,7 @@ fn collective(
                         "`{}` does not implement {} (use {})",
                         a.get_ref(),
                         op.name(),
-                        op.algorithms()
-                            .iter()
-                            .map(|a| a.name())
-                            .collect::<Vec<_>>()
-                            .join(", ")
+                        op.algorithm_names()
                     ),
                 )
             })?,

@@ -115,26 +115,7 @@ fn parse_header(
     err: &dyn Fn(String) -> WorkloadFileError,
 ) -> Result<(Policy, Header), WorkloadFileError> {
     let tokens: Vec<&str> = line.split_whitespace().collect();
-    let policy = match tokens[0] {
-        "DATA" | "MICRO" | "MODEL" => Policy::AllRanks,
-        "HYBRID_TRANSFORMER" => Policy::Hybrid,
-        "HYBRID_TRANSFORMER_FWD_IN_BCKWD" => Policy::HybridRecompute,
-        p @ ("HYBRID_DLRM"
-        | "HYBRID_DLRM_ENHANCED"
-        | "HYBRID_DATA_MODEL"
-        | "HYBRID_MODEL_DATA"
-        | "HYBRID_CUSTOMIZED"
-        | "DISTRIBUTED_INFERENCE") => {
-            return Err(err(format!(
-                "parallelism policy: `{p}` is not supported by netsim ({POLICIES})"
-            )))
-        }
-        other => {
-            return Err(err(format!(
-                "parallelism policy: unknown `{other}` ({POLICIES})"
-            )))
-        }
-    };
+    let policy = parse_policy(tokens[0], err)?;
     let mut h = Header {
         tp: 1,
         ep: 1,
@@ -199,6 +180,43 @@ fn parse_header(
         }
         i += 2;
     }
+    check_header(&h, err)?;
+    Ok((policy, h))
+}
+
+/// Line 1's parallelism policy, `policy`.
+fn parse_policy(
+    policy: &str,
+    err: &dyn Fn(String) -> WorkloadFileError,
+) -> Result<Policy, WorkloadFileError> {
+    Ok(match policy {
+        "DATA" | "MICRO" | "MODEL" => Policy::AllRanks,
+        "HYBRID_TRANSFORMER" => Policy::Hybrid,
+        "HYBRID_TRANSFORMER_FWD_IN_BCKWD" => Policy::HybridRecompute,
+        p @ ("HYBRID_DLRM"
+        | "HYBRID_DLRM_ENHANCED"
+        | "HYBRID_DATA_MODEL"
+        | "HYBRID_MODEL_DATA"
+        | "HYBRID_CUSTOMIZED"
+        | "DISTRIBUTED_INFERENCE") => {
+            return Err(err(format!(
+                "parallelism policy: `{p}` is not supported by netsim ({POLICIES})"
+            )))
+        }
+        other => {
+            return Err(err(format!(
+                "parallelism policy: unknown `{other}` ({POLICIES})"
+            )))
+        }
+    })
+}
+
+/// Line 1's settings are positive where they must be; a pipeline says
+/// what its stages send.
+fn check_header(
+    h: &Header,
+    err: &dyn Fn(String) -> WorkloadFileError,
+) -> Result<(), WorkloadFileError> {
     for (name, v) in [
         ("model_parallel_NPU_group", h.tp),
         ("ep", h.ep),
@@ -219,7 +237,7 @@ fn parse_header(
             h.pp
         )));
     }
-    Ok((policy, h))
+    Ok(())
 }
 
 /// One layer line.

@@ -41,7 +41,6 @@ mod ids;
 mod layout;
 #[cfg(feature = "mpi")]
 pub mod mpi;
-pub mod process;
 mod progress;
 mod queue;
 mod rng;

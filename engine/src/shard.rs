@@ -236,34 +236,14 @@ pub fn run_shard<M: Model, C: Comm<M::Payload>>(
     comm: &mut C,
     progress: Option<&Progress>,
 ) -> Result<ShardReport<M>, Aborted> {
-    let nodes = layout.nodes(shard);
-    let mut state = ShardState {
-        shard,
-        layout: layout.clone(),
-        queue: EventQueue::with_capacity(nodes.len() * 4),
-        outboxes: (0..layout.shards()).map(|_| Vec::new()).collect(),
-        outbox_next: SimTime::MAX,
-        next_seq: vec![0; nodes.len()],
-        rngs: nodes.iter().map(|&n| NodeRng::new(seed, n)).collect(),
-    };
-    for (local, &node) in nodes.iter().enumerate() {
-        let mut ctx = Context {
-            now: SimTime::ZERO,
-            node,
-            local,
-            top_pending: false,
-            state: &mut state,
-        };
-        model.start(&mut ctx);
-    }
-
+    let mut state = ShardState::start(layout, shard, seed, &mut model);
     let mut inbox = Vec::new();
     let mut handled_events = 0u64;
     let mut windows = 0u64;
     let mut last_event_time = SimTime::ZERO;
     let mut reported_events = 0u64;
     let period = model.skip_period();
-    let mut next_check = period;
+    let mut checks = Checks::new(period);
     if period != SimTime::MAX {
         // Check instant 0, before anything is handled: only the model's
         // agreement (what starts at once may be decided there), no jump.
@@ -271,8 +251,6 @@ pub fn run_shard<M: Model, C: Comm<M::Payload>>(
             comm.all_max(values)
         })?;
     }
-    let mut skip = SkipStats::default();
-    let (mut last_check, mut events_at_check) = (SimTime::ZERO, 0u64);
     let mut votes = Vec::new();
     loop {
         let local_next = state.queue.next_time().min(state.outbox_next);
@@ -295,24 +273,11 @@ pub fn run_shard<M: Model, C: Comm<M::Payload>>(
         if global_next >= end {
             break;
         }
-        if global_next >= next_check {
-            let now = next_check;
+        if global_next >= checks.next {
+            let now = checks.next;
             model.skip_agree(now, &mut |values: &mut [u64]| comm.all_max(values))?;
             let delta = try_skip(&mut state, &mut model, comm, now, end, &mut votes)?;
-            if delta > SimTime::ZERO {
-                let since = u128::from((now - last_check).as_ps().max(1));
-                let rate_events = u128::from(handled_events - events_at_check);
-                let avoided = rate_events * u128::from(delta.as_ps()) / since;
-                skip.events_avoided += u64::try_from(avoided).unwrap_or(u64::MAX);
-                skip.skipped += delta;
-                skip.skips += 1;
-                next_check = now + delta + period;
-            } else {
-                // The first check instant after `global_next`.
-                let periods = (global_next - now).as_ps() / period.as_ps() + 1;
-                next_check = now.saturating_add(SimTime(period.as_ps().saturating_mul(periods)));
-            }
-            (last_check, events_at_check) = (now + delta, handled_events);
+            checks.passed(now, delta, global_next, handled_events);
             if delta > SimTime::ZERO {
                 // Learn the new global next event time before handling anything.
                 continue;
@@ -322,24 +287,9 @@ pub fn run_shard<M: Model, C: Comm<M::Payload>>(
         let window_end = global_next
             .saturating_add(layout.lookahead())
             .min(end)
-            .min(next_check);
-        while let Some(&event) = state.queue.peek() {
-            if event.time >= window_end {
-                break;
-            }
-            let mut ctx = Context {
-                now: event.time,
-                node: event.target,
-                local: layout.local_index(event.target),
-                top_pending: true,
-                state: &mut state,
-            };
-            model.handle(&mut ctx, event.payload);
-            if ctx.top_pending {
-                state.queue.pop();
-            }
-            handled_events += 1;
-            last_event_time = event.time;
+            .min(checks.next);
+        if let Some(last) = state.handle_until(&mut model, window_end, &mut handled_events) {
+            last_event_time = last;
         }
     }
     Ok(ShardReport {
@@ -348,8 +298,115 @@ pub fn run_shard<M: Model, C: Comm<M::Payload>>(
         handled_events,
         windows,
         last_event_time,
-        skip,
+        skip: checks.skip,
     })
+}
+
+impl<P: Copy> ShardState<P> {
+    /// The state of `shard` with each of its nodes' model started.
+    fn start<M: Model<Payload = P>>(
+        layout: &Layout,
+        shard: ShardId,
+        seed: u64,
+        model: &mut M,
+    ) -> ShardState<P> {
+        let nodes = layout.nodes(shard);
+        let mut state = ShardState {
+            shard,
+            layout: layout.clone(),
+            queue: EventQueue::with_capacity(nodes.len() * 4),
+            outboxes: (0..layout.shards()).map(|_| Vec::new()).collect(),
+            outbox_next: SimTime::MAX,
+            next_seq: vec![0; nodes.len()],
+            rngs: nodes.iter().map(|&n| NodeRng::new(seed, n)).collect(),
+        };
+        for (local, &node) in nodes.iter().enumerate() {
+            let mut ctx = Context {
+                now: SimTime::ZERO,
+                node,
+                local,
+                top_pending: false,
+                state: &mut state,
+            };
+            model.start(&mut ctx);
+        }
+        state
+    }
+
+    /// Handles every local event before `window_end`, in order, counting
+    /// them in `handled_events`; returns the time of the last one, if any.
+    #[inline]
+    fn handle_until<M: Model<Payload = P>>(
+        &mut self,
+        model: &mut M,
+        window_end: SimTime,
+        handled_events: &mut u64,
+    ) -> Option<SimTime> {
+        let mut last = None;
+        while let Some(&event) = self.queue.peek() {
+            if event.time >= window_end {
+                break;
+            }
+            let mut ctx = Context {
+                now: event.time,
+                node: event.target,
+                local: self.layout.local_index(event.target),
+                top_pending: true,
+                state: self,
+            };
+            model.handle(&mut ctx, event.payload);
+            if ctx.top_pending {
+                self.queue.pop();
+            }
+            *handled_events += 1;
+            last = Some(event.time);
+        }
+        last
+    }
+}
+
+/// Fast-forward's check instants and what its jumps did.
+struct Checks {
+    /// The model's [`Model::skip_period`]; `SimTime::MAX`: no checks.
+    period: SimTime,
+    /// The next check instant.
+    next: SimTime,
+    /// The previous check instant (after its jump) and the events handled by then.
+    last: SimTime,
+    events_at_last: u64,
+    skip: SkipStats,
+}
+
+impl Checks {
+    fn new(period: SimTime) -> Checks {
+        Checks {
+            period,
+            next: period,
+            last: SimTime::ZERO,
+            events_at_last: 0,
+            skip: SkipStats::default(),
+        }
+    }
+
+    /// Check instant `now` jumped by `delta` (zero: none) with the global
+    /// next event at `global_next` and `handled_events` handled: counts the
+    /// jump and moves to the next instant.
+    fn passed(&mut self, now: SimTime, delta: SimTime, global_next: SimTime, handled_events: u64) {
+        if delta > SimTime::ZERO {
+            let since = u128::from((now - self.last).as_ps().max(1));
+            let rate_events = u128::from(handled_events - self.events_at_last);
+            let avoided = rate_events * u128::from(delta.as_ps()) / since;
+            self.skip.events_avoided += u64::try_from(avoided).unwrap_or(u64::MAX);
+            self.skip.skipped += delta;
+            self.skip.skips += 1;
+            self.next = now + delta + self.period;
+        } else {
+            // The first check instant after `global_next`.
+            let periods = (global_next - now).as_ps() / self.period.as_ps() + 1;
+            self.next = now.saturating_add(SimTime(self.period.as_ps().saturating_mul(periods)));
+        }
+        (self.last, self.events_at_last) = (now + delta, handled_events);
+    }
 }
 
 /// The check at instant `now`: agrees on a jump with the other shards and

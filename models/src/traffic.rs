@@ -184,75 +184,7 @@ pub fn parse_connection_matrix(
                     format!("`{}` is not modelled by netsim", tokens[0]),
                 ))
             }
-            first => {
-                let Some((src, dst)) = first.split_once("->") else {
-                    return Err(err(line, format!("expected `src->dst`, found `{first}`")));
-                };
-                let limit = nodes.unwrap_or(hosts);
-                let host = |field: &str, s: &str| -> Result<u32, TrafficError> {
-                    let h: u32 = s
-                        .parse()
-                        .map_err(|_| err(line, format!("{field} `{s}` is not a host number")))?;
-                    if h >= limit {
-                        return Err(err(line, format!("{field} {h} is not a host (0..{limit})")));
-                    }
-                    Ok(h)
-                };
-                let (src, dst) = (host("src", src)?, host("dst", dst)?);
-                if src == dst {
-                    return Err(err(line, format!("flow from host {src} to itself")));
-                }
-                let mut start = None;
-                let mut size = None;
-                let mut rest = tokens[1..].iter();
-                while let Some(&key) = rest.next() {
-                    let value = rest
-                        .next()
-                        .ok_or_else(|| err(line, format!("`{key}` has no value")))?;
-                    match key {
-                        "id" => {
-                            value.parse::<u64>().map_err(|_| {
-                                err(line, format!("id `{value}` is not an integer"))
-                            })?;
-                        }
-                        "start" => {
-                            let us: f64 = value
-                                .parse()
-                                .ok()
-                                .filter(|v: &f64| v.is_finite() && *v >= 0.0)
-                                .ok_or_else(|| {
-                                    err(line, format!("start `{value}` is not a non-negative number of microseconds"))
-                                })?;
-                            let t = SimTime::try_from_f64(us, 1e6, "us")
-                                .map_err(|e| err(line, format!("start: {e}")))?;
-                            start = Some(t);
-                        }
-                        "size" => {
-                            let bytes: u64 =
-                                value.parse().ok().filter(|&b| b > 0).ok_or_else(|| {
-                                    err(
-                                        line,
-                                        format!("size `{value}` is not a positive number of bytes"),
-                                    )
-                                })?;
-                            size = Some(bytes);
-                        }
-                        other => {
-                            return Err(err(
-                                line,
-                                format!("token `{other}` is not modelled by netsim"),
-                            ))
-                        }
-                    }
-                }
-                let size_bytes = size.ok_or_else(|| err(line, "missing `size`".into()))?;
-                flows.push(FlowSpec {
-                    src,
-                    dst,
-                    size_bytes,
-                    start: start.unwrap_or(SimTime::ZERO),
-                });
-            }
+            _ => flows.push(connection(&tokens, nodes.unwrap_or(hosts)).map_err(|m| err(line, m))?),
         }
     }
     if let Some((expected, line)) = connections {
@@ -270,6 +202,66 @@ pub fn parse_connection_matrix(
         return Err(err(0, "no connections".into()));
     }
     Ok(flows)
+}
+
+/// One `src->dst [id N] [start US] size BYTES` line of a connection
+/// matrix, split into `tokens`, between hosts below `limit`.
+fn connection(tokens: &[&str], limit: u32) -> Result<FlowSpec, String> {
+    let first = tokens[0];
+    let Some((src, dst)) = first.split_once("->") else {
+        return Err(format!("expected `src->dst`, found `{first}`"));
+    };
+    let host = |field: &str, s: &str| -> Result<u32, String> {
+        let h: u32 = s
+            .parse()
+            .map_err(|_| format!("{field} `{s}` is not a host number"))?;
+        if h >= limit {
+            return Err(format!("{field} {h} is not a host (0..{limit})"));
+        }
+        Ok(h)
+    };
+    let (src, dst) = (host("src", src)?, host("dst", dst)?);
+    if src == dst {
+        return Err(format!("flow from host {src} to itself"));
+    }
+    let mut start = None;
+    let mut size = None;
+    let mut rest = tokens[1..].iter();
+    while let Some(&key) = rest.next() {
+        let value = rest.next().ok_or_else(|| format!("`{key}` has no value"))?;
+        match key {
+            "id" => {
+                value
+                    .parse::<u64>()
+                    .map_err(|_| format!("id `{value}` is not an integer"))?;
+            }
+            "start" => start = Some(connection_start(value)?),
+            "size" => {
+                let bytes: u64 =
+                    value.parse().ok().filter(|&b| b > 0).ok_or_else(|| {
+                        format!("size `{value}` is not a positive number of bytes")
+                    })?;
+                size = Some(bytes);
+            }
+            other => return Err(format!("token `{other}` is not modelled by netsim")),
+        }
+    }
+    Ok(FlowSpec {
+        src,
+        dst,
+        size_bytes: size.ok_or("missing `size`")?,
+        start: start.unwrap_or(SimTime::ZERO),
+    })
+}
+
+/// A connection's `start`: non-negative microseconds.
+fn connection_start(value: &str) -> Result<SimTime, String> {
+    let us: f64 = value
+        .parse()
+        .ok()
+        .filter(|v: &f64| v.is_finite() && *v >= 0.0)
+        .ok_or_else(|| format!("start `{value}` is not a non-negative number of microseconds"))?;
+    SimTime::try_from_f64(us, 1e6, "us").map_err(|e| format!("start: {e}"))
 }
 
 #[cfg(test)]

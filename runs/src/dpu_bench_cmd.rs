@@ -4,22 +4,21 @@
 
 use std::io::Write as _;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{bail, Context};
-use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use netsim_engine::SimTime;
-use netsim_models::dpu::bench::{default_net, Bench, BenchRow, HostCost};
-use netsim_models::dpu::staged::{Assign, Pattern};
+use netsim_models::dpu::default_net;
+use netsim_models::workload::dpu::staged::{Assign, Pattern};
 use netsim_models::workload::file::parse_size;
 use netsim_topo::units::{parse_gbps, parse_ns};
 use netsim_topo::{FatTreeParams, LinkParams, StarParams, TopoSpec};
 use rayon::prelude::*;
 
 use crate::dpu_args::DpuArgs;
+use crate::dpu_bench::{Bench, BenchRow, HostCost};
 use crate::telemetry::{
-    prepare_output_dir, write_run_json, PartConfig, RowBuilder, TableRow, TableWriter,
+    prepare_output_dir, table_row, write_run_json, PartConfig, TableRow, TableWriter,
     DEFAULT_ROW_GROUP_ROWS,
 };
 
@@ -75,38 +74,46 @@ pub struct DpuBenchCmd {
     pub out: PathBuf,
 }
 
-/// One `dpu_bench` row as the table writer sees it.
-struct Row(BenchRow);
-
-impl TableRow for Row {
-    const TABLE: &'static str = "dpu_bench";
-
-    fn schema() -> SchemaRef {
-        Arc::new(Schema::new(vec![
-            Field::new("pattern", DataType::Utf8, false),
-            Field::new("assign", DataType::Utf8, false),
-            Field::new("workers", DataType::UInt32, false),
-            Field::new("wpn", DataType::UInt32, false),
-            Field::new("size_bytes", DataType::UInt64, false),
-            Field::new("reference_ns", DataType::UInt64, false),
-            Field::new("pure_comm_ns", DataType::UInt64, false),
-            Field::new("compute_ns", DataType::UInt64, false),
-            Field::new("offload_efficiency_pct", DataType::Float64, false),
-        ]))
+table_row! {
+    BenchRow => "dpu_bench", |r| {
+        pattern: &str = r.pattern.name(),
+        assign: &str = r.assign.name(),
+        workers: u32,
+        wpn: u32,
+        size_bytes: u64,
+        reference_ns: u64,
+        pure_comm_ns: u64,
+        compute_ns: u64,
+        offload_efficiency_pct: f64,
     }
+}
 
-    fn append(&self, row: &mut RowBuilder<'_>) {
-        let r = &self.0;
-        row.str(r.pattern.name());
-        row.str(r.assign.name());
-        row.u32(r.workers);
-        row.u32(r.wpn);
-        row.u64(r.size_bytes);
-        row.u64(r.reference_ns);
-        row.u64(r.pure_comm_ns);
-        row.u64(r.compute_ns);
-        row.f64(r.offload_efficiency_pct);
-    }
+/// Runs every `(pattern, assign, workers, size, reference)` point in
+/// parallel, printing each as it finishes.
+fn run_points(
+    bench: &Bench,
+    points: &[(Pattern, Assign, u32, u64, SimTime)],
+) -> Result<Vec<BenchRow>, crate::dpu_bench::DpuError> {
+    points
+        .par_iter()
+        .map(|&(p, a, w, s, r)| {
+            let t = Instant::now();
+            let row = bench.point(p, a, w, s, r)?;
+            // One write per line, so lines from parallel points never interleave.
+            let line = format!(
+                "  {:<24} {:<6} {:>9} w={:<3} wpn={} {:>6.1}%  ({:.2} s)\n",
+                p.name(),
+                a.name(),
+                s,
+                w,
+                row.wpn,
+                row.offload_efficiency_pct,
+                t.elapsed().as_secs_f64()
+            );
+            let _ = std::io::stdout().lock().write_all(line.as_bytes());
+            Ok(row)
+        })
+        .collect::<Result<_, crate::dpu_bench::DpuError>>()
 }
 
 fn list<T>(flag: &str, text: &str, parse: impl Fn(&str) -> Option<T>) -> anyhow::Result<Vec<T>> {
@@ -178,20 +185,8 @@ impl DpuBenchCmd {
         let patterns = list("--patterns", &self.patterns, Pattern::parse)?;
         let assigns = list("--assign", &self.assign, Assign::parse)?;
         let bench = self.bench()?;
-        let cores = bench.fabric.params.cores;
-        let workers = match &self.workers {
-            Some(text) => list("--workers", text, |s| s.parse::<u32>().ok())?,
-            None => bench.worker_counts(),
-        };
-        for &w in &workers {
-            if w == 0 || w > self.nodes * self.ppn || w.div_ceil(self.nodes) > cores {
-                bail!(
-                    "--workers: {w} is not 1..={} with at most --dpu-cores per DPU",
-                    (self.nodes * self.ppn).min(self.nodes * cores)
-                );
-            }
-        }
-        prepare_output_dir(&self.out, &[Row::TABLE])?;
+        let workers = self.worker_list(&bench)?;
+        prepare_output_dir(&self.out, &[BenchRow::TABLE])?;
         let refs: Vec<(Pattern, u64)> = patterns
             .iter()
             .flat_map(|&p| {
@@ -220,38 +215,8 @@ impl DpuBenchCmd {
             refs.len(),
             started.elapsed().as_secs_f64()
         );
-        let rows: Vec<BenchRow> = points
-            .par_iter()
-            .map(|&(p, a, w, s, r)| {
-                let t = Instant::now();
-                let row = bench.point(p, a, w, s, r)?;
-                // One write per line, so lines from parallel points never interleave.
-                let line = format!(
-                    "  {:<24} {:<6} {:>9} w={:<3} wpn={} {:>6.1}%  ({:.2} s)\n",
-                    p.name(),
-                    a.name(),
-                    s,
-                    w,
-                    row.wpn,
-                    row.offload_efficiency_pct,
-                    t.elapsed().as_secs_f64()
-                );
-                let _ = std::io::stdout().lock().write_all(line.as_bytes());
-                Ok(row)
-            })
-            .collect::<Result<_, netsim_models::dpu::bench::DpuError>>()?;
-        let mut writer = TableWriter::<Row>::create(&PartConfig {
-            out_dir: self.out.clone(),
-            scenario: "dpu-bench".into(),
-            seed: self.seed,
-            rank: 0,
-            shard: 0,
-            row_group_rows: DEFAULT_ROW_GROUP_ROWS,
-        })?;
-        for r in &rows {
-            writer.push(&Row(r.clone()))?;
-        }
-        let written = writer.finish()?;
+        let rows = run_points(&bench, &points)?;
+        let written = self.write_table(&rows)?;
         self.summary(&rows, &workers);
         let wall_s = started.elapsed().as_secs_f64();
         write_run_json(
@@ -271,9 +236,44 @@ impl DpuBenchCmd {
         println!(
             "{} points in {wall_s:.1} s; table in {}",
             rows.len(),
-            self.out.join(Row::TABLE).display()
+            self.out.join(BenchRow::TABLE).display()
         );
         Ok(())
+    }
+
+    /// The worker counts to run: --workers, or the paper's; each must fit
+    /// the DPUs' cores and the host processes.
+    fn worker_list(&self, bench: &Bench) -> anyhow::Result<Vec<u32>> {
+        let cores = bench.fabric.params.cores;
+        let workers = match &self.workers {
+            Some(text) => list("--workers", text, |s| s.parse::<u32>().ok())?,
+            None => bench.worker_counts(),
+        };
+        for &w in &workers {
+            if w == 0 || w > self.nodes * self.ppn || w.div_ceil(self.nodes) > cores {
+                bail!(
+                    "--workers: {w} is not 1..={} with at most --dpu-cores per DPU",
+                    (self.nodes * self.ppn).min(self.nodes * cores)
+                );
+            }
+        }
+        Ok(workers)
+    }
+
+    /// Writes `rows` as the `dpu_bench` table; returns its row count.
+    fn write_table(&self, rows: &[BenchRow]) -> anyhow::Result<u64> {
+        let mut writer = TableWriter::<BenchRow>::create(&PartConfig {
+            out_dir: self.out.clone(),
+            scenario: "dpu-bench".into(),
+            seed: self.seed,
+            rank: 0,
+            shard: 0,
+            row_group_rows: DEFAULT_ROW_GROUP_ROWS,
+        })?;
+        for r in rows {
+            writer.push(r)?;
+        }
+        Ok(writer.finish()?)
     }
 
     /// One line per (pattern, assignment, size): efficiency at each worker count.

@@ -2,10 +2,11 @@
 //! translation into the network's fault plan.
 
 use anyhow::{bail, Context as _};
-use netsim_engine::{process::memory_left_bytes, SimTime};
+use netsim_engine::SimTime;
 use netsim_models::faults::{parse_fault, parse_faults_file, Fault, FaultKind};
 use netsim_models::network::FaultPlan;
 use netsim_models::telemetry::FaultRecord;
+use netsim_process::memory_left_bytes;
 use netsim_topo::{Routing, Topology};
 use std::path::PathBuf;
 

@@ -2,6 +2,7 @@
 
 pub mod cli;
 pub mod dpu_args;
+pub mod dpu_bench;
 pub mod dpu_bench_cmd;
 pub mod fast_forward_args;
 pub mod fault_args;

@@ -5,12 +5,12 @@
 
 use crate::run_cmd::Fidelity;
 use anyhow::bail;
-use netsim_engine::process::{human_bytes, memory_in_use_bytes, memory_limit_bytes};
 use netsim_models::flow;
 use netsim_models::network::config::{CcKind, NetConfig};
 use netsim_models::traffic::FlowSpec;
 use netsim_models::workload::progress;
 use netsim_models::workload::Workload;
+use netsim_process::{human_bytes, memory_in_use_bytes, memory_limit_bytes};
 
 /// What the network model holds per port (queues, counters, pause state),
 /// a generous estimate for the memory check.

@@ -6,11 +6,12 @@ use crate::memory_check::RunBytes;
 use crate::partition_cmd::balanced_partition;
 use crate::run_cmd::{Fidelity, RunArgs};
 use anyhow::{bail, Context as _};
-use netsim_engine::{process::memory_left_bytes, rank_shards, Layout};
+use netsim_engine::{rank_shards, Layout};
 use netsim_models::network::Fabric;
 use netsim_models::workload::Workload;
 use netsim_partition::{partition, Partition, PartitionConfig, Strategy};
-use netsim_topo::Routing;
+use netsim_process::memory_left_bytes;
+use netsim_topo::{Routing, Topology};
 
 /// Everything a run needs, built and checked from the flags.
 pub struct Plan {
@@ -77,16 +78,7 @@ impl RunArgs {
     fn plan_for_unlocated(&self, rank: usize, ranks: usize) -> anyhow::Result<Plan> {
         self.end()?;
         // Flags alone decide these: before the build, which can take minutes.
-        if self.workload.fold_classes {
-            if self.fidelity != Fidelity::Flow {
-                anyhow::bail!(
-                    "--fold-classes: classes are a flow-level model; add --fidelity flow"
-                );
-            }
-            if self.workload.fold_dp == 1 {
-                anyhow::bail!("--fold-classes: there is nothing folded; add --fold-dp N");
-            }
-        }
+        self.check_fold_classes()?;
         let topo = self
             .topology
             .generate(&self.topo)
@@ -103,9 +95,8 @@ impl RunArgs {
             .partition
             .parse()
             .map_err(|e| anyhow::anyhow!("--partition: {e}"))?;
-        let ranks_u32 = ranks as u32;
         let partition_config = PartitionConfig {
-            shards: self.shards() * ranks_u32,
+            shards: self.shards() * ranks as u32,
             strategy,
             latency_floor_ps: 0,
         };
@@ -136,7 +127,7 @@ impl RunArgs {
                 &workload,
                 &config,
                 partition_config,
-                ranks_u32,
+                ranks as u32,
                 self.shards.is_some() && rank == 0,
             )
             .map(|(partition, _)| partition)
@@ -152,68 +143,114 @@ impl RunArgs {
             partition.shards,
             partition.lookahead,
         )?;
-        let (routing, owned) = if ranks == 1 {
-            (full, None)
-        } else {
-            let local = rank_shards(layout.shards(), rank, ranks);
-            let owned: Vec<bool> = partition
-                .shard_of
-                .iter()
-                .map(|s| local.contains(&s.index()))
-                .collect();
-            // Memoization's keys and sandboxes walk any flow's path, through
-            // switches of every rank: each rank keeps every row (counted by
-            // the memory check above, which ran while they were held).
-            let routing = if config.fast_forward.is_some_and(|f| f.memo) {
-                full
-            } else {
-                drop(full);
-                // Routing rows for the switches this rank owns: they dominate the memory
-                // of a large fabric.
-                Routing::build_within(&topo, Some(&owned), memory_left_bytes())
-                    .with_context(|| self.topology.size_context(&self.topo))?
-            };
-            (routing, Some(owned))
-        };
+        let owned = owned_nodes(&layout, &partition, rank, ranks);
+        let memo = config.fast_forward.is_some_and(|f| f.memo);
+        let routing = self.rank_routing(&topo, full, memo, owned.as_deref())?;
         let fault_plan = self.faults.plan(&topo, faults, owned.as_deref())?;
-        let scenario = match (&self.config, &self.workload.workload) {
-            (Some(path), _) => path.display().to_string(),
-            (None, Some(w)) => format!("{} {w}", self.topo),
-            (None, None) if !self.workload.job.is_empty() => {
-                format!("{} {} jobs", self.topo, self.workload.job.len())
-            }
-            (None, None) => format!("{} {}", self.topo, self.traffic.pattern()),
-        };
         let mut fabric = Fabric::with_workload(topo, routing, workload, config, self.seed);
         fabric.faults = fault_plan;
         crate::fast_forward_args::check(&fabric)?;
         if self.fidelity == Fidelity::Flow {
-            if !fabric.faults.is_empty() {
-                anyhow::bail!("--fault: the flow level has no faults; use --fidelity packet");
-            }
-            if fabric.config.link_error_rate > 0.0 {
-                anyhow::bail!(
-                    "--link-error-rate: the flow level loses nothing; use --fidelity packet"
-                );
-            }
-            if fabric.topo.has_lossy_links() {
-                anyhow::bail!(
-                    "--topo: the topology file's links lose packets (error_rate), the flow \
-                     level loses nothing; use --fidelity packet"
-                );
-            }
-            netsim_models::flow::check(&fabric)?;
-            if ranks > 1 {
-                anyhow::bail!("--fidelity flow: runs in one process; start it without mpirun");
-            }
+            check_flow_level(&fabric, ranks)?;
         }
         Ok(Plan {
             run_bytes,
             fabric,
             partition,
             layout,
-            scenario,
+            scenario: self.scenario_name(),
             note,
         })
     }
+
+    /// `--fold-classes` needs the flow level and a fold.
+    fn check_fold_classes(&self) -> anyhow::Result<()> {
+        if self.workload.fold_classes {
+            if self.fidelity != Fidelity::Flow {
+                anyhow::bail!(
+                    "--fold-classes: classes are a flow-level model; add --fidelity flow"
+                );
+            }
+            if self.workload.fold_dp == 1 {
+                anyhow::bail!("--fold-classes: there is nothing folded; add --fold-dp N");
+            }
+        }
+        Ok(())
+    }
+
+    /// The routing tables a rank keeps: `full`, or with several ranks
+    /// and no memo (`memo`), the rows of the switches it owns (`owned`).
+    fn rank_routing(
+        &self,
+        topo: &Topology,
+        full: Routing,
+        memo: bool,
+        owned: Option<&[bool]>,
+    ) -> anyhow::Result<Routing> {
+        // Memoization's keys and sandboxes walk any flow's path, through
+        // switches of every rank: each rank keeps every row (counted by
+        // the memory check, which ran while they were held).
+        let Some(owned) = owned.filter(|_| !memo) else {
+            return Ok(full);
+        };
+        drop(full);
+        // Routing rows for the switches this rank owns: they dominate the memory
+        // of a large fabric.
+        Routing::build_within(topo, Some(owned), memory_left_bytes())
+            .with_context(|| self.topology.size_context(&self.topo))
+    }
+
+    /// The run's name in `run.json`: the scenario file, or the topology and
+    /// what runs on it.
+    fn scenario_name(&self) -> String {
+        match (&self.config, &self.workload.workload) {
+            (Some(path), _) => path.display().to_string(),
+            (None, Some(w)) => format!("{} {w}", self.topo),
+            (None, None) if !self.workload.job.is_empty() => {
+                format!("{} {} jobs", self.topo, self.workload.job.len())
+            }
+            (None, None) => format!("{} {}", self.topo, self.traffic.pattern()),
+        }
+    }
+}
+
+/// What the flow level cannot model: faults, losses, several processes.
+fn check_flow_level(fabric: &Fabric, ranks: usize) -> anyhow::Result<()> {
+    if !fabric.faults.is_empty() {
+        anyhow::bail!("--fault: the flow level has no faults; use --fidelity packet");
+    }
+    if fabric.config.link_error_rate > 0.0 {
+        anyhow::bail!("--link-error-rate: the flow level loses nothing; use --fidelity packet");
+    }
+    if fabric.topo.has_lossy_links() {
+        anyhow::bail!(
+            "--topo: the topology file's links lose packets (error_rate), the flow \
+             level loses nothing; use --fidelity packet"
+        );
+    }
+    netsim_models::flow::check(fabric)?;
+    if ranks > 1 {
+        anyhow::bail!("--fidelity flow: runs in one process; start it without mpirun");
+    }
+    Ok(())
+}
+
+/// Which nodes rank `rank` of `ranks` owns; `None` in one process.
+fn owned_nodes(
+    layout: &Layout,
+    partition: &Partition,
+    rank: usize,
+    ranks: usize,
+) -> Option<Vec<bool>> {
+    if ranks == 1 {
+        return None;
+    }
+    let local = rank_shards(layout.shards(), rank, ranks);
+    Some(
+        partition
+            .shard_of
+            .iter()
+            .map(|s| local.contains(&s.index()))
+            .collect(),
+    )
 }

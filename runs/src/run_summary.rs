@@ -8,9 +8,10 @@ use crate::ranks::Ranks;
 use crate::run_cmd::RunArgs;
 use crate::run_plan::Plan;
 use crate::telemetry::{write_run_json, PartConfig, TableWriter};
-use netsim_engine::{process::peak_rss_bytes, SimTime, SkipStats};
+use netsim_engine::{SimTime, SkipStats};
 use netsim_models::network::{collective_record, merge_spans, CollectiveSpan, NetStats};
 use netsim_models::telemetry::{CollectiveRecord, FaultRecord};
+use netsim_process::peak_rss_bytes;
 use std::time::Instant;
 
 /// What this process's shards did, before it is summed over the ranks.
@@ -66,6 +67,121 @@ impl Outcome {
     }
 }
 
+/// Every rank's [`Outcome`], summed (or the largest, or rank 0's where
+/// all ranks agree) from the records of [`Outcome::words`].
+struct Totals {
+    events: u64,
+    wall_s: f64,
+    setup_s: f64,
+    sim_s: f64,
+    peak_rss_per_rank: Vec<u64>,
+    stats: NetStats,
+    /// Rows written: flows, queues, pfc, switch_offload, links.
+    rows: Vec<u64>,
+    skipped_ps: u64,
+    skips: u64,
+    events_avoided: u64,
+    events_per_shard: Vec<u64>,
+    /// `run.json`'s `per_rank` array.
+    ranks_json: Vec<serde_json::Value>,
+}
+
+impl Totals {
+    /// Reads `gathered`, the ranks' records of `record` words each, back.
+    fn from_words(gathered: &[u64], record: usize) -> Totals {
+        let per_rank: Vec<&[u64]> = gathered.chunks(record).collect();
+        let sum = |i: usize| per_rank.iter().map(|r| r[i]).sum::<u64>();
+        let max_f64 = |i: usize| {
+            per_rank
+                .iter()
+                .map(|r| f64::from_bits(r[i]))
+                .fold(0.0, f64::max)
+        };
+        let stats = NetStats {
+            sent_payload_bytes: sum(5),
+            delivered_payload_bytes: sum(6),
+            dropped_pkts: sum(7),
+            pfc_pauses: sum(8),
+            flows_finished: sum(9),
+            retransmitted_pkts: sum(10),
+            ff_flow_steady_bytes: sum(19),
+            memo_hits: sum(20),
+            memo_misses: sum(21),
+            memo_events_avoided: sum(22),
+            memo_sandbox_events: sum(23),
+        };
+        let ranks_json = per_rank
+            .iter()
+            .enumerate()
+            .map(|(rank, r)| {
+                serde_json::json!({
+                    "rank": rank,
+                    "events": r[0],
+                    "wall_s": f64::from_bits(r[1]),
+                    "setup_s": f64::from_bits(r[2]),
+                    "simulate_s": f64::from_bits(r[3]),
+                    "peak_rss_bytes": r[4],
+                })
+            })
+            .collect();
+        Totals {
+            events: sum(0),
+            wall_s: max_f64(1),
+            setup_s: max_f64(2),
+            sim_s: max_f64(3),
+            peak_rss_per_rank: per_rank.iter().map(|r| r[4]).collect(),
+            stats,
+            rows: (11..16).map(sum).collect(),
+            // The jumps are the same on every rank; the events they avoided add up.
+            skipped_ps: per_rank[0][16],
+            skips: per_rank[0][17],
+            events_avoided: sum(18),
+            events_per_shard: per_rank.iter().flat_map(|r| &r[24..]).copied().collect(),
+            ranks_json,
+        }
+    }
+}
+
+/// What rank 0 wrote of the collectives and faults.
+struct Written {
+    /// Collectives in the workload that have a span.
+    collectives: usize,
+    collectives_finished: usize,
+    collective_rows: u64,
+    fault_rows: u64,
+}
+
+/// The `collectives` and `faults` tables, into `part0`: one row per
+/// collective, from what every shard of every rank saw of it (`spans`,
+/// freed once written), and one per fault.
+fn write_tables(
+    plan: &Plan,
+    spans: Vec<CollectiveSpan>,
+    part0: &PartConfig,
+) -> anyhow::Result<Written> {
+    let workload = &plan.fabric.workload;
+    let collectives = workload.collectives.len().min(spans.len());
+    let mut collectives_finished = 0;
+    let mut writer = TableWriter::<CollectiveRecord>::create(part0)?;
+    for (id, span) in spans.iter().enumerate().take(collectives) {
+        let c = collective_record(workload, id as u32, span);
+        collectives_finished += usize::from(c.end_ns.is_some());
+        writer.push(&c)?;
+    }
+    drop(spans);
+    let collective_rows = writer.finish()?;
+    let mut writer = TableWriter::<FaultRecord>::create(part0)?;
+    for f in fault_records(&plan.fabric.faults) {
+        writer.push(&f)?;
+    }
+    Ok(Written {
+        collectives,
+        collectives_finished,
+        collective_rows,
+        fault_rows: writer.finish()?,
+    })
+}
+
 impl RunArgs {
     /// Gathers every rank's [`Outcome`] on rank 0, which writes the
     /// `collectives` and `faults` tables (into `part0`), `run.json` and the
@@ -96,71 +212,33 @@ impl RunArgs {
         let (Some(gathered), Some(mut fcts), Some(spans)) = (gathered, fcts, spans) else {
             return Ok(());
         };
-        let per_rank: Vec<&[u64]> = gathered.chunks(record).collect();
-        let sum = |i: usize| per_rank.iter().map(|r| r[i]).sum::<u64>();
-        let max_f64 = |i: usize| {
-            per_rank
-                .iter()
-                .map(|r| f64::from_bits(r[i]))
-                .fold(0.0, f64::max)
-        };
-        let events = sum(0);
-        let (wall_s, setup_s, sim_s) = (max_f64(1), max_f64(2), max_f64(3));
-        let peak_rss_per_rank: Vec<u64> = per_rank.iter().map(|r| r[4]).collect();
-        let stats = NetStats {
-            sent_payload_bytes: sum(5),
-            delivered_payload_bytes: sum(6),
-            dropped_pkts: sum(7),
-            pfc_pauses: sum(8),
-            flows_finished: sum(9),
-            retransmitted_pkts: sum(10),
-            ff_flow_steady_bytes: sum(19),
-            memo_hits: sum(20),
-            memo_misses: sum(21),
-            memo_events_avoided: sum(22),
-            memo_sandbox_events: sum(23),
-        };
-        let rows: Vec<u64> = (11..16).map(sum).collect();
-        // The jumps are the same on every rank; the events they avoided add up.
-        let (skipped_ps, skips, events_avoided) = (per_rank[0][16], per_rank[0][17], sum(18));
-        let events_per_shard: Vec<u64> = per_rank.iter().flat_map(|r| &r[24..]).copied().collect();
-        let ranks_json: Vec<_> = per_rank
-            .iter()
-            .enumerate()
-            .map(|(rank, r)| {
-                serde_json::json!({
-                    "rank": rank,
-                    "events": r[0],
-                    "wall_s": f64::from_bits(r[1]),
-                    "setup_s": f64::from_bits(r[2]),
-                    "simulate_s": f64::from_bits(r[3]),
-                    "peak_rss_bytes": r[4],
-                })
-            })
-            .collect();
-
-        // One row per collective, from what every shard of every rank saw
-        // of it, written as it is made.
-        let workload = &plan.fabric.workload;
-        let collectives = workload.collectives.len().min(spans.len());
-        let mut collectives_done = 0;
-        let mut writer = TableWriter::<CollectiveRecord>::create(part0)?;
-        for (id, span) in spans.iter().enumerate().take(collectives) {
-            let c = collective_record(workload, id as u32, span);
-            collectives_done += usize::from(c.end_ns.is_some());
-            writer.push(&c)?;
-        }
-        drop(spans);
-        let collective_rows = writer.finish()?;
-        let mut writer = TableWriter::<FaultRecord>::create(part0)?;
-        for f in fault_records(&plan.fabric.faults) {
-            writer.push(&f)?;
-        }
-        let fault_rows = writer.finish()?;
-
-        let (fct_p50_ns, fct_p99_ns) = (fcts.percentile(0.5), fcts.percentile(0.99));
+        let totals = Totals::from_words(&gathered, record);
+        let written = write_tables(plan, spans, part0)?;
+        let fct_ns = (fcts.percentile(0.5), fcts.percentile(0.99));
         drop(fcts);
-        let shards = plan.partition.shards;
+        let run = RunFigures {
+            size,
+            windows: outcome.windows,
+            sim_end: outcome.sim_end,
+            fct_ns,
+        };
+        let summary = self.summary_json(plan, &run, &totals, &written);
+        write_run_json(&self.out, &summary)?;
+        if !self.quiet {
+            self.print_summary(plan, &run, &totals, &written);
+        }
+        Ok(())
+    }
+
+    /// `run.json`'s contents.
+    fn summary_json(
+        &self,
+        plan: &Plan,
+        run: &RunFigures,
+        totals: &Totals,
+        written: &Written,
+    ) -> serde_json::Value {
+        let (stats, rows, shards) = (&totals.stats, &totals.rows, plan.partition.shards);
         let mut summary = serde_json::json!({
             "scenario": plan.scenario,
             "topology": plan.fabric.topo.kind(),
@@ -170,28 +248,28 @@ impl RunArgs {
             "seed": self.seed,
             "version": env!("CARGO_PKG_VERSION"),
             "shards": shards,
-            "threads": shards as usize / size,
-            "ranks": size,
+            "threads": shards as usize / run.size,
+            "ranks": run.size,
             "partition": plan.partition.report.strategy.to_string(),
             "edge_cut": plan.partition.report.edge_cut,
             "load_imbalance": plan.partition.report.load_imbalance,
             "lookahead_ps": plan.partition.lookahead.as_ps(),
-            "windows": outcome.windows,
-            "events": events,
-            "events_per_shard": events_per_shard,
-            "wall_s": wall_s,
-            "setup_s": setup_s,
-            "simulate_s": sim_s,
-            "events_per_s": events as f64 / sim_s,
-            "peak_rss_bytes": peak_rss_per_rank.iter().max(),
-            "per_rank": ranks_json,
-            "sim_end_ns": outcome.sim_end.as_ns(),
+            "windows": run.windows,
+            "events": totals.events,
+            "events_per_shard": totals.events_per_shard,
+            "wall_s": totals.wall_s,
+            "setup_s": totals.setup_s,
+            "simulate_s": totals.sim_s,
+            "events_per_s": totals.events as f64 / totals.sim_s,
+            "peak_rss_bytes": totals.peak_rss_per_rank.iter().max(),
+            "per_rank": totals.ranks_json,
+            "sim_end_ns": run.sim_end.as_ns(),
             "flows": plan.fabric.workload.flows.len(),
-            "collectives": collectives,
-            "collectives_finished": collectives_done,
+            "collectives": written.collectives,
+            "collectives_finished": written.collectives_finished,
             "flows_finished": stats.flows_finished,
-            "fct_p50_ns": fct_p50_ns,
-            "fct_p99_ns": fct_p99_ns,
+            "fct_p50_ns": run.fct_ns.0,
+            "fct_p99_ns": run.fct_ns.1,
             "sent_payload_bytes": stats.sent_payload_bytes,
             "delivered_payload_bytes": stats.delivered_payload_bytes,
             "dropped_pkts": stats.dropped_pkts,
@@ -201,14 +279,14 @@ impl RunArgs {
                 "queues": rows[1],
                 "pfc": rows[2],
                 "switch_offload": rows[3],
-                "collectives": collective_rows,
+                "collectives": written.collective_rows,
                 "links": rows[4],
             },
         });
         // Added apart from the literal above, which is at the json! macro's
         // recursion limit: the truth next to the estimate (`load_imbalance`),
         // and the fidelity.
-        summary["events_imbalance"] = imbalance(&events_per_shard).into();
+        summary["events_imbalance"] = imbalance(&totals.events_per_shard).into();
         summary["fidelity"] = self.fidelity.name().into();
         summary["fold_dp"] = self.workload.fold_dp.into();
         summary["fold_classes"] = self.workload.fold_classes.into();
@@ -216,10 +294,10 @@ impl RunArgs {
             crate::network_args::config_json(&self.network.cc_profile, &plan.fabric.config);
         summary["fast_forward"] = crate::fast_forward_args::summary(
             &plan.fabric,
-            &stats,
-            skipped_ps,
-            skips,
-            events_avoided,
+            stats,
+            totals.skipped_ps,
+            totals.skips,
+            totals.events_avoided,
         );
         summary["retransmitted_pkts"] = stats.retransmitted_pkts.into();
         summary["faults"] = plan.fabric.faults.faults.len().into();
@@ -227,29 +305,44 @@ impl RunArgs {
         summary["edges"] = plan.fabric.workload.edge_count().into();
         summary["workload_bytes"] = crate::memory_check::workload_bytes_json(&plan.fabric.workload);
         summary["run_bytes_predicted"] = plan.run_bytes.json();
-        summary["rows"]["faults"] = fault_rows.into();
-        write_run_json(&self.out, &summary)?;
-        if !self.quiet {
-            let collectives_note = if collectives == 0 {
-                String::new()
-            } else {
-                format!("{collectives_done}/{collectives} collectives finished, ")
-            };
-            eprintln!(
-                "netsim: {events} events in {sim_s:.3} s ({:.2} M events/s), wall {wall_s:.3} s, \
-                 {}/{} flows finished, {collectives_note}FCT p50 {} us p99 {} us, simulated {:.1} us, \
-                 output {}",
-                events as f64 / sim_s / 1e6,
-                stats.flows_finished,
-                plan.fabric.workload.flows.len(),
-                fct_p50_ns.map_or("-".into(), |f| format!("{:.1}", f as f64 / 1e3)),
-                fct_p99_ns.map_or("-".into(), |f| format!("{:.1}", f as f64 / 1e3)),
-                outcome.sim_end.as_ps() as f64 / 1e6,
-                self.out.display()
-            );
-        }
-        Ok(())
+        summary["rows"]["faults"] = written.fault_rows.into();
+        summary
     }
+
+    /// The line printed on stderr after the run.
+    fn print_summary(&self, plan: &Plan, run: &RunFigures, totals: &Totals, written: &Written) {
+        let (collectives, collectives_done) = (written.collectives, written.collectives_finished);
+        let collectives_note = if collectives == 0 {
+            String::new()
+        } else {
+            format!("{collectives_done}/{collectives} collectives finished, ")
+        };
+        let (events, sim_s, wall_s) = (totals.events, totals.sim_s, totals.wall_s);
+        let (fct_p50_ns, fct_p99_ns) = run.fct_ns;
+        eprintln!(
+            "netsim: {events} events in {sim_s:.3} s ({:.2} M events/s), wall {wall_s:.3} s, \
+             {}/{} flows finished, {collectives_note}FCT p50 {} us p99 {} us, simulated {:.1} us, \
+             output {}",
+            events as f64 / sim_s / 1e6,
+            totals.stats.flows_finished,
+            plan.fabric.workload.flows.len(),
+            fct_p50_ns.map_or("-".into(), |f| format!("{:.1}", f as f64 / 1e3)),
+            fct_p99_ns.map_or("-".into(), |f| format!("{:.1}", f as f64 / 1e3)),
+            run.sim_end.as_ps() as f64 / 1e6,
+            self.out.display()
+        );
+    }
+}
+
+/// The figures of the run as a whole that `run.json` and the summary line report.
+struct RunFigures {
+    /// Ranks.
+    size: usize,
+    /// Synchronisation windows, the same on every rank.
+    windows: u64,
+    sim_end: SimTime,
+    /// Flow completion time percentiles p50 and p99, if any flow finished.
+    fct_ns: (Option<u64>, Option<u64>),
 }
 
 /// Collective: every rank's collective spans, merged on rank 0.

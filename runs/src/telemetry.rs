@@ -16,9 +16,10 @@
 //! that looks finished. A run calls [`prepare_output_dir`] once, opens one
 //! [`TableWriter`] per table in each shard, and ends with [`write_run_json`].
 //!
-//! Adding a table: implement [`TableRow`] for its record type in
-//! `telemetry/tables.rs` (a schema and an `append` that pushes one value per
-//! column) and list it in [`TABLES`].
+//! Adding a table: declare its columns once with `table_row!` in
+//! `telemetry/tables.rs` (name, value type, and how to read it from the
+//! record; the schema and the append are generated from that list) and list
+//! it in [`TABLES`].
 
 mod row;
 mod tables;
@@ -32,7 +33,8 @@ use parquet::errors::ParquetError;
 use serde::Serialize;
 use thiserror::Error;
 
-pub use row::{RowBuilder, TableRow};
+pub(crate) use row::table_row;
+pub use row::{column, CellValue, RowBuilder, TableRow};
 pub use tables::TABLES;
 pub use writer::{PartConfig, TableWriter, DEFAULT_ROW_GROUP_ROWS};
 

@@ -137,8 +137,7 @@ impl TopologyArgs {
         let started = Instant::now();
         let topo = self.generate(kind)?;
         let generated = Instant::now();
-        let routing =
-            Routing::build_within(&topo, None, netsim_engine::process::memory_left_bytes())?;
+        let routing = Routing::build_within(&topo, None, netsim_process::memory_left_bytes())?;
         Ok(BuiltTopology {
             topo,
             routing,
@@ -151,60 +150,7 @@ impl TopologyArgs {
     /// flags applied. Errors name the flag that does not apply to `kind`.
     pub fn spec(&self, kind: &str) -> anyhow::Result<TopoSpec> {
         let mut spec = TopoSpec::default_for(kind)?;
-        let allowed: &[&str] = match &spec {
-            TopoSpec::FatTree(_) => &[
-                "--k",
-                "--tiers",
-                "--oversub",
-                "--planes",
-                "--link-gbps",
-                "--link-latency-ns",
-                "--host-link-gbps",
-                "--host-link-latency-ns",
-                "--agg-link-gbps",
-                "--agg-link-latency-ns",
-                "--core-link-gbps",
-                "--core-link-latency-ns",
-            ],
-            TopoSpec::Dragonfly(_) => &[
-                "--p",
-                "--a",
-                "--h",
-                "--groups",
-                "--arrangement",
-                "--link-gbps",
-                "--link-latency-ns",
-                "--host-link-gbps",
-                "--host-link-latency-ns",
-                "--local-link-gbps",
-                "--local-link-latency-ns",
-                "--global-link-gbps",
-                "--global-link-latency-ns",
-            ],
-            TopoSpec::Star(_) => &[
-                "--hosts",
-                "--link-gbps",
-                "--link-latency-ns",
-                "--host-link-gbps",
-                "--host-link-latency-ns",
-            ],
-            TopoSpec::Simai(_) => &[
-                "--gpus",
-                "--gpus-per-server",
-                "--nvswitches-per-server",
-                "--gpu-type",
-                "--gpus-per-asw",
-                "--psw",
-                "--asw-per-psw",
-                "--link-gbps",
-                "--link-latency-ns",
-                "--nvlink-gbps",
-                "--nvlink-latency-ns",
-                "--nic-gbps",
-                "--asw-psw-gbps",
-            ],
-            TopoSpec::SimaiFile(_) => &[],
-        };
+        let allowed = flags_of(&spec);
         if let Some(flag) = self.given().into_iter().find(|f| !allowed.contains(f)) {
             bail!("{flag} does not apply to topology `{kind}`");
         }
@@ -360,6 +306,64 @@ impl TopologyArgs {
 fn set<T>(slot: &mut T, value: Option<T>) {
     if let Some(v) = value {
         *slot = v;
+    }
+}
+
+/// The flags that apply to topology `spec`.
+fn flags_of(spec: &TopoSpec) -> &'static [&'static str] {
+    match spec {
+        TopoSpec::FatTree(_) => &[
+            "--k",
+            "--tiers",
+            "--oversub",
+            "--planes",
+            "--link-gbps",
+            "--link-latency-ns",
+            "--host-link-gbps",
+            "--host-link-latency-ns",
+            "--agg-link-gbps",
+            "--agg-link-latency-ns",
+            "--core-link-gbps",
+            "--core-link-latency-ns",
+        ],
+        TopoSpec::Dragonfly(_) => &[
+            "--p",
+            "--a",
+            "--h",
+            "--groups",
+            "--arrangement",
+            "--link-gbps",
+            "--link-latency-ns",
+            "--host-link-gbps",
+            "--host-link-latency-ns",
+            "--local-link-gbps",
+            "--local-link-latency-ns",
+            "--global-link-gbps",
+            "--global-link-latency-ns",
+        ],
+        TopoSpec::Star(_) => &[
+            "--hosts",
+            "--link-gbps",
+            "--link-latency-ns",
+            "--host-link-gbps",
+            "--host-link-latency-ns",
+        ],
+        TopoSpec::Simai(_) => &[
+            "--gpus",
+            "--gpus-per-server",
+            "--nvswitches-per-server",
+            "--gpu-type",
+            "--gpus-per-asw",
+            "--psw",
+            "--asw-per-psw",
+            "--link-gbps",
+            "--link-latency-ns",
+            "--nvlink-gbps",
+            "--nvlink-latency-ns",
+            "--nic-gbps",
+            "--asw-psw-gbps",
+        ],
+        TopoSpec::SimaiFile(_) => &[],
     }
 }
 

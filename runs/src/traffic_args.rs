@@ -27,8 +27,8 @@ pub struct TrafficArgs {
 /// Fails when `flows` flows (and the sender state of each during the run)
 /// would not fit in the memory this process may use, or in `u32` ids.
 pub fn check_flow_count(flag: &str, flows: u64) -> anyhow::Result<()> {
-    use netsim_engine::process::{human_bytes, memory_limit_bytes};
     use netsim_models::workload::BYTES_PER_TASK;
+    use netsim_process::{human_bytes, memory_limit_bytes};
     let bytes = flows.saturating_mul(BYTES_PER_TASK);
     let limit = memory_limit_bytes();
     if bytes > limit || flows >= u64::from(u32::MAX) {

@@ -213,74 +213,11 @@ impl WorkloadArgs {
                 )
             })?),
         };
-        let mut spec = if let Some(op) = CollectiveOp::parse(name) {
-            let algorithm = algorithm.unwrap_or_else(|| op.default_algorithm());
-            if !op.algorithms().contains(&algorithm) {
-                bail!(
-                    "--algo: {} does not implement {} (use {})",
-                    algorithm.name(),
-                    op.name(),
-                    op.algorithms()
-                        .iter()
-                        .map(|a| a.name())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                );
-            }
-            let size_bytes = if op == CollectiveOp::Barrier {
-                0
-            } else {
-                parse_size(&self.size).map_err(|e| anyhow::anyhow!("--size: {e}"))?
-            };
-            let group =
-                GroupSpec::parse(&self.group).map_err(|e| anyhow::anyhow!("--group: {e}"))?;
-            let dtype = Dtype::parse(&self.dtype).with_context(|| {
-                format!(
-                    "--dtype: unknown `{}` ({})",
-                    self.dtype,
-                    Dtype::ALL.map(|d| d.name()).join(", ")
-                )
-            })?;
-            let reduce_op = ReduceOp::parse(&self.reduce_op).with_context(|| {
-                format!("--reduce-op: unknown `{}` (sum, min, max)", self.reduce_op)
-            })?;
-            let mut spec = WorkloadSpec::single(OpSpec {
-                op,
-                algorithm,
-                size_bytes,
-                group,
-                dtype,
-                reduce_op,
-            });
-            spec.parallelism = Some(
-                Parallelism::new(hosts, self.tp, self.pp, self.ep)
-                    .map_err(|e| anyhow::anyhow!("--tp/--pp/--ep: {e}"))?,
-            );
-            spec.iterations = self.iterations;
-            spec.channels = self.channels;
-            spec.chunks = self.chunks;
-            spec
-        } else {
-            let path = Path::new(name);
-            if !path.exists() {
-                bail!(
-                    "--workload: `{name}` is neither a collective ({}) nor an existing file",
-                    CollectiveOp::ALL.map(|o| o.name()).join(", ")
-                );
-            }
-            if path.extension().is_some_and(|e| e == "toml") {
-                file::read(path, hosts)?
-            } else {
-                let mut spec = simai::read(path, hosts, algorithm.unwrap_or(Algorithm::Ring))?;
-                spec.iterations = self.iterations;
-                spec.channels = self.channels;
-                spec.chunks = self.chunks;
-                spec
-            }
+        let mut spec = match CollectiveOp::parse(name) {
+            Some(op) => self.collective_spec(op, algorithm, hosts)?,
+            None => self.file_spec(name, algorithm, hosts)?,
         };
-        // Per-message costs of a NIC or switch: at most a link's latency.
-        let max_ns = netsim_topo::units::MAX_LATENCY_PS / 1_000;
-        if self.host_overhead_ns > max_ns {
+        if self.host_overhead_ns > MAX_PER_MESSAGE_NS {
             bail!(
                 "--host-overhead-ns: {} ns is above 100 ms, the longest supported",
                 self.host_overhead_ns
@@ -291,18 +228,114 @@ impl WorkloadArgs {
         spec.dpu = self.dpu.params()?;
         spec.fold_dp = self.fold_dp;
         spec.fold_classes = self.fold_classes;
+        spec.profile = self.switch_profile(&spec.profile)?;
+        let fallback = Algorithm::parse(&self.fallback_algo)
+            .filter(|a| matches!(a, Algorithm::Ring | Algorithm::Tree | Algorithm::Hd))
+            .with_context(|| {
+                format!(
+                    "--fallback-algo: `{}` is not ring, tree or hd",
+                    self.fallback_algo
+                )
+            })?;
+        if self.fallback_algo != "ring" {
+            // Otherwise keep what a workload file chose (ring by default).
+            spec.fallback = fallback;
+        }
+        Ok(spec)
+    }
+
+    /// One collective `op` of --size on --group of `hosts` ranks laid out
+    /// by --tp/--pp/--ep, by `algorithm` or its default.
+    fn collective_spec(
+        &self,
+        op: CollectiveOp,
+        algorithm: Option<Algorithm>,
+        hosts: u32,
+    ) -> anyhow::Result<WorkloadSpec> {
+        let algorithm = algorithm.unwrap_or_else(|| op.default_algorithm());
+        if !op.algorithms().contains(&algorithm) {
+            bail!(
+                "--algo: {} does not implement {} (use {})",
+                algorithm.name(),
+                op.name(),
+                op.algorithm_names()
+            );
+        }
+        let size_bytes = if op == CollectiveOp::Barrier {
+            0
+        } else {
+            parse_size(&self.size).map_err(|e| anyhow::anyhow!("--size: {e}"))?
+        };
+        let group = GroupSpec::parse(&self.group).map_err(|e| anyhow::anyhow!("--group: {e}"))?;
+        let dtype = Dtype::parse(&self.dtype).with_context(|| {
+            format!(
+                "--dtype: unknown `{}` ({})",
+                self.dtype,
+                Dtype::ALL.map(|d| d.name()).join(", ")
+            )
+        })?;
+        let reduce_op = ReduceOp::parse(&self.reduce_op).with_context(|| {
+            format!("--reduce-op: unknown `{}` (sum, min, max)", self.reduce_op)
+        })?;
+        let mut spec = WorkloadSpec::single(OpSpec {
+            op,
+            algorithm,
+            size_bytes,
+            group,
+            dtype,
+            reduce_op,
+        });
+        spec.parallelism = Some(
+            Parallelism::new(hosts, self.tp, self.pp, self.ep)
+                .map_err(|e| anyhow::anyhow!("--tp/--pp/--ep: {e}"))?,
+        );
+        spec.iterations = self.iterations;
+        spec.channels = self.channels;
+        spec.chunks = self.chunks;
+        Ok(spec)
+    }
+
+    /// The workload file `name`: TOML (`.toml`) or SimAI text, whose
+    /// collectives use `algorithm` (ring by default).
+    fn file_spec(
+        &self,
+        name: &str,
+        algorithm: Option<Algorithm>,
+        hosts: u32,
+    ) -> anyhow::Result<WorkloadSpec> {
+        let path = Path::new(name);
+        if !path.exists() {
+            bail!(
+                "--workload: `{name}` is neither a collective ({}) nor an existing file",
+                CollectiveOp::ALL.map(|o| o.name()).join(", ")
+            );
+        }
+        if path.extension().is_some_and(|e| e == "toml") {
+            return Ok(file::read(path, hosts)?);
+        }
+        let mut spec = simai::read(path, hosts, algorithm.unwrap_or(Algorithm::Ring))?;
+        spec.iterations = self.iterations;
+        spec.channels = self.channels;
+        spec.chunks = self.chunks;
+        Ok(spec)
+    }
+
+    /// The switches' offload profile: --switch-profile, or the file's
+    /// (`file_profile`) where the flag was left at its default, with the
+    /// --ina-* flags laid over it.
+    fn switch_profile(&self, file_profile: &SwitchProfile) -> anyhow::Result<SwitchProfile> {
         let mut profile = SwitchProfile::by_name(&self.switch_profile).with_context(|| {
             format!(
                 "--switch-profile: unknown `{}` (tofino, sharp)",
                 self.switch_profile
             )
         })?;
-        if spec.profile.name != profile.name && self.switch_profile == "tofino" {
+        if file_profile.name != profile.name && self.switch_profile == "tofino" {
             // The file chose a profile and the flag was left at its default.
-            profile = spec.profile.clone();
+            profile = file_profile.clone();
         }
         if let Some(ns) = self.ina_latency_ns {
-            if ns > max_ns {
+            if ns > MAX_PER_MESSAGE_NS {
                 bail!("--ina-latency-ns: {ns} ns is above 100 ms, the longest supported");
             }
             profile.processing = SimTime::from_ns(ns);
@@ -319,22 +352,12 @@ impl WorkloadArgs {
             "off" => false,
             other => bail!("--switch-barriers: `{other}` is not on or off"),
         };
-        spec.profile = profile;
-        let fallback = Algorithm::parse(&self.fallback_algo)
-            .filter(|a| matches!(a, Algorithm::Ring | Algorithm::Tree | Algorithm::Hd))
-            .with_context(|| {
-                format!(
-                    "--fallback-algo: `{}` is not ring, tree or hd",
-                    self.fallback_algo
-                )
-            })?;
-        if self.fallback_algo != "ring" {
-            // Otherwise keep what a workload file chose (ring by default).
-            spec.fallback = fallback;
-        }
-        Ok(spec)
+        Ok(profile)
     }
 }
+
+/// Per-message costs of a NIC or switch: at most a link's latency.
+const MAX_PER_MESSAGE_NS: u64 = netsim_topo::units::MAX_LATENCY_PS / 1_000;
 
 /// A job's default name: the collective, or the file's stem.
 pub fn job_name(workload: &str) -> String {

@@ -287,13 +287,13 @@ impl TopologyBuilder {
         let bytes = (nodes as u64)
             .saturating_mul(node_bytes as u64)
             .saturating_add((links as u64).saturating_mul(link_bytes as u64));
-        let limit = netsim_engine::process::memory_limit_bytes();
+        let limit = netsim_process::memory_limit_bytes();
         if bytes > limit {
             return Err(TopoError::TooLarge(format!(
                 "{nodes} nodes and {links} links need ~{} before routing, more than the {} \
                  this process may use",
-                netsim_engine::process::human_bytes(bytes),
-                netsim_engine::process::human_bytes(limit)
+                netsim_process::human_bytes(bytes),
+                netsim_process::human_bytes(limit)
             )));
         }
         self.nodes.reserve(nodes);

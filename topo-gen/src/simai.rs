@@ -1,214 +1,20 @@
-//! SimAI compatibility: the rail-optimized / DCN+ templates of SimAI's
-//! `gen_Topo_Template.py`, and its topology text format (import and export).
+//! SimAI compatibility: its topology text format (import and export); the
+//! rail-optimized / DCN+ templates of SimAI's `gen_Topo_Template.py` are in
+//! [`template`].
 //!
 //! The format: line 1 is `node_num gpus_per_server nvswitch_num switch_num link_num
 //! gpu_type`; line 2 lists the NVSwitch ids, then the other switch ids, each followed by a
 //! space; then one `src dst <bw>Gbps <lat>ms <error_rate>` line per link. GPUs are the
 //! nodes not listed on line 2, and SimAI numbers them `0..gpu_num` first.
 
+pub mod template;
+
 use std::io::{self, Write};
 use std::path::Path;
 
 use crate::error::TopoError;
 use crate::graph::{Coords, LinkIndex, NodeIndex, Role, Topology, TopologyBuilder};
-use crate::spec::{SimaiParams, SimaiTemplate};
 use crate::units::{format_decimal, parse_bandwidth_bps, parse_latency_ps};
-
-/// Builds a SimAI template with SimAI's derivation of segment, ASW and PSW counts, its node
-/// numbering (GPUs, NVSwitches, ASWs, PSWs) and its link order (per GPU: NVLink links then
-/// ASW links; then every ASW-PSW link, ASW-major).
-pub fn build_template(p: &SimaiParams) -> Result<Topology, TopoError> {
-    let t = p.template;
-    check_template_params(p)?;
-    let gps = p.gpus_per_server;
-    let nsps = p.nv_switch_per_server;
-    let tors_per_nic: u32 = if t.dual_tor() { 2 } else { 1 };
-    // ASWs per segment on one ToR side, and GPUs per segment, as in the Python script.
-    let (asw_per_side, gpus_per_segment) = if t.rail_optimized() {
-        (gps, p.nics_per_asw as u64 * gps as u64)
-    } else {
-        (1, p.nics_per_asw as u64)
-    };
-    let segments = (p.gpus as u64).div_ceil(gpus_per_segment);
-    // SimAI's capacity check: rail-optimized templates divide asw_per_psw by the ASWs of one
-    // ToR side of a segment; DCN+ divides by all ASWs of a segment (1 or 2).
-    let divisor = if t.rail_optimized() {
-        asw_per_side
-    } else {
-        tors_per_nic
-    };
-    let max_segments = (p.asw_per_psw / divisor) as u64;
-    if segments > max_segments {
-        return Err(TopoError::param(
-            "--gpus",
-            format!(
-                "{} GPUs need {segments} segments of {gpus_per_segment} GPUs, but {} holds at most \
-                 {max_segments} segments (--asw-per-psw {} / {divisor}), i.e. at most {} GPUs",
-                p.gpus,
-                t.kind(),
-                p.asw_per_psw,
-                max_segments * gpus_per_segment
-            ),
-        ));
-    }
-    let side_asws = segments * asw_per_side as u64;
-    let asws = side_asws * tors_per_nic as u64;
-    let servers = (p.gpus / gps) as u64;
-    let nvs = servers.saturating_mul(nsps as u64);
-    let nodes = (p.gpus as u64 + asws + p.psw as u64).saturating_add(nvs);
-    if nodes > crate::fat_tree::MAX_NODES {
-        return Err(TopoError::param(
-            "--gpus",
-            format!("{nodes} nodes exceed the supported size"),
-        ));
-    }
-    // Dual plane: SimAI fills plane 1 with ceil(psw/2) PSWs and plane 2 with the rest.
-    let dual_plane = t == SimaiTemplate::HpnDualPlane;
-    let psw_plane1 = if dual_plane { p.psw.div_ceil(2) } else { p.psw };
-
-    let mut b = TopologyBuilder::new(t.kind()).gpu_info(&p.gpu_type, gps);
-    let links = p.gpus as u64 * (nsps + tors_per_nic) as u64
-        + if dual_plane {
-            side_asws * p.psw as u64
-        } else {
-            asws * p.psw as u64
-        };
-    if links > crate::fat_tree::MAX_LINKS {
-        return Err(TopoError::param(
-            "--psw",
-            format!(
-                "{links} links exceed the supported {}",
-                crate::fat_tree::MAX_LINKS
-            ),
-        ));
-    }
-    b.reserve(nodes as usize, links as usize)?;
-    for i in 0..p.gpus {
-        b.add_node(
-            Role::Host,
-            Coords {
-                server: Some(i / gps),
-                rail: Some(i % gps),
-                segment: Some((i as u64 / gpus_per_segment) as u32),
-                ..Coords::default()
-            },
-        );
-    }
-    let nv0 = b.node_count();
-    for s in 0..nvs as u32 {
-        let server = s / nsps;
-        b.add_node(
-            Role::NvSwitch,
-            Coords {
-                server: Some(server),
-                segment: Some((server as u64 * gps as u64 / gpus_per_segment) as u32),
-                ..Coords::default()
-            },
-        );
-    }
-    let asw0 = b.node_count();
-    for side in 0..tors_per_nic {
-        for x in 0..side_asws as u32 {
-            b.add_node(
-                Role::Tor,
-                Coords {
-                    segment: Some(x / asw_per_side),
-                    rail: t.rail_optimized().then_some(x % asw_per_side),
-                    plane: dual_plane.then_some(side),
-                    ..Coords::default()
-                },
-            );
-        }
-    }
-    let psw0 = b.node_count();
-    for x in 0..p.psw {
-        b.add_node(
-            Role::Core,
-            Coords {
-                plane: dual_plane.then_some(u32::from(x >= psw_plane1)),
-                ..Coords::default()
-            },
-        );
-    }
-    for i in 0..p.gpus {
-        let server = i / gps;
-        for j in 0..nsps {
-            b.add_link(
-                i,
-                nv0 + server * nsps + j,
-                p.nvlink_bps,
-                p.nvlink_latency_ps,
-            );
-        }
-        let segment = (i as u64 / gpus_per_segment) as u32;
-        let within = if t.rail_optimized() { i % gps } else { 0 };
-        for side in 0..tors_per_nic {
-            let asw = asw0 + side * side_asws as u32 + segment * asw_per_side + within;
-            b.add_link(i, asw, p.nic_bps, p.latency_ps);
-        }
-    }
-    for side in 0..tors_per_nic {
-        let (lo, hi) = match (dual_plane, side) {
-            (false, _) => (0, p.psw),
-            (true, 0) => (0, psw_plane1),
-            (true, _) => (psw_plane1, p.psw),
-        };
-        for x in 0..side_asws as u32 {
-            for y in lo..hi {
-                b.add_link(
-                    asw0 + side * side_asws as u32 + x,
-                    psw0 + y,
-                    p.asw_psw_bps,
-                    p.latency_ps,
-                );
-            }
-        }
-    }
-    b.finish()
-}
-
-fn check_template_params(p: &SimaiParams) -> Result<(), TopoError> {
-    let nonzero = [
-        ("--gpus", p.gpus as u64),
-        ("--gpus-per-server", p.gpus_per_server as u64),
-        ("--gpus-per-asw", p.nics_per_asw as u64),
-        ("--psw", p.psw as u64),
-        ("--asw-per-psw", p.asw_per_psw as u64),
-        ("--nvlink-gbps", p.nvlink_bps),
-        ("--nvlink-latency-ns", p.nvlink_latency_ps),
-        ("--nic-gbps", p.nic_bps),
-        ("--link-latency-ns", p.latency_ps),
-        ("--asw-psw-gbps", p.asw_psw_bps),
-    ];
-    for (flag, v) in nonzero {
-        if v == 0 {
-            return Err(TopoError::param(flag, "must be > 0"));
-        }
-    }
-    // Every ASW has a port per PSW.
-    if p.psw > u16::MAX as u32 {
-        return Err(TopoError::param(
-            "--psw",
-            format!("at most {} PSWs are supported", u16::MAX),
-        ));
-    }
-    if !p.gpus.is_multiple_of(p.gpus_per_server) {
-        return Err(TopoError::param(
-            "--gpus",
-            format!(
-                "{} GPUs is not a multiple of --gpus-per-server {}",
-                p.gpus, p.gpus_per_server
-            ),
-        ));
-    }
-    if p.gpu_type.is_empty() || p.gpu_type.contains(char::is_whitespace) {
-        return Err(TopoError::param(
-            "--gpu-type",
-            "must be one word (it is a field of the SimAI header)",
-        ));
-    }
-    Ok(())
-}
 
 /// Writes `topo` in SimAI's text format. NVSwitches are listed first on line 2, then the
 /// other switches, each in id order; links keep their order and their error rates.
@@ -268,74 +74,161 @@ pub fn read_file(path: &Path) -> Result<Topology, TopoError> {
 /// switches become ToRs if they link to a GPU, and otherwise aggregation or core switches
 /// by their distance from the GPUs (2 hops: core when nothing is further away).
 pub fn parse_simai(text: &str, origin: &str) -> Result<Topology, TopoError> {
-    let err = |line: usize, field: &'static str, message: String| TopoError::Parse {
-        path: origin.to_string(),
-        line,
-        field,
-        message,
-    };
+    let at = Origin(origin);
     let mut lines = text.lines().enumerate().map(|(i, l)| (i + 1, l));
     let (_, header) = lines
         .next()
-        .ok_or_else(|| err(1, "header", "empty file".into()))?;
-    let h: Vec<&str> = header.split_whitespace().collect();
-    if h.len() != 6 {
-        return Err(err(
-            1,
-            "header",
-            format!(
-                "expected 6 fields `node_num gpus_per_server nvswitch_num switch_num link_num gpu_type`, found {}",
-                h.len()
-            ),
-        ));
-    }
-    let num = |i: usize, field: &'static str| -> Result<u32, TopoError> {
-        h[i].parse::<u32>().map_err(|_| {
-            err(
-                1,
-                field,
-                format!("`{}` is not a non-negative integer", h[i]),
-            )
-        })
-    };
-    let node_num = num(0, "node_num")?;
-    let gps = num(1, "gpus_per_server")?;
-    let nv_num = num(2, "nvswitch_num")?;
-    let sw_num = num(3, "switch_num")?;
-    let link_num = num(4, "link_num")?;
-    let gpu_type = h[5];
-    if gps == 0 {
-        return Err(err(1, "gpus_per_server", "must be >= 1".into()));
-    }
-    if node_num as u64 > crate::fat_tree::MAX_NODES {
-        return Err(err(
-            1,
-            "node_num",
-            format!("{node_num} nodes exceed the supported size"),
-        ));
-    }
-    let switches = nv_num as u64 + sw_num as u64;
-    if switches >= node_num as u64 {
-        return Err(err(
-            1,
-            "node_num",
-            format!(
-                "{node_num} nodes leave no GPU after {nv_num} NVSwitches and {sw_num} switches"
-            ),
-        ));
-    }
-    let gpus = node_num - switches as u32;
-
+        .ok_or_else(|| at.err(1, "header", "empty file".into()))?;
+    let h = FileHeader::parse(header, &at)?;
     let (ln, ids) = lines
         .next()
-        .ok_or_else(|| err(2, "switch_id", "missing the line of switch ids".into()))?;
+        .ok_or_else(|| at.err(2, "switch_id", "missing the line of switch ids".into()))?;
+    let mut role = switch_roles(ln, ids, &h, &at)?;
+    // The header is untrusted: reserve at most a modest amount up front.
+    let mut links = Vec::with_capacity((h.link_num as usize).min(1 << 20));
+    let mut error_rates = Vec::with_capacity(links.capacity());
+    for (ln, line) in lines {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.is_empty() {
+            continue;
+        }
+        if links.len() as u64 == h.link_num as u64 {
+            return Err(at.err(
+                ln,
+                "link_num",
+                format!("more link lines than link_num = {} on line 1", h.link_num),
+            ));
+        }
+        let (link, error_rate) = parse_link(ln, &f, &h, &at)?;
+        error_rates.push(error_rate);
+        links.push(link);
+    }
+    if links.len() as u64 != h.link_num as u64 {
+        return Err(at.err(
+            1,
+            "link_num",
+            format!(
+                "header says {} links, the file has {}",
+                h.link_num,
+                links.len()
+            ),
+        ));
+    }
+    classify_switches(&mut role, h.gpus, &links);
+    let mut topo = assemble(&h, &role, links)?;
+    topo.set_link_error_rates(error_rates);
+    Ok(topo)
+}
+
+/// A link line's `(src, dst, bandwidth_bps, latency_ps)`.
+type LinkLine = (u32, u32, u64, u64);
+
+/// Names the file in parse errors.
+struct Origin<'a>(&'a str);
+
+impl Origin<'_> {
+    fn err(&self, line: usize, field: &'static str, message: String) -> TopoError {
+        TopoError::Parse {
+            path: self.0.to_string(),
+            line,
+            field,
+            message,
+        }
+    }
+}
+
+/// Line 1 of a SimAI topology file.
+struct FileHeader<'t> {
+    node_num: u32,
+    /// GPUs per server, at least 1.
+    gps: u32,
+    nv_num: u32,
+    sw_num: u32,
+    link_num: u32,
+    gpu_type: &'t str,
+    /// The nodes that are not switches: `0..gpus`.
+    gpus: u32,
+}
+
+impl<'t> FileHeader<'t> {
+    /// `node_num gpus_per_server nvswitch_num switch_num link_num gpu_type`.
+    fn parse(header: &'t str, at: &Origin<'_>) -> Result<FileHeader<'t>, TopoError> {
+        let h: Vec<&str> = header.split_whitespace().collect();
+        if h.len() != 6 {
+            return Err(at.err(
+                1,
+                "header",
+                format!(
+                    "expected 6 fields `node_num gpus_per_server nvswitch_num switch_num link_num gpu_type`, found {}",
+                    h.len()
+                ),
+            ));
+        }
+        let num = |i: usize, field: &'static str| -> Result<u32, TopoError> {
+            h[i].parse::<u32>().map_err(|_| {
+                at.err(
+                    1,
+                    field,
+                    format!("`{}` is not a non-negative integer", h[i]),
+                )
+            })
+        };
+        let node_num = num(0, "node_num")?;
+        let gps = num(1, "gpus_per_server")?;
+        let nv_num = num(2, "nvswitch_num")?;
+        let sw_num = num(3, "switch_num")?;
+        let link_num = num(4, "link_num")?;
+        if gps == 0 {
+            return Err(at.err(1, "gpus_per_server", "must be >= 1".into()));
+        }
+        if node_num as u64 > crate::fat_tree::MAX_NODES {
+            return Err(at.err(
+                1,
+                "node_num",
+                format!("{node_num} nodes exceed the supported size"),
+            ));
+        }
+        let switches = nv_num as u64 + sw_num as u64;
+        if switches >= node_num as u64 {
+            return Err(at.err(
+                1,
+                "node_num",
+                format!(
+                    "{node_num} nodes leave no GPU after {nv_num} NVSwitches and {sw_num} switches"
+                ),
+            ));
+        }
+        Ok(FileHeader {
+            node_num,
+            gps,
+            nv_num,
+            sw_num,
+            link_num,
+            gpu_type: h[5],
+            gpus: node_num - switches as u32,
+        })
+    }
+}
+
+/// Line 2 (number `ln`): each node's role, NVSwitch or switch (a ToR until
+/// [`classify_switches`]) for the ids listed, `None` for the GPUs.
+fn switch_roles(
+    ln: usize,
+    ids: &str,
+    h: &FileHeader<'_>,
+    at: &Origin<'_>,
+) -> Result<Vec<Option<Role>>, TopoError> {
+    let (node_num, gpus) = (h.node_num, h.gpus);
+    let switches = h.nv_num as u64 + h.sw_num as u64;
     let ids: Vec<&str> = ids.split_whitespace().collect();
     if ids.len() as u64 != switches {
-        return Err(err(
+        return Err(at.err(
             ln,
             "switch_id",
             format!(
-                "expected {switches} switch ids (nvswitch_num {nv_num} + switch_num {sw_num}), found {}",
+                "expected {switches} switch ids (nvswitch_num {} + switch_num {}), found {}",
+                h.nv_num,
+                h.sw_num,
                 ids.len()
             ),
         ));
@@ -344,16 +237,16 @@ pub fn parse_simai(text: &str, origin: &str) -> Result<Topology, TopoError> {
     for (i, tok) in ids.iter().enumerate() {
         let id: u32 = tok
             .parse()
-            .map_err(|_| err(ln, "switch_id", format!("`{tok}` is not a node id")))?;
+            .map_err(|_| at.err(ln, "switch_id", format!("`{tok}` is not a node id")))?;
         if id >= node_num {
-            return Err(err(
+            return Err(at.err(
                 ln,
                 "switch_id",
                 format!("node {id} does not exist (node_num = {node_num})"),
             ));
         }
         if id < gpus {
-            return Err(err(
+            return Err(at.err(
                 ln,
                 "switch_id",
                 format!(
@@ -362,91 +255,80 @@ pub fn parse_simai(text: &str, origin: &str) -> Result<Topology, TopoError> {
             ));
         }
         if role[id as usize].is_some() {
-            return Err(err(ln, "switch_id", format!("switch {id} is listed twice")));
+            return Err(at.err(ln, "switch_id", format!("switch {id} is listed twice")));
         }
-        role[id as usize] = Some(if (i as u32) < nv_num {
+        role[id as usize] = Some(if (i as u32) < h.nv_num {
             Role::NvSwitch
         } else {
             Role::Tor
         });
     }
+    Ok(role)
+}
 
-    // The header is untrusted: reserve at most a modest amount up front.
-    let mut links = Vec::with_capacity((link_num as usize).min(1 << 20));
-    let mut error_rates = Vec::with_capacity(links.capacity());
-    for (ln, line) in lines {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        if f.is_empty() {
-            continue;
-        }
-        if links.len() as u64 == link_num as u64 {
-            return Err(err(
-                ln,
-                "link_num",
-                format!("more link lines than link_num = {link_num} on line 1"),
-            ));
-        }
-        if f.len() != 5 {
-            return Err(err(
-                ln,
-                "link",
-                format!(
-                    "expected 5 fields `src dst bandwidth latency error_rate`, found {}",
-                    f.len()
-                ),
-            ));
-        }
-        let node = |tok: &str, field: &'static str| -> Result<u32, TopoError> {
-            let id: u32 = tok
-                .parse()
-                .map_err(|_| err(ln, field, format!("`{tok}` is not a node id")))?;
-            if id >= node_num {
-                return Err(err(
-                    ln,
-                    field,
-                    format!("node {id} does not exist (node_num = {node_num})"),
-                ));
-            }
-            Ok(id)
-        };
-        let a = node(f[0], "src")?;
-        let b = node(f[1], "dst")?;
-        if a == b {
-            return Err(err(ln, "dst", format!("link from node {a} to itself")));
-        }
-        if a < gpus && b < gpus {
-            return Err(err(
-                ln,
-                "dst",
-                format!("link between GPUs {a} and {b}; GPUs attach only to switches"),
-            ));
-        }
-        let bw = parse_bandwidth_bps(f[2]).map_err(|m| err(ln, "bandwidth", m))?;
-        let lat = parse_latency_ps(f[3]).map_err(|m| err(ln, "latency", m))?;
-        let error_rate = match f[4].parse::<f64>() {
-            Ok(r) if (0.0..1.0).contains(&r) => r,
-            Ok(_) => {
-                return Err(err(
-                    ln,
-                    "error_rate",
-                    format!("`{}` is outside [0, 1)", f[4]),
-                ))
-            }
-            Err(_) => return Err(err(ln, "error_rate", format!("`{}` is not a number", f[4]))),
-        };
-        error_rates.push(error_rate);
-        links.push((a, b, bw, lat));
-    }
-    if links.len() as u64 != link_num as u64 {
-        return Err(err(
-            1,
-            "link_num",
-            format!("header says {link_num} links, the file has {}", links.len()),
+/// A link line (number `ln`, fields `f`): `(src, dst, bandwidth_bps,
+/// latency_ps)` and its error rate.
+fn parse_link(
+    ln: usize,
+    f: &[&str],
+    h: &FileHeader<'_>,
+    at: &Origin<'_>,
+) -> Result<(LinkLine, f64), TopoError> {
+    if f.len() != 5 {
+        return Err(at.err(
+            ln,
+            "link",
+            format!(
+                "expected 5 fields `src dst bandwidth latency error_rate`, found {}",
+                f.len()
+            ),
         ));
     }
+    let node_num = h.node_num;
+    let node = |tok: &str, field: &'static str| -> Result<u32, TopoError> {
+        let id: u32 = tok
+            .parse()
+            .map_err(|_| at.err(ln, field, format!("`{tok}` is not a node id")))?;
+        if id >= node_num {
+            return Err(at.err(
+                ln,
+                field,
+                format!("node {id} does not exist (node_num = {node_num})"),
+            ));
+        }
+        Ok(id)
+    };
+    let a = node(f[0], "src")?;
+    let b = node(f[1], "dst")?;
+    if a == b {
+        return Err(at.err(ln, "dst", format!("link from node {a} to itself")));
+    }
+    if a < h.gpus && b < h.gpus {
+        return Err(at.err(
+            ln,
+            "dst",
+            format!("link between GPUs {a} and {b}; GPUs attach only to switches"),
+        ));
+    }
+    let bw = parse_bandwidth_bps(f[2]).map_err(|m| at.err(ln, "bandwidth", m))?;
+    let lat = parse_latency_ps(f[3]).map_err(|m| at.err(ln, "latency", m))?;
+    let error_rate = match f[4].parse::<f64>() {
+        Ok(r) if (0.0..1.0).contains(&r) => r,
+        Ok(_) => return Err(at.err(ln, "error_rate", format!("`{}` is outside [0, 1)", f[4]))),
+        Err(_) => return Err(at.err(ln, "error_rate", format!("`{}` is not a number", f[4]))),
+    };
+    Ok(((a, b, bw, lat), error_rate))
+}
 
-    classify_switches(&mut role, gpus, &links);
-    let mut b = TopologyBuilder::new("simai").gpu_info(gpu_type, gps);
+/// The topology of the file's nodes (`role`; GPUs by server and rail,
+/// each NVSwitch on the lowest server it links to) and `links`, in order.
+fn assemble(
+    h: &FileHeader<'_>,
+    role: &[Option<Role>],
+    links: Vec<LinkLine>,
+) -> Result<Topology, TopoError> {
+    let (node_num, gpus, gps) = (h.node_num, h.gpus, h.gps);
+    let mut b = TopologyBuilder::new("simai").gpu_info(h.gpu_type, gps);
     b.reserve(node_num as usize, links.len())?;
     let mut nv_server = vec![None; node_num as usize];
     for &(a, x, _, _) in &links {
@@ -476,15 +358,13 @@ pub fn parse_simai(text: &str, origin: &str) -> Result<Topology, TopoError> {
     for (a, x, bw, lat) in links {
         b.add_link(a, x, bw, lat);
     }
-    let mut topo = b.finish()?;
-    topo.set_link_error_rates(error_rates);
-    Ok(topo)
+    b.finish()
 }
 
 /// Gives non-NVSwitch switches a tier by hop distance from the GPUs over such switches:
 /// 1 is a ToR; with nothing beyond 2, tier 2 is core (SimAI's PSW); otherwise tier 2 is
 /// aggregation and 3+ is core. Switches no GPU reaches become core.
-fn classify_switches(role: &mut [Option<Role>], gpus: u32, links: &[(u32, u32, u64, u64)]) {
+fn classify_switches(role: &mut [Option<Role>], gpus: u32, links: &[LinkLine]) {
     let n = role.len();
     let mut adj_off = vec![0u32; n + 1];
     let fabric = |x: u32| matches!(role[x as usize], Some(Role::Tor));

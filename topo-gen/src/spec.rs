@@ -308,7 +308,7 @@ pub fn build(spec: &TopoSpec) -> Result<Topology, TopoError> {
         TopoSpec::FatTree(p) => crate::fat_tree::build(p),
         TopoSpec::Dragonfly(p) => crate::dragonfly::build(p),
         TopoSpec::Star(p) => crate::star::build(p),
-        TopoSpec::Simai(p) => crate::simai::build_template(p),
+        TopoSpec::Simai(p) => crate::simai::template::build_template(p),
         TopoSpec::SimaiFile(path) => crate::simai::read_file(path),
     }
 }

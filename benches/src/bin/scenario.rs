@@ -4,7 +4,8 @@
 
 use clap::{Parser, Subcommand};
 use netsim_benches::phold::{run_phold, PholdConfig};
-use netsim_engine::{process::peak_rss_bytes, SimTime};
+use netsim_engine::SimTime;
+use netsim_process::peak_rss_bytes;
 use std::time::Instant;
 
 #[global_allocator]

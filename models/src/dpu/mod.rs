@@ -23,13 +23,14 @@
 //! | part      | holds                                                       |
 //! |-----------|-------------------------------------------------------------|
 //! | `mod`     | [`DpuParams`] (BlueField-2 defaults), [`attach`], [`DpuFabric`] |
-//! | `staged`  | staged broadcast / gather / allgather as task DAGs          |
-//! | `bench`   | DPU-Bench: reference, offloaded run, offload efficiency     |
+//! | `mod`     | [`default_net`]: the HDR100-like network DPU-Bench runs on   |
+//!
+//! The staged collectives themselves are workload algorithms
+//! (`workload::dpu`), which depend on this module, not the other way; the
+//! DPU-Bench driver (reference, offloaded run, offload efficiency) is
+//! `netsim`'s `dpu_bench`.
 
-pub mod bench;
-pub mod collective;
-pub mod staged;
-
+use crate::network::config::{CcKind, NetConfig};
 use netsim_engine::SimTime;
 use netsim_topo::{NodeIndex, Role, TopoError, Topology, TopologyBuilder};
 
@@ -216,6 +217,21 @@ pub fn attach(base: &Topology, params: &DpuParams) -> Result<DpuFabric, TopoErro
         servers: s,
         params: *params,
     })
+}
+
+/// The network the benchmark runs on by default: the paper's HDR100
+/// InfiniBand, lossless by link-level credits (PFC here) with no end-to-end
+/// congestion control, and IB's usual local ACK timeout (4.096 us x 2^14 =
+/// 67 ms) instead of RoCE's short one, which PFC-paused ACKs would trip.
+/// No queue or link sampling.
+pub fn default_net() -> NetConfig {
+    NetConfig {
+        cc: CcKind::None,
+        pfc: true,
+        rto: SimTime::from_us(67_109),
+        sample_period: SimTime::ZERO,
+        ..NetConfig::default()
+    }
 }
 
 #[cfg(test)]

@@ -1,12 +1,11 @@
 //! [`build`] and [`build_jobs`]: workload specs, placed on hosts, into the
 //! task DAG for a topology, with offload decisions taken as they are built.
 
+mod job;
+
 use super::algorithms::{self as algo, HalvingDoubling, HostTasks, Pieces, Rooted};
-use super::groups::{GroupSpec, Parallelism};
-use super::offload::{self, Dtype, InaKind, InaOp, ReduceOp, Resources};
-use super::spec::{
-    Algorithm, BuildError, CollectiveOp, OpSpec, PhaseKind, WorkloadSpec, TREE_CHUNK_BYTES,
-};
+use super::offload::{self, InaKind, InaOp, Resources};
+use super::spec::{Algorithm, BuildError, CollectiveOp, OpSpec, WorkloadSpec, TREE_CHUNK_BYTES};
 use super::{Builder, Collective, Workload};
 use crate::network::config::NetConfig;
 use crate::traffic::FlowSpec;
@@ -92,7 +91,7 @@ pub fn build_jobs_within(
             Some(name) => cx.b.job(name.clone()),
             None => super::NONE,
         };
-        build_job(&mut cx, job)?;
+        job::build_job(&mut cx, job)?;
     }
     for f in background {
         let deps = if f.start > SimTime::ZERO {
@@ -108,256 +107,10 @@ pub fn build_jobs_within(
     Ok(cx.b.finish())
 }
 
-fn build_job<'a>(cx: &mut Cx<'a>, job: &'a Job) -> Result<(), BuildError> {
-    let spec = cx.spec;
-    let ranks = job.hosts.len() as u32;
-    let parallelism = match spec.parallelism {
-        Some(p) => p,
-        None => Parallelism::data_parallel(ranks),
-    };
-    let whole_ranks = parallelism.ranks();
-    let parallelism = fold(parallelism, spec.fold_dp)?;
-    if spec.fold_dp > 1 && spec.fold_classes {
-        // Replica copy k of rank r is rank r + k * kept (DP is the outermost
-        // dimension of the layout).
-        let first = job.hosts.first().copied().unwrap_or(0);
-        let contiguous = job.hosts.len() as u64 >= u64::from(whole_ranks)
-            && (0..whole_ranks).all(|r| first.checked_add(r) == Some(job.hosts[r as usize]));
-        cx.b.fold(super::Fold {
-            first,
-            kept: parallelism.ranks(),
-            replicas: spec.fold_dp,
-            contiguous,
-        });
-    }
-    if parallelism.ranks() > ranks {
-        return Err(BuildError::Invalid(format!(
-            "the parallel layout needs {} ranks (tp {} x pp {} x dp {}) but {ranks} hosts are given",
-            parallelism.ranks(),
-            parallelism.tp,
-            parallelism.pp,
-            parallelism.dp
-        )));
-    }
-    if spec.channels == 0 || spec.chunks == Some(0) || spec.iterations == 0 {
-        return Err(BuildError::Invalid(
-            "channels, chunks and iterations must be positive".into(),
-        ));
-    }
-    let place = |g: Vec<NodeIndex>| -> Result<Vec<NodeIndex>, String> {
-        g.into_iter()
-            .map(|r| {
-                job.hosts.get(r as usize).copied().ok_or_else(|| {
-                    format!(
-                        "group names host {r} but the job has {ranks} hosts (ranks 0..{})",
-                        ranks.saturating_sub(1)
-                    )
-                })
-            })
-            .collect()
-    };
-    for phase in &spec.phases {
-        if let PhaseKind::Collective(op) = &phase.kind {
-            if op.algorithm == Algorithm::Dpu {
-                crate::dpu::collective::check(cx.topo, spec.dpu_workers, &spec.dpu).map_err(
-                    |message| BuildError::Phase {
-                        phase: phase.name.clone(),
-                        message,
-                    },
-                )?;
-            }
-        }
-    }
-    let job_first_bytes = cx.b.bytes();
-    // Before the first iteration: the job's start time at each of its hosts.
-    let mut previous_iteration: HostTasks = HostTasks::new();
-    if job.start > SimTime::ZERO {
-        for r in 0..parallelism.ranks() {
-            let h = job.hosts[r as usize];
-            previous_iteration.insert(h, vec![cx.b.compute(h, job.start, super::NONE, &[])]);
-        }
-    }
-    // The last phase that waits for each phase: past it, that phase's
-    // exits are only needed in the iteration's end, which gathers them as
-    // phases end (a large SimAI job has 10^5 phases of hundreds of hosts).
-    let mut last_use: Vec<usize> = (0..spec.phases.len()).collect();
-    for (j, phase) in spec.phases.iter().enumerate() {
-        for &i in &phase.after {
-            last_use[i] = last_use[i].max(j);
-        }
-    }
-    let mut released: Vec<Vec<usize>> = vec![Vec::new(); spec.phases.len()];
-    for (i, &j) in last_use.iter().enumerate() {
-        released[j].push(i);
-    }
-    for iteration in 0..spec.iterations {
-        let mut exits: Vec<HostTasks> = Vec::with_capacity(spec.phases.len());
-        // Per host, every phase's exits in phase order: what the next
-        // iteration waits for.
-        let mut all = HostTasks::new();
-        for phase in &spec.phases {
-            let err = |message: String| BuildError::Phase {
-                phase: phase.name.clone(),
-                message,
-            };
-            // Entry at each host: the phases it waits for, or the whole
-            // previous iteration for a phase that waits for none.
-            let mut entry = HostTasks::new();
-            let sources: Vec<&HostTasks> = if phase.after.is_empty() {
-                vec![&previous_iteration]
-            } else {
-                phase.after.iter().map(|&i| &exits[i]).collect()
-            };
-            for s in sources {
-                for (&h, tasks) in s {
-                    entry.entry(h).or_default().extend_from_slice(tasks);
-                }
-            }
-            let name: std::sync::Arc<str> = if spec.iterations > 1 {
-                format!("{}#{iteration}", phase.name).into()
-            } else {
-                phase.name.as_str().into()
-            };
-            let mut exit = HostTasks::new();
-            match &phase.kind {
-                PhaseKind::Compute { duration, group } => {
-                    for g in parallelism.groups_in(group, phase.stage) {
-                        for h in place(g).map_err(err)? {
-                            let deps = entry.get(&h).map_or(&[][..], Vec::as_slice);
-                            let t = cx.b.compute(h, *duration, super::NONE, deps);
-                            exit.insert(h, vec![t]);
-                        }
-                    }
-                }
-                PhaseKind::Collective(op) => {
-                    if op.size_bytes == 0 && op.op != CollectiveOp::Barrier {
-                        return Err(err("size must be positive".into()));
-                    }
-                    let fold = match op.group {
-                        GroupSpec::Dp | GroupSpec::DpEp | GroupSpec::All => spec.fold_dp,
-                        GroupSpec::Tp | GroupSpec::Pp | GroupSpec::Ep => 1,
-                        GroupSpec::Ranks(_) if spec.fold_dp == 1 => 1,
-                        GroupSpec::Ranks(_) => {
-                            return Err(err("an explicit rank list cannot be folded".into()))
-                        }
-                    };
-                    for g in parallelism.groups_in(&op.group, phase.stage) {
-                        let g = place(g).map_err(err)?;
-                        let logical = g.len() * fold as usize;
-                        if fold > 1 {
-                            cx.check_folded(op, &g, logical).map_err(err)?;
-                        }
-                        if g.len() < 2 {
-                            // A group of one has nothing to communicate:
-                            // its member goes on from its entry.
-                            for h in g {
-                                exit.insert(h, entry.get(&h).cloned().unwrap_or_default());
-                            }
-                            continue;
-                        }
-                        exit.extend(cx.collective(&name, op, &g, logical, &entry));
-                        if cx.b.over() {
-                            return Err(err(too_large(&cx.b)));
-                        }
-                    }
-                }
-                PhaseKind::Send {
-                    size_bytes,
-                    from,
-                    to,
-                } => {
-                    if *size_bytes == 0 || *from >= parallelism.pp || *to >= parallelism.pp {
-                        return Err(err(format!(
-                            "a send of {size_bytes} bytes from stage {from} to stage {to} of {}",
-                            parallelism.pp
-                        )));
-                    }
-                    let op = OpSpec {
-                        op: CollectiveOp::Send,
-                        algorithm: Algorithm::Direct,
-                        size_bytes: *size_bytes,
-                        group: GroupSpec::Pp,
-                        dtype: Dtype::Float32,
-                        reduce_op: ReduceOp::Sum,
-                    };
-                    for d in 0..parallelism.dp {
-                        for t in 0..parallelism.tp {
-                            let pair =
-                                vec![parallelism.rank(t, d, *from), parallelism.rank(t, d, *to)];
-                            let pair = place(pair).map_err(err)?;
-                            exit.extend(cx.collective(&name, &op, &pair, 2, &entry));
-                        }
-                    }
-                }
-            }
-            if cx.b.over() {
-                return Err(err(too_large(&cx.b)));
-            }
-            exits.push(exit);
-            let j = exits.len() - 1;
-            for &i in &released[j] {
-                for (h, tasks) in std::mem::take(&mut exits[i]) {
-                    all.entry(h).or_default().extend_from_slice(&tasks);
-                }
-            }
-        }
-        // The next iteration starts at each host when all of this one is done
-        // there (every phase was released into `all` by the last).
-        debug_assert!(exits.iter().all(|e| e.is_empty()));
-        previous_iteration = all
-            .into_iter()
-            .map(|(h, deps)| (h, vec![cx.b.join(h, super::NONE, &deps)]))
-            .collect();
-        // Every iteration adds as much as the first.
-        let per_iteration = cx.b.bytes() - job_first_bytes;
-        let needed = job_first_bytes
-            .saturating_add(per_iteration.saturating_mul(u64::from(spec.iterations)));
-        if iteration == 0 && (needed > cx.b.budget_bytes() || cx.b.over()) {
-            use netsim_engine::process::human_bytes;
-            return Err(BuildError::Invalid(format!(
-                "{} iterations of ~{} each: {}",
-                spec.iterations,
-                human_bytes(per_iteration),
-                too_large(&cx.b)
-            )));
-        }
-        if per_iteration == 0 {
-            // Nothing to repeat (every group has one member).
-            break;
-        }
-    }
-    Ok(())
-}
-
-/// The layout actually simulated when each simulated data-parallel replica
-/// stands for `fold` of them: the first `dp / fold` replicas. Expert groups
-/// stay whole (`dp / fold` is a multiple of `ep`); DP and DP_EP rings keep
-/// their full step count and step size over the replicas simulated (see
-/// [`algo::folded_ring`]). What this leaves out is the traffic of the other
-/// replicas: where it would have shared a link with the simulated ones
-/// (ECMP collisions above the leaves, a DP ring's hops between segments),
-/// the folded run is optimistic. docs/perf/ ("Folding on HPN") gives the
-/// measured difference.
-fn fold(p: Parallelism, fold: u32) -> Result<Parallelism, BuildError> {
-    if fold == 1 {
-        return Ok(p);
-    }
-    if fold == 0 || !p.dp.is_multiple_of(fold) || !(p.dp / fold).is_multiple_of(p.ep) {
-        return Err(BuildError::Invalid(format!(
-            "--fold-dp {fold}: the fold must divide the data-parallel size {} into a multiple of ep {}",
-            p.dp, p.ep
-        )));
-    }
-    Ok(Parallelism {
-        dp: p.dp / fold,
-        ..p
-    })
-}
-
 /// The error of a workload that does not fit, and what its parts cost.
 fn too_large(b: &Builder) -> String {
     use super::memory::{EDGE_BYTES, FLOW_BYTES, TASK_BYTES};
-    use netsim_engine::process::human_bytes;
+    use netsim_process::human_bytes;
     format!(
         "the workload needs more than the {} it may take here (the memory left; tasks \
          {TASK_BYTES} B, flows {FLOW_BYTES} B, dependencies {EDGE_BYTES} B each): use fewer --iterations, \
@@ -465,6 +218,24 @@ impl Cx<'_> {
                 }
             }
         }
+        if !self.host_collective(coll, op, algorithm, group, logical, entry) {
+            return HostTasks::new();
+        }
+        algo::exits(&mut self.b, coll, first, group)
+    }
+
+    /// Adds collective `coll` (`op` on `group`, of `logical` members) as
+    /// host `algorithm`'s flows after `entry`; false, with the builder
+    /// refusing, when its pieces would visit more members than tasks may be.
+    fn host_collective(
+        &mut self,
+        coll: u32,
+        op: &OpSpec,
+        algorithm: Algorithm,
+        group: &[NodeIndex],
+        logical: usize,
+        entry: &HostTasks,
+    ) -> bool {
         let size = op.size_bytes;
         let (flat, tree_halves, tree_whole) = (
             self.pieces(size, false),
@@ -480,7 +251,7 @@ impl Cx<'_> {
             .unwrap_or(1);
         if pieces_max.saturating_mul(group.len() as u64) > self.b.max_tasks() {
             self.b.refuse();
-            return HostTasks::new();
+            return false;
         }
         let (topo, nvswitch) = (self.topo, self.nvswitch);
         let b = &mut self.b;
@@ -520,9 +291,7 @@ impl Cx<'_> {
             (op, Algorithm::Dpu) => {
                 let workers = self.spec.dpu_workers;
                 let params = &self.spec.dpu;
-                crate::dpu::collective::staged(
-                    b, topo, coll, op, group, size, workers, params, entry,
-                );
+                super::dpu::staged(b, topo, coll, op, group, size, workers, params, entry);
             }
             (CollectiveOp::AllToAll, _) => {
                 algo::all_to_all(b, coll, group, size, flat, entry);
@@ -543,7 +312,7 @@ impl Cx<'_> {
                 unreachable!("{} with {} passed validation", op.name(), algorithm.name())
             }
         }
-        algo::exits(&mut self.b, coll, first, group)
+        true
     }
 
     /// Sets up the aggregation tree of an offloaded all-reduce or barrier,

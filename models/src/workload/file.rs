@@ -26,10 +26,13 @@
 //! after = ["forward"]             # default: the phase before; [] for none
 //! ```
 
-use super::groups::{GroupSpec, Parallelism};
-use super::offload::{Dtype, ReduceOp, SwitchProfile};
-use super::spec::{Algorithm, CollectiveOp, OpSpec, Phase, PhaseKind, WorkloadSpec};
+mod phase;
+
+use super::groups::Parallelism;
+use super::offload::SwitchProfile;
+use super::spec::{Algorithm, CollectiveOp, Phase, WorkloadSpec};
 use netsim_engine::SimTime;
+use phase::{phase, PhaseLocator};
 use serde::Deserialize;
 use std::path::Path;
 use toml::Spanned;
@@ -93,59 +96,114 @@ pub fn read(path: &Path, hosts: u32) -> Result<WorkloadSpec, WorkloadFileError> 
 
 /// Parses workload TOML `text`; `path` names it in errors.
 pub fn parse(text: &str, path: &str, hosts: u32) -> Result<WorkloadSpec, WorkloadFileError> {
-    let at = |span: std::ops::Range<usize>, message: String| WorkloadFileError {
-        path: path.to_string(),
-        line: text[..span.start.min(text.len())].matches('\n').count() + 1,
-        message,
-    };
+    let at = Locator { text, path };
     let file: FileSpec = toml::from_str(text).map_err(|e| {
         // The toml crate's message may go on with a hint on the next line.
         let first = e.message().lines().next().unwrap_or("invalid TOML").trim();
-        at(e.span().unwrap_or(0..0), first.to_string())
+        at.error(e.span().unwrap_or(0..0), first.to_string())
     })?;
-    let parallelism = match &file.parallelism {
+    let mut spec = WorkloadSpec::with_phases(Vec::new());
+    spec.parallelism = match &file.parallelism {
         None => None,
-        Some(p) => {
-            let span = p.span();
-            let p = p.get_ref();
-            let (tp, pp, ep) = (p.tp.unwrap_or(1), p.pp.unwrap_or(1), p.ep.unwrap_or(1));
-            let ranks = match p.dp {
-                Some(dp) => tp.saturating_mul(pp).saturating_mul(dp),
-                None => hosts,
-            };
-            let layout = Parallelism::new(ranks, tp, pp, ep)
-                .map_err(|e| at(span.clone(), format!("parallelism: {e}")))?;
-            if layout.ranks() > hosts {
-                return Err(at(
-                    span,
-                    format!(
-                        "parallelism: {} ranks but the topology has {hosts} hosts",
-                        layout.ranks()
-                    ),
-                ));
-            }
-            Some(layout)
-        }
+        Some(p) => Some(parallelism(p, hosts, &at)?),
     };
+    settings(&file, &mut spec, &at)?;
+    if file.phase.is_empty() {
+        return Err(at.error(
+            0..0,
+            "no [[phase]] tables: a workload needs at least one phase".into(),
+        ));
+    }
+    // Names first, so `after` may name any phase.
+    let names = phase_names(&file.phase, &at)?;
+    let phases = file
+        .phase
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let at = PhaseLocator {
+                at: &at,
+                name: p.get_ref().name.get_ref(),
+            };
+            Ok((phase(i, p, &names, hosts, &at)?, p.span()))
+        })
+        .collect::<Result<Vec<_>, WorkloadFileError>>()?;
+    spec.phases = topological(phases)
+        .map_err(|(cycle, span)| at.error(span, format!("dependency cycle: {cycle}")))?;
+    Ok(spec)
+}
+
+/// Turns a byte span of the file into an error at its line.
+struct Locator<'a> {
+    text: &'a str,
+    path: &'a str,
+}
+
+impl Locator<'_> {
+    fn error(&self, span: std::ops::Range<usize>, message: String) -> WorkloadFileError {
+        WorkloadFileError {
+            path: self.path.to_string(),
+            line: self.text[..span.start.min(self.text.len())]
+                .matches('\n')
+                .count()
+                + 1,
+            message,
+        }
+    }
+}
+
+/// The `[parallelism]` table as a layout of at most `hosts` ranks; `dp`
+/// defaults to filling all the hosts.
+fn parallelism(
+    p: &Spanned<ParallelismFile>,
+    hosts: u32,
+    at: &Locator<'_>,
+) -> Result<Parallelism, WorkloadFileError> {
+    let span = p.span();
+    let p = p.get_ref();
+    let (tp, pp, ep) = (p.tp.unwrap_or(1), p.pp.unwrap_or(1), p.ep.unwrap_or(1));
+    let ranks = match p.dp {
+        Some(dp) => tp.saturating_mul(pp).saturating_mul(dp),
+        None => hosts,
+    };
+    let layout = Parallelism::new(ranks, tp, pp, ep)
+        .map_err(|e| at.error(span.clone(), format!("parallelism: {e}")))?;
+    if layout.ranks() > hosts {
+        return Err(at.error(
+            span,
+            format!(
+                "parallelism: {} ranks but the topology has {hosts} hosts",
+                layout.ranks()
+            ),
+        ));
+    }
+    Ok(layout)
+}
+
+/// The file's top-level settings (iterations, channels, chunks, overhead,
+/// switch profile, fallback) into `spec`.
+fn settings(
+    file: &FileSpec,
+    spec: &mut WorkloadSpec,
+    at: &Locator<'_>,
+) -> Result<(), WorkloadFileError> {
     let positive =
         |v: &Option<Spanned<u32>>, field: &str| -> Result<Option<u32>, WorkloadFileError> {
             match v {
                 Some(s) if *s.get_ref() == 0 => {
-                    Err(at(s.span(), format!("`{field}` must be positive")))
+                    Err(at.error(s.span(), format!("`{field}` must be positive")))
                 }
                 Some(s) => Ok(Some(*s.get_ref())),
                 None => Ok(None),
             }
         };
-    let mut spec = WorkloadSpec::with_phases(Vec::new());
-    spec.parallelism = parallelism;
     spec.iterations = positive(&file.iterations, "iterations")?.unwrap_or(1);
     spec.channels = positive(&file.channels, "channels")?.unwrap_or(1);
     spec.chunks = positive(&file.chunks, "chunks")?;
     spec.host_overhead = SimTime::from_ns(file.host_overhead_ns.unwrap_or(0));
     if let Some(p) = &file.switch_profile {
         spec.profile = SwitchProfile::by_name(p.get_ref()).ok_or_else(|| {
-            at(
+            at.error(
                 p.span(),
                 format!("switch_profile: unknown `{}` (tofino, sharp)", p.get_ref()),
             )
@@ -155,7 +213,7 @@ pub fn parse(text: &str, path: &str, hosts: u32) -> Result<WorkloadSpec, Workloa
         spec.fallback = Algorithm::parse(f.get_ref())
             .filter(|a| CollectiveOp::AllReduce.algorithms().contains(a) && *a != Algorithm::Ina)
             .ok_or_else(|| {
-                at(
+                at.error(
                     f.span(),
                     format!(
                         "fallback: `{}` is not a host all-reduce (ring, tree, hd)",
@@ -164,202 +222,26 @@ pub fn parse(text: &str, path: &str, hosts: u32) -> Result<WorkloadSpec, Workloa
                 )
             })?;
     }
-    if file.phase.is_empty() {
-        return Err(at(
-            0..0,
-            "no [[phase]] tables: a workload needs at least one phase".into(),
-        ));
-    }
+    Ok(())
+}
 
-    // Names first, so `after` may name any phase.
+/// The phases' names in file order; an error if one is defined twice.
+fn phase_names<'f>(
+    phases: &'f [Spanned<PhaseFile>],
+    at: &Locator<'_>,
+) -> Result<Vec<&'f str>, WorkloadFileError> {
     let mut names: Vec<&str> = Vec::new();
-    for p in &file.phase {
+    for p in phases {
         let name = p.get_ref().name.get_ref().as_str();
         if names.contains(&name) {
-            return Err(at(
+            return Err(at.error(
                 p.get_ref().name.span(),
                 format!("phase `{name}` is defined twice"),
             ));
         }
         names.push(name);
     }
-    let mut phases = Vec::with_capacity(file.phase.len());
-    for (i, p) in file.phase.iter().enumerate() {
-        let f = p.get_ref();
-        let name = f.name.get_ref().clone();
-        let field_err = |s: std::ops::Range<usize>, field: &str, m: String| {
-            at(s, format!("phase `{name}`: {field}: {m}"))
-        };
-        let group = match &f.group {
-            Some(g) => GroupSpec::parse(g.get_ref())
-                .map_err(|e| field_err(g.span(), "group", e.to_string()))?,
-            None => GroupSpec::All,
-        };
-        if let GroupSpec::Ranks(r) = &group {
-            if let Some(h) = r.iter().find(|&&h| h >= hosts) {
-                let g = f.group.as_ref().expect("a rank list came from the field");
-                return Err(field_err(
-                    g.span(),
-                    "group",
-                    format!("host {h} does not exist (the topology has {hosts} hosts)"),
-                ));
-            }
-        }
-        let kind = match (&f.collective, &f.compute_ns, &f.compute_us) {
-            (Some(c), None, None) => {
-                let op = CollectiveOp::parse(c.get_ref()).ok_or_else(|| {
-                    field_err(
-                        c.span(),
-                        "collective",
-                        format!(
-                            "unknown `{}` ({})",
-                            c.get_ref(),
-                            CollectiveOp::ALL.map(|o| o.name()).join(", ")
-                        ),
-                    )
-                })?;
-                let algorithm = match &f.algo {
-                    None => op.default_algorithm(),
-                    Some(a) => Algorithm::parse(a.get_ref())
-                        .filter(|x| op.algorithms().contains(x))
-                        .ok_or_else(|| {
-                            field_err(
-                                a.span(),
-                                "algo",
-                                format!(
-                                    "`{}` does not implement {} (use {})",
-                                    a.get_ref(),
-                                    op.name(),
-                                    op.algorithms()
-                                        .iter()
-                                        .map(|a| a.name())
-                                        .collect::<Vec<_>>()
-                                        .join(", ")
-                                ),
-                            )
-                        })?,
-                };
-                let size_bytes = match &f.size {
-                    None if op == CollectiveOp::Barrier => 0,
-                    None => return Err(field_err(p.span(), "size", "missing (bytes)".into())),
-                    Some(s) => {
-                        let v = match s.get_ref() {
-                            toml::Value::Integer(i) if *i > 0 => *i as u64,
-                            toml::Value::String(t) => {
-                                parse_size(t).map_err(|m| field_err(s.span(), "size", m))?
-                            }
-                            _ => return Err(field_err(
-                                s.span(),
-                                "size",
-                                "must be a positive number of bytes or a string such as \"64MiB\""
-                                    .into(),
-                            )),
-                        };
-                        if v == 0 {
-                            return Err(field_err(s.span(), "size", "must be positive".into()));
-                        }
-                        v
-                    }
-                };
-                let dtype = match &f.dtype {
-                    None => Dtype::Float32,
-                    Some(d) => Dtype::parse(d.get_ref()).ok_or_else(|| {
-                        field_err(
-                            d.span(),
-                            "dtype",
-                            format!(
-                                "unknown `{}` ({})",
-                                d.get_ref(),
-                                Dtype::ALL.map(|d| d.name()).join(", ")
-                            ),
-                        )
-                    })?,
-                };
-                let reduce_op = match &f.op {
-                    None => ReduceOp::Sum,
-                    Some(o) => ReduceOp::parse(o.get_ref()).ok_or_else(|| {
-                        field_err(
-                            o.span(),
-                            "op",
-                            format!("unknown `{}` (sum, min, max)", o.get_ref()),
-                        )
-                    })?,
-                };
-                PhaseKind::Collective(OpSpec {
-                    op,
-                    algorithm,
-                    size_bytes,
-                    group,
-                    dtype,
-                    reduce_op,
-                })
-            }
-            (None, Some(ns), None) => PhaseKind::Compute {
-                duration: SimTime::try_from_ns(*ns.get_ref())
-                    .map_err(|e| field_err(ns.span(), "compute_ns", e.to_string()))?,
-                group,
-            },
-            (None, None, Some(us)) => {
-                let v = *us.get_ref();
-                if !(v.is_finite() && v >= 0.0) {
-                    return Err(field_err(
-                        us.span(),
-                        "compute_us",
-                        "must be a non-negative number".into(),
-                    ));
-                }
-                PhaseKind::Compute {
-                    duration: SimTime::try_from_f64(v, 1e6, "us")
-                        .map_err(|e| field_err(us.span(), "compute_us", e.to_string()))?,
-                    group,
-                }
-            }
-            _ => {
-                return Err(field_err(
-                    p.span(),
-                    "phase",
-                    "needs exactly one of `collective`, `compute_ns`, `compute_us`".into(),
-                ))
-            }
-        };
-        let after = match &f.after {
-            None if i == 0 => Vec::new(),
-            None => vec![i - 1],
-            Some(list) => {
-                let mut idx = Vec::new();
-                for a in list.get_ref() {
-                    let j = names.iter().position(|n| n == a.get_ref()).ok_or_else(|| {
-                        field_err(
-                            a.span(),
-                            "after",
-                            format!("no phase named `{}`", a.get_ref()),
-                        )
-                    })?;
-                    if j == i {
-                        return Err(field_err(
-                            a.span(),
-                            "after",
-                            "a phase cannot wait for itself".into(),
-                        ));
-                    }
-                    idx.push(j);
-                }
-                idx
-            }
-        };
-        phases.push((
-            Phase {
-                name,
-                kind,
-                after,
-                stage: None,
-            },
-            p.span(),
-        ));
-    }
-    spec.phases = topological(phases)
-        .map_err(|(cycle, span)| at(span, format!("dependency cycle: {cycle}")))?;
-    Ok(spec)
+    Ok(names)
 }
 
 /// Phases reordered so each comes after those it waits for (stable), with
@@ -448,6 +330,8 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::workload::groups::GroupSpec;
+    use crate::workload::spec::PhaseKind;
 
     #[test]
     fn phases_default_to_sequential_and_sort_topologically() {

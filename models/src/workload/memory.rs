@@ -85,9 +85,7 @@ impl Workload {
 /// use, which the limit counts (a k=256 fat-tree's all-reduce under 4 GiB
 /// aborted with all but 256 MiB, or 1 GiB, of what was left counted).
 pub fn build_budget_bytes() -> u64 {
-    use netsim_engine::process::{
-        address_space_limit_bytes, memory_in_use_bytes, memory_limit_bytes,
-    };
+    use netsim_process::{address_space_limit_bytes, memory_in_use_bytes, memory_limit_bytes};
     let left = memory_limit_bytes().saturating_sub(memory_in_use_bytes());
     let usable = match address_space_limit_bytes() {
         u64::MAX => left,

@@ -71,6 +71,15 @@ impl CollectiveOp {
             CollectiveOp::Barrier => &[Dissemination, Ina],
         }
     }
+
+    /// [`CollectiveOp::algorithms`]' names, for an error: `ring, tree, hd`.
+    pub fn algorithm_names(self) -> String {
+        self.algorithms()
+            .iter()
+            .map(|a| a.name())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
 }
 
 /// A collective algorithm.

@@ -10,6 +10,10 @@ use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, Fields, SchemaRef};
 
 /// A record type written as one telemetry table.
+///
+/// Implement it with [`table_row!`](crate::telemetry::table_row), which
+/// derives the schema and `append` from one list of columns so the two cannot
+/// disagree.
 pub trait TableRow {
     /// The table's directory under the output directory, also recorded as
     /// `netsim.table` in every part file.
@@ -22,12 +26,110 @@ pub trait TableRow {
     fn append(&self, row: &mut RowBuilder<'_>);
 }
 
+/// Implements [`TableRow`] for a record type from one declaration of its
+/// columns, in order: each column's name and Rust value type, read from the
+/// record's field of that name, or from the expression after `=` (with the
+/// record bound to the name given in `|record|`). The value type fixes the
+/// column's Arrow type and nullability (see [`CellValue`]), so the schema and
+/// the append are generated from the same list and cannot disagree.
+///
+/// ```ignore
+/// table_row! {
+///     FaultRecord => "faults", |r| {
+///         time_ns: u64,
+///         target: &str = &r.target,
+///         // Null unless the fault sets a rate.
+///         value_gbps: Option<f64>,
+///     }
+/// }
+/// ```
+macro_rules! table_row {
+    (
+        $record:ty => $table:literal, |$r:ident| {
+            $($column:ident: $value_type:ty $(= $value:expr)?,)+
+        }
+    ) => {
+        impl $crate::telemetry::TableRow for $record {
+            const TABLE: &'static str = $table;
+
+            fn schema() -> ::arrow_schema::SchemaRef {
+                ::std::sync::Arc::new(::arrow_schema::Schema::new(vec![
+                    $($crate::telemetry::column::<$value_type>(stringify!($column)),)+
+                ]))
+            }
+
+            fn append(&self, row: &mut $crate::telemetry::RowBuilder<'_>) {
+                let $r = self;
+                $(row.push::<$value_type>(table_row!(@value $r.$column $(= $value)?));)+
+            }
+        }
+    };
+    // A column's value: the record's field of its name unless given.
+    (@value $r:ident.$column:ident) => {
+        $r.$column
+    };
+    (@value $r:ident.$column:ident = $value:expr) => {
+        $value
+    };
+}
+pub(crate) use table_row;
+
+/// The schema field of a column named `name` holding `T`s.
+pub fn column<T: CellValue>(name: &str) -> Field {
+    Field::new(name, T::DATA_TYPE, T::NULLABLE)
+}
+
+/// A Rust value that fills one cell: its Arrow type, whether it may be null,
+/// and how it enters that type's builder.
+pub trait CellValue {
+    /// The Arrow type of a column of these values.
+    const DATA_TYPE: DataType;
+    /// Whether a column of these values is nullable (the `Option`s are).
+    const NULLABLE: bool;
+    /// The type's name in panic messages.
+    const NAME: &'static str;
+
+    /// Appends `self` to `builder`; false if the builder is of another type.
+    fn append_to(self, builder: &mut ColumnBuilder) -> bool;
+}
+
+/// Implements [`CellValue`] for a type filling `ColumnBuilder::$variant` by
+/// `$append` (`append_value`, or `append_option` for the nullable ones).
+macro_rules! cell_value {
+    ($value_type:ty, $variant:ident, $data_type:ident, $nullable:literal, $append:ident) => {
+        impl CellValue for $value_type {
+            const DATA_TYPE: DataType = DataType::$data_type;
+            const NULLABLE: bool = $nullable;
+            const NAME: &'static str = stringify!($value_type);
+
+            fn append_to(self, builder: &mut ColumnBuilder) -> bool {
+                match builder {
+                    ColumnBuilder::$variant(b) => b.$append(self),
+                    _ => return false,
+                }
+                true
+            }
+        }
+    };
+}
+
+cell_value!(bool, Bool, Boolean, false, append_value);
+cell_value!(u8, UInt8, UInt8, false, append_value);
+cell_value!(u32, UInt32, UInt32, false, append_value);
+cell_value!(Option<u32>, UInt32, UInt32, true, append_option);
+cell_value!(u64, UInt64, UInt64, false, append_value);
+cell_value!(Option<u64>, UInt64, UInt64, true, append_option);
+cell_value!(f64, Float64, Float64, false, append_value);
+cell_value!(Option<f64>, Float64, Float64, true, append_option);
+cell_value!(&str, Utf8, Utf8, false, append_value);
+cell_value!(Option<&str>, Utf8, Utf8, true, append_option);
+
 /// Receives one record's values, column by column in schema order.
 ///
-/// Each method fills the next column. It panics if that column's Arrow type
-/// differs from the method's, if an optional value goes into a non-nullable
-/// column, or if there is no column left: the table's `append` disagrees with
-/// its `schema`, a bug the table's first row reveals.
+/// Each [`RowBuilder::push`] fills the next column. It panics if that
+/// column's Arrow type differs from the value's, if an optional value goes
+/// into a non-nullable column, or if there is no column left: the table's
+/// `append` disagrees with its `schema`, a bug the table's first row reveals.
 pub struct RowBuilder<'a> {
     table: &'static str,
     fields: &'a Fields,
@@ -36,98 +138,8 @@ pub struct RowBuilder<'a> {
 }
 
 impl RowBuilder<'_> {
-    /// Appends to a `Boolean` column.
-    pub fn bool(&mut self, value: bool) {
-        let cell = self.next_cell(false);
-        match cell.builder {
-            ColumnBuilder::Bool(b) => b.append_value(value),
-            _ => cell.wrong_type("bool"),
-        }
-    }
-
-    /// Appends to a `UInt8` column.
-    pub fn u8(&mut self, value: u8) {
-        let cell = self.next_cell(false);
-        match cell.builder {
-            ColumnBuilder::UInt8(b) => b.append_value(value),
-            _ => cell.wrong_type("u8"),
-        }
-    }
-
-    /// Appends to a `UInt32` column.
-    pub fn u32(&mut self, value: u32) {
-        let cell = self.next_cell(false);
-        match cell.builder {
-            ColumnBuilder::UInt32(b) => b.append_value(value),
-            _ => cell.wrong_type("u32"),
-        }
-    }
-
-    /// Appends to a nullable `UInt32` column; `None` is a null.
-    pub fn opt_u32(&mut self, value: Option<u32>) {
-        let cell = self.next_cell(true);
-        match cell.builder {
-            ColumnBuilder::UInt32(b) => b.append_option(value),
-            _ => cell.wrong_type("Option<u32>"),
-        }
-    }
-
-    /// Appends to a `UInt64` column.
-    pub fn u64(&mut self, value: u64) {
-        let cell = self.next_cell(false);
-        match cell.builder {
-            ColumnBuilder::UInt64(b) => b.append_value(value),
-            _ => cell.wrong_type("u64"),
-        }
-    }
-
-    /// Appends to a nullable `UInt64` column; `None` is a null.
-    pub fn opt_u64(&mut self, value: Option<u64>) {
-        let cell = self.next_cell(true);
-        match cell.builder {
-            ColumnBuilder::UInt64(b) => b.append_option(value),
-            _ => cell.wrong_type("Option<u64>"),
-        }
-    }
-
-    /// Appends to a `Float64` column.
-    pub fn f64(&mut self, value: f64) {
-        let cell = self.next_cell(false);
-        match cell.builder {
-            ColumnBuilder::Float64(b) => b.append_value(value),
-            _ => cell.wrong_type("f64"),
-        }
-    }
-
-    /// Appends to a nullable `Float64` column; `None` is a null.
-    pub fn opt_f64(&mut self, value: Option<f64>) {
-        let cell = self.next_cell(true);
-        match cell.builder {
-            ColumnBuilder::Float64(b) => b.append_option(value),
-            _ => cell.wrong_type("Option<f64>"),
-        }
-    }
-
-    /// Appends to a `Utf8` column.
-    pub fn str(&mut self, value: &str) {
-        let cell = self.next_cell(false);
-        match cell.builder {
-            ColumnBuilder::Utf8(b) => b.append_value(value),
-            _ => cell.wrong_type("str"),
-        }
-    }
-
-    /// Appends to a nullable `Utf8` column; `None` is a null.
-    pub fn opt_str(&mut self, value: Option<&str>) {
-        let cell = self.next_cell(true);
-        match cell.builder {
-            ColumnBuilder::Utf8(b) => b.append_option(value),
-            _ => cell.wrong_type("Option<str>"),
-        }
-    }
-
-    /// Claims the next column; `optional` says the value may be null.
-    fn next_cell(&mut self, optional: bool) -> Cell<'_> {
+    /// Appends `value` to the next column; an `Option`'s `None` is a null.
+    pub fn push<T: CellValue>(&mut self, value: T) {
         let index = self.next;
         assert!(
             index < self.builders.len(),
@@ -138,39 +150,24 @@ impl RowBuilder<'_> {
         self.next += 1;
         let field = &self.fields[index];
         assert!(
-            !optional || field.is_nullable(),
+            !T::NULLABLE || field.is_nullable(),
             "table {}: column `{}` is not nullable, but append pushed an optional value",
             self.table,
             field.name()
         );
-        Cell {
-            table: self.table,
-            field,
-            builder: &mut self.builders[index],
-        }
-    }
-}
-
-/// The column a [`RowBuilder`] method is filling.
-struct Cell<'r> {
-    table: &'static str,
-    field: &'r Field,
-    builder: &'r mut ColumnBuilder,
-}
-
-impl Cell<'_> {
-    fn wrong_type(&self, pushed: &str) -> ! {
-        panic!(
-            "table {}: column `{}` has Arrow type {}, but append pushed a {pushed}",
+        assert!(
+            value.append_to(&mut self.builders[index]),
+            "table {}: column `{}` has Arrow type {}, but append pushed a {}",
             self.table,
-            self.field.name(),
-            self.field.data_type()
-        )
+            field.name(),
+            field.data_type(),
+            T::NAME
+        );
     }
 }
 
 /// An Arrow builder for one column, typed so appending needs no downcast.
-enum ColumnBuilder {
+pub enum ColumnBuilder {
     Bool(BooleanBuilder),
     UInt8(UInt8Builder),
     UInt32(UInt32Builder),

@@ -13,6 +13,7 @@ mod bad_input;
 mod cc_agreement;
 mod cli;
 mod dpu;
+mod dpu_bench;
 mod fast_forward;
 mod faults;
 mod flow_ina;

@@ -375,7 +375,7 @@ impl TableRow for Mismatched {
     }
 
     fn append(&self, row: &mut RowBuilder<'_>) {
-        row.u32(7);
+        row.push(7u32);
     }
 }
 

@@ -8,9 +8,12 @@ use std::collections::{BinaryHeap, HashMap};
 
 use rayon::prelude::*;
 
-use super::{Routing, DIRECT_PORT, DIRECT_SET, INF, NONE_PORT, NONE_SET, NO_COMP, NO_ROW};
+mod layout;
+
+use super::{Routing, DIRECT_PORT, DIRECT_SET, INF, NONE_PORT, NONE_SET, NO_ROW};
 use crate::error::TopoError;
 use crate::graph::{NodeIndex, PortIndex, Topology};
+use layout::{local_adjacency, switch_components, HostClasses, Scope, TableLayout};
 
 /// Destination classes routed at once: enough to keep every core busy, few enough that
 /// their next-hop bits stay small next to the tables.
@@ -44,310 +47,67 @@ struct ClassOut {
 }
 
 impl Routing {
+    /// The routing tables of `topo`: full rows for the switches `owned`
+    /// (all without it), first hops for the others; with every switch
+    /// owned, the hop diameter too. An error if they would need more than
+    /// `max_bytes`.
     pub(super) fn build_scoped(
         topo: &Topology,
         owned: Option<&[bool]>,
         max_bytes: u64,
     ) -> Result<Routing, TopoError> {
-        let n = topo.node_count() as usize;
-        let hosts = topo.host_count() as usize;
-        let in_scope = |node: usize| owned.is_none_or(|o| o[node]);
+        let scope = Scope(owned);
         let diameter = owned.is_none();
-
-        // Switch components.
-        let mut comp_of = vec![NO_COMP; n];
-        let mut local_of = vec![u32::MAX; n];
-        let mut comps: Vec<Comp> = Vec::new();
-        for s in hosts..n {
-            if comp_of[s] != NO_COMP {
-                continue;
-            }
-            let c = comps.len() as u32;
-            let mut switches = vec![s as NodeIndex];
-            comp_of[s] = c;
-            let mut i = 0;
-            while i < switches.len() {
-                let x = switches[i];
-                i += 1;
-                for p in topo.ports(x) {
-                    if !topo.is_host(p.peer) && comp_of[p.peer as usize] == NO_COMP {
-                        comp_of[p.peer as usize] = c;
-                        switches.push(p.peer);
-                    }
-                }
-            }
-            switches.sort_unstable();
-            for (i, &x) in switches.iter().enumerate() {
-                local_of[x as usize] = i as u32;
-            }
-            comps.push(Comp {
-                switches,
-                adj_offsets: Vec::new(),
-                adj: Vec::new(),
-                word_offsets: Vec::new(),
-                foreign: Vec::new(),
-                host_adjacent: Vec::new(),
-                classes: Vec::new(),
-            });
-        }
-
-        // Host attachments and destination classes.
-        let mut class_index: HashMap<(u32, Vec<(NodeIndex, u64)>), u32> = HashMap::new();
-        let mut class_keys: Vec<Vec<(NodeIndex, u64)>> = Vec::new();
-        let mut class_comp: Vec<u32> = Vec::new();
-        let mut host_class_offsets = vec![0u32];
-        let mut host_classes = Vec::new();
-        let mut attach_offsets = vec![0u32];
-        let mut attach: Vec<(NodeIndex, PortIndex)> = Vec::new();
-        let mut host_port_offsets = vec![0u32];
-        let mut host_port_switch = Vec::new();
-        let mut host_port_latency_ps = Vec::new();
-        let mut host_adjacent = vec![false; n];
-        for h in 0..hosts as NodeIndex {
-            let ports = topo.ports(h);
-            if ports.len() > 64 {
-                return Err(TopoError::TooLarge(format!(
-                    "host {h} has {} ports; hosts may have at most 64",
-                    ports.len()
-                )));
-            }
-            let mut key: Vec<(u32, NodeIndex, u64)> = Vec::with_capacity(ports.len());
-            let start = attach.len();
-            for p in ports {
-                if topo.is_host(p.peer) {
-                    return Err(TopoError::Invalid(format!(
-                        "link {} joins hosts {h} and {}; hosts attach only to switches",
-                        p.link, p.peer
-                    )));
-                }
-                let lat = topo.link(p.link).latency_ps;
-                key.push((comp_of[p.peer as usize], p.peer, lat));
-                attach.push((p.peer, p.peer_port));
-                host_port_switch.push(p.peer);
-                host_port_latency_ps.push(lat);
-                if in_scope(h as usize) {
-                    host_adjacent[p.peer as usize] = true;
-                }
-            }
-            attach[start..].sort_unstable();
-            attach_offsets.push(attach.len() as u32);
-            host_port_offsets.push(host_port_switch.len() as u32);
-            // Parallel links to one switch count once, at their lowest latency.
-            key.sort_unstable();
-            key.dedup_by(|b, a| a.0 == b.0 && a.1 == b.1);
-            let mut i = 0;
-            while i < key.len() {
-                let c = key[i].0;
-                let mut j = i;
-                while j < key.len() && key[j].0 == c {
-                    j += 1;
-                }
-                let k: Vec<(NodeIndex, u64)> = key[i..j].iter().map(|x| (x.1, x.2)).collect();
-                let next = class_keys.len() as u32;
-                let id = *class_index.entry((c, k.clone())).or_insert_with(|| {
-                    class_keys.push(k);
-                    class_comp.push(c);
-                    next
-                });
-                if id == next {
-                    comps[c as usize].classes.push(id);
-                }
-                host_classes.push((c, id));
-                i = j;
-            }
-            host_class_offsets.push(host_classes.len() as u32);
-        }
-        drop(class_index);
-        // Global class id -> local column within its component.
-        let mut class_local = vec![0u32; class_keys.len()];
-        for comp in &comps {
-            for (i, &g) in comp.classes.iter().enumerate() {
-                class_local[g as usize] = i as u32;
-            }
-        }
-        for hc in &mut host_classes {
-            hc.1 = class_local[hc.1 as usize];
-        }
-
-        // Local adjacency and bitset layout per component.
-        for comp in &mut comps {
-            let mut offs = vec![0u32];
-            let mut adj = Vec::new();
-            let mut words = vec![0u32];
-            for (li, &s) in comp.switches.iter().enumerate() {
-                if topo.ports(s).len() >= DIRECT_PORT as usize {
-                    return Err(TopoError::TooLarge(format!(
-                        "switch {s} has {} ports; switches may have at most {}",
-                        topo.ports(s).len(),
-                        DIRECT_PORT - 1
-                    )));
-                }
-                for (pi, p) in topo.ports(s).iter().enumerate() {
-                    if !topo.is_host(p.peer) {
-                        adj.push((
-                            local_of[p.peer as usize],
-                            pi as PortIndex,
-                            topo.link(p.link).latency_ps,
-                        ));
-                    }
-                }
-                offs.push(adj.len() as u32);
-                let w = if in_scope(s as usize) {
-                    topo.ports(s).len().div_ceil(64) as u32
-                } else {
-                    comp.foreign.push(li as u32);
-                    0
-                };
-                words.push(words[li] + w);
-                if host_adjacent[s as usize] {
-                    comp.host_adjacent.push(li as u32);
-                }
-            }
-            comp.adj_offsets = offs;
-            comp.adj = adj;
-            comp.word_offsets = words;
-        }
-
-        // Table layout: a row per switch in the scope, a first-hop row per other switch.
-        let mut row_offset = vec![NO_ROW; n];
-        let mut first_offset = vec![NO_ROW; n];
-        let (mut total, mut first_total) = (0u64, 0u64);
-        for comp in &comps {
-            for &s in &comp.switches {
-                let (offset, count) = if in_scope(s as usize) {
-                    (&mut row_offset[s as usize], &mut total)
-                } else {
-                    (&mut first_offset[s as usize], &mut first_total)
-                };
-                *offset = *count as u32;
-                *count += comp.classes.len() as u64;
-                if *count > (u32::MAX - 2) as u64 {
-                    return Err(TopoError::TooLarge(format!(
-                        "routing tables would need more than {} entries",
-                        u32::MAX - 2
-                    )));
-                }
-            }
-        }
-        // Beside the tables: each host-adjacent switch's latency to each
-        // class (kept), and while building, the hops between classes for
-        // the diameter (a dragonfly with h = 255 needs 2 GiB and 1 GiB of
-        // them beside 1 GiB of tables).
-        let side_bytes = comps.iter().fold(0u64, |sum, comp| {
-            let m = comp.classes.len() as u64;
-            let adj = (comp.host_adjacent.len() as u64)
-                .saturating_mul(m)
-                .saturating_mul(std::mem::size_of::<u64>() as u64);
-            let hops = if diameter {
-                m.saturating_mul(m)
-                    .saturating_mul(std::mem::size_of::<u32>() as u64)
-            } else {
-                0
-            };
-            sum.saturating_add(adj).saturating_add(hops)
-        });
-        let table_bytes = (total * std::mem::size_of::<u32>() as u64
-            + first_total * std::mem::size_of::<PortIndex>() as u64)
-            .saturating_add(side_bytes);
-        if table_bytes > max_bytes {
-            return Err(TopoError::TooLarge(format!(
-                "its routing tables need ~{:.1} GiB ({total} entries), more than the {:.1} GiB \
-                 this process has left",
-                table_bytes as f64 / (1u64 << 30) as f64,
-                max_bytes as f64 / (1u64 << 30) as f64
-            )));
-        }
-        let mut entries = vec![NONE_SET; total as usize];
-        let mut first_ports = vec![NONE_PORT; first_total as usize];
-        let mut set_offsets = vec![0u32];
-        let mut set_ports: Vec<PortIndex> = Vec::new();
-        let mut adj_row = vec![NO_ROW; n];
-        let mut adj_latency_ps = Vec::new();
-        let mut hop_tables: Vec<Vec<u32>> = Vec::new();
-
+        let (comp_of, local_of, mut comps) = switch_components(topo);
+        let hosts = HostClasses::of(topo, &comp_of, &mut comps, scope)?;
+        local_adjacency(topo, &local_of, &hosts.host_adjacent, &mut comps, scope)?;
+        let layout = TableLayout::of(topo, &comps, scope)?;
+        layout.check_bytes(&comps, diameter, max_bytes)?;
+        let mut t = Tables::new(topo.node_count() as usize, &layout);
         // Destination classes a chunk at a time (in parallel within a chunk): shortest
         // latencies and next hops go straight into the tables, so the working memory is
         // one chunk's, not every class's.
+        let mut hop_tables: Vec<Vec<u32>> = Vec::new();
         for comp in &comps {
-            let m = comp.classes.len();
-            let owned: Vec<usize> = (0..comp.switches.len())
-                .filter(|&li| in_scope(comp.switches[li] as usize))
-                .collect();
-            let rows_start = owned
-                .first()
-                .map_or(0, |&li| row_offset[comp.switches[li] as usize] as usize);
-            let rows = &mut entries[rows_start..rows_start + owned.len() * m];
-            let mut interners: Vec<SetInterner> =
-                owned.iter().map(|_| SetInterner::default()).collect();
-            let adj_base = adj_latency_ps.len();
-            for (ai, &li) in comp.host_adjacent.iter().enumerate() {
-                adj_row[comp.switches[li as usize] as usize] = (adj_base + ai * m) as u32;
-            }
-            adj_latency_ps.resize(adj_base + comp.host_adjacent.len() * m, INF);
-            let mut hops = vec![0u32; if diameter { m * m } else { 0 }];
-            for chunk_start in (0..m).step_by(CLASS_CHUNK) {
-                let chunk = &comp.classes[chunk_start..m.min(chunk_start + CLASS_CHUNK)];
-                let outs: Vec<ClassOut> = chunk
-                    .par_iter()
-                    .map(|&g| class_routes(comp, &class_keys, &local_of, g, diameter))
-                    .collect();
-                rows.par_chunks_mut(m.max(1))
-                    .zip(interners.par_iter_mut())
-                    .zip(owned.par_iter())
-                    .for_each(|((row, interner), &li)| {
-                        interner.add(comp, &class_keys, chunk, &outs, li, &mut row[chunk_start..]);
-                    });
-                for (k, o) in outs.iter().enumerate() {
-                    let class = chunk_start + k;
-                    for (fi, &li) in comp.foreign.iter().enumerate() {
-                        let off = first_offset[comp.switches[li as usize] as usize] as usize;
-                        first_ports[off + class] = o.first_ports[fi];
-                    }
-                    for (ai, &latency) in o.adj_latency_ps.iter().enumerate() {
-                        adj_latency_ps[adj_base + ai * m + class] = latency;
-                    }
-                    if diameter {
-                        hops[class * m..(class + 1) * m].copy_from_slice(&o.hops_from);
-                    }
-                }
-            }
-            // Local set ids become global ones.
-            for (row, interner) in rows.chunks_mut(m.max(1)).zip(interners) {
-                let base = (set_offsets.len() - 1) as u64;
-                if base + interner.offsets.len() as u64 > (u32::MAX - 2) as u64 {
-                    return Err(TopoError::TooLarge("too many next-hop sets".into()));
-                }
-                for v in row.iter_mut().filter(|v| **v < DIRECT_SET) {
-                    *v += base as u32;
-                }
-                let port_base = set_ports.len() as u32;
-                set_offsets.extend(interner.offsets.iter().map(|&o| port_base + o));
-                set_ports.extend_from_slice(&interner.ports);
-            }
-            hop_tables.push(hops);
+            hop_tables.push(t.route_component(
+                comp,
+                &hosts.class_keys,
+                &local_of,
+                &layout,
+                scope,
+                diameter,
+            )?);
         }
         let hop_tables = diameter.then_some(hop_tables);
-        let attach_switch = attach.iter().map(|a| a.0).collect();
-        let attach_port = attach.iter().map(|a| a.1).collect();
-        let mut r = Routing {
-            comp_of,
-            comp_classes: comps.iter().map(|c| c.classes.len() as u32).collect(),
-            row_offset,
-            entries,
-            set_offsets,
-            set_ports,
-            first_offset,
-            first_ports,
+        let HostClasses {
             host_class_offsets,
             host_classes,
             attach_offsets,
-            attach_switch,
-            attach_port,
+            attach,
             host_port_offsets,
             host_port_switch,
             host_port_latency_ps,
-            adj_row,
-            adj_latency_ps,
+            ..
+        } = hosts;
+        let mut r = Routing {
+            comp_of,
+            comp_classes: comps.iter().map(|c| c.classes.len() as u32).collect(),
+            row_offset: layout.row_offset,
+            entries: t.entries,
+            set_offsets: t.set_offsets,
+            set_ports: t.set_ports,
+            first_offset: layout.first_offset,
+            first_ports: t.first_ports,
+            host_class_offsets,
+            host_classes,
+            attach_offsets,
+            attach_switch: attach.iter().map(|a| a.0).collect(),
+            attach_port: attach.iter().map(|a| a.1).collect(),
+            host_port_offsets,
+            host_port_switch,
+            host_port_latency_ps,
+            adj_row: t.adj_row,
+            adj_latency_ps: t.adj_latency_ps,
             diameter_hops: None,
         };
         r.diameter_hops = r.check_and_diameter(hop_tables.as_deref())?;
@@ -431,6 +191,101 @@ impl Routing {
             }
         }
         Ok(hop_tables.is_some().then_some(diameter))
+    }
+}
+
+/// The tables being filled, component by component.
+struct Tables {
+    entries: Vec<u32>,
+    first_ports: Vec<PortIndex>,
+    set_offsets: Vec<u32>,
+    set_ports: Vec<PortIndex>,
+    adj_row: Vec<u32>,
+    adj_latency_ps: Vec<u64>,
+}
+
+impl Tables {
+    /// Empty tables of `layout`'s sizes for `n` nodes.
+    fn new(n: usize, layout: &TableLayout) -> Tables {
+        Tables {
+            entries: vec![NONE_SET; layout.total as usize],
+            first_ports: vec![NONE_PORT; layout.first_total as usize],
+            set_offsets: vec![0u32],
+            set_ports: Vec::new(),
+            adj_row: vec![NO_ROW; n],
+            adj_latency_ps: Vec::new(),
+        }
+    }
+
+    /// Routes every destination class of `comp` into the tables; returns
+    /// the hops between its classes when computing the `diameter` (else empty).
+    fn route_component(
+        &mut self,
+        comp: &Comp,
+        class_keys: &[Vec<(NodeIndex, u64)>],
+        local_of: &[u32],
+        layout: &TableLayout,
+        scope: Scope<'_>,
+        diameter: bool,
+    ) -> Result<Vec<u32>, TopoError> {
+        let m = comp.classes.len();
+        let owned: Vec<usize> = (0..comp.switches.len())
+            .filter(|&li| scope.has(comp.switches[li] as usize))
+            .collect();
+        let rows_start = owned.first().map_or(0, |&li| {
+            layout.row_offset[comp.switches[li] as usize] as usize
+        });
+        let rows = &mut self.entries[rows_start..rows_start + owned.len() * m];
+        let mut interners: Vec<SetInterner> =
+            owned.iter().map(|_| SetInterner::default()).collect();
+        let adj_base = self.adj_latency_ps.len();
+        for (ai, &li) in comp.host_adjacent.iter().enumerate() {
+            self.adj_row[comp.switches[li as usize] as usize] = (adj_base + ai * m) as u32;
+        }
+        self.adj_latency_ps
+            .resize(adj_base + comp.host_adjacent.len() * m, INF);
+        let mut hops = vec![0u32; if diameter { m * m } else { 0 }];
+        for chunk_start in (0..m).step_by(CLASS_CHUNK) {
+            let chunk = &comp.classes[chunk_start..m.min(chunk_start + CLASS_CHUNK)];
+            let outs: Vec<ClassOut> = chunk
+                .par_iter()
+                .map(|&g| class_routes(comp, class_keys, local_of, g, diameter))
+                .collect();
+            rows.par_chunks_mut(m.max(1))
+                .zip(interners.par_iter_mut())
+                .zip(owned.par_iter())
+                .for_each(|((row, interner), &li)| {
+                    interner.add(comp, class_keys, chunk, &outs, li, &mut row[chunk_start..]);
+                });
+            for (k, o) in outs.iter().enumerate() {
+                let class = chunk_start + k;
+                for (fi, &li) in comp.foreign.iter().enumerate() {
+                    let off = layout.first_offset[comp.switches[li as usize] as usize] as usize;
+                    self.first_ports[off + class] = o.first_ports[fi];
+                }
+                for (ai, &latency) in o.adj_latency_ps.iter().enumerate() {
+                    self.adj_latency_ps[adj_base + ai * m + class] = latency;
+                }
+                if diameter {
+                    hops[class * m..(class + 1) * m].copy_from_slice(&o.hops_from);
+                }
+            }
+        }
+        // Local set ids become global ones.
+        for (row, interner) in rows.chunks_mut(m.max(1)).zip(interners) {
+            let base = (self.set_offsets.len() - 1) as u64;
+            if base + interner.offsets.len() as u64 > (u32::MAX - 2) as u64 {
+                return Err(TopoError::TooLarge("too many next-hop sets".into()));
+            }
+            for v in row.iter_mut().filter(|v| **v < DIRECT_SET) {
+                *v += base as u32;
+            }
+            let port_base = self.set_ports.len() as u32;
+            self.set_offsets
+                .extend(interner.offsets.iter().map(|&o| port_base + o));
+            self.set_ports.extend_from_slice(&interner.ports);
+        }
+        Ok(hops)
     }
 }
 

@@ -115,26 +115,7 @@ fn parse_header(
     err: &dyn Fn(String) -> WorkloadFileError,
 ) -> Result<(Policy, Header), WorkloadFileError> {
     let tokens: Vec<&str> = line.split_whitespace().collect();
-    let policy = match tokens[0] {
-        "DATA" | "MICRO" | "MODEL" => Policy::AllRanks,
-        "HYBRID_TRANSFORMER" => Policy::Hybrid,
-        "HYBRID_TRANSFORMER_FWD_IN_BCKWD" => Policy::HybridRecompute,
-        p @ ("HYBRID_DLRM"
-        | "HYBRID_DLRM_ENHANCED"
-        | "HYBRID_DATA_MODEL"
-        | "HYBRID_MODEL_DATA"
-        | "HYBRID_CUSTOMIZED"
-        | "DISTRIBUTED_INFERENCE") => {
-            return Err(err(format!(
-                "parallelism policy: `{p}` is not supported by netsim ({POLICIES})"
-            )))
-        }
-        other => {
-            return Err(err(format!(
-                "parallelism policy: unknown `{other}` ({POLICIES})"
-            )))
-        }
-    };
+    let policy = parse_policy(tokens[0], err)?;
     let mut h = Header {
         tp: 1,
         ep: 1,
@@ -199,6 +180,43 @@ fn parse_header(
         }
         i += 2;
     }
+    check_header(&h, err)?;
+    Ok((policy, h))
+}
+
+/// Line 1's parallelism policy, `policy`.
+fn parse_policy(
+    policy: &str,
+    err: &dyn Fn(String) -> WorkloadFileError,
+) -> Result<Policy, WorkloadFileError> {
+    Ok(match policy {
+        "DATA" | "MICRO" | "MODEL" => Policy::AllRanks,
+        "HYBRID_TRANSFORMER" => Policy::Hybrid,
+        "HYBRID_TRANSFORMER_FWD_IN_BCKWD" => Policy::HybridRecompute,
+        p @ ("HYBRID_DLRM"
+        | "HYBRID_DLRM_ENHANCED"
+        | "HYBRID_DATA_MODEL"
+        | "HYBRID_MODEL_DATA"
+        | "HYBRID_CUSTOMIZED"
+        | "DISTRIBUTED_INFERENCE") => {
+            return Err(err(format!(
+                "parallelism policy: `{p}` is not supported by netsim ({POLICIES})"
+            )))
+        }
+        other => {
+            return Err(err(format!(
+                "parallelism policy: unknown `{other}` ({POLICIES})"
+            )))
+        }
+    })
+}
+
+/// Line 1's settings are positive where they must be; a pipeline says
+/// what its stages send.
+fn check_header(
+    h: &Header,
+    err: &dyn Fn(String) -> WorkloadFileError,
+) -> Result<(), WorkloadFileError> {
     for (name, v) in [
         ("model_parallel_NPU_group", h.tp),
         ("ep", h.ep),
@@ -219,7 +237,7 @@ fn parse_header(
             h.pp
         )));
     }
-    Ok((policy, h))
+    Ok(())
 }
 
 /// One layer line.
@@ -358,40 +376,13 @@ pub fn parse(
     let (n1, header) = lines
         .next()
         .ok_or_else(|| err(1, "empty workload file".into()))?;
-    let (policy, h) = parse_header(header, &|m| err(n1, m))?;
-    let world = h.all_gpus.unwrap_or(hosts);
-    if world > hosts {
-        return Err(err(
-            n1,
-            format!("all_gpus: {world} GPUs but the topology has {hosts} hosts"),
-        ));
-    }
-    let parallelism = match policy {
-        Policy::AllRanks => Parallelism::data_parallel(world),
-        Policy::Hybrid | Policy::HybridRecompute => Parallelism::new(world, h.tp, h.pp, h.ep)
-            .map_err(|e| {
-                err(
-                    n1,
-                    format!(
-                        "all_gpus: {world} GPUs do not fit model_parallel_NPU_group {} x pp {} x ep {}: {e}",
-                        h.tp, h.pp, h.ep
-                    ),
-                )
-            })?,
-    };
+    let header_err = |m: String| err(n1, m);
+    let (policy, h) = parse_header(header, &header_err)?;
+    let parallelism = header_parallelism(policy, &h, hosts, &header_err)?;
     let (n2, count) = lines
         .next()
         .ok_or_else(|| err(n1, "missing the layer count (line 2)".into()))?;
-    let count = count.trim();
-    if count.starts_with('-') {
-        return Err(err(n2, format!("layer count: `{count}` is negative")));
-    }
-    let layers: usize = count
-        .parse()
-        .map_err(|_| err(n2, format!("layer count: `{count}` is not a number")))?;
-    if layers == 0 {
-        return Err(err(n2, "layer count: must be positive".into()));
-    }
+    let layers = layer_count(count).map_err(|m| err(n2, m))?;
     // Bound the count by the file before allocating for it.
     let rest: Vec<(usize, &str)> = lines.collect();
     if layers != rest.len() {
@@ -408,17 +399,75 @@ pub fn parse(
     for &(n, line) in &rest {
         parsed.push(parse_layer(line, policy, algorithm, &|m| err(n, m))?);
     }
+    let recompute = recompute_from(policy, &h, layers).map_err(&header_err)?;
+    let phases = if h.pp == 1 {
+        let program = Program {
+            layers: &parsed,
+            names: parsed.iter().map(|l| l.name.clone()).collect(),
+            recompute: &recompute,
+        };
+        program.single()
+    } else {
+        pipeline_phases(&parsed, &recompute, &h, &parallelism).map_err(&header_err)?
+    };
+    let mut spec = WorkloadSpec::with_phases(Vec::new());
+    spec.parallelism = Some(parallelism);
+    spec.phases = phases;
+    Ok(spec)
+}
+
+/// The job's layout on `all_gpus` of the `hosts` hosts: all data-parallel,
+/// or line 1's TP, PP and EP for the hybrid policies.
+fn header_parallelism(
+    policy: Policy,
+    h: &Header,
+    hosts: u32,
+    err: &dyn Fn(String) -> WorkloadFileError,
+) -> Result<Parallelism, WorkloadFileError> {
+    let world = h.all_gpus.unwrap_or(hosts);
+    if world > hosts {
+        return Err(err(format!(
+            "all_gpus: {world} GPUs but the topology has {hosts} hosts"
+        )));
+    }
+    Ok(match policy {
+        Policy::AllRanks => Parallelism::data_parallel(world),
+        Policy::Hybrid | Policy::HybridRecompute => Parallelism::new(world, h.tp, h.pp, h.ep)
+            .map_err(|e| {
+                err(format!(
+                    "all_gpus: {world} GPUs do not fit model_parallel_NPU_group {} x pp {} x ep {}: {e}",
+                    h.tp, h.pp, h.ep
+                ))
+            })?,
+    })
+}
+
+/// Line 2: the number of layer lines, positive.
+fn layer_count(count: &str) -> Result<usize, String> {
+    let count = count.trim();
+    if count.starts_with('-') {
+        return Err(format!("layer count: `{count}` is negative"));
+    }
+    let layers: usize = count
+        .parse()
+        .map_err(|_| format!("layer count: `{count}` is not a number"))?;
+    if layers == 0 {
+        return Err("layer count: must be positive".into());
+    }
+    Ok(layers)
+}
+
+/// For each of the `layers` layers, the checkpoint its backward recomputes
+/// the forward from (only under `HybridRecompute`); line 1's layers must exist.
+fn recompute_from(policy: Policy, h: &Header, layers: usize) -> Result<Vec<Option<usize>>, String> {
     for (key, list) in [
         ("checkpoints", &h.checkpoints),
         ("checkpoint_initiates", &h.checkpoint_initiates),
     ] {
         if let Some(l) = list.iter().find(|&&l| l as usize >= layers) {
-            return Err(err(
-                n1,
-                format!(
-                    "{key}: layer {l} but the file has {layers} layers (0..{})",
-                    layers - 1
-                ),
+            return Err(format!(
+                "{key}: layer {l} but the file has {layers} layers (0..{})",
+                layers - 1
             ));
         }
     }
@@ -431,54 +480,45 @@ pub fn parse(
                 .filter(|&&c| c <= l)
                 .max()
                 .ok_or_else(|| {
-                    err(
-                        n1,
-                        format!("checkpoint_initiates: layer {l} has no checkpoint at or below it"),
-                    )
+                    format!("checkpoint_initiates: layer {l} has no checkpoint at or below it")
                 })?;
             recompute[l as usize] = Some(*from as usize);
         }
     }
-    let phases = if h.pp == 1 {
-        let program = Program {
-            layers: &parsed,
-            names: parsed.iter().map(|l| l.name.clone()).collect(),
-            recompute: &recompute,
-        };
-        program.single()
-    } else {
-        // Micro-batch m: from its `embedding_layer` line to the next one.
-        let starts: Vec<usize> = (0..layers)
-            .filter(|&i| parsed[i].name == "embedding_layer")
-            .collect();
-        let mut names: Vec<String> = parsed.iter().map(|l| l.name.clone()).collect();
-        for (m, &first) in starts.iter().enumerate() {
-            let end = starts.get(m + 1).copied().unwrap_or(layers);
-            for name in &mut names[first..end] {
-                *name = format!("mb{m}.{name}");
-            }
+    Ok(recompute)
+}
+
+/// The phases of a pipelined job: its layers split into `ga` micro-batches,
+/// each from its `embedding_layer` line to the next one.
+fn pipeline_phases(
+    parsed: &[Layer],
+    recompute: &[Option<usize>],
+    h: &Header,
+    parallelism: &Parallelism,
+) -> Result<Vec<super::spec::Phase>, String> {
+    let starts: Vec<usize> = (0..parsed.len())
+        .filter(|&i| parsed[i].name == "embedding_layer")
+        .collect();
+    let mut names: Vec<String> = parsed.iter().map(|l| l.name.clone()).collect();
+    for (m, &first) in starts.iter().enumerate() {
+        let end = starts.get(m + 1).copied().unwrap_or(parsed.len());
+        for name in &mut names[first..end] {
+            *name = format!("mb{m}.{name}");
         }
-        let program = Program {
-            layers: &parsed,
-            names,
-            recompute: &recompute,
-        };
-        if starts.len() != h.ga as usize {
-            return Err(err(
-                n1,
-                format!(
-                    "ga: {} micro-batches but the file has {} `embedding_layer` lines (AICB starts each micro-batch with one)",
-                    h.ga,
-                    starts.len()
-                ),
-            ));
-        }
-        program.pipeline(&parallelism, &starts, h.pp_comm)
+    }
+    let program = Program {
+        layers: parsed,
+        names,
+        recompute,
     };
-    let mut spec = WorkloadSpec::with_phases(Vec::new());
-    spec.parallelism = Some(parallelism);
-    spec.phases = phases;
-    Ok(spec)
+    if starts.len() != h.ga as usize {
+        return Err(format!(
+            "ga: {} micro-batches but the file has {} `embedding_layer` lines (AICB starts each micro-batch with one)",
+            h.ga,
+            starts.len()
+        ));
+    }
+    Ok(program.pipeline(parallelism, &starts, h.pp_comm))
 }
 
 #[cfg(test)]

@@ -11,11 +11,13 @@
 //! its `size / N` piece). A rank's part is done when every flow touching
 //! its host has completed.
 
-use super::staged::{run_items, Core, CoreCost, Item, CONTROL_BYTES};
-use super::{servers, DpuParams};
-use crate::workload::algorithms::HostTasks;
-use crate::workload::{Builder, CollectiveOp};
+pub mod staged;
+
+use super::algorithms::HostTasks;
+use super::{Builder, CollectiveOp};
+use crate::dpu::{servers, DpuParams};
 use netsim_topo::{NodeIndex, Topology};
+use staged::{run_items, Core, CoreCost, Item, CONTROL_BYTES};
 
 /// A transfer's peer and bytes.
 type Transfer = (NodeIndex, u64);

@@ -12,7 +12,7 @@
 //! finally reaps the writes; so reads and writes of different items overlap
 //! while the core stays serial.
 
-use super::DpuFabric;
+use crate::dpu::DpuFabric;
 use crate::workload::{Builder, Collective, CollectiveOp, NONE};
 use netsim_engine::SimTime;
 use netsim_topo::NodeIndex;
@@ -374,6 +374,9 @@ pub fn reference(
     }
 }
 
+/// The worker that leads the single-leader allgather.
+const LEADER: u32 = 0;
+
 /// The offloaded iteration: each host process posts a hand-over to its
 /// worker and computes for `compute` (collective 0, "compute"), while the
 /// workers run `pattern` and notify their processes (collective 1, "comm").
@@ -422,49 +425,13 @@ pub fn offloaded(
         core.busy(b, compute, &[]);
     }
     // Worker side.
-    let leader = 0u32;
     let mut cores: Vec<Core> = (0..shape.workers)
         .map(|w| Core::new(dpu_node(w), dpu_cost, comm))
         .collect();
     let mut into_leader = Vec::new();
     for (w, ps) in dealt.iter().enumerate() {
         let w = w as u32;
-        let items: Vec<Item> = match pattern {
-            Pattern::Broadcast => vec![Item {
-                read: Some((host_node(0), size)),
-                writes: ps.iter().map(|&p| (host_node(p), size)).collect(),
-            }],
-            Pattern::Gather => ps
-                .iter()
-                .map(|&p| Item {
-                    read: Some((host_node(p), size)),
-                    writes: vec![(host_node(0), size)],
-                })
-                .collect(),
-            Pattern::AllgatherAllIn => ps
-                .iter()
-                .map(|&p| Item {
-                    read: Some((host_node(p), size)),
-                    writes: (0..procs)
-                        .filter(|&q| q != p)
-                        .map(|q| (host_node(q), size))
-                        .collect(),
-                })
-                .collect(),
-            Pattern::AllgatherSingleLeader => {
-                let same = dpu_node(w) == dpu_node(leader);
-                ps.iter()
-                    .map(|&p| Item {
-                        read: Some((host_node(p), size)),
-                        writes: if same {
-                            Vec::new()
-                        } else {
-                            vec![(dpu_node(leader), size)]
-                        },
-                    })
-                    .collect()
-            }
-        };
+        let items = worker_items(f, shape, pattern, w, ps, size);
         let gate = std::mem::take(&mut handover[w as usize]);
         let writes = run_items(b, &mut cores[w as usize], &items, &gate, chunk);
         if pattern == Pattern::AllgatherSingleLeader {
@@ -476,7 +443,7 @@ pub fn offloaded(
         // writes into it, and what its DPU's other workers read.
         let mut gate = into_leader;
         for w in 1..shape.workers {
-            if dpu_node(w) == dpu_node(leader) {
+            if dpu_node(w) == dpu_node(LEADER) {
                 gate.extend(cores[w as usize].last);
             }
         }
@@ -485,19 +452,70 @@ pub fn offloaded(
             read: None,
             writes: (0..procs).map(|q| (host_node(q), whole)).collect(),
         }];
-        run_items(b, &mut cores[leader as usize], &items, &gate, chunk);
+        run_items(b, &mut cores[LEADER as usize], &items, &gate, chunk);
     }
     // Completion notices: each worker to its processes (the leader to all).
     for (w, ps) in dealt.iter().enumerate() {
         let core = &cores[w];
         let to: Vec<u32> = match pattern {
-            Pattern::AllgatherSingleLeader if w as u32 == leader => (0..procs).collect(),
+            Pattern::AllgatherSingleLeader if w as u32 == LEADER => (0..procs).collect(),
             Pattern::AllgatherSingleLeader => Vec::new(),
             _ => ps.clone(),
         };
         let last = core.last.expect("every worker runs at least one operation");
         for p in to {
             b.flow(core.node, host_node(p), CONTROL_BYTES, comm, &[last]);
+        }
+    }
+}
+
+/// What worker `w`, serving processes `ps`, reads and writes in `pattern`
+/// (blocks of `size` bytes; worker 0 leads the single-leader allgather).
+fn worker_items(
+    f: &DpuFabric,
+    shape: &Shape,
+    pattern: Pattern,
+    w: u32,
+    ps: &[u32],
+    size: u64,
+) -> Vec<Item> {
+    let procs = shape.procs();
+    let host_node = |p: u32| f.host(shape.proc_server(p));
+    let dpu_node = |w: u32| f.dpu(shape.worker_server(w));
+    match pattern {
+        Pattern::Broadcast => vec![Item {
+            read: Some((host_node(0), size)),
+            writes: ps.iter().map(|&p| (host_node(p), size)).collect(),
+        }],
+        Pattern::Gather => ps
+            .iter()
+            .map(|&p| Item {
+                read: Some((host_node(p), size)),
+                writes: vec![(host_node(0), size)],
+            })
+            .collect(),
+        Pattern::AllgatherAllIn => ps
+            .iter()
+            .map(|&p| Item {
+                read: Some((host_node(p), size)),
+                writes: (0..procs)
+                    .filter(|&q| q != p)
+                    .map(|q| (host_node(q), size))
+                    .collect(),
+            })
+            .collect(),
+        Pattern::AllgatherSingleLeader => {
+            let same = dpu_node(w) == dpu_node(LEADER);
+            ps.iter()
+                .map(|&p| Item {
+                    read: Some((host_node(p), size)),
+                    writes: if same {
+                        Vec::new()
+                    } else {
+                        vec![(dpu_node(LEADER), size)]
+                    },
+                })
+                .collect()
         }
     }
 }

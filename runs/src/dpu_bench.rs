@@ -1,17 +1,17 @@
-//! DPU-Bench on the packet-level fabric: the pure-host reference time, the
+//! The DPU-Bench driver on the packet-level fabric: the pure-host reference time, the
 //! offloaded iteration (hosts compute for the reference time while workers
 //! communicate), and offload efficiency = reference / max(pure_comm,
 //! compute) x 100, as Michalowicz et al. (PEARC '23) define it.
 
-use super::staged::{self, Assign, CoreCost, Pattern, Shape};
-use super::{attach, DpuFabric, DpuParams};
-use crate::network::config::NetConfig;
-use crate::network::{simulate, Fabric};
-use crate::telemetry::{
+use netsim_engine::{Layout, SimTime};
+use netsim_models::dpu::{attach, DpuFabric, DpuParams};
+use netsim_models::network::config::NetConfig;
+use netsim_models::network::{simulate, Fabric};
+use netsim_models::telemetry::{
     FlowRecord, LinkSample, PfcRecord, QueueSample, SwitchOffloadRecord, TelemetrySink,
 };
-use crate::workload::{Builder, Workload};
-use netsim_engine::{Layout, SimTime};
+use netsim_models::workload::dpu::staged::{self, Assign, CoreCost, Pattern, Shape};
+use netsim_models::workload::{Builder, Workload};
 use netsim_topo::{Routing, Topology};
 
 /// Why a benchmark could not run.
@@ -43,21 +43,6 @@ impl Default for HostCost {
             },
             copy_bps: 80_000_000_000,
         }
-    }
-}
-
-/// The network the benchmark runs on by default: the paper's HDR100
-/// InfiniBand, lossless by link-level credits (PFC here) with no end-to-end
-/// congestion control, and IB's usual local ACK timeout (4.096 us x 2^14 =
-/// 67 ms) instead of RoCE's short one, which PFC-paused ACKs would trip.
-/// No queue or link sampling.
-pub fn default_net() -> NetConfig {
-    NetConfig {
-        cc: crate::network::config::CcKind::None,
-        pfc: true,
-        rto: SimTime::from_us(67_109),
-        sample_period: SimTime::ZERO,
-        ..NetConfig::default()
     }
 }
 

@@ -1,4 +1,5 @@
-//! Facts about the running process that runs and benchmarks report.
+//! Facts about the running process that runs and benchmarks report and
+//! check sizes against; apart from the engine, which needs none of them.
 
 /// Peak resident set size of this process in bytes (`VmHWM`), or 0 where
 /// the platform does not expose it.

@@ -1,0 +1,374 @@
+//! [`Builder`]: a [`Workload`] built task by task within a memory budget,
+//! and the dependents' lists it ends with.
+
+use super::chunked::Chunked;
+use super::memory;
+use super::offload::{InaKind, InaOp};
+use super::{kind, Collective, FallbackCount, Fold, Task, TaskKind, Workload, COMPUTE, NONE};
+use crate::traffic::FlowSpec;
+use netsim_engine::SimTime;
+use netsim_topo::NodeIndex;
+use std::collections::HashMap;
+
+/// Builds a [`Workload`] task by task; dependencies must already exist, so
+/// the DAG is acyclic by construction.
+///
+/// The builder counts what the finished workload will hold and what a run
+/// of it adds at least ([`memory`]); past what this process may use it adds
+/// nothing more and [`Builder::over`] turns true, so that a workload too
+/// large for memory ends in an error rather than an abort.
+#[derive(Debug)]
+pub struct Builder {
+    /// The workload's small structures; its large ones are built apart, in
+    /// blocks that never copy what they hold, and moved in by
+    /// [`Builder::finish`].
+    w: Workload,
+    tasks: Chunked<Task>,
+    flows: Chunked<FlowSpec>,
+    flow_task: Chunked<u32>,
+    collectives: Chunked<Collective>,
+    /// Every task's dependencies, task after task (`Task::deps` of them
+    /// each): turned into the dependents' lists by [`Builder::finish`].
+    deps: Chunked<u32>,
+    /// Index of each distinct compute duration in `Workload::durations`.
+    duration_ids: HashMap<SimTime, u32>,
+    max_tasks: u64,
+    /// What the workload holds so far and a run of it adds at least
+    /// ([`memory::needed_bytes`]), and the most it may.
+    bytes: u64,
+    budget_bytes: u64,
+    over: bool,
+}
+
+/// What one flow of plain traffic costs while it is run (its spec and the
+/// sender state it has during a packet-level run), a generous estimate for
+/// the memory check of `--traffic`.
+pub const BYTES_PER_TASK: u64 = 256;
+
+impl Builder {
+    /// A builder with room for as many tasks as ids allow (2^31) and for
+    /// what [`memory::build_budget_bytes`] allows.
+    pub fn new(host_overhead: SimTime) -> Builder {
+        Builder::within(host_overhead, memory::build_budget_bytes())
+    }
+
+    /// A builder that refuses a workload needing more than `budget_bytes`.
+    pub fn within(host_overhead: SimTime, budget_bytes: u64) -> Builder {
+        let by_memory = budget_bytes / memory::TASK_BYTES;
+        Builder {
+            w: Workload {
+                host_overhead,
+                ..Workload::default()
+            },
+            tasks: Chunked::default(),
+            flows: Chunked::default(),
+            flow_task: Chunked::default(),
+            collectives: Chunked::default(),
+            deps: Chunked::default(),
+            duration_ids: HashMap::new(),
+            max_tasks: by_memory.min(u64::from(COMPUTE - 1)),
+            bytes: 0,
+            budget_bytes,
+            over: false,
+        }
+    }
+
+    /// The most tasks this builder holds.
+    pub fn max_tasks(&self) -> u64 {
+        self.max_tasks
+    }
+
+    /// What the workload holds so far and a run of it adds at least.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// The most [`Builder::bytes`] may reach.
+    pub fn budget_bytes(&self) -> u64 {
+        self.budget_bytes
+    }
+
+    /// Counts `bytes` more; past the budget, refuses every further task.
+    fn charge(&mut self, bytes: u64) {
+        self.bytes = self.bytes.saturating_add(bytes);
+        if self.bytes > self.budget_bytes {
+            self.over = true;
+        }
+    }
+
+    /// Refuses every further task: what is being added would not fit.
+    pub fn refuse(&mut self) {
+        self.over = true;
+    }
+
+    /// Whether a task was refused for lack of room: the workload is incomplete.
+    pub fn over(&self) -> bool {
+        self.over
+    }
+
+    /// Registers a collective and returns its id.
+    pub fn collective(&mut self, c: Collective) -> u32 {
+        self.charge(memory::collective_bytes(&c));
+        self.collectives.push(c);
+        (self.collectives.len() - 1) as u32
+    }
+
+    /// Records a folded job.
+    pub fn fold(&mut self, fold: Fold) {
+        self.w.folds.push(fold);
+    }
+
+    /// Registers a job and returns its id.
+    pub fn job(&mut self, name: String) -> u32 {
+        self.w.jobs.push(name.into());
+        (self.w.jobs.len() - 1) as u32
+    }
+
+    pub fn collective_mut(&mut self, id: u32) -> &mut Collective {
+        &mut self.collectives[id as usize]
+    }
+
+    pub fn ina_op(&mut self, op: InaOp) -> u32 {
+        self.w.ina_ops.push(op);
+        (self.w.ina_ops.len() - 1) as u32
+    }
+
+    pub fn count_fallback(&mut self, node: NodeIndex, kind: InaKind) {
+        let i = match self.w.fallbacks.binary_search_by_key(&node, |f| f.0) {
+            Ok(i) => i,
+            Err(i) => {
+                self.w.fallbacks.insert(i, (node, FallbackCount::default()));
+                i
+            }
+        };
+        match kind {
+            InaKind::Reduce => self.w.fallbacks[i].1.reductions += 1,
+            InaKind::Barrier => self.w.fallbacks[i].1.barriers += 1,
+        }
+    }
+
+    /// A flow of `size_bytes` from `src` to `dst` after `deps`.
+    pub fn flow(
+        &mut self,
+        src: NodeIndex,
+        dst: NodeIndex,
+        size_bytes: u64,
+        collective: u32,
+        deps: &[u32],
+    ) -> u32 {
+        self.flow_into(src, dst, size_bytes, collective, NONE, deps)
+    }
+
+    /// A flow; `ina_op` names the aggregation tree it streams into (then
+    /// `dst` is the host's leaf switch).
+    pub fn flow_into(
+        &mut self,
+        src: NodeIndex,
+        dst: NodeIndex,
+        size_bytes: u64,
+        collective: u32,
+        ina_op: u32,
+        deps: &[u32],
+    ) -> u32 {
+        assert!(size_bytes > 0, "a flow carries at least one byte");
+        let flow = self.flows.len() as u32;
+        let task = self.task(src, TaskKind::Flow(flow), collective, deps);
+        if self.over {
+            return task;
+        }
+        self.charge(memory::FLOW_BYTES);
+        self.flows.push(FlowSpec {
+            src,
+            dst,
+            size_bytes,
+            start: SimTime::ZERO,
+        });
+        self.flow_task.push(task);
+        if ina_op != NONE {
+            self.charge(memory::INA_FLOW_BYTES);
+            // Flows are added in id order: the list stays sorted.
+            self.w.ina_flows.push((flow, ina_op));
+        }
+        task
+    }
+
+    /// `duration` of compute on `host` after `deps`.
+    pub fn compute(
+        &mut self,
+        host: NodeIndex,
+        duration: SimTime,
+        collective: u32,
+        deps: &[u32],
+    ) -> u32 {
+        self.task(host, TaskKind::Compute(duration), collective, deps)
+    }
+
+    /// A zero-length task on `host` completing when all `deps` have.
+    pub fn join(&mut self, host: NodeIndex, collective: u32, deps: &[u32]) -> u32 {
+        self.compute(host, SimTime::ZERO, collective, deps)
+    }
+
+    fn task(&mut self, host: NodeIndex, kind: TaskKind, collective: u32, deps: &[u32]) -> u32 {
+        if self.over || self.tasks.len() as u64 >= self.max_tasks {
+            // Ids handed out from here on are never used: the build fails.
+            self.over = true;
+            return 0;
+        }
+        let id = self.tasks.len() as u32;
+        for &d in deps {
+            assert!(d < id, "task {id} depends on a later task {d}");
+            assert!(
+                self.observed_at(d, host),
+                "task {id} on host {host} depends on task {d}, whose completion host {host} cannot see"
+            );
+        }
+        self.charge(memory::TASK_BYTES + memory::EDGE_BYTES * deps.len() as u64);
+        if self.over {
+            return 0;
+        }
+        self.deps.extend_from_slice(deps);
+        let what = match kind {
+            TaskKind::Flow(flow) => flow,
+            TaskKind::Compute(duration) => {
+                let durations = &mut self.w.durations;
+                let i = *self.duration_ids.entry(duration).or_insert_with(|| {
+                    durations.push(duration);
+                    durations.len() as u32 - 1
+                });
+                COMPUTE | i
+            }
+        };
+        self.tasks.push(Task {
+            host,
+            deps: deps.len() as u32,
+            collective,
+            what,
+        });
+        if collective != NONE {
+            self.collectives[collective as usize].tasks += 1;
+        }
+        id
+    }
+
+    /// Whether `host` sees task `task` complete.
+    fn observed_at(&self, task: u32, host: NodeIndex) -> bool {
+        let t = &self.tasks[task as usize];
+        match self.kind(t) {
+            TaskKind::Compute(_) => t.host == host,
+            TaskKind::Flow(f) => {
+                let f = &self.flows[f as usize];
+                f.src == host || f.dst == host
+            }
+        }
+    }
+
+    pub fn task_count(&self) -> u32 {
+        self.tasks.len() as u32
+    }
+
+    /// Task `task` as added.
+    pub fn task_at(&self, task: u32) -> Task {
+        self.tasks[task as usize]
+    }
+
+    /// What `task` does.
+    pub fn kind(&self, task: &Task) -> TaskKind {
+        kind(&self.w.durations, task)
+    }
+
+    /// Flow `flow` as added.
+    pub fn flow_spec(&self, flow: u32) -> FlowSpec {
+        self.flows[flow as usize]
+    }
+
+    /// The workload, every structure moved into a vector of its exact
+    /// length, and its dependents' lists counted then filled from the
+    /// dependencies, which are freed block by block as they are read: the
+    /// peak is what the workload holds and a block or two, not a vector's
+    /// spare half or the dependencies twice.
+    pub fn finish(self) -> Workload {
+        let Builder {
+            mut w,
+            tasks,
+            flows,
+            flow_task,
+            collectives,
+            deps,
+            ..
+        } = self;
+        w.flows = flows.into_vec();
+        w.flow_task = flow_task.into_vec();
+        w.collectives = collectives.into_vec();
+        w.tasks = tasks.into_vec();
+        let base = dependent_starts(w.tasks.len(), deps.iter().copied());
+        let (dependents, base) = dependents_csr(&w.tasks, base, deps.into_blocks().flatten());
+        w.dependents = dependents;
+        w.dependent_base = base;
+        w
+    }
+}
+
+/// Where each of `n` tasks' dependents' list starts (and, last, their
+/// total), from every task's dependencies in any order.
+pub(crate) fn dependent_starts(n: usize, deps: impl Iterator<Item = u32>) -> Vec<u32> {
+    let mut base = vec![0u32; n + 1];
+    for d in deps {
+        base[d as usize + 1] += 1;
+    }
+    for i in 0..n {
+        base[i + 1] += base[i];
+    }
+    base
+}
+
+/// The dependents' lists of `tasks` (task `d`'s are
+/// `dependents[base[d]..base[d + 1]]`, sorted), from `base`
+/// ([`dependent_starts`]) and their dependencies listed task by task in
+/// id order (`task.deps` each) by `fill`, which a caller may free as it
+/// reads them.
+pub(crate) fn dependents_csr(
+    tasks: &[Task],
+    mut base: Vec<u32>,
+    mut fill: impl Iterator<Item = u32>,
+) -> (Vec<u32>, Vec<u32>) {
+    let total = base[tasks.len()] as usize;
+    let mut dependents = vec![0u32; total];
+    // Tasks are visited in id order, so each list comes out sorted; a
+    // task's slots are filled from its base upwards, `base[d]` standing
+    // for the next free one until all are filled.
+    for (t, task) in tasks.iter().enumerate() {
+        for d in fill.by_ref().take(task.deps as usize) {
+            dependents[base[d as usize] as usize] = t as u32;
+            base[d as usize] += 1;
+        }
+    }
+    // Each base now holds the next task's start: shift them back.
+    base.rotate_right(1);
+    base[0] = 0;
+    (dependents, base)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dependents_are_grouped_per_task() {
+        let mut b = Builder::new(SimTime::ZERO);
+        let a = b.flow(0, 1, 10, NONE, &[]);
+        let c = b.flow(1, 2, 10, NONE, &[a]);
+        let d = b.compute(0, SimTime(5), NONE, &[a]);
+        let w = b.finish();
+        assert_eq!(w.dependents(a), &[c, d]);
+        assert!(w.dependents(c).is_empty());
+        assert_eq!(w.tasks[c as usize].deps, 1);
+    }
+
+    #[test]
+    #[should_panic(expected = "cannot see")]
+    fn a_dependency_must_be_visible_to_the_host() {
+        let mut b = Builder::new(SimTime::ZERO);
+        let a = b.flow(0, 1, 10, NONE, &[]);
+        b.flow(2, 3, 10, NONE, &[a]);
+    }
+}

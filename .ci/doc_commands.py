@@ -137,8 +137,15 @@ def main():
                     print(f"doc-test: {name} block {number}: skipped", flush=True)
                     continue
                 started = time.monotonic()
-                result = subprocess.run(["bash", "-c", PRELUDE + bash], cwd=scratch, env=env,
-                                        capture_output=True, text=True, timeout=900)
+                try:
+                    result = subprocess.run(["bash", "-c", PRELUDE + bash], cwd=scratch,
+                                            env=env, capture_output=True, text=True,
+                                            timeout=900)
+                except subprocess.TimeoutExpired as hung:
+                    # A block that hangs fails like any other, with its output so far.
+                    result = subprocess.CompletedProcess(
+                        hung.cmd, 124, stdout=str(hung.stdout or ""),
+                        stderr=str(hung.stderr or "") + "\ntimed out after 900 s")
                 ran += 1
                 seconds = time.monotonic() - started
                 print(f"doc-test: {name} block {number}: exit {result.returncode} in {seconds:.1f} s",

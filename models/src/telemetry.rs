@@ -166,7 +166,7 @@ pub struct CollectiveRecord {
     pub name: String,
     pub op: &'static str,
     /// What ran: `ring`, `tree`, `hd`, `ina`, `direct`, `dissemination`,
-    /// `ring+nvswitch`; after a fallback, the host algorithm.
+    /// `ring+nvswitch`, `ring+rails`; after a fallback, the host algorithm.
     pub algorithm: String,
     pub group_size: u32,
     pub size_bytes: u64,

@@ -41,7 +41,9 @@ pub struct WorkloadArgs {
     /// Expert-parallel size (divides the data-parallel size).
     #[arg(long, default_value_t = 1)]
     pub ep: u32,
-    /// Parallel rings/trees, each with its own queue pairs.
+    /// Parallel rings/trees, each with its own queue pairs. An all-gather or
+    /// reduce-scatter over whole servers runs NCCL's rail rings: one per GPU
+    /// of a server, repeated in whole rounds to reach this count.
     #[arg(long, default_value_t = 1)]
     pub channels: u32,
     /// Flows per step (pipelining); default: 1 for rings, 512 KiB pieces for trees.

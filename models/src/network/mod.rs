@@ -25,10 +25,13 @@
 //! | `fast_forward` | jumps and memoization, behind hooks (`FastForwarding`) |
 //! | `fabric`, `run`| shared read-only description; running the shards   |
 //! | `common`, `config`, `packet` | ids, pure formulas, parameters, packets: leaves every part may use |
+//! | `wire`         | how events cross MPI ranks (bytes of a `NetEvent`) |
 //!
 //! The parts import each other one way (`port` holds the switch's and
-//! the NIC's per-port state; neither reaches back into `port`); each
-//! struct is changed by the file that defines it.
+//! the NIC's per-port state; neither reaches back into `port`). Each
+//! struct is defined beside the behaviour that owns it; its fields are
+//! visible within the network (the switch and the NIC fill a port's egress
+//! queues), except fast-forward's, which stay behind its hooks.
 //!
 //! A packet put on the wire becomes one event, its `Arrive` at the peer
 //! after serialisation plus link latency: the only way nodes affect each
@@ -79,7 +82,7 @@ use aggregation::Aggregation;
 use forwarding::Forwarding;
 use netsim_engine::{Context, Model, NodeId, SimTime};
 use packet::Packet;
-pub(crate) use port::Port;
+use port::Port;
 use switch::SharedBuffer;
 use tasks::Tasks;
 use transport::Transports;

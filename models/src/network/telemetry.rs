@@ -9,7 +9,7 @@
 //! it. At a sampling instant the part of the packet still to go is taken
 //! back out, pro rata, so an interval holds exactly the bytes that crossed
 //! the wire in it and a line-rate link reads 1, never more but for the
-//! byte a jump's interpolated counters may round over (fast_forward.rs).
+//! byte a jump's interpolated counters may round over (fast_forward/jumps.rs).
 
 use super::packet::{PRIORITIES, PRIO_DATA};
 use super::port::Port;

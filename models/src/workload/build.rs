@@ -168,9 +168,13 @@ impl Cx<'_> {
                 group.len()
             ));
         }
-        if self.nvswitch && servers(self.topo, group).is_some() {
+        // Over whole servers, an all-reduce reduces over NVSwitch and an
+        // all-gather or reduce-scatter runs NCCL's rail rings: neither is a
+        // flat ring, so neither folds.
+        let rails = op.op != CollectiveOp::AllReduce;
+        if (self.nvswitch || rails) && servers(self.topo, group).is_some() {
             return Err(
-                "--fold-dp: a group with several GPUs per server reduces over NVSwitch, which does not fold"
+                "--fold-dp: a group with several GPUs per server reduces over NVSwitch or runs NCCL's rail rings, which do not fold"
                     .into(),
             );
         }
@@ -272,7 +276,11 @@ impl Cx<'_> {
             (CollectiveOp::AllGather | CollectiveOp::ReduceScatter, Algorithm::Ring) => {
                 let steps = logical as u32 - 1;
                 match servers(topo, group).filter(|_| logical == group.len()) {
-                    Some(servers) => rail_rings(b, coll, &servers, size, steps, flat, entry),
+                    Some(servers) => {
+                        if !rail_rings(b, coll, &servers, size, steps, flat, entry) {
+                            return false;
+                        }
+                    }
                     None => algo::folded_ring(b, coll, group, logical, size, steps, flat, entry),
                 }
             }
@@ -410,7 +418,10 @@ fn servers(topo: &Topology, group: &[NodeIndex]) -> Option<Vec<Vec<NodeIndex>>> 
 
 /// NCCL's rings over whole servers (`servers`, as [`servers`] gives
 /// them): one per local rank, each leaving a server on its own rail
-/// ([`algo::rail_rings`]); `pieces.channels` above that count repeats them.
+/// ([`algo::rail_rings`]); `pieces.channels` above that count runs each
+/// of them as often, rounded up to a whole number of rounds so that every
+/// rail carries the same share. False, with the builder refusing, when
+/// the rings would take more flows than tasks may be.
 fn rail_rings(
     b: &mut Builder,
     coll: u32,
@@ -419,18 +430,20 @@ fn rail_rings(
     steps: u32,
     pieces: Pieces,
     entry: &HostTasks,
-) {
+) -> bool {
     let rails = algo::rail_rings(servers);
-    let channels = (pieces.channels as usize).max(rails.len());
+    let rounds = (pieces.channels as usize).div_ceil(rails.len());
+    let channels = rounds * rails.len();
     let members = servers.iter().map(Vec::len).sum::<usize>() as u64;
     // Refused before the rings size their buffers for that many flows.
     if (channels as u64 * u64::from(pieces.chunks)).saturating_mul(members) > b.max_tasks() {
         b.refuse();
-        return;
+        return false;
     }
     let rings: Vec<Vec<NodeIndex>> = rails.iter().cycle().take(channels).cloned().collect();
     b.collective_mut(coll).algorithm = "ring+rails";
     algo::channel_rings(b, coll, &rings, size_bytes, steps, pieces.chunks, entry);
+    true
 }
 
 /// Hierarchical all-reduce: reduce-scatter inside each server (ring over

@@ -539,4 +539,12 @@ fn all_gather_across_servers_runs_one_ring_per_rail() {
             channels * n * (n - 1) * (size / (n * channels))
         );
     }
+    // More channels than rails: whole rounds of the 8 rings (12 -> 16), so
+    // every rail carries the same share.
+    let mut spec = WorkloadSpec::single(op(CollectiveOp::AllGather, Algorithm::Ring, size));
+    spec.channels = 12;
+    let fabric = fabric(&topo, &spec, config());
+    let flows = &fabric.workload.flows;
+    assert_eq!(flows.len() as u64, 16 * 16 * 15);
+    assert!(flows.iter().all(|f| f.size_bytes == size / (16 * 16)));
 }

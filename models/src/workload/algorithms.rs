@@ -87,39 +87,17 @@ pub fn folded_ring(
     pieces: Pieces,
     entry: &HostTasks,
 ) {
-    let n = group.len();
-    let per_step = size_bytes.div_ceil(ranks as u64);
-    let flows_per_step = u64::from(pieces.channels) * u64::from(pieces.chunks);
-    // prev[i * flows_per_step + p]: the flow of piece p that rank i sent in
-    // the previous step (it arrives at rank i + 1).
-    let mut prev: Vec<u32> = Vec::with_capacity(n * flows_per_step as usize);
-    for step in 0..steps {
-        if b.over() {
-            return;
-        }
-        let mut sent = Vec::with_capacity(prev.capacity());
-        for i in 0..n {
-            let (src, dst) = (group[i], group[(i + 1) % n]);
-            for p in 0..flows_per_step {
-                let bytes = part(per_step, flows_per_step, p);
-                let task = if step == 0 {
-                    b.flow(src, dst, bytes, coll, entry_of(entry, src))
-                } else {
-                    let from_prev_rank =
-                        prev[((i + n - 1) % n) * flows_per_step as usize + p as usize];
-                    b.flow(
-                        src,
-                        dst,
-                        bytes,
-                        coll,
-                        &after_entry(entry, src, &[from_prev_rank]),
-                    )
-                };
-                sent.push(task);
-            }
-        }
-        prev = sent;
-    }
+    let orders = vec![group.to_vec(); pieces.channels as usize];
+    channel_rings(
+        b,
+        coll,
+        &orders,
+        ranks,
+        size_bytes,
+        steps,
+        pieces.chunks,
+        entry,
+    );
 }
 
 /// The rings NCCL builds over whole servers on a rail-optimized fabric
@@ -141,46 +119,46 @@ pub fn rail_rings(servers: &[Vec<NodeIndex>]) -> Vec<Vec<NodeIndex>> {
         .collect()
 }
 
-/// [`ring`] with one ring order per channel: channel `c` runs over
-/// `orders[c]` (every order a permutation of the same group) and carries
-/// `1 / orders.len()` of each step's data, cut into `chunks` flows; a
-/// flow waits for the flow of its channel and chunk its sender received in
-/// the previous step.
+/// Rings with one order per channel: channel `c` runs over `orders[c]`
+/// (every order a permutation of the same members, standing for a ring of
+/// `ranks`), each step sending `size/ranks` split evenly over the channels
+/// and `chunks` flows each; a flow waits for the flow of its channel and
+/// chunk its sender received in the previous step.
+#[allow(clippy::too_many_arguments)]
 pub fn channel_rings(
     b: &mut Builder,
     coll: u32,
     orders: &[Vec<NodeIndex>],
+    ranks: usize,
     size_bytes: u64,
     steps: u32,
     chunks: u32,
     entry: &HostTasks,
 ) {
     let n = orders[0].len();
-    let channels = orders.len();
-    let per_step = size_bytes.div_ceil(n as u64);
-    let pieces = (channels * chunks as usize) as u64;
-    // prev[(c * n + i) * chunks + k]: the flow of chunk k that position i
-    // of ring c sent in the previous step (it arrives at position i + 1).
-    let mut prev: Vec<u32> = Vec::with_capacity(channels * n * chunks as usize);
+    let per_step = size_bytes.div_ceil(ranks as u64);
+    let pieces = orders.len() * chunks as usize;
+    // prev[i * pieces + p]: the flow of piece p (channel p / chunks) that
+    // position i of its ring sent in the previous step (it arrives at
+    // position i + 1).
+    let mut prev: Vec<u32> = Vec::with_capacity(n * pieces);
     for step in 0..steps {
         if b.over() {
             return;
         }
         let mut sent = Vec::with_capacity(prev.capacity());
-        for (c, order) in orders.iter().enumerate() {
-            for i in 0..n {
+        for i in 0..n {
+            for p in 0..pieces {
+                let order = &orders[p / chunks as usize];
                 let (src, dst) = (order[i], order[(i + 1) % n]);
-                for k in 0..chunks as usize {
-                    let piece = (c * chunks as usize + k) as u64;
-                    let bytes = part(per_step, pieces, piece);
-                    let task = if step == 0 {
-                        b.flow(src, dst, bytes, coll, entry_of(entry, src))
-                    } else {
-                        let received = prev[(c * n + (i + n - 1) % n) * chunks as usize + k];
-                        b.flow(src, dst, bytes, coll, &after_entry(entry, src, &[received]))
-                    };
-                    sent.push(task);
-                }
+                let bytes = part(per_step, pieces as u64, p as u64);
+                let task = if step == 0 {
+                    b.flow(src, dst, bytes, coll, entry_of(entry, src))
+                } else {
+                    let received = prev[((i + n - 1) % n) * pieces + p];
+                    b.flow(src, dst, bytes, coll, &after_entry(entry, src, &[received]))
+                };
+                sent.push(task);
             }
         }
         prev = sent;

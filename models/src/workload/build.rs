@@ -442,7 +442,17 @@ fn rail_rings(
     }
     let rings: Vec<Vec<NodeIndex>> = rails.iter().cycle().take(channels).cloned().collect();
     b.collective_mut(coll).algorithm = "ring+rails";
-    algo::channel_rings(b, coll, &rings, size_bytes, steps, pieces.chunks, entry);
+    let ranks = rings[0].len();
+    algo::channel_rings(
+        b,
+        coll,
+        &rings,
+        ranks,
+        size_bytes,
+        steps,
+        pieces.chunks,
+        entry,
+    );
     true
 }
 

@@ -65,29 +65,18 @@ impl<S: TelemetrySink> Network<'_, S> {
         let done: Vec<(SimTime, SimTime)> = r.done.iter().map(|&(a, b)| (at(a), at(b))).collect();
         let span = quiet_span(&net, &sandbox, &view, &done, r.last_pfc, canon.t0);
         let port_busy = busy_intervals(self.fabric, canon, &net, &r.flows);
+        // The labelled ports in the sandbox, in label order.
+        let labelled = canon
+            .ports
+            .iter()
+            .map(|&(node, port)| &net.ports[net.port_index(node as usize, port)]);
         Some(Record {
             span,
             done,
             flows: r.flows.clone(),
-            port_bytes: canon
-                .ports
-                .iter()
-                .map(|&(node, port)| {
-                    net.ports[net.port_index(node as usize, port)]
-                        .counters
-                        .tx_bytes
-                })
-                .collect(),
+            port_bytes: labelled.clone().map(|p| p.counters.tx_bytes).collect(),
             port_busy,
-            round_robin_after: canon
-                .ports
-                .iter()
-                .map(|&(node, port)| {
-                    net.ports[net.port_index(node as usize, port)]
-                        .host
-                        .round_robin
-                })
-                .collect(),
+            round_robin_after: labelled.map(|p| p.host.round_robin).collect(),
             draws: memo.draws,
             identity: super::identity(self.fabric, canon),
             events: report.handled_events,

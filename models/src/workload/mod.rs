@@ -19,6 +19,7 @@
 //!   dpu.rs         DPU-staged collectives; dpu/staged.rs the staged patterns as task DAGs
 //!   offload/       switch profiles (profile.rs), aggregation trees (tree.rs), fallback decisions
 //!   file.rs        the TOML workload file; simai.rs  SimAI/AICB layer text
+//!   trace/         per-rank programs from traces (Chakra, GOAL); build/trace.rs their DAG
 //! ```
 
 pub mod algorithms;
@@ -34,6 +35,7 @@ pub mod progress;
 mod sandbox;
 pub mod simai;
 pub mod spec;
+pub mod trace;
 
 use crate::traffic::FlowSpec;
 use netsim_engine::SimTime;

@@ -196,6 +196,8 @@ pub struct WorkloadSpec {
     /// multiplicity (the replicas left out counted on the links they
     /// share; [`crate::flow`]'s classes) instead of leaving them out.
     pub fold_classes: bool,
+    /// A per-rank program replayed from a trace instead of `phases`.
+    pub trace: Option<std::sync::Arc<super::trace::Trace>>,
 }
 
 /// Pipelining granularity of trees and chains when `chunks` is not given
@@ -228,6 +230,7 @@ impl WorkloadSpec {
             dpu: crate::dpu::DpuParams::default(),
             fold_dp: 1,
             fold_classes: false,
+            trace: None,
         }
     }
 }

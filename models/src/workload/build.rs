@@ -2,6 +2,7 @@
 //! task DAG for a topology, with offload decisions taken as they are built.
 
 mod job;
+mod trace;
 
 use super::algorithms::{self as algo, HalvingDoubling, HostTasks, Pieces, Rooted};
 use super::offload::{self, InaKind, InaOp, Resources};

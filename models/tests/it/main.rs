@@ -22,4 +22,5 @@ mod network_determinism;
 mod parser_properties;
 mod pipeline;
 mod planes;
+mod traces;
 mod uec;

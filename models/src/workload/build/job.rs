@@ -17,6 +17,9 @@ use netsim_topo::NodeIndex;
 /// Adds every iteration of `job` (whose spec is `cx.spec`) to the DAG.
 pub(super) fn build_job(cx: &mut Cx<'_>, job: &Job) -> Result<(), BuildError> {
     let spec = cx.spec;
+    if let Some(trace) = &spec.trace {
+        return super::trace::build_trace_job(cx, job, trace);
+    }
     let layout = JobLayout {
         hosts: &job.hosts,
         parallelism: job_parallelism(cx, job)?,

@@ -5,7 +5,7 @@
 //! earlier or later operations of the same rank. `build/trace.rs` matches
 //! sends with receives and collectives across ranks and adds the DAG.
 
-use super::spec::CollectiveOp;
+use super::spec::{Algorithm, CollectiveOp};
 use netsim_engine::SimTime;
 
 /// What one operation of a rank does.
@@ -68,6 +68,9 @@ pub struct Trace {
     /// Where rank `r`'s program came from, for errors: a file, or a file
     /// and the rank's block in it.
     pub sources: Vec<String>,
+    /// The algorithm of the collectives that implement it (`--algo`);
+    /// the others, and all when `None`, run their default.
+    pub algorithm: Option<Algorithm>,
 }
 
 impl Trace {
@@ -114,6 +117,11 @@ impl TraceBuilder {
         self.trace.deps.extend_from_slice(deps);
         self.trace.dep_start.push(self.trace.deps.len() as u32);
         id
+    }
+
+    /// How many operations all ranks have so far: the next one's index.
+    pub fn ops_len(&self) -> u32 {
+        self.trace.ops.len() as u32
     }
 
     /// The index of the process group of `ranks` (ascending, distinct),

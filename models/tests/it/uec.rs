@@ -382,3 +382,28 @@ fn rccc_credits_hold_an_incast_queue_near_the_target() {
     );
     assert_eq!(crate::common::flows(&two), flows);
 }
+
+#[test]
+fn a_sender_whose_later_packets_are_acknowledged_is_not_given_up() {
+    // A 15-to-1 incast with a 10 us retransmission timeout: the senders'
+    // first missing packets wait behind the queue for many timeouts while
+    // later ones are SACKed. The retry counter counted only the cumulative
+    // point as progress and gave 10 of the 15 flows up (issue 33); any
+    // newly acknowledged packet is progress.
+    let config = NetConfig {
+        buffer_bytes: 1_000_000,
+        rto: SimTime::from_us(10),
+        ..uec(NetConfig::default().uec.lb)
+    };
+    let run = run(
+        &fat_tree(4),
+        TrafficPattern::Incast { degree: 15 },
+        200_000,
+        config,
+    );
+    let flows = flows(&run);
+    assert_eq!(flows.len(), 15);
+    let given_up = flows.iter().filter(|f| !f.finished).count();
+    assert_eq!(given_up, 0, "{given_up} of 15 flows were given up");
+    assert_eq!(run.stats().delivered_payload_bytes, 15 * 200_000);
+}

@@ -92,9 +92,9 @@ pub(crate) struct Sender {
     pub ecn_marked_pkts: u64,
     pub retransmitted_pkts: u64,
     /// Retransmission timeouts in a row without an acknowledgement, and the
-    /// first unacknowledged psn at the last one.
+    /// packets acknowledged at the last one ([`Qp::acked_packets`]).
     pub stalled_timeouts: u32,
-    pub timeout_una: u32,
+    pub timeout_acked_packets: u32,
     /// The queue pair ran out of retries and stopped, unfinished.
     pub gave_up: bool,
     pub ideal_fct: SimTime,
@@ -134,7 +134,17 @@ impl Qp {
     pub(crate) fn acked(&self) -> u32 {
         match self {
             Qp::Roce(q) => q.acked(),
-            Qp::Uec(u) => u.acked(),
+            Qp::Uec(u) => u.acked_packets(),
+        }
+    }
+
+    /// Packets acknowledged so far, cumulatively or selectively: progress,
+    /// as the retry counter judges it (a UEC sender whose first missing
+    /// packet is late still progresses while later ones are SACKed).
+    pub(crate) fn acked_packets(&self) -> u32 {
+        match self {
+            Qp::Roce(q) => q.acked(),
+            Qp::Uec(u) => u.acked_packets(),
         }
     }
 
@@ -219,7 +229,7 @@ impl Sender {
             ecn_marked_pkts: 0,
             retransmitted_pkts: 0,
             stalled_timeouts: 0,
-            timeout_una: 0,
+            timeout_acked_packets: 0,
             gave_up: false,
             ideal_fct: SimTime::ZERO,
             path_hash: 0,

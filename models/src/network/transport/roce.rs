@@ -269,7 +269,8 @@ impl<S: TelemetrySink> Network<'_, S> {
     /// The retransmission timer of sender `i` fired: go back to the first
     /// unacknowledged packet if nothing was acknowledged since last time
     /// (UEC: resend what is outstanding). After `retry_limit` timeouts in a
-    /// row without progress the queue pair gives up, like a NIC's retry
+    /// row without progress (no packet newly acknowledged, cumulatively or
+    /// selectively) the queue pair gives up, like a NIC's retry
     /// counter (its flow stays unfinished).
     pub(crate) fn retransmit_timer(&mut self, ctx: &mut Context<'_, NetEvent>, i: usize) {
         let (rto, retry_limit) = (self.fabric.config.rto, self.fabric.config.retry_limit);
@@ -282,7 +283,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             // A queue pair whose due packet cannot leave (its port is down)
             // still counts towards --retry-limit.
             s.stalled_timeouts = 0;
-            s.timeout_una = s.qp.acked();
+            s.timeout_acked_packets = s.qp.acked_packets();
             let flow = s.flow;
             ctx.schedule_self(
                 rto,
@@ -293,11 +294,12 @@ impl<S: TelemetrySink> Network<'_, S> {
             );
             return;
         }
-        if s.qp.acked() == s.timeout_una {
+        let acked_packets = s.qp.acked_packets();
+        if acked_packets == s.timeout_acked_packets {
             s.stalled_timeouts += 1;
         } else {
             s.stalled_timeouts = 0;
-            s.timeout_una = s.qp.acked();
+            s.timeout_acked_packets = acked_packets;
         }
         if s.stalled_timeouts > retry_limit {
             s.gave_up = true;

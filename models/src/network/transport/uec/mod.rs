@@ -144,6 +144,11 @@ impl UecSender {
         self.seq.una()
     }
 
+    /// Packets acknowledged, cumulatively or selectively.
+    pub(crate) fn acked_packets(&self) -> u32 {
+        self.seq.acked_count()
+    }
+
     /// Packets outstanding.
     pub(crate) fn in_flight(&self) -> u32 {
         self.seq.outstanding()

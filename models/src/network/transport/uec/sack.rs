@@ -74,6 +74,12 @@ impl SackSender {
         self.una
     }
 
+    /// Packets acknowledged, cumulatively or selectively.
+    #[inline]
+    pub(crate) fn acked_count(&self) -> u32 {
+        self.acked_count
+    }
+
     /// Every packet acknowledged.
     #[inline]
     pub(crate) fn done(&self) -> bool {

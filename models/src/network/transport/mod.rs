@@ -134,7 +134,7 @@ impl Qp {
     pub(crate) fn acked(&self) -> u32 {
         match self {
             Qp::Roce(q) => q.acked(),
-            Qp::Uec(u) => u.acked_packets(),
+            Qp::Uec(u) => u.acked(),
         }
     }
 

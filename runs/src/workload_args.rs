@@ -7,6 +7,7 @@ use netsim_models::network::config::NetConfig;
 use netsim_models::traffic::FlowSpec;
 use netsim_models::workload::file::{self, parse_size};
 use netsim_models::workload::groups::{GroupSpec, Parallelism};
+use netsim_models::workload::trace::{OpKind, Trace};
 use netsim_models::workload::{
     self, simai, Algorithm, CollectiveOp, Dtype, Job, OpSpec, ReduceOp, SwitchProfile, Workload,
     WorkloadSpec,
@@ -19,8 +20,10 @@ use std::path::Path;
 #[command(next_help_heading = "Workload")]
 pub struct WorkloadArgs {
     /// A collective (allreduce, allgather, reducescatter, alltoall,
-    /// broadcast, reduce, barrier), a workload file (.toml), or a
-    /// SimAI/AICB workload text file; replaces --traffic.
+    /// broadcast, reduce, barrier), a workload file (.toml), a SimAI/AICB
+    /// workload text file, a GOAL trace (.goal, by its content), or Chakra
+    /// execution traces (a directory or the PREFIX of PREFIX.<rank>.et);
+    /// replaces --traffic.
     #[arg(long)]
     pub workload: Option<String>,
     /// Collective size: bytes, or with a unit (64KiB, 16MiB, 1GB).
@@ -80,6 +83,10 @@ pub struct WorkloadArgs {
     pub dpu_workers: Option<u32>,
     #[command(flatten)]
     pub dpu: crate::dpu_args::DpuArgs,
+    /// Multiply a trace's compute times (Chakra, GOAL) by this factor: a
+    /// faster or slower GPU than the one traced.
+    #[arg(long, value_name = "F", default_value_t = 1.0)]
+    pub compute_scale: f64,
     /// Repetitions of the workload (each waits for the previous at every host).
     #[arg(long, default_value_t = 1)]
     pub iterations: u32,
@@ -217,7 +224,10 @@ impl WorkloadArgs {
         };
         let mut spec = match CollectiveOp::parse(name) {
             Some(op) => self.collective_spec(op, algorithm, hosts)?,
-            None => self.file_spec(name, algorithm, hosts)?,
+            None => match workload::trace::read(Path::new(name)) {
+                Some(trace) => self.trace_spec(trace?, algorithm, hosts)?,
+                None => self.file_spec(name, algorithm, hosts)?,
+            },
         };
         if self.host_overhead_ns > MAX_PER_MESSAGE_NS {
             bail!(
@@ -316,6 +326,49 @@ impl WorkloadArgs {
             return Ok(file::read(path, hosts)?);
         }
         let mut spec = simai::read(path, hosts, algorithm.unwrap_or(Algorithm::Ring))?;
+        spec.iterations = self.iterations;
+        spec.channels = self.channels;
+        spec.chunks = self.chunks;
+        Ok(spec)
+    }
+
+    /// A trace's programs for `hosts` ranks at most, their collectives by
+    /// `algorithm` where it implements them, compute scaled by
+    /// --compute-scale.
+    fn trace_spec(
+        &self,
+        mut trace: Trace,
+        algorithm: Option<Algorithm>,
+        hosts: u32,
+    ) -> anyhow::Result<WorkloadSpec> {
+        let ranks = trace.ranks();
+        if ranks == 0 || ranks > hosts {
+            bail!("--workload: the trace has {ranks} ranks but the fabric has {hosts} hosts");
+        }
+        if !(self.compute_scale.is_finite() && self.compute_scale >= 0.0) {
+            bail!(
+                "--compute-scale: {} is not a finite factor of at least 0",
+                self.compute_scale
+            );
+        }
+        if self.compute_scale != 1.0 {
+            for op in &mut trace.ops {
+                if let OpKind::Compute { duration } = &mut op.kind {
+                    let scaled_ps = duration.as_ps() as f64 * self.compute_scale;
+                    if scaled_ps >= SimTime::MAX.as_ps() as f64 {
+                        bail!(
+                            "--compute-scale: {} makes a compute of {duration} longer than the longest time netsim keeps",
+                            self.compute_scale
+                        );
+                    }
+                    *duration = SimTime(scaled_ps.round() as u64);
+                }
+            }
+        }
+        trace.algorithm = algorithm;
+        let mut spec = WorkloadSpec::with_phases(Vec::new());
+        spec.parallelism = Some(Parallelism::data_parallel(ranks));
+        spec.trace = Some(std::sync::Arc::new(trace));
         spec.iterations = self.iterations;
         spec.channels = self.channels;
         spec.chunks = self.chunks;

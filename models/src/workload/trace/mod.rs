@@ -5,8 +5,18 @@
 //! earlier or later operations of the same rank. `build/trace.rs` matches
 //! sends with receives and collectives across ranks and adds the DAG.
 
+use super::file::WorkloadFileError;
 use super::spec::{Algorithm, CollectiveOp};
 use netsim_engine::SimTime;
+use std::path::Path;
+
+/// The trace `path` names, read, when it names one: a GOAL file (by its
+/// content) or a set of Chakra per-rank files (a prefix or a directory).
+/// `None`: not a trace (another kind of workload, or no such file).
+pub fn read(path: &Path) -> Option<Result<Trace, WorkloadFileError>> {
+    let _ = path;
+    None
+}
 
 /// What one operation of a rank does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

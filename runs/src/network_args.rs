@@ -10,7 +10,7 @@ use netsim_models::network::config::NetConfig;
 #[derive(clap::Args, Debug, Clone)]
 #[command(next_help_heading = "Network")]
 pub struct NetworkArgs {
-    /// Congestion control: dcqcn, dctcp, hpcc or none (line rate, PFC only).
+    /// Congestion control: dcqcn, dctcp, hpcc, timely or none (line rate, PFC only).
     #[arg(long, default_value = "dcqcn")]
     pub cc: String,
     /// Parameter set of the congestion control, NICs and switches; the
@@ -180,6 +180,27 @@ pub struct NetworkArgs {
     /// HPCC: a rate change re-times the next paced packet (SimAI's ChangeRate) [netsim off; simai on].
     #[arg(long, value_parser = ["on", "off"])]
     pub hpcc_retime: Option<String>,
+    /// TIMELY: weight of a round's new RTT difference (TimelyAlpha) [all: 0.875].
+    #[arg(long)]
+    pub timely_alpha: Option<f64>,
+    /// TIMELY: multiplicative decrease factor (TimelyBeta) [all: 0.8].
+    #[arg(long)]
+    pub timely_beta: Option<f64>,
+    /// TIMELY: below this RTT the rate grows, in microseconds (TimelyTLow) [all: 50].
+    #[arg(long)]
+    pub timely_t_low_us: Option<f64>,
+    /// TIMELY: above this RTT the rate falls, in microseconds (TimelyTHigh) [all: 500].
+    #[arg(long)]
+    pub timely_t_high_us: Option<f64>,
+    /// TIMELY: the RTT gradient's normaliser, in microseconds (TimelyMinRtt) [all: 20].
+    #[arg(long)]
+    pub timely_min_rtt_us: Option<f64>,
+    /// TIMELY: additive increase step in Mb/s (RATE_AI) [all: 50].
+    #[arg(long)]
+    pub timely_ai_mbps: Option<u64>,
+    /// TIMELY: hyper increase step after five growth rounds in Mb/s (RATE_HAI) [all: 100].
+    #[arg(long)]
+    pub timely_hai_mbps: Option<u64>,
     /// Lossy mode: a queue may hold this fraction of the free buffer (dynamic threshold).
     #[arg(long)]
     pub dt_alpha: Option<f64>,
@@ -293,6 +314,16 @@ pub fn config_json(profile: &str, c: &NetConfig) -> serde_json::Value {
         },
         "dctcp_g": c.dctcp_g,
         "rto_ns": ns(c.rto),
+    });
+    let t = &c.timely;
+    v["timely"] = serde_json::json!({
+        "alpha": t.alpha,
+        "beta": t.beta,
+        "t_low_ns": ns(t.t_low),
+        "t_high_ns": ns(t.t_high),
+        "min_rtt_ns": ns(t.min_rtt),
+        "ai_mbps": mbps(t.additive_increase_bps),
+        "hai_mbps": mbps(t.hyper_increase_bps),
     });
     // Apart from the literal above, which is at the json! macro's recursion limit.
     v["transport"] = format!("{:?}", c.transport).to_lowercase().into();

@@ -24,8 +24,30 @@ pub enum CcKind {
     /// stamps its egress link's normalised utilisation and a packet carries
     /// the path maximum, which the sender reacts to per ACK.
     Hpcc,
+    /// TIMELY (Mittal et al., SIGCOMM'15): rate set once per round trip
+    /// from the RTT and its gradient.
+    Timely,
     /// Line rate, relying on PFC alone.
     None,
+}
+
+/// TIMELY parameters, named as SimAI's ns-3 names them (`TimelyAlpha`,
+/// `TimelyBeta`, `TimelyTLow`, `TimelyTHigh`, `TimelyMinRtt`; the steps
+/// are `RATE_AI` and `RATE_HAI`, shared with DCQCN there).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TimelyConfig {
+    /// Weight of a new round's RTT difference in the smoothed one.
+    pub alpha: f64,
+    /// Multiplicative decrease factor.
+    pub beta: f64,
+    /// Below this RTT the rate always grows.
+    pub t_low: SimTime,
+    /// Above this RTT the rate always falls.
+    pub t_high: SimTime,
+    /// The gradient's normaliser.
+    pub min_rtt: SimTime,
+    pub additive_increase_bps: u64,
+    pub hyper_increase_bps: u64,
 }
 
 /// HPCC parameters.
@@ -185,6 +207,7 @@ pub struct NetConfig {
     pub cc: CcKind,
     pub dcqcn: DcqcnConfig,
     pub hpcc: HpccConfig,
+    pub timely: TimelyConfig,
     /// DCTCP's EWMA gain.
     pub dctcp_g: f64,
     /// PFC on: lossless data class. Off: lossy, tail drop, go-back-N.
@@ -306,6 +329,15 @@ impl Default for NetConfig {
                 ewma: false,
                 fast_react: true,
                 retime_on_rate_change: false,
+            },
+            timely: TimelyConfig {
+                alpha: 0.875,
+                beta: 0.8,
+                t_low: SimTime::from_us(50),
+                t_high: SimTime::from_us(500),
+                min_rtt: SimTime::from_us(20),
+                additive_increase_bps: 50_000_000,
+                hyper_increase_bps: 100_000_000,
             },
             dctcp_g: 1.0 / 16.0,
             pfc: true,

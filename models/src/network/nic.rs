@@ -169,6 +169,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             let paced_bps = match &s.cc {
                 CcState::Dcqcn(d) => Some(d.rate_bps),
                 CcState::Hpcc(h) => Some(h.rate_bps),
+                CcState::Timely(t) => Some(t.rate_bps),
                 _ => None,
             };
             if let Some(rate) = paced_bps {
@@ -182,6 +183,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             let rate_bps = match &s.cc {
                 CcState::Dcqcn(d) => d.rate_bps as u64,
                 CcState::Hpcc(h) => h.rate_bps as u64,
+                CcState::Timely(t) => t.rate_bps as u64,
                 CcState::Dctcp(d) => {
                     let in_flight_bytes = f64::from(s.qp.in_flight()) * mss;
                     if in_flight_bytes >= d.cwnd_bytes {
@@ -227,6 +229,9 @@ impl<S: TelemetrySink> Network<'_, S> {
                 if d.on_sent(&config.dcqcn, u64::from(wire_bytes)) {
                     d.increase(&config.dcqcn, s.line_rate_bps, IncreaseSource::Bytes);
                 }
+            }
+            if let CcState::Timely(t) = &mut s.cc {
+                t.on_sent(psn, now);
             }
             p.host.round_robin = (slot + 1) % n;
             self.transmit(ctx, gport, pkt);

@@ -22,5 +22,6 @@ mod network_determinism;
 mod parser_properties;
 mod pipeline;
 mod planes;
+mod timely;
 mod traces;
 mod uec;

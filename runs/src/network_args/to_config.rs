@@ -77,6 +77,7 @@ impl NetworkArgs {
         self.packets(profile, &mut c)?;
         self.dcqcn(&mut c)?;
         self.hpcc(&mut c)?;
+        self.timely(&mut c)?;
         self.buffers(&mut c)?;
         c.sample_period = SimTime::try_from_ns(self.sample_ns)
             .map_err(|e| anyhow::anyhow!("--sample-ns: {e}"))?;
@@ -102,7 +103,10 @@ impl NetworkArgs {
             "dctcp" => CcKind::Dctcp,
             "none" => CcKind::None,
             "hpcc" => CcKind::Hpcc,
-            other => bail!("--cc: unknown congestion control `{other}` (dcqcn, dctcp, hpcc, none)"),
+            "timely" => CcKind::Timely,
+            other => bail!(
+                "--cc: unknown congestion control `{other}` (dcqcn, dctcp, hpcc, timely, none)"
+            ),
         };
         let transport = match self.transport.as_str() {
             "roce" => Transport::Roce,
@@ -325,6 +329,33 @@ impl NetworkArgs {
         }
         if let Some(v) = self.dcqcn_cnp_interval_us {
             d.cnp_interval = micros_or_zero("dcqcn-cnp-interval-us", v)?;
+        }
+        Ok(())
+    }
+
+    /// TIMELY's flags over the profile's values.
+    fn timely(&self, c: &mut NetConfig) -> anyhow::Result<()> {
+        let t = &mut c.timely;
+        if let Some(v) = self.timely_alpha {
+            t.alpha = v;
+        }
+        if let Some(v) = self.timely_beta {
+            t.beta = v;
+        }
+        if let Some(v) = self.timely_t_low_us {
+            t.t_low = micros("timely-t-low-us", v)?;
+        }
+        if let Some(v) = self.timely_t_high_us {
+            t.t_high = micros("timely-t-high-us", v)?;
+        }
+        if let Some(v) = self.timely_min_rtt_us {
+            t.min_rtt = micros("timely-min-rtt-us", v)?;
+        }
+        if let Some(v) = self.timely_ai_mbps {
+            t.additive_increase_bps = megabits("timely-ai-mbps", v)?;
+        }
+        if let Some(v) = self.timely_hai_mbps {
+            t.hyper_increase_bps = megabits("timely-hai-mbps", v)?;
         }
         Ok(())
     }

@@ -1,15 +1,17 @@
 //! Congestion control at the sending NIC: DCQCN's reaction point
 //! (`dcqcn.rs`), HPCC (`hpcc.rs`) and the per-hop INT records its
-//! switches keep (`int.rs`), DCTCP, and the sender window that bounds the
-//! rate-based ones.
+//! switches keep (`int.rs`), TIMELY (`timely.rs`), DCTCP, and the sender
+//! window that bounds the rate-based ones.
 
 mod dcqcn;
 mod hpcc;
 mod int;
+mod timely;
 
 pub use dcqcn::{Dcqcn, IncreasePhase, IncreaseSource};
 pub use hpcc::Hpcc;
 pub(crate) use int::{flow_base_rtt, IntRecords};
+pub use timely::Timely;
 
 use super::config::{CcKind, WindowMode};
 
@@ -19,6 +21,7 @@ pub enum CcState {
     Dcqcn(Dcqcn),
     Dctcp(Dctcp),
     Hpcc(Hpcc),
+    Timely(Timely),
     LineRate,
 }
 
@@ -79,6 +82,7 @@ impl CcState {
             CcKind::Dcqcn => CcState::Dcqcn(Dcqcn::new(line_rate_bps)),
             CcKind::Dctcp => CcState::Dctcp(Dctcp::new(bdp_bytes)),
             CcKind::Hpcc => CcState::Hpcc(Hpcc::new(line_rate_bps)),
+            CcKind::Timely => CcState::Timely(Timely::new(line_rate_bps)),
             CcKind::None => CcState::LineRate,
         }
     }

@@ -72,6 +72,26 @@ impl NetConfig {
         if h.base_rtt == SimTime::ZERO {
             return invalid("hpcc-base-rtt-us", "must be positive".into());
         }
+        let t = &self.timely;
+        if !(t.alpha > 0.0 && t.alpha <= 1.0) {
+            return invalid("timely-alpha", format!("{} is outside (0, 1]", t.alpha));
+        }
+        if !(t.beta > 0.0 && t.beta <= 1.0) {
+            return invalid("timely-beta", format!("{} is outside (0, 1]", t.beta));
+        }
+        if t.min_rtt == SimTime::ZERO {
+            return invalid("timely-min-rtt-us", "must be positive".into());
+        }
+        if t.t_high <= t.t_low {
+            return invalid(
+                "timely-t-high-us",
+                format!(
+                    "{} us is not above --timely-t-low-us {} us",
+                    t.t_high.as_ps() as f64 / 1e6,
+                    t.t_low.as_ps() as f64 / 1e6
+                ),
+            );
+        }
         if !(self.dctcp_g > 0.0 && self.dctcp_g <= 1.0) {
             return invalid("dctcp-g", format!("{} is outside (0, 1]", self.dctcp_g));
         }

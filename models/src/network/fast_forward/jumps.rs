@@ -233,6 +233,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             ff.cc_rate[i * SLOTS + slot] = match &s.cc {
                 CcState::Dcqcn(d) => d.rate_bps as u64,
                 CcState::Hpcc(h) => h.rate_bps as u64,
+                CcState::Timely(t) => t.rate_bps as u64,
                 CcState::Dctcp(_) | CcState::LineRate => 0,
             };
             ff.cnps[i * SLOTS + slot] = s.cnps;
@@ -433,6 +434,10 @@ impl<S: TelemetrySink> Network<'_, S> {
             match &mut s.cc {
                 CcState::Dctcp(d) => d.window_end_psn += k,
                 CcState::Hpcc(h) => h.update_psn += k,
+                CcState::Timely(t) => {
+                    t.update_psn += k;
+                    t.probe_sent_at += delta;
+                }
                 CcState::Dcqcn(_) | CcState::LineRate => {}
             }
             s.next_send += delta;

@@ -248,6 +248,14 @@ impl<S: TelemetrySink> Network<'_, S> {
                             SimTime((s.next_send + new).as_ps().saturating_sub(old.as_ps()));
                     }
                 }
+                CcState::Timely(t) => t.on_ack(
+                    &config.timely,
+                    ctx.now(),
+                    una,
+                    next_psn,
+                    s.line_rate_bps,
+                    config.dcqcn.min_rate_bps,
+                ),
                 _ => {}
             }
         }

@@ -77,12 +77,17 @@ pub struct Fault {
     pub b: u32,
     /// `link-rate`: the new rate; 0 otherwise.
     pub rate_bps: u64,
+    /// A link fault of the direction from `a` to `b` alone (`A->B`): a
+    /// degraded or dead transmitter, with the way back intact.
+    pub one_way: bool,
 }
 
 impl Fault {
-    /// `A-B` for a link fault, `N` for a node fault.
+    /// `A-B` (`A->B` one way) for a link fault, `N` for a node fault.
     pub fn target(&self) -> String {
-        if self.kind.is_link() {
+        if self.one_way {
+            format!("{}->{}", self.a, self.b)
+        } else if self.kind.is_link() {
             format!("{}-{}", self.a, self.b)
         } else {
             self.a.to_string()
@@ -90,10 +95,13 @@ impl Fault {
     }
 
     /// Whether the fault concerns the link direction (or port) from `node`
-    /// to `peer`: a link fault between them, or a node fault of either.
+    /// to `peer`: a link fault between them (in that direction, for a
+    /// one-way fault), or a node fault of either.
     #[inline]
     pub fn touches(&self, node: u32, peer: u32) -> bool {
-        if self.kind.is_link() {
+        if self.one_way {
+            node == self.a && peer == self.b
+        } else if self.kind.is_link() {
             (node == self.a && peer == self.b) || (node == self.b && peer == self.a)
         } else {
             node == self.a || peer == self.a
@@ -126,8 +134,9 @@ fn bad(field: &'static str, problem: impl Into<String>) -> FaultError {
 }
 
 /// Parses `KIND:TARGET@TIME[=VALUE]`: `link-down:4-17@50us`,
-/// `node-down:20@1ms`, `link-rate:4-17@1ms=25` (Gb/s). Times take `ns`,
-/// `us` or `ms`. The nodes must exist and, for a link fault, be linked.
+/// `node-down:20@1ms`, `link-rate:4-17@1ms=25` (Gb/s), and a link fault of
+/// one direction, `link-rate:4->17@1ms=25`. Times take `ns`, `us` or `ms`.
+/// The nodes must exist and, for a link fault, be linked.
 pub fn parse_fault(spec: &str, topo: &Topology) -> Result<Fault, FaultError> {
     let spec = spec.trim();
     let (kind, rest) = spec
@@ -147,10 +156,17 @@ pub fn parse_fault(spec: &str, topo: &Topology) -> Result<Fault, FaultError> {
         None => (rest, None),
     };
     let time = parse_time(time)?;
+    let one_way = kind.is_link() && target.contains("->");
     let (a, b) = if kind.is_link() {
         let (a, b) = target
-            .split_once('-')
-            .ok_or_else(|| bad("target", format!("`{target}` is not a link `A-B`")))?;
+            .split_once("->")
+            .or_else(|| target.split_once('-'))
+            .ok_or_else(|| {
+                bad(
+                    "target",
+                    format!("`{target}` is not a link `A-B` or a direction `A->B`"),
+                )
+            })?;
         (parse_node(a, topo)?, parse_node(b, topo)?)
     } else {
         (parse_node(target, topo)?, NO_PEER)
@@ -177,6 +193,7 @@ pub fn parse_fault(spec: &str, topo: &Topology) -> Result<Fault, FaultError> {
         a,
         b,
         rate_bps,
+        one_way,
     };
     check_link(&fault, topo)?;
     Ok(fault)
@@ -238,6 +255,7 @@ fn parse_simai_link_down(line: &str, topo: &Topology) -> Result<Option<Fault>, F
         a: parse_node(f[2], topo)?,
         b: parse_node(f[3], topo)?,
         rate_bps: 0,
+        one_way: false,
     };
     check_link(&fault, topo)?;
     Ok(Some(fault))
@@ -320,6 +338,11 @@ mod tests {
             (f.time, f.rate_bps),
             (SimTime::from_us(1500), 25_000_000_000)
         );
+        assert!(!f.one_way && f.touches(host, edge) && f.touches(edge, host));
+        // One direction: the transmitter from `edge` toward `host` alone.
+        let f = parse_fault(&format!("link-rate:{edge}->{host}@1us=25"), &t).unwrap();
+        assert!(f.one_way && f.touches(edge, host) && !f.touches(host, edge));
+        assert_eq!(f.target(), format!("{edge}->{host}"));
         let f = parse_fault("node-up:20@700ns", &t).unwrap();
         assert_eq!(
             (f.time, f.a, f.b, f.target()),

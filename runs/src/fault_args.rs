@@ -16,7 +16,8 @@ use std::path::PathBuf;
 pub struct FaultArgs {
     /// A fault, KIND:TARGET@TIME[=VALUE] (repeatable): link-down:A-B@50us,
     /// link-up:A-B@2ms, node-down:N@1ms, node-up:N@3ms, link-rate:A-B@1ms=25
-    /// (Gb/s); node ids as `netsim topo --format json` numbers them.
+    /// (Gb/s); a link target `A->B` is the direction from A to B alone;
+    /// node ids as `netsim topo --format json` numbers them.
     #[arg(long, value_name = "SPEC")]
     pub fault: Vec<String>,
     /// A faults file: one spec per line, or SimAI's `LINK_DOWN <time_us> <node> <node>`.

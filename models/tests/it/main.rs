@@ -12,6 +12,7 @@ mod common;
 mod collectives;
 mod dpu;
 mod fast_forward;
+mod faults;
 mod flow_ina;
 mod flow_level;
 mod fold;

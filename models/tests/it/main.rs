@@ -16,6 +16,7 @@ mod faults;
 mod flow_ina;
 mod flow_level;
 mod fold;
+mod goal;
 mod load;
 mod memory;
 mod network;

@@ -58,18 +58,27 @@ const TOKENS: &[&str] = &[
     "ms",
     "Gbps",
     "0.0000001ms",
+    "num_ranks",
+    "rank",
+    "{",
+    "}",
+    ":",
+    "requires",
+    "irequires",
+    "/*",
+    "//",
 ];
 
 /// One edit: where, what kind, and a token to use.
 type Edit = (Index, u8, &'static str);
 
-fn edits() -> impl Strategy<Value = Vec<Edit>> {
+pub(crate) fn edits() -> impl Strategy<Value = Vec<Edit>> {
     prop::collection::vec((any::<Index>(), 0u8..6, select(TOKENS)), 0..6)
 }
 
 /// `text` with `edits` applied: a number replaced, a token inserted, a
 /// line dropped or repeated, a byte changed, the text cut short.
-fn mutate(text: &str, edits: &[Edit]) -> String {
+pub(crate) fn mutate(text: &str, edits: &[Edit]) -> String {
     let mut out: Vec<u8> = text.as_bytes().to_vec();
     for (at, kind, token) in edits {
         let len = out.len();
@@ -122,7 +131,7 @@ fn star(hosts: u32) -> netsim_topo::Topology {
     .unwrap()
 }
 
-fn one_line(message: &str) -> Result<(), TestCaseError> {
+pub(crate) fn one_line(message: &str) -> Result<(), TestCaseError> {
     prop_assert!(!message.contains('\n'), "a multi-line error: {message}");
     Ok(())
 }

@@ -5,6 +5,8 @@
 //! earlier or later operations of the same rank. `build/trace.rs` matches
 //! sends with receives and collectives across ranks and adds the DAG.
 
+pub mod goal;
+
 use super::file::WorkloadFileError;
 use super::spec::{Algorithm, CollectiveOp};
 use netsim_engine::SimTime;

@@ -198,6 +198,9 @@ pub struct WorkloadSpec {
     pub fold_classes: bool,
     /// A per-rank program replayed from a trace instead of `phases`.
     pub trace: Option<std::sync::Arc<super::trace::Trace>>,
+    /// What the file's reader wants the user told once on stderr (each a
+    /// line starting `note:`), e.g. where netsim runs what SimAI would not.
+    pub notes: Vec<String>,
 }
 
 /// Pipelining granularity of trees and chains when `chunks` is not given
@@ -231,6 +234,7 @@ impl WorkloadSpec {
             fold_dp: 1,
             fold_classes: false,
             trace: None,
+            notes: Vec::new(),
         }
     }
 }

@@ -13,7 +13,9 @@
 //! (unused, as in SimAI), forward compute time, forward communication type
 //! and size, input-gradient compute, type, size, weight-gradient compute,
 //! type, size, and update time. Times are in ns (SimAI's tick), sizes in
-//! bytes; a size of 0 is no communication, as `NONE` is.
+//! bytes; a size of 0 is no communication, as `NONE` is. `BROADCAST`,
+//! `REDUCE` and `BARRIER` run as the collectives they name; SimAI reads
+//! them as no communication, so the spec carries a note saying so.
 //!
 //! The lines are one pipeline stage's program, as AICB writes it and SimAI
 //! runs it on every rank: forward through the lines (compute, then its
@@ -264,7 +266,18 @@ const FIELDS: [&str; 12] = [
     "wg_update",
 ];
 
-const COMM_TYPES: &str = "NONE, ALLREDUCE, ALLGATHER, REDUCESCATTER, ALLTOALL, ALLREDUCEALLTOALL, each with an optional _EP or _DP_EP";
+const COMM_TYPES: &str = "NONE, ALLREDUCE, ALLGATHER, REDUCESCATTER, ALLTOALL, ALLREDUCEALLTOALL, BROADCAST, REDUCE, BARRIER, each with an optional _EP or _DP_EP";
+
+/// Communication types netsim runs as the collective they name but SimAI
+/// (1.6, `Workload.cc`) reads as no communication: its parser knows only
+/// ALLREDUCE, ALLTOALL, ALLREDUCEALLTOALL, ALLGATHER and REDUCESCATTER and
+/// leaves any other type `None`. AICB's Megatron files start with a
+/// `norm` BROADCAST.
+const BEYOND_SIMAI: [(&str, CollectiveOp); 3] = [
+    ("BROADCAST", CollectiveOp::Broadcast),
+    ("REDUCE", CollectiveOp::Reduce),
+    ("BARRIER", CollectiveOp::Barrier),
+];
 
 /// SimAI's smallest forward message under `HYBRID_TRANSFORMER_FWD_IN_BCKWD`.
 const MIN_FWD_COMM_BYTES: u64 = 4096;
@@ -317,6 +330,9 @@ fn parse_layer(
             "ALLGATHER" => CollectiveOp::AllGather,
             "REDUCESCATTER" => CollectiveOp::ReduceScatter,
             "ALLTOALL" => CollectiveOp::AllToAll,
+            "BROADCAST" => CollectiveOp::Broadcast,
+            "REDUCE" => CollectiveOp::Reduce,
+            "BARRIER" => CollectiveOp::Barrier,
             // SimAI parses it but its packet-level backend has no flow model
             // for it: no traffic.
             "ALLREDUCEALLTOALL" => return Ok(None),
@@ -399,6 +415,7 @@ pub fn parse(
     for &(n, line) in &rest {
         parsed.push(parse_layer(line, policy, algorithm, &|m| err(n, m))?);
     }
+    let note = beyond_simai_note(path, &parsed, &rest);
     let recompute = recompute_from(policy, &h, layers).map_err(&header_err)?;
     let phases = if h.pp == 1 {
         let program = Program {
@@ -413,7 +430,33 @@ pub fn parse(
     let mut spec = WorkloadSpec::with_phases(Vec::new());
     spec.parallelism = Some(parallelism);
     spec.phases = phases;
+    spec.notes.extend(note);
     Ok(spec)
+}
+
+/// A note, when the file has collectives SimAI would not have run
+/// ([`BEYOND_SIMAI`]): which, how many and the first line of each.
+fn beyond_simai_note(path: &str, layers: &[Layer], lines: &[(usize, &str)]) -> Option<String> {
+    let mut found: Vec<String> = Vec::new();
+    for (name, op) in BEYOND_SIMAI {
+        let mut at = layers
+            .iter()
+            .zip(lines)
+            .flat_map(|(layer, &(n, _))| layer.comm.iter().flatten().map(move |c| (c.op, n)))
+            .filter(|&(o, _)| o == op)
+            .map(|(_, n)| n);
+        if let Some(first) = at.next() {
+            found.push(format!("{} {name} (first at line {first})", 1 + at.count()));
+        }
+    }
+    if found.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "note: {path}: {} run as the collectives they name; SimAI reads these types as no \
+         communication",
+        found.join(", ")
+    ))
 }
 
 /// The job's layout on `all_gpus` of the `hosts` hosts: all data-parallel,

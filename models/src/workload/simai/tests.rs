@@ -235,3 +235,45 @@ fn mutated_files_fail_cleanly() {
         }
     }
 }
+
+/// AICB's Megatron files start with a `norm` BROADCAST: it runs as a
+/// broadcast on the layer's group, and the spec notes that SimAI would have
+/// sent nothing; REDUCE and BARRIER likewise. Files without them have no note.
+#[test]
+fn collectives_simai_ignores_run_with_a_note() {
+    let h = "HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 2 all_gpus: 8\n";
+    let text = format!(
+        "{h}4\nnorm -1 0 BROADCAST 16384 1 NONE 0 1 NONE 0 100\n\
+         l1 -1 5 NONE 0 5 REDUCE 4096 5 BARRIER 8 5\n\
+         l2 -1 5 BROADCAST 1024 5 NONE 0 5 NONE 0 5\n\
+         l3 -1 5 ALLREDUCE 1024 5 NONE 0 5 BROADCAST_DP_EP 0 5\n"
+    );
+    let spec = parse_ok(&text, 8);
+    let ops: Vec<(CollectiveOp, u64, GroupSpec)> = spec
+        .phases
+        .iter()
+        .filter_map(|p| match &p.kind {
+            PhaseKind::Collective(op) => Some((op.op, op.size_bytes, op.group.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        ops,
+        [
+            (CollectiveOp::Broadcast, 16384, GroupSpec::Tp),
+            (CollectiveOp::Broadcast, 4096, GroupSpec::Tp),
+            (CollectiveOp::AllReduce, 4096, GroupSpec::Tp),
+            (CollectiveOp::Reduce, 4096, GroupSpec::Tp),
+            (CollectiveOp::Barrier, 8, GroupSpec::Dp),
+        ]
+    );
+    assert_eq!(
+        spec.notes,
+        [
+            "note: w.txt: 2 BROADCAST (first at line 3), 1 REDUCE (first at line 4), 1 BARRIER \
+          (first at line 4) run as the collectives they name; SimAI reads these types as no \
+          communication"
+        ]
+    );
+    assert!(parse_ok(MICRO, 8).notes.is_empty());
+}

@@ -9,6 +9,7 @@
 
 mod common;
 
+mod aicb;
 mod bad_input;
 mod cc_agreement;
 mod cli;

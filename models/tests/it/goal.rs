@@ -86,7 +86,7 @@ fn a_ring_reads_into_its_trace() {
             },
             &[],
         );
-        want.end_rank(format!("ring.goal:{line}: rank {rank}"));
+        want.end_rank(format!("ring.goal:{line}"));
     }
     assert_eq!(trace, want.finish());
     assert_eq!(trace.ranks(), 4);
@@ -151,7 +151,7 @@ fn the_grammar_reads_as_txt2bin_does() {
         }]
     );
     assert_eq!(trace.rank_ops(0), 0..3);
-    assert_eq!(trace.sources, ["t.goal:9: rank 0", "t.goal:4: rank 1"]);
+    assert_eq!(trace.sources, ["t.goal:9", "t.goal:4"]);
 }
 
 /// Each malformed file and the line and words of its error.

@@ -35,7 +35,8 @@
 //!   are errors (`txt2bin` keeps the first of two labels and wraps numbers).
 //! - Comments (`//`, `/* */`) may follow a statement on its line.
 //! - An operation's `label` in the [`Trace`] is its line: GOAL labels are
-//!   names, and a line finds the operation in the file.
+//!   names, and a line finds the operation in the file. A rank's `source`
+//!   is `FILE:LINE` of its `rank R {`.
 //! - Ranks are capped at [`MAX_RANKS`] so that a corrupt count cannot ask
 //!   for unbounded memory; nothing is allocated per rank before its block.
 //!
@@ -62,6 +63,19 @@ pub fn read(path: &Path) -> Result<Trace, WorkloadFileError> {
         message: format!("cannot read GOAL file: {e}"),
     })?;
     parse(&text, &name)
+}
+
+/// Whether `path` is a readable file whose first 4 KiB [`looks_like`] GOAL.
+pub fn is_goal(path: &Path) -> bool {
+    use std::io::Read;
+    let Ok(file) = std::fs::File::open(path) else {
+        return false;
+    };
+    let mut head = Vec::with_capacity(4096);
+    if file.take(4096).read_to_end(&mut head).is_err() {
+        return false;
+    }
+    looks_like(&String::from_utf8_lossy(&head))
 }
 
 /// Whether `head`, the start of a file, is GOAL: its first token outside
@@ -355,7 +369,7 @@ impl<'a> Parser<'a> {
                 builder.op(op, &own);
             }
             base += program.ops.len() as u32;
-            builder.end_rank(format!("{}:{}: rank {rank}", self.path, program.line));
+            builder.end_rank(format!("{}:{}", self.path, program.line));
         }
         Ok(builder.finish())
     }

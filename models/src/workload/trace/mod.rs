@@ -16,7 +16,9 @@ use std::path::Path;
 /// content) or a set of Chakra per-rank files (a prefix or a directory).
 /// `None`: not a trace (another kind of workload, or no such file).
 pub fn read(path: &Path) -> Option<Result<Trace, WorkloadFileError>> {
-    let _ = path;
+    if goal::is_goal(path) {
+        return Some(goal::read(path));
+    }
     None
 }
 

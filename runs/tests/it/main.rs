@@ -29,3 +29,4 @@ mod partition;
 mod schemas;
 mod simai;
 mod telemetry;
+mod traces;

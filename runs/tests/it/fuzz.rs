@@ -1,5 +1,5 @@
 //! A black-box mutation campaign over the `netsim` binary: shipped scenario
-//! files, workload files (TOML and SimAI text), an htsim connection matrix,
+//! files, workload files (TOML, SimAI text, GOAL traces), an htsim connection matrix,
 //! a SimAI topology file and flag values are mutated and run, each with a
 //! time limit and a 4 GiB address space. Exit code 0, or 2 with one line on
 //! stderr, passes; a panic, an abort, another exit code, a multi-line error
@@ -130,6 +130,10 @@ const INTERESTING: &[&str] = &[
     "]",
     "=",
     "#",
+    "{",
+    "}",
+    "requires",
+    "irequires",
 ];
 
 /// A connection matrix in htsim's format.
@@ -141,6 +145,9 @@ const SIMAI_WORKLOAD: &str = "HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU
      pp: 1 vpp: 1 ga: 1 all_gpus: 8 checkpoints: 0 checkpoint_initiates: 0\n2\n\
      embedding -1 2000 ALLREDUCE 65536 2000 NONE 0 2000 ALLREDUCE 131072 100\n\
      mlp -1 6000 ALLGATHER 65536 6000 NONE 0 6000 REDUCESCATTER 131072 100\n";
+
+/// A GOAL trace: LogGOPSim's dissemination barrier of 16 ranks.
+const GOAL: &str = include_str!("../data/goal/dissemination_16.goal");
 
 /// One thing to run: the arguments and the files it reads.
 struct Case {
@@ -336,7 +343,7 @@ fn make_case(rng: &mut Rng, seeds: &Seeds) -> Case {
         .iter()
         .map(|(name, text)| (format!("workloads/{name}"), text.clone()))
         .collect();
-    let (kind, mut args) = match rng.below(6) {
+    let (kind, mut args) = match rng.below(7) {
         0 => {
             let (name, text) = rng.pick(&seeds.scenarios);
             files.push((name.clone(), mutate(rng, text.as_bytes(), &seeds.run_flags)));
@@ -387,6 +394,15 @@ fn make_case(rng: &mut Rng, seeds: &Seeds) -> Case {
             let mut args = s("--topo simai:topo.txt");
             short_run(&mut args);
             ("SimAI topology", args)
+        }
+        5 => {
+            files.push((
+                "x.goal".into(),
+                mutate(rng, GOAL.as_bytes(), &seeds.run_flags),
+            ));
+            let mut args = s("--topo fat-tree --k 4 --workload x.goal");
+            short_run(&mut args);
+            ("GOAL trace", args)
         }
         _ => {
             let base: &[&str] = &[

@@ -446,14 +446,17 @@ fn beyond_simai_note(path: &str, layers: &[Layer], lines: &[(usize, &str)]) -> O
             .filter(|&(o, _)| o == op)
             .map(|(_, n)| n);
         if let Some(first) = at.next() {
-            found.push(format!("{} {name} (first at line {first})", 1 + at.count()));
+            found.push(match at.count() {
+                0 => format!("{name} (line {first})"),
+                more => format!("{name} ({} times, first at line {first})", more + 1),
+            });
         }
     }
     if found.is_empty() {
         return None;
     }
     Some(format!(
-        "note: {path}: {} run as the collectives they name; SimAI reads these types as no \
+        "note: {path}: {} run as the collectives they name, where SimAI reads them as no \
          communication",
         found.join(", ")
     ))

@@ -270,9 +270,9 @@ fn collectives_simai_ignores_run_with_a_note() {
     assert_eq!(
         spec.notes,
         [
-            "note: w.txt: 2 BROADCAST (first at line 3), 1 REDUCE (first at line 4), 1 BARRIER \
-          (first at line 4) run as the collectives they name; SimAI reads these types as no \
-          communication"
+            "note: w.txt: BROADCAST (2 times, first at line 3), REDUCE (line 4), BARRIER \
+             (line 4) run as the collectives they name, where SimAI reads them as no \
+             communication"
         ]
     );
     assert!(parse_ok(MICRO, 8).notes.is_empty());

@@ -350,7 +350,7 @@ impl<'a> Parser<'a> {
         }
         let mut builder = TraceBuilder::new();
         let mut base = 0u32;
-        for (rank, program) in std::mem::take(&mut self.done) {
+        for program in std::mem::take(&mut self.done).into_values() {
             let mut deps = program.deps;
             deps.sort_by_key(|&(op, _)| op);
             let mut next = 0;

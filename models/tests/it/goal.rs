@@ -220,6 +220,17 @@ const REJECTED: &[(&str, usize, &str)] = &[
         3,
         "expected a rank after `to`, found `-1`",
     ),
+    // Found by hand: the network panicked on a message from host 0 to itself.
+    (
+        "num_ranks 2\nrank 0 {\n}\nrank 1 {\nl1: send 1b to 1\n}\n",
+        5,
+        "rank 1 sends to or receives from itself",
+    ),
+    (
+        "num_ranks 2\nrank 0 {\nl1: recv 1b from 0 tag -1\n}\n",
+        3,
+        "rank 0 sends to or receives from itself",
+    ),
     (
         "num_ranks 1\nrank 0 {\nl1: send 1 to 0\n}\n",
         3,
@@ -336,9 +347,11 @@ fn well_formed(trace: &Trace) -> Result<(), TestCaseError> {
                 prop_assert!(trace.rank_ops(rank).contains(&dep.op));
             }
             match trace.ops[op as usize].kind {
-                OpKind::Send { to, bytes, .. } => prop_assert!(to < ranks && bytes > 0),
+                OpKind::Send { to, bytes, .. } => {
+                    prop_assert!(to < ranks && to != rank && bytes > 0)
+                }
                 OpKind::Recv { from, bytes, .. } => {
-                    prop_assert!(from.is_none_or(|f| f < ranks) && bytes > 0)
+                    prop_assert!(from.is_none_or(|f| f < ranks && f != rank) && bytes > 0)
                 }
                 OpKind::Compute { duration } => prop_assert!(duration != SimTime::MAX),
                 OpKind::Collective { .. } => prop_assert!(false, "GOAL has no collectives"),

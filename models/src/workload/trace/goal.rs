@@ -33,6 +33,8 @@
 //!   defined twice, a rank outside `0..num_ranks`, a rank given twice or
 //!   missing, an operation outside a rank block and a number beyond 64 bits
 //!   are errors (`txt2bin` keeps the first of two labels and wraps numbers).
+//! - A message from a rank to itself is refused: it is a local copy, and
+//!   the network has no path from a host to itself.
 //! - Comments (`//`, `/* */`) may follow a statement on its line.
 //! - An operation's `label` in the [`Trace`] is its line: GOAL labels are
 //!   names, and a line finds the operation in the file. A rank's `source`
@@ -311,6 +313,18 @@ impl<'a> Parser<'a> {
         };
         let ranks = self.num_ranks.map_or(0, |(n, _)| n);
         let kind = operation(op, ranks)?;
+        let peer = match kind {
+            OpKind::Send { to, .. } => Some(to),
+            OpKind::Recv { from, .. } => from,
+            _ => None,
+        };
+        if peer == Some(block.rank) {
+            return Err(format!(
+                "rank {} sends to or receives from itself: a local copy, which netsim does not \
+                 model (no path leads from a host to itself)",
+                block.rank
+            ));
+        }
         if self.ops_total >= u32::MAX as u64 {
             return Err(format!("more than {} operations", u32::MAX));
         }

@@ -171,6 +171,14 @@ fn match_messages(trace: &Trace, rank: &[u32]) -> Result<Vec<u32>, BuildError> {
                     &format!("sends to rank {to} of {ranks}"),
                 ));
             }
+            if to == rank[i as usize] {
+                return Err(op_error(
+                    trace,
+                    i,
+                    rank,
+                    "sends to its own rank: a local copy, which netsim does not model",
+                ));
+            }
             sends_to[to as usize].push(i);
         }
     }

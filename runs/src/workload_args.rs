@@ -157,6 +157,13 @@ impl WorkloadArgs {
                     None => folded,
                 });
             }
+            // What the file's reader noted (e.g. collectives SimAI ignores).
+            for said in &spec.notes {
+                note = Some(match note {
+                    Some(n) => format!("{n}\n{said}"),
+                    None => said.clone(),
+                });
+            }
             vec![Job {
                 name: Some(job_name(name)),
                 spec,

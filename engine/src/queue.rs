@@ -111,13 +111,23 @@ pub struct EventQueue<P> {
     /// every pending event is at or after it.
     last: u64,
     /// The events at `last`, latest key first, so the next one is the last.
-    current: Vec<Event<P>>,
-    buckets: [Vec<Event<P>>; BUCKETS],
+    current: Vec<Entry>,
+    buckets: [Vec<Entry>; BUCKETS],
     /// The earliest time in each bucket (`u64::MAX` when empty).
     least: [u64; BUCKETS],
     /// Bit `b`: bucket `b` is not empty.
     full: u64,
-    len: usize,
+    /// Target and payload of each pending event, by slot; free slots.
+    bodies: Vec<(NodeId, P)>,
+    free: Vec<u32>,
+}
+
+/// A pending event's key and where its body is: what the buckets move.
+#[derive(Clone, Copy, Debug)]
+struct Entry {
+    time: u64,
+    order: u64,
+    slot: u32,
 }
 
 impl<P> Default for EventQueue<P> {
@@ -128,7 +138,8 @@ impl<P> Default for EventQueue<P> {
             buckets: std::array::from_fn(|_| Vec::new()),
             least: [u64::MAX; BUCKETS],
             full: 0,
-            len: 0,
+            bodies: Vec::new(),
+            free: Vec::new(),
         }
     }
 }
@@ -136,12 +147,12 @@ impl<P> Default for EventQueue<P> {
 impl<P: Copy> EventQueue<P> {
     #[inline]
     pub fn len(&self) -> usize {
-        self.len
+        self.bodies.len() - self.free.len()
     }
 
     #[inline]
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.len() == 0
     }
 
     /// Time of the earliest event, or `SimTime::MAX` when empty.
@@ -168,14 +179,29 @@ impl<P: Copy> EventQueue<P> {
             event.time,
             SimTime(self.last)
         );
-        self.len += 1;
+        let body = (event.target, event.payload);
+        let slot = match self.free.pop() {
+            Some(slot) => {
+                self.bodies[slot as usize] = body;
+                slot
+            }
+            None => {
+                self.bodies.push(body);
+                (self.bodies.len() - 1) as u32
+            }
+        };
+        let entry = Entry {
+            time: at,
+            order: event.order,
+            slot,
+        };
         if at == self.last {
             // Latest key first: the new event goes before the first
             // earlier one.
-            let pos = self.current.partition_point(|e| e.order > event.order);
-            self.current.insert(pos, event);
+            let pos = self.current.partition_point(|e| e.order > entry.order);
+            self.current.insert(pos, entry);
         } else {
-            self.push_bucket(at, event);
+            self.push_bucket(entry);
         }
     }
 
@@ -188,8 +214,15 @@ impl<P: Copy> EventQueue<P> {
             }
             self.refill();
         }
-        self.len -= 1;
-        self.current.pop()
+        let entry = self.current.pop()?;
+        self.free.push(entry.slot);
+        let (target, payload) = self.bodies[entry.slot as usize];
+        Some(Event::from_parts(
+            SimTime(entry.time),
+            entry.order,
+            target,
+            payload,
+        ))
     }
 
     /// Removes and returns the earliest event if it is earlier than
@@ -208,35 +241,45 @@ impl<P: Copy> EventQueue<P> {
     /// the key's tie-breakers), then files them again. A fast-forward's
     /// shift: rare.
     pub fn retime(&mut self, mut f: impl FnMut(&mut Event<P>)) {
-        let mut events = std::mem::take(&mut self.current);
+        let mut entries = std::mem::take(&mut self.current);
         for bucket in &mut self.buckets {
-            events.append(bucket);
+            entries.append(bucket);
         }
         self.least = [u64::MAX; BUCKETS];
         self.full = 0;
-        for event in &mut events {
-            f(event);
+        for mut entry in entries {
+            let (target, payload) = self.bodies[entry.slot as usize];
+            let mut event = Event::from_parts(SimTime(entry.time), entry.order, target, payload);
+            f(&mut event);
             assert!(event.time.0 >= self.last, "retimed before the last event");
-            if event.time.0 == self.last {
-                self.current.push(*event);
+            self.bodies[entry.slot as usize] = (event.target, event.payload);
+            entry.time = event.time.0;
+            if entry.time == self.last {
+                self.current.push(entry);
             } else {
-                self.push_bucket(event.time.0, *event);
+                self.push_bucket(entry);
             }
         }
         self.sort_current();
     }
 
     /// Every pending event, in no particular order.
-    pub fn iter(&self) -> impl Iterator<Item = &Event<P>> {
-        self.current.iter().chain(self.buckets.iter().flatten())
+    pub fn iter(&self) -> impl Iterator<Item = Event<P>> + '_ {
+        self.current
+            .iter()
+            .chain(self.buckets.iter().flatten())
+            .map(|entry| {
+                let (target, payload) = self.bodies[entry.slot as usize];
+                Event::from_parts(SimTime(entry.time), entry.order, target, payload)
+            })
     }
 
-    /// Files an event later than `last`.
+    /// Files an entry later than `last`.
     #[inline]
-    fn push_bucket(&mut self, at: u64, event: Event<P>) {
-        let bucket = 63 - (at ^ self.last).leading_zeros() as usize;
-        self.buckets[bucket].push(event);
-        self.least[bucket] = self.least[bucket].min(at);
+    fn push_bucket(&mut self, entry: Entry) {
+        let bucket = 63 - (entry.time ^ self.last).leading_zeros() as usize;
+        self.buckets[bucket].push(entry);
+        self.least[bucket] = self.least[bucket].min(entry.time);
         self.full |= 1 << bucket;
     }
 
@@ -250,11 +293,11 @@ impl<P: Copy> EventQueue<P> {
         self.least[bucket] = u64::MAX;
         self.full &= !(1 << bucket);
         let mut moving = std::mem::take(&mut self.buckets[bucket]);
-        for &event in &moving {
-            if event.time.0 == self.last {
-                self.current.push(event);
+        for &entry in &moving {
+            if entry.time == self.last {
+                self.current.push(entry);
             } else {
-                self.push_bucket(event.time.0, event);
+                self.push_bucket(entry);
             }
         }
         moving.clear();

@@ -113,7 +113,7 @@ pub struct EventQueue<P> {
     last: u64,
     /// The events at `last`, latest key first, so the next one is the last.
     current: Vec<Entry>,
-    buckets: Buckets,
+    buckets: [Vec<Entry>; BUCKETS],
     /// The earliest time in each bucket (`u64::MAX` when empty).
     least: [u64; BUCKETS],
     /// Bit `b`: bucket `b` is not empty.
@@ -131,96 +131,12 @@ struct Entry {
     slot: u32,
 }
 
-/// Entries per block of a bucket (3 KiB).
-const BLOCK: usize = 128;
-
-/// The buckets' entries in fixed-size blocks from one pool: a bucket is a
-/// chain of blocks, its last one partly filled, and an emptied bucket's
-/// blocks go back to the pool. The entries' memory so follows the number
-/// of events pending, not the sum of every bucket's largest fill (with one
-/// growing vector per bucket, 11 times the pending events on k = 16).
-#[derive(Debug, Clone)]
-struct Buckets {
-    blocks: Vec<[Entry; BLOCK]>,
-    spare: Vec<u32>,
-    /// Each bucket's blocks, in filling order.
-    chains: [Vec<u32>; BUCKETS],
-    /// Each bucket's last block and the entries in it (`BLOCK` when it
-    /// has none: the next push takes a block).
-    tail: [u32; BUCKETS],
-    tail_fill: [u32; BUCKETS],
-}
-
-impl Buckets {
-    fn new() -> Buckets {
-        Buckets {
-            blocks: Vec::new(),
-            spare: Vec::new(),
-            chains: std::array::from_fn(|_| Vec::new()),
-            tail: [0; BUCKETS],
-            tail_fill: [BLOCK as u32; BUCKETS],
-        }
-    }
-
-    #[inline]
-    fn push(&mut self, bucket: usize, entry: Entry) {
-        if self.tail_fill[bucket] as usize == BLOCK {
-            self.grow(bucket);
-        }
-        let fill = self.tail_fill[bucket];
-        self.blocks[self.tail[bucket] as usize][fill as usize] = entry;
-        self.tail_fill[bucket] = fill + 1;
-    }
-
-    /// Gives `bucket` a fresh block.
-    #[cold]
-    fn grow(&mut self, bucket: usize) {
-        let block = self.spare.pop().unwrap_or_else(|| {
-            let empty = Entry {
-                time: 0,
-                order: 0,
-                slot: 0,
-            };
-            self.blocks.push([empty; BLOCK]);
-            (self.blocks.len() - 1) as u32
-        });
-        self.chains[bucket].push(block);
-        self.tail[bucket] = block;
-        self.tail_fill[bucket] = 0;
-    }
-
-    /// How many entries block `k` of `bucket`'s chain holds.
-    #[inline]
-    fn filled(&self, bucket: usize, k: usize) -> usize {
-        if k + 1 == self.chains[bucket].len() {
-            self.tail_fill[bucket] as usize
-        } else {
-            BLOCK
-        }
-    }
-
-    /// The entries of `bucket`.
-    fn entries(&self, bucket: usize) -> impl Iterator<Item = &Entry> {
-        self.chains[bucket]
-            .iter()
-            .enumerate()
-            .flat_map(move |(k, &block)| &self.blocks[block as usize][..self.filled(bucket, k)])
-    }
-
-    /// Empties `bucket`, its blocks back in the pool.
-    fn clear(&mut self, bucket: usize) {
-        self.spare.extend_from_slice(&self.chains[bucket]);
-        self.chains[bucket].clear();
-        self.tail_fill[bucket] = BLOCK as u32;
-    }
-}
-
 impl<P> Default for EventQueue<P> {
     fn default() -> Self {
         EventQueue {
             last: 0,
             current: Vec::new(),
-            buckets: Buckets::new(),
+            buckets: std::array::from_fn(|_| Vec::new()),
             least: [u64::MAX; BUCKETS],
             full: 0,
             bodies: Vec::new(),
@@ -327,9 +243,8 @@ impl<P: Copy> EventQueue<P> {
     /// shift: rare.
     pub fn retime(&mut self, mut f: impl FnMut(&mut Event<P>)) {
         let mut entries = std::mem::take(&mut self.current);
-        for bucket in 0..BUCKETS {
-            entries.extend(self.buckets.entries(bucket));
-            self.buckets.clear(bucket);
+        for bucket in &mut self.buckets {
+            entries.append(bucket);
         }
         self.least = [u64::MAX; BUCKETS];
         self.full = 0;
@@ -353,7 +268,7 @@ impl<P: Copy> EventQueue<P> {
     pub fn iter(&self) -> impl Iterator<Item = Event<P>> + '_ {
         self.current
             .iter()
-            .chain((0..BUCKETS).flat_map(|bucket| self.buckets.entries(bucket)))
+            .chain(self.buckets.iter().flatten())
             .map(|entry| {
                 let (target, payload) = self.bodies[entry.slot as usize];
                 Event::from_parts(SimTime(entry.time), entry.order, target, payload)
@@ -364,7 +279,7 @@ impl<P: Copy> EventQueue<P> {
     #[inline]
     fn push_bucket(&mut self, entry: Entry) {
         let bucket = 63 - (entry.time ^ self.last).leading_zeros() as usize;
-        self.buckets.push(bucket, entry);
+        self.buckets[bucket].push(entry);
         self.least[bucket] = self.least[bucket].min(entry.time);
         self.full |= 1 << bucket;
     }
@@ -378,30 +293,17 @@ impl<P: Copy> EventQueue<P> {
         self.last = self.least[bucket];
         self.least[bucket] = u64::MAX;
         self.full &= !(1 << bucket);
-        // No entry goes back into `bucket`, so its chain may be walked while
-        // the others fill; each block returns to the pool once read.
-        let chain = std::mem::take(&mut self.buckets.chains[bucket]);
-        let tail_fill = self.buckets.tail_fill[bucket] as usize;
-        self.buckets.tail_fill[bucket] = BLOCK as u32;
-        for (k, &block) in chain.iter().enumerate() {
-            let filled = if k + 1 == chain.len() {
-                tail_fill
+        let mut moving = std::mem::take(&mut self.buckets[bucket]);
+        for &entry in &moving {
+            if entry.time == self.last {
+                self.current.push(entry);
             } else {
-                BLOCK
-            };
-            for i in 0..filled {
-                let entry = self.buckets.blocks[block as usize][i];
-                if entry.time == self.last {
-                    self.current.push(entry);
-                } else {
-                    self.push_bucket(entry);
-                }
+                self.push_bucket(entry);
             }
-            self.buckets.spare.push(block);
         }
-        // Keep the chain's capacity for the bucket's next fill.
-        self.buckets.chains[bucket] = chain;
-        self.buckets.chains[bucket].clear();
+        moving.clear();
+        // Keep the bucket's capacity for its next fill.
+        self.buckets[bucket] = moving;
         self.sort_current();
     }
 

@@ -104,8 +104,10 @@ const BUCKETS: usize = 64;
 /// lowest bucket into `current` (its earliest time) and lower buckets. An
 /// event moves down at most once per bit, and in practice a few times: most
 /// are scheduled a link delay or a serialisation time (2^19 to 2^21 ps)
-/// ahead. Events at one time, rarely many, are sorted by their
-/// `(source node, source seq)`.
+/// ahead. Events at one time are sorted by their `(source node, source
+/// seq)`. Each bucket keeps the capacity of its largest fill, several times
+/// the pending events in all: chains of pooled blocks saved that memory but
+/// cost a sixth of PHOLD's speed (docs/perf/2026-11-28-event-queue.md).
 #[derive(Debug, Clone)]
 pub struct EventQueue<P> {
     /// Time of the events in `current`, or of the last event taken out;

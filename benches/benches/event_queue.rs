@@ -14,11 +14,11 @@ fn hold(c: &mut Criterion) {
     group.throughput(Throughput::Elements(HOLDS));
     for population in [1_024u32, 16_384, 262_144] {
         group.bench_with_input(
-            BenchmarkId::new("netsim_8ary", population),
+            BenchmarkId::new("netsim_radix", population),
             &population,
             |b, &population| {
                 let mut rng = NodeRng::new(1, NodeId(0));
-                let mut queue = EventQueue::with_capacity(population as usize);
+                let mut queue = EventQueue::default();
                 let mut seq = 0u64;
                 for n in 0..population {
                     let time = SimTime(rng.exponential(1e6) as u64);
@@ -26,10 +26,10 @@ fn hold(c: &mut Criterion) {
                 }
                 b.iter(|| {
                     for _ in 0..HOLDS {
-                        let top = *queue.peek().unwrap();
+                        let top = queue.pop().unwrap();
                         seq += 1;
                         let time = top.time + SimTime(rng.exponential(1e6) as u64);
-                        queue.replace_top(Event::new(time, top.target, seq, top.target, seq));
+                        queue.push(Event::new(time, top.target, seq, top.target, seq));
                     }
                 });
             },

@@ -33,7 +33,7 @@
 //! # Hot path
 //!
 //! Handling an event allocates nothing once queues and outboxes have grown
-//! to their steady-state sizes: the queue is a d-ary heap over a `Vec`, and
+//! to their steady-state sizes: the queue is a radix heap over `Vec`s, and
 //! outboxes and mailboxes keep their capacity from window to window.
 
 mod executor;

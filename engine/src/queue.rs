@@ -1,12 +1,13 @@
-//! The local event queue: an 8-ary min-heap ordered by `(time, source node, source seq)`.
+//! The local event queue: a radix heap ordered by `(time, source node, source seq)`.
 //!
-//! A PDES hot loop spends its time walking the heap down, and each level is a
-//! dependent load. With d = 8 the heap is a third as deep as a binary heap,
-//! the eight children of a slot sit in four adjacent cache lines that are
-//! fetched in parallel, and the smallest child is picked with selects rather
-//! than unpredictable branches. (Measured with PHOLD, 16k events in flight:
-//! d = 8 beats d = 4 by about 12% and d = 16 by about 20%.) The backing `Vec` only grows, so once a run has reached
-//! its steady-state population, pushing and popping never allocate.
+//! A shard's events leave in time order and most are scheduled a link delay
+//! or a serialisation time ahead, so a monotone radix heap over integer
+//! picoseconds serves: a push appends to a bucket, and an event moves down
+//! a few buckets before it leaves, where a heap walked a cache-missing path
+//! per pop (the 8-ary heap's sift took a quarter of a packet-level run).
+//! Buckets move 24-byte keys; targets and payloads stay in a slab with a
+//! free list. The vectors only grow, so once a run has reached its
+//! steady-state population, pushing and popping never allocate.
 
 use crate::{NodeId, SimTime};
 
@@ -84,155 +85,235 @@ impl<P> Event<P> {
     pub fn key(&self) -> u128 {
         (u128::from(self.time.0) << 64) | u128::from(self.order)
     }
-
-    #[inline]
-    fn before(&self, other: &Self) -> bool {
-        self.key() < other.key()
-    }
 }
 
-const ARITY: usize = 8;
+/// Buckets of a queue: one per bit of a time in picoseconds.
+const BUCKETS: usize = 64;
 
-/// Min-heap of events by key. Keys are unique by construction (a source
-/// never reuses a sequence number), so the order is total and pop order is
-/// fully determined by the set of events pushed.
+/// Events by key, taken out earliest first. Keys are unique by construction
+/// (a source never reuses a sequence number), so the order is total and the
+/// order events leave in is fully determined by the set pushed.
+///
+/// A radix heap over the time in picoseconds: a shard never schedules an
+/// event before the one it is handling, and events from other shards land at
+/// or after the window's end, so no event is pushed earlier than the last
+/// one taken out (asserted). Bucket `b` holds the events whose time first
+/// differs from that last time at bit `b`; every event of a bucket is
+/// earlier than every event of a higher one. Pushing appends to a bucket;
+/// taking out, when the events at the last time are spent, empties the
+/// lowest bucket into `current` (its earliest time) and lower buckets. An
+/// event moves down at most once per bit, and in practice a few times: most
+/// are scheduled a link delay or a serialisation time (2^19 to 2^21 ps)
+/// ahead. Events at one time are sorted by their `(source node, source
+/// seq)`. Each bucket keeps the capacity of its largest fill, several times
+/// the pending events in all: chains of pooled blocks saved that memory but
+/// cost a sixth of PHOLD's speed (docs/perf/2026-11-28-event-queue.md).
 #[derive(Debug, Clone)]
 pub struct EventQueue<P> {
-    heap: Vec<Event<P>>,
+    /// Time of the events in `current`, or of the last event taken out;
+    /// every pending event is at or after it.
+    last: u64,
+    /// The events at `last`, latest key first, so the next one is the last.
+    current: Vec<Entry>,
+    buckets: [Vec<Entry>; BUCKETS],
+    /// The earliest time in each bucket (`u64::MAX` when empty).
+    least: [u64; BUCKETS],
+    /// Bit `b`: bucket `b` is not empty.
+    full: u64,
+    /// Target and payload of each pending event, by slot; free slots.
+    bodies: Vec<(NodeId, P)>,
+    free: Vec<u32>,
+}
+
+/// A pending event's key and where its body is: what the buckets move.
+#[derive(Clone, Copy, Debug)]
+struct Entry {
+    time: u64,
+    order: u64,
+    slot: u32,
 }
 
 impl<P> Default for EventQueue<P> {
     fn default() -> Self {
-        EventQueue { heap: Vec::new() }
+        EventQueue {
+            last: 0,
+            current: Vec::new(),
+            buckets: std::array::from_fn(|_| Vec::new()),
+            least: [u64::MAX; BUCKETS],
+            full: 0,
+            bodies: Vec::new(),
+            free: Vec::new(),
+        }
     }
 }
 
 impl<P: Copy> EventQueue<P> {
-    pub fn with_capacity(capacity: usize) -> Self {
-        EventQueue {
-            heap: Vec::with_capacity(capacity),
-        }
-    }
-
     #[inline]
     pub fn len(&self) -> usize {
-        self.heap.len()
+        self.bodies.len() - self.free.len()
     }
 
     #[inline]
     pub fn is_empty(&self) -> bool {
-        self.heap.is_empty()
+        self.len() == 0
     }
 
     /// Time of the earliest event, or `SimTime::MAX` when empty.
     #[inline]
     pub fn next_time(&self) -> SimTime {
-        self.heap.first().map_or(SimTime::MAX, |e| e.time)
+        if !self.current.is_empty() {
+            SimTime(self.last)
+        } else if self.full == 0 {
+            SimTime::MAX
+        } else {
+            SimTime(self.least[self.full.trailing_zeros() as usize])
+        }
     }
 
-    #[inline]
-    pub fn peek(&self) -> Option<&Event<P>> {
-        self.heap.first()
-    }
-
+    /// # Panics
+    /// If `event` is earlier than the last event taken out: a shard's
+    /// events never go back in time.
     #[inline]
     pub fn push(&mut self, event: Event<P>) {
-        self.heap.push(event);
-        self.sift_up(self.heap.len() - 1);
+        let at = event.time.0;
+        assert!(
+            at >= self.last,
+            "event at {} pushed after one at {} was taken out",
+            event.time,
+            SimTime(self.last)
+        );
+        let body = (event.target, event.payload);
+        let slot = match self.free.pop() {
+            Some(slot) => {
+                self.bodies[slot as usize] = body;
+                slot
+            }
+            None => {
+                self.bodies.push(body);
+                (self.bodies.len() - 1) as u32
+            }
+        };
+        let entry = Entry {
+            time: at,
+            order: event.order,
+            slot,
+        };
+        if at == self.last {
+            // Latest key first: the new event goes before the first
+            // earlier one.
+            let pos = self.current.partition_point(|e| e.order > entry.order);
+            self.current.insert(pos, entry);
+        } else {
+            self.push_bucket(entry);
+        }
     }
 
+    /// Removes and returns the earliest event.
     #[inline]
     pub fn pop(&mut self) -> Option<Event<P>> {
-        let last = self.heap.pop()?;
-        if self.heap.is_empty() {
-            return Some(last);
+        if self.current.is_empty() {
+            if self.full == 0 {
+                return None;
+            }
+            self.refill();
         }
-        let top = self.heap[0];
-        self.sift_down_from_root(last);
-        Some(top)
+        let entry = self.current.pop()?;
+        self.free.push(entry.slot);
+        let (target, payload) = self.bodies[entry.slot as usize];
+        Some(Event::from_parts(
+            SimTime(entry.time),
+            entry.order,
+            target,
+            payload,
+        ))
     }
 
-    /// Removes the earliest event and inserts `event` with one sift instead
-    /// of two: the common case of a handler scheduling the next event while
-    /// its own event is still at the top. Returns the removed event.
-    ///
-    /// # Panics
-    /// If the queue is empty.
+    /// Removes and returns the earliest event if it is earlier than
+    /// `bound`. When it is not, the queue still accepts events at or after
+    /// `bound` (as the next window's from other shards are).
     #[inline]
-    pub fn replace_top(&mut self, event: Event<P>) -> Event<P> {
-        let top = self.heap[0];
-        self.sift_down_from_root(event);
-        top
+    pub fn pop_before(&mut self, bound: SimTime) -> Option<Event<P>> {
+        if self.next_time() >= bound {
+            return None;
+        }
+        self.pop()
     }
 
-    /// Applies `f` to every pending event (it may change times and
-    /// payloads, never the key's tie-breakers), then restores the heap. A
-    /// fast-forward's shift: rare, so a sort (a sorted array is a heap) is
-    /// simpler than sifting.
+    /// Applies `f` to every pending event (it may move times later, never
+    /// earlier than the last event taken out, and change payloads, never
+    /// the key's tie-breakers), then files them again. A fast-forward's
+    /// shift: rare.
     pub fn retime(&mut self, mut f: impl FnMut(&mut Event<P>)) {
-        for event in &mut self.heap {
-            f(event);
+        let mut entries = std::mem::take(&mut self.current);
+        for bucket in &mut self.buckets {
+            entries.append(bucket);
         }
-        self.heap.sort_unstable_by_key(Event::key);
+        self.least = [u64::MAX; BUCKETS];
+        self.full = 0;
+        for mut entry in entries {
+            let (target, payload) = self.bodies[entry.slot as usize];
+            let mut event = Event::from_parts(SimTime(entry.time), entry.order, target, payload);
+            f(&mut event);
+            assert!(event.time.0 >= self.last, "retimed before the last event");
+            self.bodies[entry.slot as usize] = (event.target, event.payload);
+            entry.time = event.time.0;
+            if entry.time == self.last {
+                self.current.push(entry);
+            } else {
+                self.push_bucket(entry);
+            }
+        }
+        self.sort_current();
     }
 
     /// Every pending event, in no particular order.
-    pub fn iter(&self) -> impl Iterator<Item = &Event<P>> {
-        self.heap.iter()
+    pub fn iter(&self) -> impl Iterator<Item = Event<P>> + '_ {
+        self.current
+            .iter()
+            .chain(self.buckets.iter().flatten())
+            .map(|entry| {
+                let (target, payload) = self.bodies[entry.slot as usize];
+                Event::from_parts(SimTime(entry.time), entry.order, target, payload)
+            })
     }
 
-    fn sift_up(&mut self, mut pos: usize) {
-        let moving = self.heap[pos];
-        while pos > 0 {
-            let parent = (pos - 1) / ARITY;
-            if !moving.before(&self.heap[parent]) {
-                break;
-            }
-            self.heap[pos] = self.heap[parent];
-            pos = parent;
-        }
-        self.heap[pos] = moving;
+    /// Files an entry later than `last`.
+    #[inline]
+    fn push_bucket(&mut self, entry: Entry) {
+        let bucket = 63 - (entry.time ^ self.last).leading_zeros() as usize;
+        self.buckets[bucket].push(entry);
+        self.least[bucket] = self.least[bucket].min(entry.time);
+        self.full |= 1 << bucket;
     }
 
-    /// Places `moving` into the hole at the root.
-    ///
-    /// Bottom-up: walk the hole down along the smallest children to a leaf
-    /// without comparing against `moving`, then sift `moving` up from there.
-    /// A freshly scheduled event is usually later than most queued ones and
-    /// ends near the bottom, so this saves a comparison per level.
-    fn sift_down_from_root(&mut self, moving: Event<P>) {
-        let len = self.heap.len();
-        let mut hole = 0;
-        // Full groups of children: pick the smallest with selects instead of
-        // branches, since which child wins is unpredictable.
-        while hole * ARITY + ARITY < len {
-            let first = hole * ARITY + 1;
-            let group = &self.heap[first..first + ARITY];
-            let mut best_in_group = 0;
-            let mut best_key = group[0].key();
-            for (i, child) in group.iter().enumerate().skip(1) {
-                let key = child.key();
-                let smaller = key < best_key;
-                best_in_group = if smaller { i } else { best_in_group };
-                best_key = if smaller { key } else { best_key };
+    /// `current` is empty: moves the lowest bucket's events into `current`
+    /// (those at its earliest time, which becomes `last`) and lower buckets.
+    /// They all agree with the new `last` above the bucket's bit, so none
+    /// stays in it.
+    fn refill(&mut self) {
+        let bucket = self.full.trailing_zeros() as usize;
+        self.last = self.least[bucket];
+        self.least[bucket] = u64::MAX;
+        self.full &= !(1 << bucket);
+        let mut moving = std::mem::take(&mut self.buckets[bucket]);
+        for &entry in &moving {
+            if entry.time == self.last {
+                self.current.push(entry);
+            } else {
+                self.push_bucket(entry);
             }
-            let best = first + best_in_group;
-            self.heap[hole] = self.heap[best];
-            hole = best;
         }
-        let first_child = hole * ARITY + 1;
-        if first_child < len {
-            let mut best = first_child;
-            for child in first_child + 1..len {
-                if self.heap[child].before(&self.heap[best]) {
-                    best = child;
-                }
-            }
-            self.heap[hole] = self.heap[best];
-            hole = best;
+        moving.clear();
+        // Keep the bucket's capacity for its next fill.
+        self.buckets[bucket] = moving;
+        self.sort_current();
+    }
+
+    fn sort_current(&mut self) {
+        if self.current.len() > 1 {
+            self.current
+                .sort_unstable_by_key(|e| std::cmp::Reverse(e.order));
         }
-        self.heap[hole] = moving;
-        self.sift_up(hole);
     }
 }
 
@@ -252,8 +333,10 @@ mod tests {
         )
     }
 
-    /// Seeded random pushes, pops and top replacements against a BTreeMap, with
-    /// many equal times so that the tie-breakers are exercised.
+    /// Seeded random pushes (never before the last event taken out, as in a
+    /// shard), pops and bounded pops against a BTreeMap, with many equal
+    /// times so that the tie-breakers are exercised and with delays from
+    /// zero to 2^40 ps so that every bucket fills.
     #[test]
     fn matches_btreemap_reference() {
         for seed in 0..20 {
@@ -261,22 +344,33 @@ mod tests {
             let mut queue = EventQueue::default();
             let mut reference = BTreeMap::new();
             let mut next_seq = [0u64; 16];
+            let mut now = 0u64;
             for _ in 0..20_000 {
                 let op = rng.below(10);
                 let src = rng.below(16) as u32;
-                let time = rng.below(64);
-                let fresh = event(time, src, next_seq[src as usize]);
+                let delay = match rng.below(4) {
+                    0 => 0,
+                    1 => rng.below(64),
+                    2 => rng.below(1 << 21),
+                    _ => rng.below(1 << 40),
+                };
                 if op < 5 {
+                    let fresh = event(now + delay, src, next_seq[src as usize]);
                     next_seq[src as usize] += 1;
                     queue.push(fresh);
                     reference.insert(fresh.key(), fresh);
                 } else if op < 8 {
                     let expected = reference.pop_first().map(|(_, e)| e);
                     assert_eq!(queue.pop(), expected);
-                } else if let Some((_, expected)) = reference.pop_first() {
-                    next_seq[src as usize] += 1;
-                    reference.insert(fresh.key(), fresh);
-                    assert_eq!(queue.replace_top(fresh), expected);
+                    now = expected.map_or(now, |e| e.time.0);
+                } else {
+                    let bound = SimTime(now + delay);
+                    let expected = match reference.first_key_value() {
+                        Some((_, e)) if e.time < bound => reference.pop_first().map(|(_, e)| e),
+                        _ => None,
+                    };
+                    assert_eq!(queue.pop_before(bound), expected);
+                    now = expected.map_or(now, |e| e.time.0);
                 }
                 assert_eq!(queue.len(), reference.len());
                 let expected_next = reference
@@ -290,5 +384,45 @@ mod tests {
             }
             assert!(queue.pop().is_none());
         }
+    }
+
+    /// A bounded pop that finds nothing early enough leaves the queue open
+    /// to events between the bound and its earliest event.
+    #[test]
+    fn pop_before_does_not_advance_past_the_bound() {
+        let mut queue = EventQueue::default();
+        queue.push(event(1_000, 1, 0));
+        assert_eq!(queue.pop_before(SimTime(10)), None);
+        queue.push(event(10, 2, 0));
+        assert_eq!(queue.pop().map(|e| e.time), Some(SimTime(10)));
+        assert_eq!(queue.pop().map(|e| e.time), Some(SimTime(1_000)));
+    }
+
+    /// Retiming moves events later and files them again in key order.
+    #[test]
+    fn retime_keeps_key_order() {
+        let mut queue = EventQueue::default();
+        for (i, time) in [5u64, 9, 5, 300, 70].into_iter().enumerate() {
+            queue.push(event(time, i as u32, 0));
+        }
+        assert_eq!(queue.pop().map(|e| e.src()), Some(NodeId(0)));
+        queue.retime(|e| {
+            if e.time.0 != 5 {
+                e.time.0 += 1_000;
+            }
+        });
+        let order: Vec<_> = std::iter::from_fn(|| queue.pop())
+            .map(|e| (e.time.0, e.src().0))
+            .collect();
+        assert_eq!(order, [(5, 2), (1_009, 1), (1_070, 4), (1_300, 3)]);
+    }
+
+    #[test]
+    #[should_panic(expected = "taken out")]
+    fn an_event_before_the_last_taken_out_is_a_bug() {
+        let mut queue = EventQueue::default();
+        queue.push(event(10, 1, 0));
+        queue.pop();
+        queue.push(event(9, 1, 1));
     }
 }

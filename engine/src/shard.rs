@@ -100,9 +100,6 @@ pub struct Context<'a, P> {
     now: SimTime,
     node: NodeId,
     local: usize,
-    /// The handled event is still at the top of the queue: the first local
-    /// send replaces it instead of pushing (one heap sift instead of two).
-    top_pending: bool,
     state: &'a mut ShardState<P>,
 }
 
@@ -152,12 +149,7 @@ impl<P: Copy> Context<'_, P> {
         let event = Event::new(self.now + delay, self.node, seq, target, payload);
         let dest = state.layout.shard_of(target);
         if dest == state.shard {
-            if self.top_pending {
-                self.top_pending = false;
-                state.queue.replace_top(event);
-            } else {
-                state.queue.push(event);
-            }
+            state.queue.push(event);
         } else {
             assert!(
                 delay >= state.layout.lookahead(),
@@ -314,7 +306,7 @@ impl<P: Copy> ShardState<P> {
         let mut state = ShardState {
             shard,
             layout: layout.clone(),
-            queue: EventQueue::with_capacity(nodes.len() * 4),
+            queue: EventQueue::default(),
             outboxes: (0..layout.shards()).map(|_| Vec::new()).collect(),
             outbox_next: SimTime::MAX,
             next_seq: vec![0; nodes.len()],
@@ -325,7 +317,6 @@ impl<P: Copy> ShardState<P> {
                 now: SimTime::ZERO,
                 node,
                 local,
-                top_pending: false,
                 state: &mut state,
             };
             model.start(&mut ctx);
@@ -343,21 +334,14 @@ impl<P: Copy> ShardState<P> {
         handled_events: &mut u64,
     ) -> Option<SimTime> {
         let mut last = None;
-        while let Some(&event) = self.queue.peek() {
-            if event.time >= window_end {
-                break;
-            }
+        while let Some(event) = self.queue.pop_before(window_end) {
             let mut ctx = Context {
                 now: event.time,
                 node: event.target,
                 local: self.layout.local_index(event.target),
-                top_pending: true,
                 state: self,
             };
             model.handle(&mut ctx, event.payload);
-            if ctx.top_pending {
-                self.queue.pop();
-            }
             *handled_events += 1;
             last = Some(event.time);
         }

@@ -9,6 +9,7 @@
 
 mod common;
 
+mod chakra;
 mod collectives;
 mod dpu;
 mod fast_forward;

@@ -5,6 +5,7 @@
 //! earlier or later operations of the same rank. `build/trace.rs` matches
 //! sends with receives and collectives across ranks and adds the DAG.
 
+pub mod chakra;
 pub mod goal;
 
 use super::file::WorkloadFileError;

@@ -10,6 +10,7 @@
 mod common;
 
 mod chakra;
+mod chakra_runs;
 mod collectives;
 mod dpu;
 mod fast_forward;

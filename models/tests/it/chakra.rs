@@ -143,24 +143,24 @@ fn bytes_field(out: &mut Vec<u8>, number: u64, bytes: &[u8]) {
 }
 
 /// An attribute's value: int64 (field 9), string (29) or bool (27).
-enum A<'a> {
+pub(crate) enum A<'a> {
     I(i64),
     S(&'a str),
     B(bool),
 }
 
 /// A `Node`: id, type, ctrl and data dependencies, duration, attributes.
-struct N<'a> {
-    id: u64,
-    ty: u64,
-    ctrl: &'a [u64],
-    data: &'a [u64],
-    micros: u64,
-    attrs: &'a [(&'a str, A<'a>)],
-    inputs: &'a str,
+pub(crate) struct N<'a> {
+    pub(crate) id: u64,
+    pub(crate) ty: u64,
+    pub(crate) ctrl: &'a [u64],
+    pub(crate) data: &'a [u64],
+    pub(crate) micros: u64,
+    pub(crate) attrs: &'a [(&'a str, A<'a>)],
+    pub(crate) inputs: &'a str,
 }
 
-const NODE: N = N {
+pub(crate) const NODE: N = N {
     id: 0,
     ty: 4,
     ctrl: &[],
@@ -206,7 +206,7 @@ fn node(n: &N) -> Vec<u8> {
 }
 
 /// A rank's file: the GlobalMetadata, then the nodes, each length-prefixed.
-fn file(nodes: &[N]) -> Vec<u8> {
+pub(crate) fn file(nodes: &[N]) -> Vec<u8> {
     let mut metadata = Vec::new();
     bytes_field(&mut metadata, 1, b"0.0.4");
     let mut out = Vec::new();

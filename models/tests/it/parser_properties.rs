@@ -1,6 +1,6 @@
 //! Property tests over the readers of a user's files and values: htsim
 //! connection matrices, TOML workload files (parsed and built into a task
-//! DAG), SimAI topology files, rank lists, sizes, bandwidths, latencies and
+//! DAG), Chakra execution traces (bytes), SimAI topology files, rank lists, sizes, bandwidths, latencies and
 //! user times. Valid samples are mutated (numbers and tokens replaced by
 //! values that break parsers, lines dropped or repeated, bytes changed) and
 //! arbitrary text is fed too: a reader returns a value or a one-line error,
@@ -13,6 +13,7 @@ use netsim_models::network::config::NetConfig;
 use netsim_models::traffic::parse_connection_matrix;
 use netsim_models::workload::file::{self, parse_size};
 use netsim_models::workload::groups::parse_rank_list;
+use netsim_models::workload::trace::chakra;
 use netsim_models::workload::{self as workload};
 use netsim_topo::units::{parse_bandwidth_bps, parse_gbps, parse_latency_ps, parse_ns};
 use netsim_topo::{build, parse_simai, StarParams, TopoSpec};
@@ -123,6 +124,71 @@ const WORKLOAD: &str = "iterations = 2\nhost_overhead_ns = 1000\n\
     [[phase]]\nname = \"ar\"\ncollective = \"allreduce\"\nalgo = \"ring\"\nsize = \"64KiB\"\ngroup = \"dp\"\n\
     [[phase]]\nname = \"a2a\"\ncollective = \"alltoall\"\nsize = \"1MiB\"\ngroup = \"0-7\"\nafter = [\"ar\"]\n";
 
+/// Rank files of Chakra traces: ASTRA-sim's microbenchmarks and one with
+/// process groups, dependencies, metadata and host-side calls.
+fn chakra_samples() -> Vec<Vec<u8>> {
+    use crate::chakra::{file, A, N, NODE};
+    let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../runs/tests/data/chakra");
+    let mut samples: Vec<Vec<u8>> = ["all_reduce", "all_gather", "all_to_all", "reduce_scatter"]
+        .iter()
+        .map(|c| std::fs::read(data.join(format!("{c}/4npus_1MB/{c}.1.et"))).unwrap())
+        .collect();
+    let pg = r#"['[{"pg_name": "1", "ranks": [0]}]']"#;
+    let coll = [
+        ("comm_type", A::I(5)),
+        ("comm_size", A::I(64)),
+        ("pg_name", A::S("1")),
+    ];
+    samples.push(file(&[
+        N {
+            id: 1,
+            ty: 1,
+            inputs: pg,
+            ..NODE
+        },
+        N {
+            id: 2,
+            micros: 7,
+            data: &[1],
+            ctrl: &[9],
+            ..NODE
+        },
+        N {
+            id: 3,
+            ty: 7,
+            data: &[2, 4],
+            attrs: &coll,
+            ..NODE
+        },
+        N {
+            id: 4,
+            ty: 7,
+            micros: 2,
+            attrs: &[("is_cpu_op", A::B(true))],
+            ..NODE
+        },
+    ]));
+    samples
+}
+
+/// `bytes` with `edits` applied: a byte set, inserted or removed, or the
+/// bytes cut short.
+fn mutate_bytes(bytes: &[u8], edits: &[(Index, u8, u8)]) -> Vec<u8> {
+    let mut out = bytes.to_vec();
+    for (at, kind, value) in edits {
+        let i = at.index(out.len() + 1);
+        match kind {
+            0 if i < out.len() => out[i] = *value,
+            1 => out.insert(i, *value),
+            2 if i < out.len() => {
+                out.remove(i);
+            }
+            _ => out.truncate(i),
+        }
+    }
+    out
+}
+
 fn star(hosts: u32) -> netsim_topo::Topology {
     build(&TopoSpec::Star(StarParams {
         hosts,
@@ -179,6 +245,22 @@ proptest! {
                 }
                 Err(e) => one_line(&e.to_string())?,
             },
+            Err(e) => one_line(&e.to_string())?,
+        }
+    }
+
+    #[test]
+    fn chakra_traces(sample in 0usize..5, edits in prop::collection::vec((any::<Index>(), 0u8..4, any::<u8>()), 0..6)) {
+        let bytes = mutate_bytes(&chakra_samples()[sample], &edits);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.0.et");
+        std::fs::write(&path, bytes).unwrap();
+        match chakra::read(&[path]) {
+            Ok(trace) => {
+                prop_assert_eq!(trace.ranks(), 1);
+                prop_assert!(trace.deps.iter().all(|d| (d.op as usize) < trace.ops.len()));
+                prop_assert!(trace.groups.iter().all(|g| g == &[0]));
+            }
             Err(e) => one_line(&e.to_string())?,
         }
     }

@@ -3,6 +3,7 @@
 //! read as ASTRA-sim's `Workload::issue_pytorch_pg_metadata` reads them.
 
 use super::wire::Node;
+use crate::workload::trace::TraceBuilder;
 use serde::Deserialize;
 use std::collections::HashMap;
 
@@ -19,6 +20,9 @@ struct PgDef {
 #[derive(Debug, Default)]
 pub struct Groups {
     by_name: HashMap<String, Vec<u32>>,
+    /// Per `pg_name` a collective used: its trace group and member count,
+    /// so that a trace of many collectives looks each group up once.
+    used: HashMap<String, (u32, u32)>,
 }
 
 /// What a METADATA node's `inputs.values` held.
@@ -73,17 +77,39 @@ impl Groups {
         Ok(Metadata::Groups)
     }
 
-    /// The ranks of the group a collective's `pg_name` names: none, `""`
-    /// and `"0"` are every rank (ASTRA-sim's default communicator).
-    pub fn ranks(&self, pg_name: Option<&str>, ranks: u32) -> Result<Vec<u32>, String> {
-        match pg_name {
-            None | Some("") | Some("0") => Ok((0..ranks).collect()),
-            Some(name) => self.by_name.get(name).cloned().ok_or_else(|| {
-                format!(
+    /// The trace group a collective's `pg_name` names and its member count:
+    /// none, `""` and `"0"` are every rank (ASTRA-sim's default
+    /// communicator). `rank` must be a member.
+    pub fn group(
+        &mut self,
+        pg_name: Option<&str>,
+        rank: u32,
+        ranks: u32,
+        builder: &mut TraceBuilder,
+    ) -> Result<(u32, u32), String> {
+        let name = match pg_name {
+            None | Some("") => "0",
+            Some(name) => name,
+        };
+        if let Some(&used) = self.used.get(name) {
+            return Ok(used);
+        }
+        let members = match self.by_name.get(name) {
+            _ if name == "0" => (0..ranks).collect(),
+            Some(members) => members.clone(),
+            None => {
+                return Err(format!(
                     "attribute pg_name: process group {name:?} is not defined by a METADATA node \
                      of this file"
-                )
-            }),
+                ))
+            }
+        };
+        if members.binary_search(&rank).is_err() {
+            return Err(format!("rank {rank} is not in its process group {name:?}"));
         }
+        let count = members.len() as u32;
+        let used = (builder.group(members), count);
+        self.used.insert(name.to_string(), used);
+        Ok(used)
     }
 }

@@ -84,7 +84,7 @@ pub fn build(
     let mut local = Vec::with_capacity(records.len());
     let mut deps: Vec<Vec<u32>> = Vec::with_capacity(records.len());
     for r in records {
-        let kind = kind(&r.node, at, &groups, builder, notes).map_err(|e| fail(r, e))?;
+        let kind = kind(&r.node, at, &mut groups, builder, notes).map_err(|e| fail(r, e))?;
         let has_deps = !r.node.data_deps.is_empty();
         let kind = kind.or(has_deps.then_some(OpKind::Compute {
             duration: SimTime::ZERO,
@@ -208,7 +208,7 @@ fn own(node: &Node, name: &str, at: &Rank) -> Result<(), String> {
 fn kind(
     node: &Node,
     at: &Rank,
-    groups: &Groups,
+    groups: &mut Groups,
     builder: &mut TraceBuilder,
     notes: &mut Notes,
 ) -> Result<Option<OpKind>, String> {
@@ -271,7 +271,7 @@ fn kind(
 fn collective(
     node: &Node,
     at: &Rank,
-    groups: &Groups,
+    groups: &mut Groups,
     builder: &mut TraceBuilder,
     notes: &mut Notes,
 ) -> Result<OpKind, String> {
@@ -301,13 +301,7 @@ fn collective(
         }
         Some(_) => return Err("attribute pg_name is not a string".into()),
     };
-    let ranks = groups.ranks(pg_name, at.ranks)?;
-    if ranks.binary_search(&at.rank).is_err() {
-        return Err(format!(
-            "rank {} is not in its process group {pg_name:?}",
-            at.rank
-        ));
-    }
+    let (group, members) = groups.group(pg_name, at.rank, at.ranks, builder)?;
     let size = if comm_type == BARRIER {
         int(node, "comm_size", u64::MAX)?.unwrap_or(0)
     } else {
@@ -316,18 +310,10 @@ fn collective(
     // ASTRA-sim's (and PyTorch's) all-gather size is each rank's input;
     // netsim's is the gathered output.
     let bytes = if op == CollectiveOp::AllGather {
-        size.checked_mul(ranks.len() as u64).ok_or_else(|| {
-            format!(
-                "attribute comm_size {size} times {} ranks overflows",
-                ranks.len()
-            )
-        })?
+        let overflow = || format!("attribute comm_size {size} times {members} ranks overflows");
+        size.checked_mul(u64::from(members)).ok_or_else(overflow)?
     } else {
         size
     };
-    Ok(OpKind::Collective {
-        op,
-        bytes,
-        group: builder.group(ranks),
-    })
+    Ok(OpKind::Collective { op, bytes, group })
 }

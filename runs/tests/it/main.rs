@@ -12,6 +12,7 @@ mod common;
 mod aicb;
 mod bad_input;
 mod cc_agreement;
+mod chakra;
 mod cli;
 mod dpu;
 mod dpu_bench;

@@ -20,7 +20,11 @@ pub fn read(path: &Path) -> Option<Result<Trace, WorkloadFileError>> {
     if goal::is_goal(path) {
         return Some(goal::read(path));
     }
-    None
+    match chakra::files(path) {
+        Ok(None) => None,
+        Ok(Some(files)) => Some(chakra::read(&files)),
+        Err(e) => Some(Err(e)),
+    }
 }
 
 /// What one operation of a rank does.

@@ -1,5 +1,6 @@
 //! A black-box mutation campaign over the `netsim` binary: shipped scenario
-//! files, workload files (TOML, SimAI text, GOAL traces), an htsim connection matrix,
+//! files, workload files (TOML, SimAI text, GOAL traces, Chakra traces'
+//! bytes), an htsim connection matrix,
 //! a SimAI topology file and flag values are mutated and run, each with a
 //! time limit and a 4 GiB address space. Exit code 0, or 2 with one line on
 //! stderr, passes; a panic, an abort, another exit code, a multi-line error
@@ -168,6 +169,8 @@ enum Verdict {
 struct Seeds {
     scenarios: Vec<(String, String)>,
     workloads: Vec<(String, Vec<u8>)>,
+    /// ASTRA-sim's microbenchmarks: per set, each rank's Chakra file.
+    chakra: Vec<Vec<Vec<u8>>>,
     topology: String,
     run_flags: Vec<(String, bool)>,
 }
@@ -208,6 +211,14 @@ fn load_seeds(scratch: &Path) -> Seeds {
         }
     }
     workloads.sort();
+    let mut chakra = Vec::new();
+    for set in ["all_reduce", "all_gather", "all_to_all", "reduce_scatter"] {
+        for n in [4, 8] {
+            let dir = repo_root().join(format!("runs/tests/data/chakra/{set}/{n}npus_1MB"));
+            let rank = |r| std::fs::read(dir.join(format!("{set}.{r}.et"))).unwrap();
+            chakra.push((0..n).map(rank).collect());
+        }
+    }
     // A SimAI topology file, written by the binary itself.
     let topo = common::words("topo spectrum-x --gpus 16 --format simai -o topo.txt");
     let o = common::netsim_command(scratch, &topo, &[])
@@ -225,6 +236,7 @@ fn load_seeds(scratch: &Path) -> Seeds {
     Seeds {
         scenarios,
         workloads,
+        chakra,
         topology,
         run_flags,
     }
@@ -316,6 +328,24 @@ fn mutate(rng: &mut Rng, text: &[u8], flags: &[(String, bool)]) -> Vec<u8> {
     out
 }
 
+/// One to three edits of binary `bytes`: up to two bytes replaced by up to
+/// two random ones (changed, inserted, removed), the bytes cut short, or a
+/// varint of 2^32 - 1 inserted (a length prefix past any file).
+fn mutate_bytes(rng: &mut Rng, bytes: &[u8]) -> Vec<u8> {
+    let mut out = bytes.to_vec();
+    for _ in 0..1 + rng.below(3) {
+        let at = rng.below(out.len() + 1);
+        let with: Vec<u8> = match rng.below(3) {
+            0 => vec![0xff, 0xff, 0xff, 0xff, 0x0f],
+            _ => (0..rng.below(3)).map(|_| rng.next() as u8).collect(),
+        };
+        // Up to two bytes replaced, or all to the end.
+        let end = at.saturating_add(*rng.pick(&[0, 1, 2, usize::MAX]));
+        out.splice(at..end.min(out.len()), with);
+    }
+    out
+}
+
 /// Flags that keep a run short and its output in the case's directory.
 fn short_run(args: &mut Vec<String>) {
     for a in common::words("--end-us 30 --threads 1 --quiet --out out") {
@@ -343,7 +373,7 @@ fn make_case(rng: &mut Rng, seeds: &Seeds) -> Case {
         .iter()
         .map(|(name, text)| (format!("workloads/{name}"), text.clone()))
         .collect();
-    let (kind, mut args) = match rng.below(7) {
+    let (kind, mut args) = match rng.below(8) {
         0 => {
             let (name, text) = rng.pick(&seeds.scenarios);
             files.push((name.clone(), mutate(rng, text.as_bytes(), &seeds.run_flags)));
@@ -403,6 +433,16 @@ fn make_case(rng: &mut Rng, seeds: &Seeds) -> Case {
             let mut args = s("--topo fat-tree --k 4 --workload x.goal");
             short_run(&mut args);
             ("GOAL trace", args)
+        }
+        6 => {
+            let mut ranks = rng.pick(&seeds.chakra).clone();
+            let victim = rng.below(ranks.len());
+            ranks[victim] = mutate_bytes(rng, &ranks[victim]);
+            let named = ranks.into_iter().enumerate();
+            files.extend(named.map(|(r, bytes)| (format!("trace.{r}.et"), bytes)));
+            let mut args = s("--topo fat-tree --k 4 --workload trace");
+            short_run(&mut args);
+            ("Chakra trace", args)
         }
         _ => {
             let base: &[&str] = &[

@@ -243,62 +243,71 @@ fn error(ranks: &[Vec<u8>]) -> String {
     e
 }
 
-const COLL: &[(&str, A)] = &[("comm_type", A::I(0)), ("comm_size", A::I(4096))];
+/// A node: its id and type, the nodes it waits on, its attributes.
+fn nd<'a>(id: u64, ty: u64, data: &'a [u64], attrs: &'a [(&'a str, A<'a>)]) -> N<'a> {
+    N {
+        id,
+        ty,
+        data,
+        attrs,
+        ..NODE
+    }
+}
+
+fn compute(us: u64) -> OpKind {
+    let duration = SimTime::from_us(us);
+    OpKind::Compute { duration }
+}
+
+fn coll(op: CollectiveOp, bytes: u64) -> OpKind {
+    OpKind::Collective {
+        op,
+        bytes,
+        group: 0,
+    }
+}
+
+fn after(ops: &[u32]) -> Vec<Dep> {
+    ops.iter()
+        .map(|&op| Dep {
+            op,
+            on_start: false,
+        })
+        .collect()
+}
 
 #[test]
 fn nodes_become_operations_with_their_dependencies() {
-    let pg =
-        r#"['[{"pg_name": "1", "pg_desc": "x", "ranks": [1, 0]}, {"pg_name": "2", "ranks": []}]']"#;
+    let pg = r#"['[{"pg_name": "1", "x": 0, "ranks": [1, 0]}, {"pg_name": "2", "ranks": []}]']"#;
+    let gather = [
+        ("comm_type", A::I(2)),
+        ("comm_size", A::I(100)),
+        ("pg_name", A::S("1")),
+    ];
+    let barrier = [("comm_type", A::I(9)), ("pg_name", A::S("2"))];
     let rank = |r: i64| {
+        let peer = if r == 0 { "comm_dst" } else { "comm_src" };
+        let p2p = [
+            (peer, A::I(1 - r)),
+            ("comm_size", A::I(64)),
+            ("comm_tag", A::I(7)),
+        ];
         file(&[
             N {
-                id: 9,
-                ty: 1,
                 inputs: pg,
-                ..NODE
+                ..nd(9, 1, &[], &[])
             },
             N {
-                id: 1,
-                ty: 4,
                 micros: 5,
-                data: &[3],
-                ..NODE
+                ..nd(1, 4, &[3], &[])
             },
             N {
-                id: 2,
-                ty: 7,
                 ctrl: &[1, 77],
-                attrs: &[
-                    ("comm_type", A::I(2)),
-                    ("comm_size", A::I(100)),
-                    ("pg_name", A::S("1")),
-                ],
-                ..NODE
+                ..nd(2, 7, &[], &gather)
             },
-            N {
-                id: 3,
-                ty: 1,
-                data: &[9],
-                ..NODE
-            },
-            N {
-                id: 4,
-                ty: if r == 0 { 5 } else { 6 },
-                data: &[2],
-                attrs: &[
-                    (if r == 0 { "comm_dst" } else { "comm_src" }, A::I(1 - r)),
-                    ("comm_size", A::I(64)),
-                    ("comm_tag", A::I(7)),
-                    ("is_cpu_op", A::B(false)),
-                ],
-                ..NODE
-            },
-            N {
-                id: 5,
-                ty: 7,
-                attrs: &[("comm_type", A::I(9)), ("pg_name", A::S("2"))],
-                ..NODE
-            },
+            nd(3, 1, &[9], &[]),
+            nd(4, if r == 0 { 5 } else { 6 }, &[2], &p2p),
+            nd(5, 7, &[], &barrier),
         ])
     };
     let (t, notes) = trace(&[rank(0), rank(1)]);
@@ -309,63 +318,29 @@ fn nodes_become_operations_with_their_dependencies() {
     // ignored.
     let labels: Vec<u64> = t.rank_ops(1).map(|i| t.ops[i as usize].label).collect();
     assert_eq!(labels, [1, 2, 3, 4, 5]);
-    let kind = |i: u32| t.ops[i as usize].kind;
-    let on = |ops: &[u32]| {
-        ops.iter()
-            .map(|&op| Dep {
-                op,
-                on_start: false,
-            })
-            .collect::<Vec<_>>()
+    let kinds: Vec<OpKind> = t.ops.iter().map(|o| o.kind).collect();
+    let send = OpKind::Send {
+        to: 1,
+        bytes: 64,
+        tag: 7,
     };
-    assert_eq!(
-        kind(0),
-        OpKind::Compute {
-            duration: SimTime::from_us(5)
-        }
+    let (gather, barrier) = (
+        coll(CollectiveOp::AllGather, 200),
+        coll(CollectiveOp::Barrier, 0),
     );
-    assert_eq!(t.op_deps(0), on(&[2]));
+    assert_eq!(kinds[..5], [compute(5), gather, compute(0), send, barrier]);
+    let recv = OpKind::Recv {
+        from: Some(0),
+        bytes: 64,
+        tag: Some(7),
+    };
+    assert_eq!(kinds[8], recv);
+    let deps: Vec<Vec<Dep>> = (0..10).map(|i| t.op_deps(i).to_vec()).collect();
     assert_eq!(
-        kind(1),
-        OpKind::Collective {
-            op: CollectiveOp::AllGather,
-            bytes: 200,
-            group: 0
-        }
+        deps[..5],
+        [after(&[2]), after(&[]), after(&[]), after(&[1]), after(&[])]
     );
-    assert!(t.op_deps(1).is_empty());
-    assert_eq!(
-        kind(2),
-        OpKind::Compute {
-            duration: SimTime::ZERO
-        }
-    );
-    assert!(t.op_deps(2).is_empty());
-    assert_eq!(
-        kind(3),
-        OpKind::Send {
-            to: 1,
-            bytes: 64,
-            tag: 7
-        }
-    );
-    assert_eq!(
-        kind(8),
-        OpKind::Recv {
-            from: Some(0),
-            bytes: 64,
-            tag: Some(7)
-        }
-    );
-    assert_eq!(t.op_deps(8), on(&[6]));
-    assert_eq!(
-        kind(4),
-        OpKind::Collective {
-            op: CollectiveOp::Barrier,
-            bytes: 0,
-            group: 0
-        }
-    );
+    assert_eq!(deps[8], after(&[6]));
     assert_eq!(notes.len(), 2, "{notes:?}");
     assert!(notes[0].contains("4 ctrl_deps"), "{notes:?}");
     assert!(
@@ -378,18 +353,10 @@ fn nodes_become_operations_with_their_dependencies() {
 fn a_host_side_communication_node_is_compute() {
     let cpu = [("is_cpu_op", A::B(true))];
     let (t, notes) = trace(&[file(&[N {
-        id: 4,
-        ty: 7,
         micros: 3,
-        attrs: &cpu,
-        ..NODE
+        ..nd(4, 7, &[], &cpu)
     }])]);
-    assert_eq!(
-        t.ops[0].kind,
-        OpKind::Compute {
-            duration: SimTime::from_us(3)
-        }
-    );
+    assert_eq!(t.ops[0].kind, compute(3));
     assert!(
         notes[0].contains("1 communication nodes with is_cpu_op"),
         "{notes:?}"
@@ -398,18 +365,22 @@ fn a_host_side_communication_node_is_compute() {
 
 #[test]
 fn corrupt_files_are_one_line_errors_naming_record_and_node() {
-    let good = file(&[N {
-        id: 3,
-        ty: 7,
-        attrs: COLL,
-        ..NODE
-    }]);
+    let good = file(&[nd(
+        3,
+        7,
+        &[],
+        &[("comm_type", A::I(0)), ("comm_size", A::I(8))],
+    )]);
     let e = error(&[good[..good.len() - 1].to_vec()]);
     assert!(e.contains("t.0.et:2: record 2: a length of"), "{e}");
     let mut huge = good.clone();
     let meta = huge[0] as usize + 1;
     huge.splice(meta..meta + 1, [0xff, 0xff, 0xff, 0xff, 0x0f]);
-    assert!(error(&[huge]).contains(":2: record 2: a length of 4294967295 bytes runs past"));
+    let e = error(&[huge]);
+    assert!(
+        e.contains(":2: record 2: a length of 4294967295 bytes runs past"),
+        "{e}"
+    );
     let e = error(&[vec![]]);
     assert!(
         e.ends_with("is empty: a Chakra trace starts with its GlobalMetadata"),
@@ -428,147 +399,79 @@ fn corrupt_files_are_one_line_errors_naming_record_and_node() {
     );
 }
 
-#[test]
-fn what_is_not_modelled_is_refused_by_node_and_field() {
-    let cases: [(N, &str); 12] = [
-        (
-            N {
-                id: 5,
-                ty: 2,
-                ..NODE
-            },
-            "node 5 (MEM_LOAD_NODE): memory loads and stores are not modelled",
-        ),
-        (
-            N {
-                id: 5,
-                ty: 3,
-                ..NODE
-            },
-            "node 5 (MEM_STORE_NODE): memory loads",
-        ),
-        (
-            N {
-                id: 6,
-                ty: 12,
-                ..NODE
-            },
-            "node 6 (unknown type): type 12 is not a Chakra node type",
-        ),
-        (
-            N {
-                id: 7,
-                ty: 7,
-                attrs: &[("comm_size", A::I(1))],
-                ..NODE
-            },
-            "node 7 (COMM_COLL_NODE): attribute comm_type is missing",
-        ),
-        (
-            N {
-                id: 7,
-                ty: 7,
-                attrs: &[("comm_type", A::I(3)), ("comm_size", A::I(1))],
-                ..NODE
-            },
-            "comm_type 3 (GATHER) is not modelled",
-        ),
-        (
-            N {
-                id: 7,
-                ty: 7,
-                attrs: &[("comm_type", A::I(10)), ("comm_size", A::I(1))],
-                ..NODE
-            },
-            "comm_type 10 is not a Chakra collective",
-        ),
-        (
-            N {
-                id: 7,
-                ty: 7,
-                attrs: &[("comm_type", A::I(0))],
-                ..NODE
-            },
-            "attribute comm_size is missing",
-        ),
-        (
-            N {
-                id: 7,
-                ty: 7,
-                attrs: &[("comm_type", A::I(0)), ("comm_size", A::I(-1))],
-                ..NODE
-            },
-            "attribute comm_size is -1, outside 0..=",
-        ),
-        (
-            N {
-                id: 7,
-                ty: 7,
-                attrs: &[("comm_type", A::S("0")), ("comm_size", A::I(1))],
-                ..NODE
-            },
-            "attribute comm_type is not an integer",
-        ),
-        (
-            N {
-                id: 7,
-                ty: 7,
-                attrs: &[
-                    ("comm_type", A::I(0)),
-                    ("comm_size", A::I(1)),
-                    ("pg_name", A::S("4")),
-                ],
-                ..NODE
-            },
-            "process group \"4\" is not defined",
-        ),
-        (
-            N {
-                id: 8,
-                ty: 5,
-                attrs: &[("comm_dst", A::I(0)), ("comm_size", A::I(1))],
-                ..NODE
-            },
-            "attribute comm_dst is 0: the peer must be another of ranks 0-0",
-        ),
-        (
-            N {
-                id: 8,
-                ty: 4,
-                data: &[99],
-                ..NODE
-            },
-            "node 8 (COMP_NODE): data_deps: node 99 is not in the file",
-        ),
-    ];
+/// Each case's node, after a plain compute node, is refused with a line
+/// naming the file, record 3 and `expected`.
+fn refused(cases: &[(N, &str)]) {
     for (n, expected) in cases {
-        let e = error(&[file(&[NODE, n])]);
+        let e = error(&[file(&[NODE, N { ..*n }])]);
         assert!(
             e.contains("t.0.et:3: ") && e.contains(expected),
             "{e}\nwanted {expected}"
         );
     }
-    let e = error(&[file(&[
-        N {
-            id: 1,
-            data: &[2],
-            ..NODE
-        },
-        N {
-            id: 2,
-            data: &[1],
-            ..NODE
-        },
-    ])]);
+}
+
+#[test]
+fn unmodelled_and_unknown_node_types_are_refused() {
+    refused(&[
+        (
+            nd(5, 2, &[], &[]),
+            "node 5 (MEM_LOAD_NODE): memory loads and stores are not modelled",
+        ),
+        (nd(5, 3, &[], &[]), "node 5 (MEM_STORE_NODE): memory loads"),
+        (
+            nd(6, 12, &[], &[]),
+            "node 6 (unknown type): type 12 is not a Chakra node type",
+        ),
+        (
+            nd(8, 4, &[99], &[]),
+            "node 8 (COMP_NODE): data_deps: node 99 is not in the file",
+        ),
+    ]);
+    let e = error(&[file(&[nd(1, 4, &[2], &[]), nd(2, 4, &[1], &[])])]);
     assert!(
         e.contains(":2: node 1 (COMP_NODE): its dependencies lead back to it"),
         "{e}"
     );
     let e = error(&[file(&[NODE, NODE])]);
-    assert!(
-        e.contains(":3: node 0 (COMP_NODE): the id is also that of the node in record 2"),
-        "{e}"
-    );
+    let twice = ":3: node 0 (COMP_NODE): the id is also that of the node in record 2";
+    assert!(e.contains(twice), "{e}");
+}
+
+#[test]
+fn bad_attributes_are_refused_by_name() {
+    let (t, s) = (|v| ("comm_type", A::I(v)), |v| ("comm_size", A::I(v)));
+    refused(&[
+        (
+            nd(7, 7, &[], &[s(1)]),
+            "node 7 (COMM_COLL_NODE): attribute comm_type is missing",
+        ),
+        (
+            nd(7, 7, &[], &[t(3), s(1)]),
+            "comm_type 3 (GATHER) is not modelled",
+        ),
+        (
+            nd(7, 7, &[], &[t(10), s(1)]),
+            "comm_type 10 is not a Chakra collective",
+        ),
+        (nd(7, 7, &[], &[t(0)]), "attribute comm_size is missing"),
+        (
+            nd(7, 7, &[], &[t(0), s(-1)]),
+            "attribute comm_size is -1, outside 0..=",
+        ),
+        (
+            nd(7, 7, &[], &[("comm_type", A::S("0")), s(1)]),
+            "attribute comm_type is not an integer",
+        ),
+        (
+            nd(7, 7, &[], &[t(0), s(1), ("pg_name", A::S("4"))]),
+            "process group \"4\" is not defined",
+        ),
+        (
+            nd(8, 5, &[], &[("comm_dst", A::I(0)), s(1)]),
+            "comm_dst is 0: the peer must be another",
+        ),
+    ]);
 }
 
 #[test]
@@ -576,22 +479,15 @@ fn rank_files_must_run_without_gaps() {
     let one = file(&[NODE]);
     let (dir, _) = write(&[one.clone(), one.clone(), one]);
     std::fs::remove_file(dir.path().join("t.1.et")).unwrap();
+    let gap = "t.1.et:0: missing: the trace's files run to rank 2";
     let e = chakra::files(dir.path()).unwrap_err().to_string();
-    assert!(
-        e.ends_with("t.1.et:0: missing: the trace's files run to rank 2"),
-        "{e}"
-    );
+    assert!(e.ends_with(gap), "{e}");
     let e = chakra::files(&dir.path().join("t"))
         .unwrap_err()
         .to_string();
-    assert!(
-        e.ends_with("t.1.et:0: missing: the trace's files run to rank 2"),
-        "{e}"
-    );
+    assert!(e.ends_with(gap), "{e}");
     std::fs::write(dir.path().join("u.0.et"), file(&[])).unwrap();
     let e = chakra::files(dir.path()).unwrap_err().to_string();
-    assert!(
-        e.ends_with("holds several Chakra traces (t.*.et, u.*.et); name one by its prefix"),
-        "{e}"
-    );
+    let several = "holds several Chakra traces (t.*.et, u.*.et); name one by its prefix";
+    assert!(e.ends_with(several), "{e}");
 }

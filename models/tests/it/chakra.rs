@@ -490,4 +490,9 @@ fn rank_files_must_run_without_gaps() {
     let e = chakra::files(dir.path()).unwrap_err().to_string();
     let several = "holds several Chakra traces (t.*.et, u.*.et); name one by its prefix";
     assert!(e.ends_with(several), "{e}");
+    let e = chakra::files(&dir.path().join("u.0.et"))
+        .unwrap_err()
+        .to_string();
+    let one = "u.0.et:0: is one rank's file of a Chakra trace: name the trace by its directory or its prefix `u`";
+    assert!(e.ends_with(one), "{e}");
 }

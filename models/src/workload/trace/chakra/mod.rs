@@ -47,8 +47,8 @@ use std::path::{Path, PathBuf};
 /// The per-rank files `path` names: a directory holding `PREFIX.N.et`
 /// files of one prefix, or a prefix whose `PREFIX.0.et` exists. `Ok(None)`
 /// when it names no Chakra trace. An error when rank files are missing
-/// (ranks run 0 to the highest, without gaps) or the directory holds
-/// several traces.
+/// (ranks run 0 to the highest, without gaps), the directory holds
+/// several traces, or `path` is one rank's file.
 pub fn files(path: &Path) -> Result<Option<Vec<PathBuf>>, WorkloadFileError> {
     let err = |path: &Path, message: String| WorkloadFileError {
         path: path.display().to_string(),
@@ -78,6 +78,12 @@ pub fn files(path: &Path) -> Result<Option<Vec<PathBuf>>, WorkloadFileError> {
         let Some(prefix) = path.file_name().and_then(|p| p.to_str()) else {
             return Ok(None);
         };
+        if let Some((of, _)) = rank_file(prefix).filter(|_| path.is_file()) {
+            let message = format!(
+                "is one rank's file of a Chakra trace: name the trace by its directory or its prefix `{of}`"
+            );
+            return Err(err(path, message));
+        }
         let dir = path.parent().unwrap_or(Path::new("")).to_path_buf();
         if !dir.join(format!("{prefix}.0.et")).is_file() {
             return Ok(None);

@@ -1,13 +1,13 @@
 //! Chakra execution traces through the command line: each of ASTRA-sim's
 //! microbenchmarks (`tests/data/chakra/`) writes the same collectives and
 //! flows tables as netsim's own collective on the same ranks, at packet
-//! and flow level; a corrupt or unmodelled trace is one line naming the
-//! file, record, node and field.
+//! and flow level; Chakra's feeder test trace runs to its end; a corrupt
+//! or unmodelled trace is one line naming the file, record, node and field.
 
 use std::path::Path;
 
 use crate::common::tables::{rows, Row};
-use crate::common::{rejects, run_out, runs_file, scratch};
+use crate::common::{rejects, run_json, run_out, runs_file, scratch};
 
 /// The rows of `table` in the run in `out`, without the `job` column (a
 /// trace's job is named after its directory, a collective's after itself).
@@ -64,6 +64,29 @@ fn astra_sim_microbenchmarks_equal_netsims_own_collectives() {
 fn astra_sim_microbenchmarks_equal_netsims_own_collectives_at_flow_level() {
     for (dir, op) in SETS {
         compare(dir, op, 8, "--fidelity flow");
+    }
+}
+
+/// Chakra's feeder test trace (one rank of a PyTorch run; unpacked with
+/// `tar` where there is one) runs to the end of its data dependencies'
+/// critical path, 46140 us, at packet and flow level: its collectives are
+/// on the one rank and send nothing.
+#[test]
+fn chakras_feeder_test_trace_runs_to_its_end() {
+    let dir = scratch("feeder");
+    let tarball = runs_file("tests/data/chakra/feeder_tests_trace.tar.gz");
+    let unpacked = std::process::Command::new("tar")
+        .args(["xzf", &tarball, "-C"])
+        .arg(&dir)
+        .status();
+    if !unpacked.is_ok_and(|s| s.success()) {
+        eprintln!("no tar: Chakra's feeder test trace is not run");
+        return;
+    }
+    for (flags, out) in [("", "packet"), ("--fidelity flow", "flow")] {
+        let line = format!("--topo star --hosts 2 --workload tests/data {flags}");
+        let out = run_out(&dir, &line, out);
+        assert_eq!(run_json(&out)["sim_end_ns"], 46_140_000, "{flags}");
     }
 }
 

@@ -216,7 +216,7 @@ impl Notes {
             }
         };
         note(self.cpu_comm, "communication nodes with is_cpu_op set (host calls that launched kernels) run as compute of their duration; ASTRA-sim refuses them");
-        note(self.ctrl_deps, "ctrl_deps (not also data_deps) are ignored: they name the operator a node ran inside, not an order");
+        note(self.ctrl_deps, "ctrl_deps are ignored: they name the operator a node ran inside, not an order (data_deps are)");
         note(self.broadcast, "BROADCAST collectives run as broadcasts; ASTRA-sim waits their duration_micros instead");
         note(self.astra_refuses, "REDUCE, REDUCE_SCATTER_BLOCK or BARRIER collectives run (a reduce-scatter for REDUCE_SCATTER_BLOCK); ASTRA-sim refuses them");
         note(self.roofline, "compute nodes have num_ops but no duration_micros and take no time; ASTRA-sim's roofline model is not modelled");

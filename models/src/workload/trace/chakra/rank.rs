@@ -154,7 +154,14 @@ fn cycle(deps: &[Vec<u32>]) -> Option<u32> {
             }
         }
     }
-    waiting.iter().position(|&w| w > 0).map(|op| op as u32)
+    // A stuck operation waits on a stuck one; following those from any
+    // stuck operation ends on the cycle within `deps.len()` steps.
+    let mut op = waiting.iter().position(|&w| w > 0)?;
+    for _ in 0..deps.len() {
+        let stuck = deps[op].iter().find(|&&d| waiting[d as usize] > 0);
+        op = *stuck.expect("a stuck operation waits on a stuck one") as usize;
+    }
+    Some(op as u32)
 }
 
 /// An integer attribute in `0..=max`, if present.

@@ -1,6 +1,5 @@
 //! A black-box mutation campaign over the `netsim` binary: shipped scenario
-//! files, workload files (TOML, SimAI text, GOAL traces, Chakra traces'
-//! bytes), an htsim connection matrix,
+//! files, workload files (TOML, SimAI text, GOAL and Chakra traces), an htsim connection matrix,
 //! a SimAI topology file and flag values are mutated and run, each with a
 //! time limit and a 4 GiB address space. Exit code 0, or 2 with one line on
 //! stderr, passes; a panic, an abort, another exit code, a multi-line error
@@ -169,8 +168,7 @@ enum Verdict {
 struct Seeds {
     scenarios: Vec<(String, String)>,
     workloads: Vec<(String, Vec<u8>)>,
-    /// ASTRA-sim's microbenchmarks: per set, each rank's Chakra file.
-    chakra: Vec<Vec<Vec<u8>>>,
+    chakra: [Vec<Vec<u8>>; 4],
     topology: String,
     run_flags: Vec<(String, bool)>,
 }
@@ -211,14 +209,12 @@ fn load_seeds(scratch: &Path) -> Seeds {
         }
     }
     workloads.sort();
-    let mut chakra = Vec::new();
-    for set in ["all_reduce", "all_gather", "all_to_all", "reduce_scatter"] {
-        for n in [4, 8] {
-            let dir = repo_root().join(format!("runs/tests/data/chakra/{set}/{n}npus_1MB"));
-            let rank = |r| std::fs::read(dir.join(format!("{set}.{r}.et"))).unwrap();
-            chakra.push((0..n).map(rank).collect());
-        }
-    }
+    // ASTRA-sim's 8-rank microbenchmarks: each rank's Chakra file.
+    let chakra = ["all_reduce", "all_gather", "all_to_all", "reduce_scatter"].map(|set| {
+        let dir = repo_root().join(format!("runs/tests/data/chakra/{set}/8npus_1MB"));
+        let read = |r| std::fs::read(dir.join(format!("{set}.{r}.et"))).unwrap();
+        (0..8).map(read).collect()
+    });
     // A SimAI topology file, written by the binary itself.
     let topo = common::words("topo spectrum-x --gpus 16 --format simai -o topo.txt");
     let o = common::netsim_command(scratch, &topo, &[])
@@ -328,24 +324,6 @@ fn mutate(rng: &mut Rng, text: &[u8], flags: &[(String, bool)]) -> Vec<u8> {
     out
 }
 
-/// One to three edits of binary `bytes`: up to two bytes replaced by up to
-/// two random ones (changed, inserted, removed), the bytes cut short, or a
-/// varint of 2^32 - 1 inserted (a length prefix past any file).
-fn mutate_bytes(rng: &mut Rng, bytes: &[u8]) -> Vec<u8> {
-    let mut out = bytes.to_vec();
-    for _ in 0..1 + rng.below(3) {
-        let at = rng.below(out.len() + 1);
-        let with: Vec<u8> = match rng.below(3) {
-            0 => vec![0xff, 0xff, 0xff, 0xff, 0x0f],
-            _ => (0..rng.below(3)).map(|_| rng.next() as u8).collect(),
-        };
-        // Up to two bytes replaced, or all to the end.
-        let end = at.saturating_add(*rng.pick(&[0, 1, 2, usize::MAX]));
-        out.splice(at..end.min(out.len()), with);
-    }
-    out
-}
-
 /// Flags that keep a run short and its output in the case's directory.
 fn short_run(args: &mut Vec<String>) {
     for a in common::words("--end-us 30 --threads 1 --quiet --out out") {
@@ -435,11 +413,18 @@ fn make_case(rng: &mut Rng, seeds: &Seeds) -> Case {
             ("GOAL trace", args)
         }
         6 => {
+            // The text edits split at 0x0a (a field-1 tag), change bytes and
+            // cut short; the varint 2^32 - 1 is a length past any file.
             let mut ranks = rng.pick(&seeds.chakra).clone();
             let victim = rng.below(ranks.len());
-            ranks[victim] = mutate_bytes(rng, &ranks[victim]);
-            let named = ranks.into_iter().enumerate();
-            files.extend(named.map(|(r, bytes)| (format!("trace.{r}.et"), bytes)));
+            ranks[victim] = mutate(rng, &ranks[victim], &seeds.run_flags);
+            let at = rng.below(ranks[victim].len() + 1);
+            if rng.chance(30) {
+                ranks[victim].splice(at..at, [0xff, 0xff, 0xff, 0xff, 0x0f]);
+            }
+            for (r, bytes) in ranks.into_iter().enumerate() {
+                files.push((format!("trace.{r}.et"), bytes));
+            }
             let mut args = s("--topo fat-tree --k 4 --workload trace");
             short_run(&mut args);
             ("Chakra trace", args)

@@ -232,7 +232,12 @@ impl WorkloadArgs {
         let mut spec = match CollectiveOp::parse(name) {
             Some(op) => self.collective_spec(op, algorithm, hosts)?,
             None => match workload::trace::read(Path::new(name)) {
-                Some(trace) => self.trace_spec(trace?, algorithm, hosts)?,
+                Some(read) => {
+                    let (trace, notes) = read?;
+                    let mut spec = self.trace_spec(trace, algorithm, hosts)?;
+                    spec.notes = notes;
+                    spec
+                }
                 None => self.file_spec(name, algorithm, hosts)?,
             },
         };

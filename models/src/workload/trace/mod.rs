@@ -15,14 +15,16 @@ use std::path::Path;
 
 /// The trace `path` names, read, when it names one: a GOAL file (by its
 /// content) or a set of Chakra per-rank files (a prefix or a directory).
-/// `None`: not a trace (another kind of workload, or no such file).
-pub fn read(path: &Path) -> Option<Result<Trace, WorkloadFileError>> {
+/// With it, what the reader has to say once (where netsim runs the trace
+/// differently from its own simulator). `None`: not a trace (another kind
+/// of workload, or no such file).
+pub fn read(path: &Path) -> Option<Result<(Trace, Vec<String>), WorkloadFileError>> {
     if goal::is_goal(path) {
-        return Some(goal::read(path));
+        return Some(goal::read(path).map(|trace| (trace, Vec::new())));
     }
     match chakra::files(path) {
         Ok(None) => None,
-        Ok(Some(files)) => Some(chakra::read(&files)),
+        Ok(Some(files)) => Some(chakra::read_noted(&files)),
         Err(e) => Some(Err(e)),
     }
 }

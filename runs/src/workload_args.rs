@@ -22,7 +22,7 @@ pub struct WorkloadArgs {
     /// A collective (allreduce, allgather, reducescatter, alltoall,
     /// broadcast, reduce, barrier), a workload file (.toml), a SimAI/AICB
     /// workload text file, a GOAL trace (.goal, by its content), or Chakra
-    /// execution traces (a directory or the PREFIX of PREFIX.<rank>.et);
+    /// execution traces (a directory or the PREFIX of PREFIX.RANK.et);
     /// replaces --traffic.
     #[arg(long)]
     pub workload: Option<String>,

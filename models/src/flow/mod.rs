@@ -283,10 +283,13 @@ pub fn simulate<S: TelemetrySink>(
             if fluid.handled_events - reported >= PROGRESS_EVERY {
                 p.window(at, fluid.handled_events - reported);
                 reported = fluid.handled_events;
-                if p.stopping() {
-                    // As the packet level's shards do (see `Progress::stop`).
-                    std::panic::resume_unwind(Box::new(netsim_engine::Stopped));
-                }
+            }
+            // At every instant, not every report: one instant of a large
+            // fabric recomputes every flow's rate, and a relaxed load is
+            // nothing beside that. Unwinds as the packet level's shards
+            // stop (see `Progress::stop`).
+            if p.stopping() {
+                std::panic::resume_unwind(Box::new(netsim_engine::Stopped));
             }
         }
     }

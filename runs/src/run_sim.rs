@@ -14,6 +14,7 @@ use crate::telemetry::{
 };
 use netsim_engine::{splitmix64, Progress, SimTime};
 use netsim_models::flow;
+use netsim_models::network::ShardOutcome;
 use netsim_models::telemetry::{
     FlowRecord, LinkSample, PfcRecord, QueueSample, SwitchOffloadRecord, TelemetrySink,
 };
@@ -186,32 +187,8 @@ impl RunArgs {
         let spans = run.take_spans();
         let events_per_shard: Vec<u64> = run.shards.iter().map(|s| s.handled_events).collect();
         let mut fcts = Fcts::default();
-        let mut tables: Vec<KeptTable> = ParquetSink::TABLES
-            .iter()
-            .map(|&name| KeptTable {
-                name,
-                parts: Vec::new(),
-            })
-            .collect();
-        let finished: anyhow::Result<[u64; 5]> =
-            run.shards
-                .into_iter()
-                .try_fold([0u64; 5], |mut rows, mut shard| {
-                    fcts.append(&mut shard.sink.fcts);
-                    let (rank, shard_id) = (shard.sink.rank, shard.sink.shard);
-                    for ((total, table), kept) in
-                        rows.iter_mut().zip(&mut tables).zip(shard.sink.finish()?)
-                    {
-                        *total += kept.rows;
-                        table.parts.push(KeptPart {
-                            rank,
-                            shard: shard_id,
-                            kept,
-                        });
-                    }
-                    Ok(rows)
-                });
-        let rows = ranks.agree(finished)?;
+        let finished = finish_shards(run.shards, &mut fcts);
+        let (rows, mut tables) = ranks.agree(finished)?;
         let outcome = Outcome {
             started,
             setup_s,
@@ -265,6 +242,36 @@ impl RunArgs {
             },
         })
     }
+}
+
+/// Finishes every shard's sink, their completion times appended to
+/// `fcts`: the rows of (flows, queues, pfc, switch_offload, links) summed
+/// over the shards, and those tables' parts when kept in memory.
+fn finish_shards(
+    shards: Vec<ShardOutcome<ParquetSink>>,
+    fcts: &mut Fcts,
+) -> anyhow::Result<([u64; 5], Vec<KeptTable>)> {
+    let mut tables: Vec<KeptTable> = ParquetSink::TABLES
+        .iter()
+        .map(|&name| KeptTable {
+            name,
+            parts: Vec::new(),
+        })
+        .collect();
+    let mut rows = [0u64; 5];
+    for mut shard in shards {
+        fcts.append(&mut shard.sink.fcts);
+        let (rank, shard_id) = (shard.sink.rank, shard.sink.shard);
+        for ((total, table), kept) in rows.iter_mut().zip(&mut tables).zip(shard.sink.finish()?) {
+            *total += kept.rows;
+            table.parts.push(KeptPart {
+                rank,
+                shard: shard_id,
+                kept,
+            });
+        }
+    }
+    Ok((rows, tables))
 }
 
 /// A hash of the node -> shard map and lookahead, to check that all ranks

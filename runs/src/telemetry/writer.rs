@@ -59,7 +59,8 @@ pub struct TableWriter<R: TableRow> {
 
 /// Where a [`TableWriter`]'s row groups go.
 enum Dest {
-    File(PartFile),
+    // Boxed: the writer's state is large, and a memory writer needs none.
+    File(Box<PartFile>),
     /// The batches a file would hold as its row groups, one each.
     Memory(Vec<RecordBatch>),
 }
@@ -82,7 +83,7 @@ impl<R: TableRow> TableWriter<R> {
     /// If `config.row_group_rows` is 0.
     pub fn create(config: &PartConfig) -> Result<Self, TelemetryError> {
         let file = PartFile::create(config, R::TABLE, &R::schema())?;
-        Ok(Self::with_dest(config, Dest::File(file)))
+        Ok(Self::with_dest(config, Dest::File(Box::new(file))))
     }
 
     /// A writer that keeps its row groups in memory ([`TableWriter::finish_kept`]

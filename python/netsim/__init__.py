@@ -22,17 +22,17 @@ import pyarrow as pa
 from . import _netsim
 
 __version__ = _netsim.__version__
-__all__ = ["run", "Run", "argv"]
+__all__ = ["run", "Run", "argv", "topology", "Topology"]
 
 
-def argv(**flags: Any) -> List[str]:
+def argv(*, _command: str = "run", **flags: Any) -> List[str]:
     """The ``netsim run`` command line that ``run(**flags)`` parses.
 
     ``k=8`` becomes ``--k 8``, ``fast_forward="on"`` ``--fast-forward on``,
     ``True`` a bare flag (``False`` and ``None`` leave the flag out), and a
     list or tuple repeats the flag once per item (``job=[...]``).
     """
-    args = ["netsim", "run"]
+    args = ["netsim", _command]
     for name, value in flags.items():
         flag = "--" + name.replace("_", "-")
         if value is None or value is False:
@@ -45,8 +45,9 @@ def argv(**flags: Any) -> List[str]:
             if isinstance(item, (dict, set, bytes)):
                 raise TypeError(f"{name}: {type(item).__name__} is not a flag value")
             args += [flag, os.fspath(item) if isinstance(item, os.PathLike) else str(item)]
-    # The CLI's own bar and summary line stay off: Python shows its own.
-    args.append("--quiet")
+    if _command == "run":
+        # The CLI's own bar and summary line stay off: Python shows its own.
+        args.append("--quiet")
     return args
 
 
@@ -68,6 +69,45 @@ def run(config: Optional[str] = None, *, progress: bool = True, **flags: Any) ->
         if bar is not None:
             bar.close()
     return Run(inner)
+
+
+def topology(kind: str = "fat-tree", **flags: Any) -> "Topology":
+    """The fabric ``netsim topo KIND`` generates with the topology flags
+    ``flags`` (``k=8``, ``link_gbps=400``, ...; a run's ``topo`` is ``kind``),
+    as tables of its nodes and links."""
+    args = argv(_command="topo", **flags)
+    nodes, links = _netsim.topology(args[:2] + [kind] + args[2:])
+    return Topology(pa.Table.from_batches([nodes]), pa.Table.from_batches([links]))
+
+
+class Topology:
+    """A fabric: ``nodes`` (node id, role, structural coordinates) and
+    ``links`` (endpoints ``a`` and ``b``, ``bandwidth_bps``, ``latency_ps``,
+    ``tier``), with the ids a run's tables use."""
+
+    def __init__(self, nodes: pa.Table, links: pa.Table):
+        self.nodes = nodes
+        self.links = links
+
+    def to_networkx(self):
+        """The fabric as a ``networkx.Graph`` (needs networkx), nodes and
+        edges carrying their columns; parallel links between two nodes are
+        one edge whose ``links`` attribute counts them."""
+        import networkx as nx
+
+        graph = nx.Graph()
+        for row in self.nodes.to_pylist():
+            graph.add_node(row.pop("node"), **row)
+        for row in self.links.to_pylist():
+            a, b = row.pop("a"), row.pop("b")
+            if graph.has_edge(a, b):
+                graph[a][b]["links"] += 1
+            else:
+                graph.add_edge(a, b, links=1, **row)
+        return graph
+
+    def __repr__(self) -> str:
+        return f"<netsim.Topology: {self.nodes.num_rows} nodes, {self.links.num_rows} links>"
 
 
 class _ProgressBar:

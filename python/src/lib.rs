@@ -21,6 +21,8 @@ use std::path::PathBuf;
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
+mod fabric;
+
 /// How often the calling thread looks for Ctrl-C and reports progress.
 const POLL: Duration = Duration::from_millis(100);
 
@@ -201,6 +203,27 @@ fn run(py: Python<'_>, argv: Vec<String>, on_progress: Option<PyObject>) -> PyRe
     }
 }
 
+/// `netsim topo` with the arguments `argv` (the program name first): the
+/// fabric's nodes and links as two `pyarrow.RecordBatch`es, shared with
+/// Rust. Bad arguments raise `ValueError` with the CLI's one-line message.
+#[pyfunction]
+fn topology(py: Python<'_>, argv: Vec<String>) -> PyResult<(PyObject, PyObject)> {
+    let cli = Cli::try_parse_from(argv).map_err(|e| PyValueError::new_err(clap_line(&e)))?;
+    let Command::Topo(cmd) = cli.command else {
+        return Err(PyValueError::new_err(
+            "netsim.topology generates a topology",
+        ));
+    };
+    let topo = py
+        .allow_threads(|| cmd.topology.generate(&cmd.kind))
+        .map_err(|e| PyValueError::new_err(one_line(&e)))?;
+    let pyarrow = py.import("pyarrow")?;
+    Ok((
+        export_batch(&pyarrow, &fabric::nodes(&topo))?.unbind(),
+        export_batch(&pyarrow, &fabric::links(&topo))?.unbind(),
+    ))
+}
+
 /// A clap error on one line, as the `netsim` binary prints it.
 fn clap_line(error: &clap::Error) -> String {
     let text = error.to_string();
@@ -225,6 +248,7 @@ fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
 #[pymodule]
 fn _netsim(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(run, module)?)?;
+    module.add_function(wrap_pyfunction!(topology, module)?)?;
     module.add_class::<RunResult>()?;
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

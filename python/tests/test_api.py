@@ -209,3 +209,23 @@ def test_dataframes():
     assert "flows" in dir(run)
     with pytest.raises(AttributeError):
         run.no_such_table
+
+
+def test_topology_has_the_runs_nodes_and_links():
+    fabric = netsim.topology("fat-tree", k=4, link_gbps=400)
+    run = netsim.run(topo="fat-tree", k=4, link_gbps=400, sample_ns=10_000, progress=False)
+    assert fabric.nodes.num_rows == run.summary["nodes"] == 36
+    assert fabric.links.num_rows == run.summary["links"] == 48
+    assert fabric.nodes["role"].to_pylist().count("host") == run.summary["hosts"]
+    assert set(fabric.links["bandwidth_bps"].to_pylist()) == {400_000_000_000}
+    # A run's links table has both directions of each link, named as here.
+    directed = set(zip(run.links["src"].to_pylist(), run.links["dst"].to_pylist(),
+                       run.links["tier"].to_pylist()))
+    undirected = set(zip(fabric.links["a"].to_pylist(), fabric.links["b"].to_pylist(),
+                         fabric.links["tier"].to_pylist()))
+    assert undirected <= directed and len(directed) == 2 * len(undirected)
+    with pytest.raises(ValueError, match="--k"):
+        netsim.topology("fat-tree", k=3)
+    networkx = pytest.importorskip("networkx")
+    graph = fabric.to_networkx()
+    assert graph.number_of_nodes() == 36 and networkx.is_connected(graph)

@@ -53,7 +53,7 @@ pub mod wire;
 pub use executor::{rank_shards, Executor, Threads};
 pub use ids::{NodeId, ShardId};
 pub use layout::{Layout, LayoutError};
-pub use progress::Progress;
+pub use progress::{Progress, Stopped};
 pub use queue::{Event, EventQueue, MAX_NODES};
 pub use rng::{splitmix64, NodeRng};
 pub use shard::{run_shard, AllMax, Context, Model, ShardReport, SkipProposal, SkipStats};

@@ -1,7 +1,8 @@
-//! A live view of how far a run has got, for a progress display on another thread.
+//! A live view of how far a run has got, for a progress display on another
+//! thread, and the way that thread asks the run to stop.
 
 use crate::SimTime;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// How far a run has got: the simulated time all shards have reached and the
 /// events handled so far.
@@ -10,11 +11,23 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// operations each), never per event, so passing one costs nothing
 /// measurable; any thread may read it at any time. Under MPI each rank has its
 /// own, counting the events of that rank's shards.
+///
+/// [`Progress::stop`] asks the run to stop (Ctrl-C in the Python API): the
+/// shards look once per window, the same cost as reporting, and the run
+/// unwinds with [`Stopped`] rather than returning a partial result.
 #[derive(Debug, Default)]
 pub struct Progress {
     time_ps: AtomicU64,
     events: AtomicU64,
+    stop: AtomicBool,
 }
+
+/// The unwind payload of a run stopped through [`Progress::stop`]: no shard
+/// failed, and nothing the run produced is complete. Raised with
+/// `std::panic::resume_unwind`, so no panic message is printed; whoever
+/// asked for the stop catches it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stopped;
 
 impl Progress {
     pub fn new() -> Progress {
@@ -29,6 +42,16 @@ impl Progress {
     /// Events handled so far by the shards reporting here.
     pub fn events(&self) -> u64 {
         self.events.load(Ordering::Relaxed)
+    }
+
+    /// Asks the run to stop at its next window (any thread, any time).
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether [`Progress::stop`] was called.
+    pub fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
     }
 
     /// Every event before `window_start` has been handled (a shard starts

@@ -207,7 +207,8 @@ pub struct ShardReport<M> {
 /// lookahead`, so handling up to there is safe.
 ///
 /// With `progress`, the shard reports the window start and its handled
-/// events there once per window.
+/// events there once per window, and returns [`Aborted`] (aborting the
+/// others) once [`Progress::stop`] was called.
 ///
 /// Fast-forward: when the model has a [`Model::skip_period`] `P`, windows
 /// also end at the check instants `P, 2P, ...` (after a jump of `d` from
@@ -261,6 +262,12 @@ pub fn run_shard<M: Model, C: Comm<M::Payload>>(
             };
             progress.window(reached, handled_events - reported_events);
             reported_events = handled_events;
+            if progress.stopping() {
+                // Every shard stops: the others at their own look or at
+                // the next exchange, which now fails.
+                comm.abort();
+                return Err(Aborted);
+            }
         }
         if global_next >= end {
             break;

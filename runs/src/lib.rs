@@ -18,6 +18,7 @@ pub mod run_cmd;
 pub mod run_plan;
 pub mod run_sim;
 pub mod run_summary;
+pub mod run_tables;
 pub mod scenario;
 pub mod telemetry;
 pub mod topo_cmd;

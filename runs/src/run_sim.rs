@@ -1,15 +1,20 @@
 //! Running a plan on this process's shards: each shard's telemetry
-//! streamed to its Parquet part files, the simulation with its progress
-//! bar, and what the shards did handed to `run_summary.rs`.
+//! streamed to its Parquet part files (or kept in memory for the Python
+//! API), the simulation with its progress bar, and what the shards did
+//! handed to `run_summary.rs`.
 
 use crate::fcts::Fcts;
 use crate::progress::with_progress_bar;
 use crate::ranks::Ranks;
 use crate::run_cmd::{Fidelity, RunArgs};
 use crate::run_summary::Outcome;
-use crate::telemetry::{prepare_output_dir, PartConfig, TableWriter, TelemetryError, TABLES};
+use crate::run_tables::{KeptPart, KeptTable, Output, RunTables};
+use crate::telemetry::{
+    prepare_output_dir, Kept, PartConfig, TableRow, TableWriter, TelemetryError, TABLES,
+};
 use netsim_engine::{splitmix64, Progress, SimTime};
 use netsim_models::flow;
+use netsim_models::network::ShardOutcome;
 use netsim_models::telemetry::{
     FlowRecord, LinkSample, PfcRecord, QueueSample, SwitchOffloadRecord, TelemetrySink,
 };
@@ -17,10 +22,13 @@ use netsim_partition::Partition;
 use std::sync::Mutex;
 use std::time::Instant;
 
-/// The telemetry of one shard, streamed to its Parquet part files. The first
-/// write error is kept and reported after the run; the rows after it are
-/// dropped rather than stopping the simulation midway.
+/// The telemetry of one shard, streamed to its Parquet part files (or kept
+/// in memory). The first write error is kept and reported after the run;
+/// the rows after it are dropped rather than stopping the simulation midway.
 struct ParquetSink {
+    /// The part's rank and shard.
+    rank: u32,
+    shard: u32,
     flows: TableWriter<FlowRecord>,
     queues: TableWriter<QueueSample>,
     pfc: TableWriter<PfcRecord>,
@@ -38,18 +46,27 @@ impl ParquetSink {
         }
     }
 
-    /// Renames the part files into place; returns rows of (flows, queues,
-    /// pfc, switch_offload, links).
-    fn finish(self) -> Result<[u64; 5], TelemetryError> {
+    /// The names of the tables [`ParquetSink::finish`] returns, in order.
+    const TABLES: [&'static str; 5] = [
+        FlowRecord::TABLE,
+        QueueSample::TABLE,
+        PfcRecord::TABLE,
+        SwitchOffloadRecord::TABLE,
+        LinkSample::TABLE,
+    ];
+
+    /// Renames the part files into place; returns what was kept of (flows,
+    /// queues, pfc, switch_offload, links).
+    fn finish(self) -> Result<[Kept; 5], TelemetryError> {
         if let Some(e) = self.error {
             return Err(e);
         }
         Ok([
-            self.flows.finish()?,
-            self.queues.finish()?,
-            self.pfc.finish()?,
-            self.switch_offload.finish()?,
-            self.links.finish()?,
+            self.flows.finish_kept()?,
+            self.queues.finish_kept()?,
+            self.pfc.finish_kept()?,
+            self.switch_offload.finish_kept()?,
+            self.links.finish_kept()?,
         ])
     }
 }
@@ -85,6 +102,28 @@ impl RunArgs {
     /// calls it with the same flags; rank 0 writes `run.json`, the
     /// `collectives` table, the progress bar and the summary line.
     pub fn run(&self, ranks: &Ranks) -> anyhow::Result<()> {
+        self.run_with(ranks, Output::Files, &Progress::new())
+            .map(drop)
+    }
+
+    /// Runs the scenario in this process, its tables and summary kept in
+    /// memory rather than written (the Python API). The caller may watch
+    /// `progress` from another thread and stop the run through it: the
+    /// run then unwinds with [`netsim_engine::Stopped`].
+    pub fn run_in_memory(&self, progress: &Progress) -> anyhow::Result<RunTables> {
+        let ranks = Ranks::init()?;
+        let tables = self.run_with(&ranks, Output::Memory, progress)?;
+        Ok(tables.expect("a single process is rank 0"))
+    }
+
+    /// The run, its tables going to `output`; rank 0 returns them when
+    /// they were kept in memory.
+    fn run_with(
+        &self,
+        ranks: &Ranks,
+        output: Output,
+        progress: &Progress,
+    ) -> anyhow::Result<Option<RunTables>> {
         let started = Instant::now();
         let (rank, size) = (ranks.rank(), ranks.size());
         let plan = ranks.agree(self.plan_for(rank, size))?;
@@ -103,7 +142,7 @@ impl RunArgs {
             row_group_rows: crate::telemetry::DEFAULT_ROW_GROUP_ROWS,
         };
         // Rank 0 clears the output directory before anyone writes into it.
-        ranks.agree(if rank == 0 {
+        ranks.agree(if rank == 0 && output == Output::Files {
             prepare_output_dir(&self.out, TABLES).map_err(Into::into)
         } else {
             Ok(())
@@ -112,20 +151,8 @@ impl RunArgs {
             local
                 .clone()
                 .map(|shard| {
-                    let part = part(shard);
-                    Ok(Mutex::new(Some(ParquetSink {
-                        flows: TableWriter::create(&part)?,
-                        queues: TableWriter::create(&part)?,
-                        pfc: TableWriter::create(&part)?,
-                        switch_offload: TableWriter::create(&part)?,
-                        links: TableWriter::create(&part)?,
-                        error: None,
-                        // One flow-level sink sees every flow.
-                        fcts: match self.fidelity {
-                            Fidelity::Flow => Fcts::with_capacity(plan.fabric.workload.flows.len()),
-                            Fidelity::Packet => Fcts::default(),
-                        },
-                    })))
+                    self.sink(output, &part(shard), &plan)
+                        .map(|s| Mutex::new(Some(s)))
                 })
                 .collect::<Result<Vec<_>, TelemetryError>>()
                 .map_err(Into::into),
@@ -134,7 +161,6 @@ impl RunArgs {
         let end = self.end()?;
 
         let sim_started = Instant::now();
-        let progress = Progress::new();
         let known_end = (end != SimTime::MAX).then_some(end);
         // Under MPI the bar is rank 0's (its shards' events).
         let show_progress = !self.quiet && rank == 0;
@@ -145,16 +171,15 @@ impl RunArgs {
                 .take()
                 .expect("each shard takes its sink once")
         };
-        let mut run = with_progress_bar(&progress, known_end, show_progress, || {
-            match self.fidelity {
+        let mut run =
+            with_progress_bar(progress, known_end, show_progress, || match self.fidelity {
                 Fidelity::Packet => {
-                    ranks.simulate(&plan.fabric, layout, end, Some(&progress), |shard| {
+                    ranks.simulate(&plan.fabric, layout, end, Some(progress), |shard| {
                         take_sink(shard.index())
                     })
                 }
-                Fidelity::Flow => flow::simulate(&plan.fabric, end, Some(&progress), take_sink(0)),
-            }
-        });
+                Fidelity::Flow => flow::simulate(&plan.fabric, end, Some(progress), take_sink(0)),
+            });
         let sim_s = sim_started.elapsed().as_secs_f64();
 
         let stats = run.stats();
@@ -162,17 +187,8 @@ impl RunArgs {
         let spans = run.take_spans();
         let events_per_shard: Vec<u64> = run.shards.iter().map(|s| s.handled_events).collect();
         let mut fcts = Fcts::default();
-        let finished: anyhow::Result<[u64; 5]> =
-            run.shards
-                .into_iter()
-                .try_fold([0u64; 5], |mut rows, mut shard| {
-                    fcts.append(&mut shard.sink.fcts);
-                    for (total, n) in rows.iter_mut().zip(shard.sink.finish()?) {
-                        *total += n;
-                    }
-                    Ok(rows)
-                });
-        let rows = ranks.agree(finished)?;
+        let finished = finish_shards(run.shards, &mut fcts);
+        let (rows, mut tables) = ranks.agree(finished)?;
         let outcome = Outcome {
             started,
             setup_s,
@@ -186,8 +202,76 @@ impl RunArgs {
             windows: run.windows,
             sim_end: run.sim_end,
         };
-        self.write_summary(ranks, &plan, outcome, &part(0))
+        let summary = self.write_summary(ranks, &plan, outcome, &part(0), output)?;
+        Ok(match (output, summary) {
+            (Output::Memory, Some((summary, kept))) => {
+                tables.extend(kept);
+                // In the order the CLI lists its tables.
+                tables.sort_by_key(|t| TABLES.iter().position(|&name| name == t.name));
+                Some(RunTables {
+                    tables,
+                    summary,
+                    scenario: plan.scenario.clone(),
+                    seed: self.seed,
+                })
+            }
+            _ => None,
+        })
     }
+
+    /// The telemetry sink of the part `part`.
+    fn sink(
+        &self,
+        output: Output,
+        part: &PartConfig,
+        plan: &crate::run_plan::Plan,
+    ) -> Result<ParquetSink, TelemetryError> {
+        Ok(ParquetSink {
+            rank: part.rank,
+            shard: part.shard,
+            flows: output.writer(part)?,
+            queues: output.writer(part)?,
+            pfc: output.writer(part)?,
+            switch_offload: output.writer(part)?,
+            links: output.writer(part)?,
+            error: None,
+            // One flow-level sink sees every flow.
+            fcts: match self.fidelity {
+                Fidelity::Flow => Fcts::with_capacity(plan.fabric.workload.flows.len()),
+                Fidelity::Packet => Fcts::default(),
+            },
+        })
+    }
+}
+
+/// Finishes every shard's sink, their completion times appended to
+/// `fcts`: the rows of (flows, queues, pfc, switch_offload, links) summed
+/// over the shards, and those tables' parts when kept in memory.
+fn finish_shards(
+    shards: Vec<ShardOutcome<ParquetSink>>,
+    fcts: &mut Fcts,
+) -> anyhow::Result<([u64; 5], Vec<KeptTable>)> {
+    let mut tables: Vec<KeptTable> = ParquetSink::TABLES
+        .iter()
+        .map(|&name| KeptTable {
+            name,
+            parts: Vec::new(),
+        })
+        .collect();
+    let mut rows = [0u64; 5];
+    for mut shard in shards {
+        fcts.append(&mut shard.sink.fcts);
+        let (rank, shard_id) = (shard.sink.rank, shard.sink.shard);
+        for ((total, table), kept) in rows.iter_mut().zip(&mut tables).zip(shard.sink.finish()?) {
+            *total += kept.rows;
+            table.parts.push(KeptPart {
+                rank,
+                shard: shard_id,
+                kept,
+            });
+        }
+    }
+    Ok((rows, tables))
 }
 
 /// A hash of the node -> shard map and lookahead, to check that all ranks

@@ -7,7 +7,8 @@ use crate::fcts::Fcts;
 use crate::ranks::Ranks;
 use crate::run_cmd::RunArgs;
 use crate::run_plan::Plan;
-use crate::telemetry::{write_run_json, PartConfig, TableWriter};
+use crate::run_tables::{KeptPart, KeptTable, Output};
+use crate::telemetry::{write_run_json, PartConfig, TableRow};
 use netsim_engine::{SimTime, SkipStats};
 use netsim_models::network::{collective_record, merge_spans, CollectiveSpan, NetStats};
 use netsim_models::telemetry::{CollectiveRecord, FaultRecord};
@@ -144,6 +145,8 @@ impl Totals {
 
 /// What rank 0 wrote of the collectives and faults.
 struct Written {
+    /// Both tables, when kept in memory.
+    kept: Vec<KeptTable>,
     /// Collectives in the workload that have a span.
     collectives: usize,
     collectives_finished: usize,
@@ -151,48 +154,65 @@ struct Written {
     fault_rows: u64,
 }
 
-/// The `collectives` and `faults` tables, into `part0`: one row per
-/// collective, from what every shard of every rank saw of it (`spans`,
-/// freed once written), and one per fault.
+/// The `collectives` and `faults` tables, into `part0` of `output`: one
+/// row per collective, from what every shard of every rank saw of it
+/// (`spans`, freed once written), and one per fault.
 fn write_tables(
     plan: &Plan,
     spans: Vec<CollectiveSpan>,
     part0: &PartConfig,
+    output: Output,
 ) -> anyhow::Result<Written> {
     let workload = &plan.fabric.workload;
     let collectives = workload.collectives.len().min(spans.len());
     let mut collectives_finished = 0;
-    let mut writer = TableWriter::<CollectiveRecord>::create(part0)?;
+    let mut writer = output.writer::<CollectiveRecord>(part0)?;
     for (id, span) in spans.iter().enumerate().take(collectives) {
         let c = collective_record(workload, id as u32, span);
         collectives_finished += usize::from(c.end_ns.is_some());
         writer.push(&c)?;
     }
     drop(spans);
-    let collective_rows = writer.finish()?;
-    let mut writer = TableWriter::<FaultRecord>::create(part0)?;
+    let collective_kept = writer.finish_kept()?;
+    let mut writer = output.writer::<FaultRecord>(part0)?;
     for f in fault_records(&plan.fabric.faults) {
         writer.push(&f)?;
     }
+    let fault_kept = writer.finish_kept()?;
+    let (collective_rows, fault_rows) = (collective_kept.rows, fault_kept.rows);
+    let part = |name, kept| KeptTable {
+        name,
+        parts: vec![KeptPart {
+            rank: part0.rank,
+            shard: part0.shard,
+            kept,
+        }],
+    };
     Ok(Written {
+        kept: vec![
+            part(CollectiveRecord::TABLE, collective_kept),
+            part(FaultRecord::TABLE, fault_kept),
+        ],
         collectives,
         collectives_finished,
         collective_rows,
-        fault_rows: writer.finish()?,
+        fault_rows,
     })
 }
 
 impl RunArgs {
     /// Gathers every rank's [`Outcome`] on rank 0, which writes the
-    /// `collectives` and `faults` tables (into `part0`), `run.json` and the
-    /// summary line. Collective under MPI.
+    /// `collectives` and `faults` tables (into `part0` of `output`),
+    /// `run.json` and the summary line. Collective under MPI. Rank 0
+    /// returns `run.json`'s contents and, kept in memory, the two tables.
     pub(crate) fn write_summary(
         &self,
         ranks: &Ranks,
         plan: &Plan,
         outcome: Outcome,
         part0: &PartConfig,
-    ) -> anyhow::Result<()> {
+        output: Output,
+    ) -> anyhow::Result<Option<(serde_json::Value, Vec<KeptTable>)>> {
         let size = ranks.size();
         let mine = outcome.words();
         let record = mine.len();
@@ -210,10 +230,10 @@ impl RunArgs {
             )
         };
         let (Some(gathered), Some(mut fcts), Some(spans)) = (gathered, fcts, spans) else {
-            return Ok(());
+            return Ok(None);
         };
         let totals = Totals::from_words(&gathered, record);
-        let written = write_tables(plan, spans, part0)?;
+        let mut written = write_tables(plan, spans, part0, output)?;
         let fct_ns = (fcts.percentile(0.5), fcts.percentile(0.99));
         drop(fcts);
         let run = RunFigures {
@@ -223,11 +243,13 @@ impl RunArgs {
             fct_ns,
         };
         let summary = self.summary_json(plan, &run, &totals, &written);
-        write_run_json(&self.out, &summary)?;
+        if output == Output::Files {
+            write_run_json(&self.out, &summary)?;
+        }
         if !self.quiet {
             self.print_summary(plan, &run, &totals, &written);
         }
-        Ok(())
+        Ok(Some((summary, std::mem::take(&mut written.kept))))
     }
 
     /// `run.json`'s contents.

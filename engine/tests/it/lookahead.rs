@@ -1,8 +1,8 @@
 //! The engine catches a model that sends a cross-shard event earlier than the
 //! lookahead allows, and stops the other shards instead of hanging; a
-//! progress handle ends up counting every event.
+//! progress handle ends up counting every event, and stops a run when asked.
 
-use netsim_engine::{run_on_threads, Context, Layout, Model, NodeId, Progress, SimTime};
+use netsim_engine::{run_on_threads, Context, Layout, Model, NodeId, Progress, SimTime, Stopped};
 
 /// Node 0 pings node 1 with a fixed delay; node 1 answers back.
 struct PingPong {
@@ -43,6 +43,28 @@ fn progress_counts_every_event_and_reaches_the_last_one() {
     assert_eq!(progress.events(), 100);
     // Events at 1, 11, ..., 991 ns.
     assert_eq!(progress.sim_time(), SimTime::from_ns(991));
+}
+
+#[test]
+fn a_run_asked_to_stop_unwinds_with_stopped() {
+    let layout = Layout::blocks(2, 2, SimTime::from_ns(10)).unwrap();
+    let progress = Progress::new();
+    let unwound = std::thread::scope(|scope| {
+        scope.spawn(|| {
+            while progress.events() < 1_000 {
+                std::thread::yield_now();
+            }
+            progress.stop();
+        });
+        // Without an end, the ping-pong goes on until it is stopped.
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            run_on_threads(&layout, 1, SimTime::MAX, Some(&progress), |_, _| PingPong {
+                delay: SimTime::from_ns(10),
+            })
+        }))
+    });
+    let payload = unwound.err().expect("the run returned instead of stopping");
+    assert!(payload.is::<Stopped>());
 }
 
 #[test]

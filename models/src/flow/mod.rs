@@ -187,7 +187,8 @@ struct Fluid<'f, S> {
 
 /// Runs `fabric` at flow level until every flow has finished or `end` is
 /// reached, on the calling thread. The outcome has the shape of a packet
-/// run on one shard.
+/// run on one shard. Unwinds with [`netsim_engine::Stopped`] once
+/// `progress` was asked to stop.
 pub fn simulate<S: TelemetrySink>(
     fabric: &Fabric,
     end: SimTime,
@@ -282,6 +283,13 @@ pub fn simulate<S: TelemetrySink>(
             if fluid.handled_events - reported >= PROGRESS_EVERY {
                 p.window(at, fluid.handled_events - reported);
                 reported = fluid.handled_events;
+            }
+            // At every instant, not every report: one instant of a large
+            // fabric recomputes every flow's rate, and a relaxed load is
+            // nothing beside that. Unwinds as the packet level's shards
+            // stop (see `Progress::stop`).
+            if p.stopping() {
+                std::panic::resume_unwind(Box::new(netsim_engine::Stopped));
             }
         }
     }

@@ -5,27 +5,17 @@
 //! (the gathered output). The binary's tables are compared in
 //! `runs/tests/it/chakra.rs`.
 
-use crate::common::{self, cc_none, layout};
+use crate::common;
 use netsim_engine::SimTime;
-use netsim_models::network::{collective_records, simulate, Fabric, NetRun};
+use netsim_models::network::{collective_records, Fabric, NetRun};
 use netsim_models::telemetry::MemorySink;
 use netsim_models::workload::groups::GroupSpec;
 use netsim_models::workload::trace::chakra;
-use netsim_models::workload::{build, CollectiveOp, Dtype, OpSpec, ReduceOp, WorkloadSpec};
+use netsim_models::workload::{CollectiveOp, Dtype, OpSpec, ReduceOp, WorkloadSpec};
 use std::path::Path;
 use std::sync::Arc;
 
-fn run(hosts: u32, spec: &WorkloadSpec) -> (Fabric, NetRun<MemorySink>) {
-    let topo = netsim_topo::build(&common::star(hosts)).unwrap();
-    let routing = netsim_topo::Routing::build(&topo).unwrap();
-    let workload = build(spec, &topo, &cc_none()).unwrap();
-    let fabric = Fabric::with_workload(topo, routing, workload, cc_none(), 7);
-    let layout = layout(&fabric.topo, 1);
-    let run = simulate(&fabric, &layout, SimTime::from_us(1_000_000), None, |_| {
-        MemorySink::default()
-    });
-    (fabric, run)
-}
+use crate::common::star_run as run;
 
 #[test]
 fn each_microbenchmark_runs_as_netsims_own_collective() {

@@ -4,9 +4,9 @@
 //! source, a dependency on another operation's start, and the errors of a
 //! trace whose ranks cannot agree.
 
-use crate::common::{self, cc_none, layout};
+use crate::common::{self, cc_none};
 use netsim_engine::SimTime;
-use netsim_models::network::{collective_records, simulate, Fabric, NetRun};
+use netsim_models::network::{collective_records, Fabric, NetRun};
 use netsim_models::telemetry::MemorySink;
 use netsim_models::workload::groups::GroupSpec;
 use netsim_models::workload::trace::{Dep, Op, OpKind, Trace, TraceBuilder};
@@ -25,17 +25,7 @@ fn spec_of(trace: Trace) -> WorkloadSpec {
     }
 }
 
-fn run(hosts: u32, spec: &WorkloadSpec) -> (Fabric, NetRun<MemorySink>) {
-    let topo = netsim_topo::build(&common::star(hosts)).unwrap();
-    let routing = netsim_topo::Routing::build(&topo).unwrap();
-    let workload = build(spec, &topo, &cc_none()).unwrap();
-    let fabric = Fabric::with_workload(topo, routing, workload, cc_none(), 7);
-    let layout = layout(&fabric.topo, 1);
-    let run = simulate(&fabric, &layout, SimTime::from_us(1_000_000), None, |_| {
-        MemorySink::default()
-    });
-    (fabric, run)
-}
+use crate::common::star_run as run;
 
 fn build_error(hosts: u32, trace: Trace) -> String {
     let topo = netsim_topo::build(&common::star(hosts)).unwrap();

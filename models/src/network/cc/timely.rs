@@ -112,16 +112,9 @@ impl Timely {
 mod tests {
     use super::*;
 
+    /// ns-3's defaults, as netsim's.
     fn config() -> TimelyConfig {
-        TimelyConfig {
-            alpha: 0.875,
-            beta: 0.8,
-            t_low: SimTime::from_us(50),
-            t_high: SimTime::from_us(500),
-            min_rtt: SimTime::from_us(20),
-            additive_increase_bps: 50_000_000,
-            hyper_increase_bps: 100_000_000,
-        }
+        crate::network::config::NetConfig::default().timely
     }
 
     const LINE: u64 = 100_000_000_000;

@@ -156,3 +156,24 @@ pub fn packets(fabric: &netsim_models::network::Fabric) -> NetRun<MemorySink> {
         MemorySink::default()
     })
 }
+
+/// `spec` built on a [`star`] of `hosts` hosts under [`cc_none`] and run at
+/// packet level on one shard, for at most a simulated second.
+pub fn star_run(
+    hosts: u32,
+    spec: &netsim_models::workload::WorkloadSpec,
+) -> (Fabric, NetRun<MemorySink>) {
+    let topo = netsim_topo::build(&star(hosts)).unwrap();
+    let routing = netsim_topo::Routing::build(&topo).unwrap();
+    let workload = netsim_models::workload::build(spec, &topo, &cc_none()).unwrap();
+    let fabric = Fabric::with_workload(topo, routing, workload, cc_none(), 7);
+    let layout = layout(&fabric.topo, 1);
+    let run = netsim_models::network::simulate(
+        &fabric,
+        &layout,
+        SimTime::from_us(1_000_000),
+        None,
+        |_| MemorySink::default(),
+    );
+    (fabric, run)
+}

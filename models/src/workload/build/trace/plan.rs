@@ -5,6 +5,7 @@
 use crate::workload::spec::BuildError;
 use crate::workload::trace::{OpKind, Trace};
 use crate::workload::NONE;
+use std::collections::HashMap;
 
 /// What the trace's operations are to each other, worked out once.
 pub(super) struct Plan {
@@ -129,9 +130,17 @@ fn match_messages(trace: &Trace, rank: &[u32]) -> Result<Vec<u32>, BuildError> {
             sends_to[to as usize].push(i);
         }
     }
+    let sent_tag = |s: u32| match trace.ops[s as usize].kind {
+        OpKind::Send { tag, .. } => tag,
+        _ => unreachable!("only sends are listed"),
+    };
     for (dst, sends) in sends_to.iter().enumerate() {
-        let wildcards = [false, true];
-        for any_source in wildcards {
+        // `sends` is in (source, program) order: per source, where its
+        // first unmatched send is, and the same over all sources, so that
+        // matching costs one pass when tags agree, not a scan per receive.
+        let mut first_unmatched: HashMap<u32, usize> = HashMap::new();
+        let mut any_first_unmatched = 0;
+        for any_source in [false, true] {
             for i in trace.rank_ops(dst as u32) {
                 let OpKind::Recv { from, tag, .. } = trace.ops[i as usize].kind else {
                     continue;
@@ -139,27 +148,37 @@ fn match_messages(trace: &Trace, rank: &[u32]) -> Result<Vec<u32>, BuildError> {
                 if from.is_none() != any_source {
                     continue;
                 }
-                let matched = sends.iter().copied().find(|&s| {
-                    let OpKind::Send { tag: sent_tag, .. } = trace.ops[s as usize].kind else {
-                        unreachable!("only sends are listed");
-                    };
-                    partner[s as usize] == NONE
-                        && from.is_none_or(|f| rank[s as usize] == f)
-                        && tag.is_none_or(|t| t == sent_tag)
-                });
-                match matched {
-                    Some(s) => {
-                        partner[s as usize] = i;
-                        partner[i as usize] = s;
+                let (start, end) = match from {
+                    Some(f) => {
+                        let start = *first_unmatched
+                            .entry(f)
+                            .or_insert_with(|| sends.partition_point(|&s| rank[s as usize] < f));
+                        (start, sends.partition_point(|&s| rank[s as usize] <= f))
                     }
-                    None => {
-                        return Err(op_error(
-                            trace,
-                            i,
-                            rank,
-                            "a receive that no send of the trace matches",
-                        ))
+                    None => (any_first_unmatched, sends.len()),
+                };
+                let Some(k) = (start..end).find(|&k| {
+                    let s = sends[k];
+                    partner[s as usize] == NONE && tag.is_none_or(|t| t == sent_tag(s))
+                }) else {
+                    return Err(op_error(
+                        trace,
+                        i,
+                        rank,
+                        "a receive that no send of the trace matches",
+                    ));
+                };
+                partner[sends[k] as usize] = i;
+                partner[i as usize] = sends[k];
+                let mut next = start;
+                while next < end && partner[sends[next] as usize] != NONE {
+                    next += 1;
+                }
+                match from {
+                    Some(f) => {
+                        first_unmatched.insert(f, next);
                     }
+                    None => any_first_unmatched = next,
                 }
             }
         }

@@ -10,6 +10,8 @@
 //! steady-state population, pushing and popping never allocate.
 
 use crate::{NodeId, SimTime};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 
 /// An event: when, who created it (the ordering key), who handles it, and what.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -113,8 +115,11 @@ pub struct EventQueue<P> {
     /// Time of the events in `current`, or of the last event taken out;
     /// every pending event is at or after it.
     last: u64,
-    /// The events at `last`, latest key first, so the next one is the last.
-    current: Vec<Entry>,
+    /// The events at `last` as `(order, slot)`, least order on top: a heap,
+    /// since a shard can schedule a million events at one instant (every
+    /// flow of a large traffic matrix at time zero), where keeping a sorted
+    /// vector by insertion costs the square of that.
+    current: BinaryHeap<Reverse<(u64, u32)>>,
     buckets: [Vec<Entry>; BUCKETS],
     /// The earliest time in each bucket (`u64::MAX` when empty).
     least: [u64; BUCKETS],
@@ -137,7 +142,7 @@ impl<P> Default for EventQueue<P> {
     fn default() -> Self {
         EventQueue {
             last: 0,
-            current: Vec::new(),
+            current: BinaryHeap::new(),
             buckets: std::array::from_fn(|_| Vec::new()),
             least: [u64::MAX; BUCKETS],
             full: 0,
@@ -199,10 +204,7 @@ impl<P: Copy> EventQueue<P> {
             slot,
         };
         if at == self.last {
-            // Latest key first: the new event goes before the first
-            // earlier one.
-            let pos = self.current.partition_point(|e| e.order > entry.order);
-            self.current.insert(pos, entry);
+            self.current.push(Reverse((entry.order, entry.slot)));
         } else {
             self.push_bucket(entry);
         }
@@ -217,12 +219,12 @@ impl<P: Copy> EventQueue<P> {
             }
             self.refill();
         }
-        let entry = self.current.pop()?;
-        self.free.push(entry.slot);
-        let (target, payload) = self.bodies[entry.slot as usize];
+        let Reverse((order, slot)) = self.current.pop()?;
+        self.free.push(slot);
+        let (target, payload) = self.bodies[slot as usize];
         Some(Event::from_parts(
-            SimTime(entry.time),
-            entry.order,
+            SimTime(self.last),
+            order,
             target,
             payload,
         ))
@@ -244,7 +246,15 @@ impl<P: Copy> EventQueue<P> {
     /// the key's tie-breakers), then files them again. A fast-forward's
     /// shift: rare.
     pub fn retime(&mut self, mut f: impl FnMut(&mut Event<P>)) {
-        let mut entries = std::mem::take(&mut self.current);
+        let last = self.last;
+        let mut entries: Vec<Entry> = std::mem::take(&mut self.current)
+            .into_iter()
+            .map(|Reverse((order, slot))| Entry {
+                time: last,
+                order,
+                slot,
+            })
+            .collect();
         for bucket in &mut self.buckets {
             entries.append(bucket);
         }
@@ -258,19 +268,24 @@ impl<P: Copy> EventQueue<P> {
             self.bodies[entry.slot as usize] = (event.target, event.payload);
             entry.time = event.time.0;
             if entry.time == self.last {
-                self.current.push(entry);
+                self.current.push(Reverse((entry.order, entry.slot)));
             } else {
                 self.push_bucket(entry);
             }
         }
-        self.sort_current();
     }
 
     /// Every pending event, in no particular order.
     pub fn iter(&self) -> impl Iterator<Item = Event<P>> + '_ {
+        let last = self.last;
         self.current
             .iter()
-            .chain(self.buckets.iter().flatten())
+            .map(move |&Reverse((order, slot))| Entry {
+                time: last,
+                order,
+                slot,
+            })
+            .chain(self.buckets.iter().flatten().copied())
             .map(|entry| {
                 let (target, payload) = self.bodies[entry.slot as usize];
                 Event::from_parts(SimTime(entry.time), entry.order, target, payload)
@@ -298,7 +313,7 @@ impl<P: Copy> EventQueue<P> {
         let mut moving = std::mem::take(&mut self.buckets[bucket]);
         for &entry in &moving {
             if entry.time == self.last {
-                self.current.push(entry);
+                self.current.push(Reverse((entry.order, entry.slot)));
             } else {
                 self.push_bucket(entry);
             }
@@ -306,14 +321,6 @@ impl<P: Copy> EventQueue<P> {
         moving.clear();
         // Keep the bucket's capacity for its next fill.
         self.buckets[bucket] = moving;
-        self.sort_current();
-    }
-
-    fn sort_current(&mut self) {
-        if self.current.len() > 1 {
-            self.current
-                .sort_unstable_by_key(|e| std::cmp::Reverse(e.order));
-        }
     }
 }
 

@@ -65,9 +65,14 @@ pub struct TopologyArgs {
     /// SimAI templates: number of PSWs.
     #[arg(long)]
     pub psw: Option<u32>,
-    /// SimAI templates: ASWs per PSW (bounds the number of segments).
+    /// SimAI templates: ASWs per PSW, the segments one pod holds; more GPUs
+    /// build pods joined by a core tier.
     #[arg(long)]
     pub asw_per_psw: Option<u32>,
+    /// SimAI templates with a core tier: PSW downlinks per core uplink
+    /// (default 1; 15 for HPN, as its paper).
+    #[arg(long)]
+    pub core_oversub: Option<u32>,
     /// Bandwidth of every non-NVLink link tier, unless a per-tier flag is given (Gb/s).
     #[arg(long, value_parser = parse_gbps, value_name = "GBPS")]
     pub link_gbps: Option<u64>,
@@ -116,6 +121,10 @@ pub struct TopologyArgs {
     /// SimAI templates: ASW to PSW bandwidth (Gb/s; default 400).
     #[arg(long, value_parser = parse_gbps, value_name = "GBPS")]
     pub asw_psw_gbps: Option<u64>,
+    /// SimAI templates with a core tier: PSW to core bandwidth (Gb/s; default
+    /// the ASW to PSW bandwidth).
+    #[arg(long, value_parser = parse_gbps, value_name = "GBPS")]
+    pub psw_core_gbps: Option<u64>,
 }
 
 /// A generated topology with its routing tables, and what each step cost.
@@ -204,6 +213,8 @@ impl TopologyArgs {
                 set(&mut p.nvlink_latency_ps, self.nvlink_latency_ns);
                 set(&mut p.nic_bps, self.nic_gbps.or(self.link_gbps));
                 set(&mut p.asw_psw_bps, self.asw_psw_gbps.or(self.link_gbps));
+                p.psw_core_bps = self.psw_core_gbps.unwrap_or(p.asw_psw_bps);
+                set(&mut p.core_oversub, self.core_oversub);
                 set(&mut p.latency_ps, self.link_latency_ns);
             }
             TopoSpec::SimaiFile(_) => {}
@@ -213,7 +224,7 @@ impl TopologyArgs {
 
     /// The flags that were given, by their long names.
     fn given(&self) -> Vec<&'static str> {
-        let flags: [(&'static str, bool); 33] = [
+        let flags: [(&'static str, bool); 35] = [
             ("--k", self.k.is_some()),
             ("--tiers", self.tiers.is_some()),
             ("--oversub", self.oversub.is_some()),
@@ -234,6 +245,7 @@ impl TopologyArgs {
             ("--gpus-per-asw", self.gpus_per_asw.is_some()),
             ("--psw", self.psw.is_some()),
             ("--asw-per-psw", self.asw_per_psw.is_some()),
+            ("--core-oversub", self.core_oversub.is_some()),
             ("--link-gbps", self.link_gbps.is_some()),
             ("--link-latency-ns", self.link_latency_ns.is_some()),
             ("--host-link-gbps", self.host_link_gbps.is_some()),
@@ -262,6 +274,7 @@ impl TopologyArgs {
             ("--nvlink-latency-ns", self.nvlink_latency_ns.is_some()),
             ("--nic-gbps", self.nic_gbps.is_some()),
             ("--asw-psw-gbps", self.asw_psw_gbps.is_some()),
+            ("--psw-core-gbps", self.psw_core_gbps.is_some()),
         ];
         flags.iter().filter(|f| f.1).map(|f| f.0).collect()
     }
@@ -356,12 +369,14 @@ fn flags_of(spec: &TopoSpec) -> &'static [&'static str] {
             "--gpus-per-asw",
             "--psw",
             "--asw-per-psw",
+            "--core-oversub",
             "--link-gbps",
             "--link-latency-ns",
             "--nvlink-gbps",
             "--nvlink-latency-ns",
             "--nic-gbps",
             "--asw-psw-gbps",
+            "--psw-core-gbps",
         ],
         TopoSpec::SimaiFile(_) => &[],
     }

@@ -218,8 +218,15 @@ pub struct SimaiParams {
     pub psw: u32,
     /// `-apbw`: ASW to PSW bandwidth, bits per second.
     pub asw_psw_bps: u64,
-    /// `-app`: ASWs per PSW (bounds the number of segments).
+    /// `-app`: ASWs per PSW: the segments one pod of PSWs can hold. Beyond
+    /// that the template grows a third tier: pods of segments, each with its
+    /// own `psw` PSWs, joined by core switches (no SimAI equivalent).
     pub asw_per_psw: u32,
+    /// Downlink to uplink ratio of a PSW when pods are joined by a core tier:
+    /// a PSW has `ceil(asw_per_psw / core_oversub)` core uplinks.
+    pub core_oversub: u32,
+    /// PSW to core bandwidth, bits per second (three tiers only).
+    pub psw_core_bps: u64,
 }
 
 impl SimaiParams {
@@ -239,6 +246,8 @@ impl SimaiParams {
             psw: 64,
             asw_psw_bps: 400_000_000_000,
             asw_per_psw: 64,
+            core_oversub: 1,
+            psw_core_bps: 400_000_000_000,
         };
         match template {
             SimaiTemplate::SpectrumX => p.gpus = 4096,
@@ -252,6 +261,9 @@ impl SimaiParams {
                 } else {
                     120
                 };
+                // The HPN paper (SIGCOMM '24) joins pods by a core tier at 15:1:
+                // an aggregation switch has 8 core uplinks beside 120 downlinks.
+                p.core_oversub = 15;
             }
             SimaiTemplate::Dcn | SimaiTemplate::DcnDualTor => {
                 p.gpus = 512;

@@ -178,9 +178,22 @@ fn bad_input_is_a_typed_error() {
         "{e:?}"
     );
     let mut p = SimaiParams::defaults(SimaiTemplate::SpectrumX);
-    p.gpus = 4104;
+    p.asw_per_psw = 7;
     let e = build(&TopoSpec::Simai(p)).unwrap_err();
-    assert!(e.to_string().contains("at most 4096 GPUs"), "{e}");
+    assert!(e.to_string().contains("cannot hold one segment"), "{e}");
+    let mut p = SimaiParams::defaults(SimaiTemplate::SpectrumX);
+    p.core_oversub = 0;
+    let e = build(&TopoSpec::Simai(p));
+    assert!(
+        matches!(
+            e,
+            Err(TopoError::BadParam {
+                flag: "--core-oversub",
+                ..
+            })
+        ),
+        "{e:?}"
+    );
     assert!(matches!(
         TopoSpec::default_for("hpnx"),
         Err(TopoError::UnknownKind(_))

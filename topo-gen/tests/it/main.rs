@@ -5,3 +5,4 @@ mod formats;
 mod generators;
 mod planes;
 mod routing;
+mod three_tier;

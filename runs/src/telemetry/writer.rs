@@ -23,6 +23,12 @@ use super::{create_dir, TelemetryError, TempFile};
 /// 65,536 rows they held 30+ MB of each rank of a 16k-host dragonfly.
 pub const DEFAULT_ROW_GROUP_ROWS: usize = 16_384;
 
+/// Row groups written before their size doubles. Parquet allows at most
+/// 32,767 row groups in a file; doubling every 4,096 keeps a part within
+/// that up to about 17 billion rows at the default size, while tables of
+/// ordinary size keep their row groups (and their bytes) as configured.
+const ROW_GROUPS_PER_SIZE: u64 = 4_096;
+
 /// Where one shard's part files go and what they record about the run.
 #[derive(Clone, Debug)]
 pub struct PartConfig {
@@ -53,6 +59,7 @@ pub struct TableWriter<R: TableRow> {
     columns: Columns,
     row_group_rows: usize,
     rows_written: u64,
+    row_groups_written: u64,
     // `fn(&R)`: the writer consumes `R`s but holds none, so it is `Send` for any `R`.
     _rows: PhantomData<fn(&R)>,
 }
@@ -106,6 +113,7 @@ impl<R: TableRow> TableWriter<R> {
             columns,
             row_group_rows: config.row_group_rows,
             rows_written: 0,
+            row_groups_written: 0,
             _rows: PhantomData,
         }
     }
@@ -157,6 +165,10 @@ impl<R: TableRow> TableWriter<R> {
     fn write_row_group(&mut self) -> Result<(), TelemetryError> {
         let batch = self.columns.take_batch();
         self.rows_written += batch.num_rows() as u64;
+        self.row_groups_written += 1;
+        if self.row_groups_written.is_multiple_of(ROW_GROUPS_PER_SIZE) {
+            self.row_group_rows = self.row_group_rows.saturating_mul(2);
+        }
         match &mut self.dest {
             Dest::File(file) => file.write(&batch),
             Dest::Memory(batches) => {
@@ -220,7 +232,9 @@ impl PartFile {
         let props = WriterProperties::builder()
             // Snappy: fast, pure Rust, read by every Parquet reader.
             .set_compression(Compression::SNAPPY)
-            .set_max_row_group_row_count(Some(config.row_group_rows))
+            // Each batch is flushed as one row group (see `write`), and
+            // batches grow past `row_group_rows` on huge tables.
+            .set_max_row_group_row_count(None)
             // File-level key-value metadata is what DuckDB, polars and
             // `pyarrow.parquet.read_metadata` show. Built from the array, not
             // a map, so its order and the file's bytes are reproducible.

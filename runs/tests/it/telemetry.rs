@@ -179,6 +179,22 @@ fn flows_from(batches: &[RecordBatch]) -> Vec<FlowRecord> {
     out
 }
 
+/// Parquet caps a file at 32,767 row groups: past 4,096 groups a writer
+/// doubles their size, so a huge table still fits one part, row for row.
+#[test]
+fn row_groups_grow_before_a_part_holds_too_many() {
+    let out = tempfile::tempdir().unwrap();
+    let rows = flows(4_096 + 10);
+    let cfg = config(out.path(), 0, 0, 1);
+    assert_eq!(write_all(&cfg, &rows), rows.len() as u64);
+    let (_, metadata, batches) = read(&out.path().join("flows/part-00000-00000.parquet"));
+    let group_rows: Vec<i64> = metadata.row_groups().iter().map(|g| g.num_rows()).collect();
+    assert_eq!(group_rows.len(), 4_096 + 5);
+    assert!(group_rows[..4_096].iter().all(|&n| n == 1));
+    assert!(group_rows[4_096..].iter().all(|&n| n == 2));
+    assert_eq!(flows_from(&batches), rows);
+}
+
 #[test]
 fn flows_round_trip_across_row_groups() {
     let out = tempfile::tempdir().unwrap();

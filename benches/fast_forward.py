@@ -10,6 +10,10 @@ times and the speed-up. Needs a release build and pyarrow:
     cargo build --release -p netsim
     python3 benches/fast_forward.py [--threads 1] [--repeat 1] [--workloads a,b] [extra netsim flags]
 
+`--workloads gen-...` runs workloads that `benches/gen_workload.py` writes
+for `--seed N` (default 1), with per-line compute jitter of 5%: layouts
+nobody tuned fast-forward on.
+
 `--fail-below X` makes the run a check (CI runs it on the cut GPT-13B and
 the cut rail-aligned Mixtral): exit 1 unless jumps + memo avoid at least X
 times the events (sandboxes' counted) within the issue's errors (iteration
@@ -62,6 +66,23 @@ WORKLOADS = {
     "gpt-micro-128": "runs/scenarios/workloads/gpt-micro-simai.txt",
     "moe-pp4-ep2-tp8-128": "runs/scenarios/workloads/moe-pp4-ep2-tp8-128.txt",
 }
+# Written by benches/gen_workload.py when named, never tuned on: each line's
+# compute drawn within +/-5% of its nominal time.
+GENERATED = {
+    "gen-gpt-tp8-pp2-128": ["--tp", "8", "--pp", "2", "--layers", "4", "--micro-batches", "2"],
+    "gen-moe-tp8-ep8-128": ["--model", "moe", "--tp", "8", "--ep", "8", "--layers", "4"],
+    "gen-moe-tp2-ep8-128": ["--model", "moe", "--tp", "2", "--ep", "8", "--layers", "4"],
+}
+GENERATOR = os.path.join(ROOT, "benches/gen_workload.py")
+
+
+def generated(name, seed, directory):
+    """Writes generated workload `name` with `seed` into `directory`; its path."""
+    path = os.path.join(directory, f"{name}-seed{seed}.txt")
+    with open(path, "w") as f:
+        subprocess.run([sys.executable, GENERATOR, "--gpus", "128", "--jitter", "0.05",
+                        "--seed", str(seed)] + GENERATED[name], check=True, stdout=f)
+    return path
 
 
 NETSIM = os.path.join(ROOT, "target/release/netsim")
@@ -165,7 +186,9 @@ def main():
     parser.add_argument("--netsim", help="the binary [target/release/netsim]")
     parser.add_argument("--compare", nargs=2, metavar=("OFF", "OTHER"),
                         help="compare two output directories already written")
-    parser.add_argument("--workloads", help="comma-separated names [all]: " + ", ".join(WORKLOADS))
+    parser.add_argument("--workloads", help="comma-separated names [all but whole and gen-]: "
+                        + ", ".join(list(WORKLOADS) + list(GENERATED)))
+    parser.add_argument("--seed", type=int, default=1, help="generated workloads' seed")
     parser.add_argument("--fail-below", type=float, metavar="X",
                         help="exit 1 unless memo avoids X times the events within 1%% / 5%%")
     args, extra = parser.parse_known_args()
@@ -178,11 +201,12 @@ def main():
     period_us = float(extra[extra.index("--ff-period-us") + 1]) if "--ff-period-us" in extra else 10
     names = args.workloads.split(",") if args.workloads else [n for n in WORKLOADS if "whole" not in n]
     for name in names:
-        if name not in WORKLOADS:
-            sys.exit(f"--workloads: unknown `{name}` ({', '.join(WORKLOADS)})")
+        if name not in WORKLOADS and name not in GENERATED:
+            sys.exit(f"--workloads: unknown `{name}` ({', '.join(list(WORKLOADS) + list(GENERATED))})")
     failed = []
+    generated_dir = tempfile.TemporaryDirectory()
     for name in names:
-        workload = WORKLOADS[name]
+        workload = WORKLOADS.get(name) or generated(name, args.seed, generated_dir.name)
         if args.bounds:
             with tempfile.TemporaryDirectory() as tmp:
                 _, flows = run(workload, "off", args.threads, f"{tmp}/off", extra)

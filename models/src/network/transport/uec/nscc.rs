@@ -377,4 +377,79 @@ mod tests {
         n.on_ack(now, SimTime::from_us(60), false, 4096.0, 100_000.0);
         assert!(n.cwnd_bytes <= 5.0 * 4096.0, "cwnd {}", n.cwnd_bytes);
     }
+
+    fn with(config: UecConfig) -> Nscc {
+        Nscc::new(
+            100_000_000_000,
+            SimTime::from_us(12),
+            4096,
+            &config,
+            SimTime::ZERO,
+        )
+    }
+
+    /// Eight ACKs in one period (32 KB achieved), then a delay past the
+    /// quick-adapt threshold; the window after it.
+    fn window_after_a_busy_period(mut n: Nscc) -> f64 {
+        let mut now = SimTime::from_ns(1);
+        n.on_ack(now, SimTime::from_us(12), false, 4096.0, 100_000.0);
+        for _ in 0..8 {
+            now += SimTime::from_us(1);
+            n.on_ack(now, SimTime::from_us(12), false, 4096.0, 100_000.0);
+        }
+        now += SimTime::from_us(30);
+        n.on_ack(now, SimTime::from_us(60), false, 4096.0, 100_000.0);
+        n.cwnd_bytes
+    }
+
+    #[test]
+    fn htsims_gate_keeps_quick_adapt_off_a_flow_that_achieved_enough() {
+        // 36 KB achieved: above the largest window (225 KB) / 8.
+        let gated = with(UecConfig {
+            qa_gate: Some(3),
+            ..UecConfig::default()
+        });
+        assert!(window_after_a_busy_period(gated) > 100_000.0);
+        assert!(window_after_a_busy_period(nscc()) <= 10.0 * 4096.0);
+    }
+
+    #[test]
+    fn the_initial_window_is_in_bdps_up_to_the_largest() {
+        let n = with(UecConfig {
+            initial_window_bdp: 1.5,
+            ..UecConfig::default()
+        });
+        assert!((n.cwnd_bytes - 225_000.0).abs() < 1.0);
+    }
+
+    #[test]
+    fn delay_decay_pulls_the_average_down_on_late_unmarked_acks() {
+        let mut plain = nscc();
+        let mut decayed = with(UecConfig {
+            delay_decay: true,
+            ..UecConfig::default()
+        });
+        let mut now = SimTime::ZERO;
+        for _ in 0..200 {
+            now += SimTime::from_ns(330);
+            // 20 us of queueing, unmarked: past the 6 us target.
+            plain.on_ack(now, SimTime::from_us(32), false, 4096.0, 100_000.0);
+            decayed.on_ack(now, SimTime::from_us(32), false, 4096.0, 100_000.0);
+        }
+        assert!(decayed.avg_delay_ps < 4e6, "{}", decayed.avg_delay_ps);
+        assert!(plain.avg_delay_ps > 10e6, "{}", plain.avg_delay_ps);
+    }
+
+    #[test]
+    fn the_fabric_base_rtt_falls_to_the_smallest_measured() {
+        let mut n = with(UecConfig {
+            base_rtt: BaseRtt::Fabric,
+            fabric_rtt: SimTime::from_us(14),
+            ..UecConfig::default()
+        });
+        assert_eq!(n.base_rtt, SimTime::from_us(14));
+        n.on_ack(SimTime::from_us(1), SimTime::from_us(8), false, 4096.0, 0.0);
+        assert_eq!(n.base_rtt, SimTime::from_us(8));
+        assert!((n.max_cwnd_bytes - 150_000.0).abs() < 1.0);
+    }
 }

@@ -12,7 +12,7 @@ use arrow_array::types::UInt64Type;
 use arrow_array::Array;
 
 use crate::common::tables::batches;
-use crate::common::{runs_file, scratch, words};
+use crate::common::{run_json, runs_file, scratch, words};
 
 /// The statistics of one run (FCT in microseconds), or their medians.
 #[derive(Clone, Copy, Debug)]
@@ -49,6 +49,13 @@ fn netsim_figures(lb: &str, seed: u32) -> Figures {
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let network = &run_json(&out)["network"];
+    assert_eq!(network["uec_profile"], "uet-htsim");
+    // htsim_uec's own figures for this fabric: a 43-packet queue, its
+    // 100.656 us RTO and 14.02 us network RTT.
+    assert_eq!(network["port_buffer_bytes"], 43 * 4150);
+    assert_eq!(network["rto_ns"], 100_656.0);
+    assert_eq!(network["uec"]["fabric_rtt_ns"], 14_022.72);
     let (mut fcts, mut trim) = (Vec::new(), 0u64);
     for b in batches(&out.join("flows")) {
         let col = |n| b.column_by_name(n).unwrap();

@@ -226,7 +226,7 @@ impl NetConfig {
             return invalid("uec-qa-gate", "must be at most 16".into());
         }
         if self.port_buffer_bytes == Some(0) {
-            return invalid("port-buffer-kb", "must be positive".into());
+            return invalid("port-buffer-bytes", "must be positive".into());
         }
         if !(1..=1 << 20).contains(&u.window_pkts) {
             return invalid(

@@ -2,6 +2,9 @@
 //! and the effective values as `run.json` records them.
 
 mod to_config;
+mod uec_args;
+
+pub use uec_args::UecArgs;
 
 use netsim_engine::SimTime;
 use netsim_models::network::config::NetConfig;
@@ -42,9 +45,10 @@ pub struct NetworkArgs {
     /// UEC: entropy values a flow sprays over (a power of two).
     #[arg(long, default_value_t = 256)]
     pub uec_entropies: u32,
-    /// UEC NSCC: target queueing delay in microseconds.
-    #[arg(long, default_value_t = 6.0)]
-    pub uec_target_qdelay_us: f64,
+    /// UEC NSCC: target queueing delay in microseconds [netsim 6,
+    /// uet-htsim 0.75 x the fabric's RTT].
+    #[arg(long)]
+    pub uec_target_qdelay_us: Option<f64>,
     /// UEC: a packet overtaken by this many acknowledged psns is resent.
     #[arg(long, default_value_t = 64)]
     pub uec_ooo_pkts: u32,
@@ -57,7 +61,10 @@ pub struct NetworkArgs {
     /// UEC RCCC: what a sender sends before its first credit, in BDPs.
     #[arg(long, default_value_t = 1.0)]
     pub uec_rccc_initial_bdp: f64,
-    /// Payload bytes per data packet [netsim 4096, simai 9000, connectx 4096].
+    #[command(flatten)]
+    pub uec: UecArgs,
+    /// Payload bytes per data packet [netsim 4096, simai 9000, connectx 4096,
+    /// uet-htsim 4086].
     #[arg(long)]
     pub mtu: Option<u32>,
     /// Bytes of headers per data packet [netsim 62, simai 40 (82 with
@@ -258,7 +265,7 @@ pub struct NetworkArgs {
 
 /// The effective network parameters of a run, for `run.json`: the profile
 /// named and every value the model ran with (times in ns, rates in Mb/s).
-pub fn config_json(profile: &str, c: &NetConfig) -> serde_json::Value {
+pub fn config_json(profile: &str, uec_profile: &str, c: &NetConfig) -> serde_json::Value {
     let ns = |t: SimTime| t.as_ps() as f64 / 1e3;
     let mbps = |bps: u64| bps as f64 / 1e6;
     let d = &c.dcqcn;
@@ -266,6 +273,7 @@ pub fn config_json(profile: &str, c: &NetConfig) -> serde_json::Value {
     let u = &c.uec;
     let mut v = serde_json::json!({
         "cc_profile": profile,
+        "uec_profile": uec_profile,
         "cc": format!("{:?}", c.cc).to_lowercase(),
         "mtu_bytes": c.mtu_bytes,
         "header_bytes": c.header_bytes,
@@ -337,6 +345,15 @@ pub fn config_json(profile: &str, c: &NetConfig) -> serde_json::Value {
         "window_pkts": u.window_pkts,
         "rccc_target_bdp": u.rccc_target_bdp,
         "rccc_initial_bdp": u.rccc_initial_bdp,
+        "ack_bytes": u.ack_bytes,
+        "initial_window_bdp": u.initial_window_bdp,
+        "qa_gate": u.qa_gate,
+        "adjust": format!("{:?}", u.adjust).to_lowercase(),
+        "delay_decay": u.delay_decay,
+        "base_rtt": format!("{:?}", u.base_rtt).to_lowercase(),
+        "fabric_rtt_ns": ns(u.fabric_rtt),
     });
+    v["port_buffer_bytes"] = c.port_buffer_bytes.into();
+    v["trim_queued"] = c.trim_queued.into();
     v
 }

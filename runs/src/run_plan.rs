@@ -105,6 +105,7 @@ impl RunArgs {
         // with --ff-memo on).
         let full = Routing::build_within(&topo, None, memory_left_bytes())
             .with_context(|| self.topology.size_context(&self.topo))?;
+        let config = self.network.for_topology(config, &topo)?;
         // Beside the routing tables, before the estimate and the partition walk every flow.
         let run_bytes = RunBytes::of(
             self.fidelity,

@@ -312,8 +312,11 @@ impl RunArgs {
         summary["fidelity"] = self.fidelity.name().into();
         summary["fold_dp"] = self.workload.fold_dp.into();
         summary["fold_classes"] = self.workload.fold_classes.into();
-        summary["network"] =
-            crate::network_args::config_json(&self.network.cc_profile, &plan.fabric.config);
+        summary["network"] = crate::network_args::config_json(
+            &self.network.cc_profile,
+            &self.network.uec.uec_profile,
+            &plan.fabric.config,
+        );
         summary["fast_forward"] = crate::fast_forward_args::summary(
             &plan.fabric,
             stats,

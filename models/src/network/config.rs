@@ -11,7 +11,7 @@ mod validate;
 use netsim_engine::SimTime;
 
 pub mod uec;
-pub use uec::{LoadBalancing, Transport, UecCc, UecConfig};
+pub use uec::{fabric_rtt, BaseRtt, LoadBalancing, NsccAdjust, Transport, UecCc, UecConfig};
 
 /// Congestion control run by the NICs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -263,6 +263,14 @@ pub struct NetConfig {
     /// Lossy switches trim a data packet that would overflow to its header
     /// (sent at control priority) instead of dropping it; UEC only.
     pub trim: bool,
+    /// Lossy egress admission. `None`: the shared buffer with dynamic
+    /// thresholds (`buffer_bytes`, `dt_alpha`); `Some(b)`: each egress port
+    /// holds at most `b` bytes of data, a fixed queue (htsim's).
+    pub port_buffer_bytes: Option<u64>,
+    /// Trimming: half the time (a coin per overflow) the newest queued data
+    /// packet is trimmed and the arriving one queued in its place (htsim's
+    /// `CompositeQueue`); off, the arriving one is trimmed.
+    pub trim_queued: bool,
     /// Fast-forward of steady states (`None`: off, every packet simulated).
     pub fast_forward: Option<FastForward>,
 }
@@ -364,6 +372,8 @@ impl Default for NetConfig {
             transport: Transport::Roce,
             uec: UecConfig::default(),
             trim: false,
+            port_buffer_bytes: None,
+            trim_queued: false,
         }
     }
 }

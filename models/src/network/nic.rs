@@ -216,7 +216,7 @@ impl<S: TelemetrySink> Network<'_, S> {
                 ce: 0,
                 last: psn + 1 == s.packets,
                 via: NO_NODE,
-                util: 0,
+                util: s.qp.data_util(),
                 entropy,
             };
             if retransmission {

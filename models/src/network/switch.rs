@@ -1,5 +1,5 @@
-//! Switches: shared-buffer admission (tail drop, or UEC trimming, in lossy
-//! mode), ECN marking (at enqueue, or at dequeue as SimAI does), PFC
+//! Switches: shared-buffer or fixed per-port admission (tail drop, or UEC
+//! trimming of the arriving or the newest queued packet, in lossy mode), ECN marking (at enqueue, or at dequeue as SimAI does), PFC
 //! thresholds toward upstream ports (with a per-port reserve and headroom),
 //! and strict-priority
 //! scheduling of the egress queues. Where a packet goes is `forwarding.rs`.
@@ -197,16 +197,25 @@ impl<S: TelemetrySink> Network<'_, S> {
         }
         if prio == PRIO_DATA {
             if !config.pfc {
-                let free = config
-                    .buffer_bytes
-                    .saturating_sub(self.buffers[local].used_bytes);
-                let limit = (free as f64 * config.dt_alpha) as u64;
+                let limit = match config.port_buffer_bytes {
+                    Some(bytes) => bytes,
+                    None => {
+                        let free = config
+                            .buffer_bytes
+                            .saturating_sub(self.buffers[local].used_bytes);
+                        (free as f64 * config.dt_alpha) as u64
+                    }
+                };
                 if self.ports[gout].egress.queued_bytes[prio] + wire > limit {
                     if !(config.trim && pkt.kind == PacketKind::Data) {
                         self.ports[gout].counters.dropped_pkts[prio] += 1;
                         return;
                     }
-                    return self.switch_trim(ctx, in_port, out, pkt);
+                    let queued_instead =
+                        config.trim_queued && ctx.rng().below(2) == 0 && self.trim_newest(ctx, out);
+                    if !queued_instead {
+                        return self.switch_trim(ctx, in_port, out, pkt);
+                    }
                 }
             }
             if !config.ecn_at_dequeue && markable(pkt.kind) {
@@ -259,6 +268,26 @@ impl<S: TelemetrySink> Network<'_, S> {
         pkt.kind = PacketKind::Trimmed;
         pkt.wire_bytes = self.fabric.config.header_bytes as u16;
         self.switch_enqueue(ctx, in_port, out, pkt);
+    }
+
+    /// htsim's trimming: the newest data packet queued on egress port `out`
+    /// is trimmed (its header goes on at control priority) to make room for
+    /// an arrival; false if the newest is not data.
+    fn trim_newest(&mut self, ctx: &mut Context<'_, NetEvent>, out: u16) -> bool {
+        let local = ctx.local_index();
+        let gout = self.port_index(local, out);
+        let queue = &mut self.ports[gout].egress.queues[PRIO_DATA];
+        if queue.back().is_none_or(|p| p.kind != PacketKind::Data) {
+            return false;
+        }
+        let pkt = queue.pop_back().expect("back checked");
+        let wire = u64::from(pkt.wire_bytes);
+        self.ports[gout].egress.queued_bytes[PRIO_DATA] -= wire;
+        self.buffers[local].used_bytes -= wire;
+        let gin = self.port_index(local, pkt.in_port);
+        self.ports[gin].ingress.bytes -= wire;
+        self.switch_trim(ctx, pkt.in_port, out, pkt);
+        true
     }
 
     /// Starts the next packet on a free switch port: control first, then

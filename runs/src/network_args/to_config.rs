@@ -8,6 +8,7 @@ use netsim_models::network::config::{
     HpccUtilisation, LoadBalancing, NetConfig, Transport, UecCc, WindowMode,
 };
 use netsim_models::network::profile::CcProfile;
+use netsim_topo::Topology;
 
 use super::NetworkArgs;
 
@@ -71,6 +72,7 @@ impl NetworkArgs {
     /// laid over it; errors name the flag.
     pub fn config(&self) -> anyhow::Result<NetConfig> {
         let (profile, mut c) = self.profile_config()?;
+        self.uec.profile(&mut c);
         c.fast_forward = self.fast_forward()?;
         self.routing(&mut c)?;
         c.ecn = self.ecn(&c.ecn)?;
@@ -85,13 +87,29 @@ impl NetworkArgs {
         c.link_error_rate = self.link_error_rate;
         let u = &mut c.uec;
         u.entropies = self.uec_entropies;
-        u.target_qdelay = micros("uec-target-qdelay-us", self.uec_target_qdelay_us)?;
+        if let Some(v) = self.uec_target_qdelay_us {
+            u.target_qdelay = micros("uec-target-qdelay-us", v)?;
+        }
         u.ooo_pkts = self.uec_ooo_pkts;
         u.window_pkts = self.uec_window_pkts;
         u.rccc_target_bdp = self.uec_rccc_target_bdp;
         u.rccc_initial_bdp = self.uec_rccc_initial_bdp;
+        self.uec.mechanisms(&mut c)?;
         c.validate()
             .map_err(|e| anyhow::anyhow!("--{}: {}", e.field, e.problem))?;
+        Ok(c)
+    }
+
+    /// `config` once the topology is known: the fabric's RTT and the UEC
+    /// profile's values derived from it, unless a flag set them.
+    pub fn for_topology(&self, mut c: NetConfig, topo: &Topology) -> anyhow::Result<NetConfig> {
+        let set = super::uec_args::ProfileOverrides {
+            ecn: self.ecn_kmin_kb.is_some(),
+            ecn_pmax: self.ecn_pmax,
+            rto: self.rto_us.is_some(),
+            target: self.uec_target_qdelay_us.is_some(),
+        };
+        self.uec.for_topology(&mut c, topo, set)?;
         Ok(c)
     }
 

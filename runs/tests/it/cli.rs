@@ -120,6 +120,26 @@ fn bad_flags_exit_with_code_2() {
             "--uec-rccc-target-bdp",
         ),
         ("--transport uec --fidelity flow", "--transport uec"),
+        ("--transport uec --uec-profile htsim", "--uec-profile"),
+        (
+            "--transport uec --buffer-model per-port",
+            "--port-buffer-bytes",
+        ),
+        (
+            "--transport uec --port-buffer-bytes 100000",
+            "--buffer-model per-port",
+        ),
+        (
+            "--transport uec --buffer-model per-port --port-buffer-bytes 0",
+            "--port-buffer",
+        ),
+        ("--transport uec --uec-qa-gate often", "--uec-qa-gate"),
+        ("--transport uec --uec-qa-gate 40", "--uec-qa-gate"),
+        (
+            "--transport uec --uec-initial-window-bdp 0",
+            "--uec-initial-window-bdp",
+        ),
+        ("--transport uec --trim-victim oldest", "--trim-victim"),
         (
             "--config /nonexistent/scenario.toml",
             "/nonexistent/scenario.toml",

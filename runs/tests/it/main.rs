@@ -31,3 +31,4 @@ mod schemas;
 mod simai;
 mod telemetry;
 mod traces;
+mod uet_htsim;

@@ -7,6 +7,7 @@
 //! from, in the same simulator) for the credit defaults.
 
 use netsim_engine::SimTime;
+use netsim_topo::Topology;
 
 /// Which transport the NICs run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,6 +75,7 @@ pub struct UecConfig {
     /// choice, measured: a k=8 fat-tree 2 MB permutation spraying over 256
     /// entropies resends 8.5% of its packets needlessly at 16, 1.6% at 32,
     /// 0.04% at 64, none at 128; trimming NACKs make real losses quick anyway.
+    /// 0: off (htsim without SLEEK): only NACKs and the timer resend.
     pub ooo_pkts: u32,
     /// Most packets a sender has outstanding (the SACK window; UET bounds it too).
     pub window_pkts: u32,
@@ -86,6 +88,53 @@ pub struct UecConfig {
     /// path (EQDS: a new flow sends its first BDP speculatively, so a lone
     /// flow loses no round trip).
     pub rccc_initial_bdp: f64,
+    /// The receiver acknowledges once this many data bytes arrived since
+    /// its last ACK, and at once for an ECN-marked packet, a packet whose
+    /// sender asked for an ACK (the last of a window, a resend) or the
+    /// flow's first and last (htsim's `_bytes_unacked_threshold`, 16 KB);
+    /// 0: every packet.
+    pub ack_bytes: u32,
+    /// NSCC's first window, in BDPs of the flow's base RTT (htsim: its
+    /// largest window, 1.5).
+    pub initial_window_bdp: f64,
+    /// NSCC quick adapt. `None`: whenever the window is at least what the
+    /// last period achieved; `Some(g)`: only when that is below the largest
+    /// window / 2^g (htsim's `_qa_gate`, 3).
+    pub qa_gate: Option<u32>,
+    /// When NSCC applies its accumulated increase.
+    pub adjust: NsccAdjust,
+    /// NSCC: an unmarked ACK past the target pulls the delay average toward
+    /// a quarter of the base RTT, and a NACK pushes it toward the network
+    /// RTT (the UET specification's and htsim's `update_delay`).
+    pub delay_decay: bool,
+    /// Where NSCC's base RTT comes from.
+    pub base_rtt: BaseRtt,
+    /// The fabric's largest unloaded RTT (htsim's `network_max_unloaded_rtt`:
+    /// the diameter's latency both ways, a full packet and an ACK serialised
+    /// at every hop); set from the topology before the run.
+    pub fabric_rtt: SimTime,
+}
+
+/// When NSCC folds its accumulated increase into the window.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NsccAdjust {
+    /// Every 16,000 x (target / 12 us) bytes acknowledged or 12 us, the
+    /// increase capped at the bytes acknowledged (netsim's first reading).
+    Reference,
+    /// Every 8 MTUs acknowledged or the fabric's RTT, uncapped (htsim's
+    /// `initNsccParams` and `fulfill_adjustment`).
+    Network,
+}
+
+/// Where NSCC's base RTT comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BaseRtt {
+    /// The flow's own path, unloaded.
+    Path,
+    /// The fabric's largest RTT ([`UecConfig::fabric_rtt`]), lowered to the
+    /// smallest RTT the flow measures (htsim's `initNscc` with
+    /// `network_max_unloaded_rtt`, then `update_base_rtt`).
+    Fabric,
 }
 
 impl Default for UecConfig {
@@ -99,6 +148,13 @@ impl Default for UecConfig {
             window_pkts: 1024,
             rccc_target_bdp: 1.0,
             rccc_initial_bdp: 1.0,
+            ack_bytes: 0,
+            initial_window_bdp: 1.0,
+            qa_gate: None,
+            adjust: NsccAdjust::Reference,
+            delay_decay: false,
+            base_rtt: BaseRtt::Path,
+            fabric_rtt: SimTime::ZERO,
         }
     }
 }
@@ -107,3 +163,45 @@ impl Default for UecConfig {
 /// (htsim `initNsccParams`: 100 Gb/s and a 12 us RTT).
 pub(crate) const NSCC_REFERENCE_BPS: f64 = 100e9;
 pub(crate) const NSCC_REFERENCE_RTT_PS: f64 = 12e6;
+
+/// The fabric's largest unloaded RTT as htsim's `calculate_rtt` takes it:
+/// the host-to-host diameter (in links, hosts never transit) crossed both
+/// ways at the largest link latency, with a `packet_bytes` packet and an
+/// `ack_bytes` ACK serialised at every hop at the first host's link rate.
+pub fn fabric_rtt(topo: &Topology, packet_bytes: u32, ack_bytes: u32) -> SimTime {
+    let Some(first) = topo.hosts().next() else {
+        return SimTime::ZERO;
+    };
+    let Some(port) = topo.ports(first).first() else {
+        return SimTime::ZERO;
+    };
+    let rate_bps = topo.link(port.link).bandwidth_bps.max(1);
+    let latency_ps = topo.links().iter().map(|l| l.latency_ps).max().unwrap_or(0);
+    let hops = u64::from(host_diameter_hops(topo, first));
+    let bits = u64::from(packet_bytes + ack_bytes) * 8;
+    let serialisation_ps = (u128::from(bits) * 1_000_000_000_000 / u128::from(rate_bps)) as u64;
+    SimTime(hops * (2 * latency_ps + serialisation_ps))
+}
+
+/// Links from host `from` to the farthest host (breadth first; hosts are
+/// ends, never transit). On a symmetric fabric, the diameter.
+fn host_diameter_hops(topo: &Topology, from: u32) -> u32 {
+    let mut hops = vec![u32::MAX; topo.node_count() as usize];
+    let mut frontier = std::collections::VecDeque::from([from]);
+    hops[from as usize] = 0;
+    let mut farthest = 0;
+    while let Some(n) = frontier.pop_front() {
+        let h = hops[n as usize];
+        if topo.is_host(n) && n != from {
+            farthest = farthest.max(h);
+            continue;
+        }
+        for p in topo.ports(n) {
+            if hops[p.peer as usize] == u32::MAX {
+                hops[p.peer as usize] = h + 1;
+                frontier.push_back(p.peer);
+            }
+        }
+    }
+    farthest
+}

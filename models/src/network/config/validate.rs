@@ -216,8 +216,17 @@ impl NetConfig {
                 format!("{} is not a power of two up to 32768", u.entropies),
             );
         }
-        if u.ooo_pkts == 0 {
-            return invalid("uec-ooo-pkts", "must be positive".into());
+        if !(0.01..=100.0).contains(&u.initial_window_bdp) {
+            return invalid(
+                "uec-initial-window-bdp",
+                format!("{} is outside [0.01, 100]", u.initial_window_bdp),
+            );
+        }
+        if u.qa_gate.is_some_and(|g| g > 16) {
+            return invalid("uec-qa-gate", "must be at most 16".into());
+        }
+        if self.port_buffer_bytes == Some(0) {
+            return invalid("port-buffer-bytes", "must be positive".into());
         }
         if !(1..=1 << 20).contains(&u.window_pkts) {
             return invalid(

@@ -170,6 +170,16 @@ impl Qp {
         }
     }
 
+    /// The `util` field of the data packet `on_send` last named (UEC: it
+    /// asks for an ACK at once; 0 otherwise).
+    #[inline]
+    pub(crate) fn data_util(&self) -> u16 {
+        match self {
+            Qp::Roce(_) => 0,
+            Qp::Uec(u) => u.ack_request(),
+        }
+    }
+
     /// The go-back-N state of a RoCE queue pair (aggregation streams).
     pub(crate) fn roce(&mut self) -> &mut GoBackNSender {
         match self {

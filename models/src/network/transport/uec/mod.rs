@@ -27,7 +27,7 @@ use lb::EntropyPicker;
 use netsim_engine::{Context, NodeRng, SimTime};
 use nscc::Nscc;
 use rccc::CreditWallet;
-use sack::{SackReceiver, SackSender, SackVerdict};
+use sack::{SackReceiver, SackSender, SackVerdict, ACK_MASK_PSNS};
 
 /// The sender side of one UEC flow.
 #[derive(Debug)]
@@ -41,6 +41,11 @@ pub(crate) struct UecSender {
     /// RCCC: resends NACKs asked for and not yet sent.
     nacked_pending: u32,
     mtu_bytes: u32,
+    /// ACK coalescing: the receiver acknowledges by bytes, so the packet
+    /// that fills the window (or is the last, or a resend) asks for an ACK.
+    coalesced: bool,
+    /// The packet `on_send` last named asks for an ACK at once.
+    ack_request: bool,
     /// NACKs received: packets trimmed on the way.
     pub trimmed_pkts: u64,
     /// Selective acknowledgements received.
@@ -59,6 +64,8 @@ impl UecSender {
             credit: None,
             nacked_pending: 0,
             mtu_bytes,
+            coalesced: config.ack_bytes > 0,
+            ack_request: false,
             trimmed_pkts: 0,
             sacks: 0,
         }
@@ -82,7 +89,7 @@ impl UecSender {
                 line_rate_bps,
                 base_rtt,
                 self.mtu_bytes,
-                config.target_qdelay,
+                config,
                 now,
             ));
         }
@@ -129,7 +136,21 @@ impl UecSender {
             }
         }
         let entropy = self.lb.next(rng) + 1;
+        if self.coalesced {
+            let window_full = match &self.nscc {
+                Some(n) => self.in_flight_bytes() >= n.cwnd_bytes,
+                None => self.seq.next_psn().is_none(),
+            };
+            self.ack_request = retransmission || self.seq.all_sent() || window_full;
+        }
         (psn, retransmission, entropy)
+    }
+
+    /// The `util` field of the data packet `on_send` last named: 1 when it
+    /// asks for an ACK at once (ACK coalescing), else 0.
+    #[inline]
+    pub(crate) fn ack_request(&self) -> u16 {
+        u16::from(self.ack_request)
     }
 
     /// A credit for `pkts` more new packets arrived (RCCC).
@@ -185,11 +206,28 @@ impl UecSender {
                 self.sacks += 1;
                 let ce = pkt.ce != 0;
                 self.lb.on_ack(entropy, ce);
-                if let Some(rtt) = self.seq.on_sack(pkt.psn, now) {
+                let rtt = self.seq.on_sack(pkt.psn, now);
+                let mut acked = u32::from(rtt.is_some());
+                // A coalesced ACK also names held psns below its own.
+                let mut mask = pkt.util;
+                while mask != 0 {
+                    let below = mask.trailing_zeros() + 1;
+                    mask &= mask - 1;
+                    if below <= ACK_MASK_PSNS && below <= pkt.psn {
+                        acked += u32::from(self.seq.on_sack(pkt.psn - below, now).is_some());
+                    }
+                }
+                if acked > 0 {
                     let in_flight = self.in_flight_bytes();
                     if let Some(n) = &mut self.nscc {
-                        n.on_ack(now, rtt, ce, mtu, in_flight);
+                        // Without a sample of its own, the ACK counts at
+                        // the average delay.
+                        let rtt = rtt.unwrap_or_else(|| n.average_rtt());
+                        n.on_ack(now, rtt, ce, f64::from(acked) * mtu, in_flight);
                     }
+                }
+                if ooo == 0 {
+                    return 0;
                 }
                 let lost = self.seq.detect_reordering_losses(ooo);
                 if let Some(n) = &mut self.nscc {
@@ -261,11 +299,22 @@ impl<S: TelemetrySink> Network<'_, S> {
             entropy: pkt.entropy,
         };
         let mut complete = false;
+        // ACK coalescing: whether held psns are acknowledged now.
+        let mut coalesced = None;
         match verdict {
             SackVerdict::New { complete: c } => {
                 self.stats.delivered_payload_bytes +=
                     u64::from(pkt.wire_bytes) - u64::from(config.header_bytes);
                 complete = c;
+                let ack_bytes = config.uec.ack_bytes;
+                if ack_bytes > 0 {
+                    let first = !qp.started;
+                    qp.hold(pkt.psn, u32::from(pkt.wire_bytes));
+                    // htsim's sink: at once for the first packet, a marked
+                    // one or one that asks; else every `ack_bytes`.
+                    let now = first || c || pkt.ce != 0 || pkt.util != 0;
+                    coalesced = Some(now || qp.pending_bytes >= ack_bytes);
+                }
             }
             SackVerdict::Duplicate { cumulative } => {
                 reply.psn = cumulative;
@@ -273,7 +322,11 @@ impl<S: TelemetrySink> Network<'_, S> {
                 reply.ce = 0;
             }
         }
-        self.host_send_control(ctx, reply);
+        match coalesced {
+            None => self.host_send_control(ctx, reply),
+            Some(true) => self.uec_send_coalesced(ctx, reply),
+            Some(false) => {}
+        }
         if self.fabric.config.uec.cc.rccc() {
             self.rccc_arrival(ctx, &pkt, complete);
         }
@@ -282,6 +335,26 @@ impl<S: TelemetrySink> Network<'_, S> {
             if let Some(info) = self.fabric.workload.flow_info(pkt.flow) {
                 self.task_seen_complete(ctx, info.task, false);
             }
+        }
+    }
+
+    /// ACK coalescing: acknowledges every psn the receiver of `reply.flow`
+    /// holds, `reply.psn` first, in as few SACKs as their masks allow.
+    fn uec_send_coalesced(&mut self, ctx: &mut Context<'_, NetEvent>, mut reply: Packet) {
+        let first = reply.psn;
+        loop {
+            let Some(rx) = self.transport.receivers.get_mut(&reply.flow) else {
+                return;
+            };
+            let RxQp::Uec(qp) = &mut rx.qp else {
+                unreachable!("flow {} mixes transports", reply.flow)
+            };
+            let Some((psn, mask)) = qp.take_ack(first) else {
+                return;
+            };
+            reply.psn = psn;
+            reply.util = mask;
+            self.host_send_control(ctx, reply);
         }
     }
 

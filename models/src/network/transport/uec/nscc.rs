@@ -14,7 +14,15 @@
 //! period. Constants follow htsim's `initNsccParams`, scaled from a 100 Gb/s,
 //! 12 us reference network to the flow's own BDP and the target.
 
-use crate::network::config::uec::{NSCC_REFERENCE_BPS, NSCC_REFERENCE_RTT_PS};
+//!
+//! The mechanisms where the UET specification and htsim differ from
+//! netsim's first reading are switches of [`UecConfig`]: the first window,
+//! quick adapt's gate, the adjust period, the delay average's decay and
+//! where the base RTT comes from.
+
+use crate::network::config::uec::{
+    BaseRtt, NsccAdjust, UecConfig, NSCC_REFERENCE_BPS, NSCC_REFERENCE_RTT_PS,
+};
 use netsim_engine::SimTime;
 
 /// Decrease factor per unit of relative excess delay (htsim `_gamma`).
@@ -34,6 +42,20 @@ pub(crate) struct Nscc {
     base_rtt: SimTime,
     target: SimTime,
     qa_threshold: SimTime,
+    /// Quick adapt only below the largest window / 2^gate (`None`: when
+    /// the window is at least what was achieved).
+    qa_gate: Option<u32>,
+    /// Whether one quick-adapt period has passed (htsim never adapts in
+    /// the first).
+    qa_armed: bool,
+    adjust: NsccAdjust,
+    delay_decay: bool,
+    /// Fabric base RTT: lowered to the smallest RTT measured, the largest
+    /// window with it.
+    track_min_rtt: bool,
+    line_rate_bps: f64,
+    /// The fabric's RTT, the delay a NACK stands for (delay decay).
+    network_rtt: SimTime,
     /// Proportional-increase gain, bytes per ps of delay headroom per byte.
     alpha: f64,
     fair_increase: f64,
@@ -58,33 +80,53 @@ pub(crate) struct Nscc {
 
 impl Nscc {
     /// NSCC for a flow whose path has `base_rtt` at `line_rate_bps`, sending
-    /// `mtu_bytes` packets, with target queueing delay `target`. Starts at one BDP.
+    /// `mtu_bytes` packets, as `config` sets it (target queueing delay,
+    /// first window, the mechanisms' variants).
     pub(crate) fn new(
         line_rate_bps: u64,
         base_rtt: SimTime,
         mtu_bytes: u32,
-        target: SimTime,
+        config: &UecConfig,
         now: SimTime,
     ) -> Nscc {
+        let target = config.target_qdelay;
+        let fabric = config.base_rtt == BaseRtt::Fabric && config.fabric_rtt > SimTime::ZERO;
+        let base_rtt = if fabric { config.fabric_rtt } else { base_rtt };
+        let network_rtt = if config.fabric_rtt > SimTime::ZERO {
+            config.fabric_rtt
+        } else {
+            base_rtt
+        };
         let mtu = f64::from(mtu_bytes);
         let bdp = (line_rate_bps as f64 * base_rtt.as_ps() as f64 / 8e12).max(mtu);
         let reference_bdp = NSCC_REFERENCE_BPS * NSCC_REFERENCE_RTT_PS / 8e12;
         let a = bdp / reference_bdp;
         let b = target.as_ps() as f64 / NSCC_REFERENCE_RTT_PS;
+        let (adjust_bytes, adjust_period) = match config.adjust {
+            NsccAdjust::Reference => (16_000.0 * b, SimTime(NSCC_REFERENCE_RTT_PS as u64)),
+            NsccAdjust::Network => (8.0 * mtu, network_rtt),
+        };
         Nscc {
-            cwnd_bytes: bdp,
+            cwnd_bytes: (config.initial_window_bdp * bdp).clamp(mtu, 1.5 * bdp),
             max_cwnd_bytes: 1.5 * bdp,
             min_cwnd_bytes: mtu,
             mtu_bytes: mtu,
             base_rtt,
             target,
             qa_threshold: SimTime(target.as_ps().saturating_mul(4)),
+            qa_gate: config.qa_gate,
+            qa_armed: false,
+            adjust: config.adjust,
+            delay_decay: config.delay_decay,
+            track_min_rtt: fabric,
+            line_rate_bps: line_rate_bps as f64,
+            network_rtt,
             alpha: 4.0 * a * b * mtu / target.as_ps() as f64,
             fair_increase: 5.0 * a,
             eta_bytes: 0.15 * mtu * a,
             fast_increase_scale: 0.25 * a,
-            adjust_bytes: 16_000.0 * b,
-            adjust_period: SimTime(NSCC_REFERENCE_RTT_PS as u64),
+            adjust_bytes,
+            adjust_period,
             avg_delay_ps: 0.0,
             inc_bytes: 0.0,
             received_bytes: 0.0,
@@ -120,13 +162,23 @@ impl Nscc {
         if now <= self.qa_end {
             return false;
         }
-        let fire = (self.trigger_qa || loss || delay > self.qa_threshold)
-            && self.cwnd_bytes >= self.achieved_bytes;
+        let room = match self.qa_gate {
+            None => self.cwnd_bytes >= self.achieved_bytes,
+            Some(g) => {
+                self.qa_armed && self.achieved_bytes < self.max_cwnd_bytes / f64::from(1 << g)
+            }
+        };
+        let fire = (self.trigger_qa || loss || delay > self.qa_threshold) && room;
+        self.qa_armed = true;
         if fire {
             self.cwnd_bytes = self.achieved_bytes.max(self.min_cwnd_bytes);
             self.bytes_to_ignore = in_flight_bytes;
             self.bytes_ignored = 0.0;
             self.trigger_qa = false;
+            if self.qa_gate.is_some() {
+                self.inc_bytes = 0.0;
+                self.received_bytes = 0.0;
+            }
         }
         self.achieved_bytes = 0.0;
         self.qa_end = now + self.base_rtt + self.target;
@@ -143,9 +195,17 @@ impl Nscc {
         acked_bytes: f64,
         in_flight_bytes: f64,
     ) {
+        if self.track_min_rtt && rtt > SimTime::ZERO && rtt < self.base_rtt {
+            self.lower_base_rtt(rtt);
+        }
         let delay = SimTime(rtt.as_ps().saturating_sub(self.base_rtt.as_ps()));
-        self.avg_delay_ps =
-            (1.0 - DELAY_EWMA) * self.avg_delay_ps + DELAY_EWMA * delay.as_ps() as f64;
+        let sample_ps = if self.delay_decay && !ce && delay > self.target {
+            // Unmarked yet late: the queue is draining elsewhere; decay.
+            self.base_rtt.as_ps() as f64 / 4.0
+        } else {
+            delay.as_ps() as f64
+        };
+        self.avg_delay_ps = (1.0 - DELAY_EWMA) * self.avg_delay_ps + DELAY_EWMA * sample_ps;
         self.achieved_bytes += acked_bytes;
         self.received_bytes += acked_bytes;
         if self.bytes_ignored < self.bytes_to_ignore {
@@ -192,6 +252,16 @@ impl Nscc {
             (true, false) => {}
         }
         self.bound();
+        match self.adjust {
+            NsccAdjust::Reference => self.adjust_reference(now),
+            NsccAdjust::Network => self.adjust_network(now),
+        }
+        self.bound();
+    }
+
+    /// netsim's first reading: the increase, capped at the bytes
+    /// acknowledged, every `adjust_bytes` or period; `eta` every period.
+    fn adjust_reference(&mut self, now: SimTime) {
         if self.received_bytes > self.adjust_bytes || now - self.last_adjust > self.adjust_period {
             self.cwnd_bytes += self.received_bytes.min(self.inc_bytes / self.cwnd_bytes);
             self.inc_bytes = 0.0;
@@ -202,12 +272,37 @@ impl Nscc {
             self.cwnd_bytes += self.eta_bytes;
             self.last_eta = now;
         }
-        self.bound();
+    }
+
+    /// htsim's `fulfill_adjustment`: the whole increase every 8 MTUs or
+    /// network RTT, and `eta` with it once a period has passed.
+    fn adjust_network(&mut self, now: SimTime) {
+        if self.received_bytes > self.adjust_bytes || now - self.last_eta > self.adjust_period {
+            self.cwnd_bytes += self.inc_bytes / self.cwnd_bytes;
+            if now - self.last_eta >= self.adjust_period {
+                self.cwnd_bytes += self.eta_bytes;
+                self.last_eta = now;
+            }
+            self.inc_bytes = 0.0;
+            self.received_bytes = 0.0;
+        }
+    }
+
+    /// A smaller RTT than the base: the base and the largest window follow it.
+    fn lower_base_rtt(&mut self, rtt: SimTime) {
+        self.base_rtt = rtt;
+        let bdp = (self.line_rate_bps * rtt.as_ps() as f64 / 8e12).max(self.mtu_bytes);
+        self.max_cwnd_bytes = 1.5 * bdp;
     }
 
     /// A NACK: the trimmed packet's bytes leave the window, and quick
     /// adapt is due.
     pub(crate) fn on_nack(&mut self, now: SimTime, nacked_bytes: f64, in_flight_bytes: f64) {
+        if self.delay_decay {
+            // A trim stands for a full queue: about one network RTT of delay.
+            self.avg_delay_ps = (1.0 - DELAY_EWMA) * self.avg_delay_ps
+                + DELAY_EWMA * self.network_rtt.as_ps() as f64;
+        }
         self.cwnd_bytes -= nacked_bytes;
         self.bound();
         self.trigger_qa = true;
@@ -215,6 +310,12 @@ impl Nscc {
             let avg = SimTime(self.avg_delay_ps as u64);
             self.quick_adapt(now, true, avg, in_flight_bytes);
         }
+    }
+
+    /// The base RTT plus the average queueing delay: what an ACK without
+    /// an RTT sample of its own stands for (htsim's `get_avg_delay`).
+    pub(crate) fn average_rtt(&self) -> SimTime {
+        self.base_rtt + SimTime(self.avg_delay_ps as u64)
     }
 
     /// Packets declared lost (reordering or timeout) leave the window.
@@ -232,7 +333,7 @@ mod tests {
             100_000_000_000,
             SimTime::from_us(12),
             4096,
-            SimTime::from_us(6),
+            &UecConfig::default(),
             SimTime::ZERO,
         )
     }
@@ -275,5 +376,80 @@ mod tests {
         now += SimTime::from_us(30);
         n.on_ack(now, SimTime::from_us(60), false, 4096.0, 100_000.0);
         assert!(n.cwnd_bytes <= 5.0 * 4096.0, "cwnd {}", n.cwnd_bytes);
+    }
+
+    fn with(config: UecConfig) -> Nscc {
+        Nscc::new(
+            100_000_000_000,
+            SimTime::from_us(12),
+            4096,
+            &config,
+            SimTime::ZERO,
+        )
+    }
+
+    /// Eight ACKs in one period (32 KB achieved), then a delay past the
+    /// quick-adapt threshold; the window after it.
+    fn window_after_a_busy_period(mut n: Nscc) -> f64 {
+        let mut now = SimTime::from_ns(1);
+        n.on_ack(now, SimTime::from_us(12), false, 4096.0, 100_000.0);
+        for _ in 0..8 {
+            now += SimTime::from_us(1);
+            n.on_ack(now, SimTime::from_us(12), false, 4096.0, 100_000.0);
+        }
+        now += SimTime::from_us(30);
+        n.on_ack(now, SimTime::from_us(60), false, 4096.0, 100_000.0);
+        n.cwnd_bytes
+    }
+
+    #[test]
+    fn htsims_gate_keeps_quick_adapt_off_a_flow_that_achieved_enough() {
+        // 36 KB achieved: above the largest window (225 KB) / 8.
+        let gated = with(UecConfig {
+            qa_gate: Some(3),
+            ..UecConfig::default()
+        });
+        assert!(window_after_a_busy_period(gated) > 100_000.0);
+        assert!(window_after_a_busy_period(nscc()) <= 10.0 * 4096.0);
+    }
+
+    #[test]
+    fn the_initial_window_is_in_bdps_up_to_the_largest() {
+        let n = with(UecConfig {
+            initial_window_bdp: 1.5,
+            ..UecConfig::default()
+        });
+        assert!((n.cwnd_bytes - 225_000.0).abs() < 1.0);
+    }
+
+    #[test]
+    fn delay_decay_pulls_the_average_down_on_late_unmarked_acks() {
+        let mut plain = nscc();
+        let mut decayed = with(UecConfig {
+            delay_decay: true,
+            ..UecConfig::default()
+        });
+        let mut now = SimTime::ZERO;
+        for _ in 0..200 {
+            now += SimTime::from_ns(330);
+            // 20 us of queueing, unmarked: past the 6 us target.
+            plain.on_ack(now, SimTime::from_us(32), false, 4096.0, 100_000.0);
+            decayed.on_ack(now, SimTime::from_us(32), false, 4096.0, 100_000.0);
+        }
+        assert!(decayed.avg_delay_ps < 4e6, "{}", decayed.avg_delay_ps);
+        assert!(plain.avg_delay_ps > 10e6, "{}", plain.avg_delay_ps);
+    }
+
+    #[test]
+    fn the_fabric_base_rtt_falls_to_the_smallest_measured() {
+        let mut n = with(UecConfig {
+            base_rtt: BaseRtt::Fabric,
+            fabric_rtt: SimTime::from_us(14),
+            ..UecConfig::default()
+        });
+        assert_eq!(n.base_rtt, SimTime::from_us(14));
+        n.on_ack(SimTime::from_us(1), SimTime::from_us(8), false, 4096.0, 0.0);
+        assert_eq!(n.base_rtt, SimTime::from_us(8));
+        assert!((n.max_cwnd_bytes - 150_000.0).abs() < 1.0);
     }
 }

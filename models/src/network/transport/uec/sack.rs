@@ -104,6 +104,12 @@ impl SackSender {
         (self.next_new < self.packets && self.next_new < self.una + window).then_some(self.next_new)
     }
 
+    /// Every psn was sent at least once.
+    #[inline]
+    pub(crate) fn all_sent(&self) -> bool {
+        self.next_new == self.packets
+    }
+
     /// Whether `psn` was sent before (sending it again is a retransmission).
     #[inline]
     pub(crate) fn is_retransmission(&self, psn: u32) -> bool {
@@ -242,7 +248,17 @@ pub(crate) struct SackReceiver {
     /// Every psn before it arrived.
     cumulative: u32,
     received: Vec<u64>,
+    /// ACK coalescing: psns arrived and not yet acknowledged.
+    pending: Vec<u32>,
+    /// ACK coalescing: wire bytes arrived since the last ACK.
+    pub pending_bytes: u32,
+    /// ACK coalescing: whether any data packet arrived yet.
+    pub started: bool,
 }
+
+/// Psns below an ACK's own that its mask (a packet's 16-bit `util`) names:
+/// bit `i` is psn - 1 - `i`.
+pub(crate) const ACK_MASK_PSNS: u32 = 16;
 
 impl SackReceiver {
     /// A receiver of a message of `packets` packets.
@@ -251,7 +267,43 @@ impl SackReceiver {
             packets,
             cumulative: 0,
             received: vec![0; packets.div_ceil(64) as usize],
+            pending: Vec::new(),
+            pending_bytes: 0,
+            started: false,
         }
+    }
+
+    /// ACK coalescing: `psn` arrived and waits for an ACK.
+    pub(crate) fn hold(&mut self, psn: u32, wire_bytes: u32) {
+        self.pending.push(psn);
+        self.pending_bytes += wire_bytes;
+        self.started = true;
+    }
+
+    /// ACK coalescing: the next ACK of what is held, if any: its psn (the
+    /// `first` asked for if still held, else the highest) and the mask of
+    /// held psns up to [`ACK_MASK_PSNS`] below it, which it takes.
+    pub(crate) fn take_ack(&mut self, first: u32) -> Option<(u32, u16)> {
+        let top = if self.pending.contains(&first) {
+            first
+        } else {
+            *self.pending.iter().max()?
+        };
+        let mut mask = 0u16;
+        self.pending.retain(|&q| {
+            if q == top {
+                false
+            } else if q < top && top - q <= ACK_MASK_PSNS {
+                mask |= 1 << (top - q - 1);
+                false
+            } else {
+                true
+            }
+        });
+        if self.pending.is_empty() {
+            self.pending_bytes = 0;
+        }
+        Some((top, mask))
     }
 
     /// Data packet `psn` arrived.
@@ -280,6 +332,20 @@ mod tests {
 
     fn t(ns: u64) -> SimTime {
         SimTime::from_ns(ns)
+    }
+
+    #[test]
+    fn coalesced_acks_name_every_held_psn_once() {
+        let mut r = SackReceiver::new(100);
+        for psn in [3, 1, 2, 40, 0] {
+            r.on_data(psn);
+            r.hold(psn, 100);
+        }
+        assert_eq!(r.take_ack(2), Some((2, 0b11)));
+        assert_eq!(r.take_ack(2), Some((40, 0)));
+        assert_eq!(r.take_ack(2), Some((3, 0)));
+        assert_eq!(r.take_ack(2), None);
+        assert_eq!(r.pending_bytes, 0);
     }
 
     #[test]

@@ -1,0 +1,203 @@
+//! Flags of the Ultra Ethernet mechanisms where UEC's reference simulator
+//! (uet-htsim's `htsim_uec`) and netsim's first reading differ, each its own
+//! switch, and `--uec-profile`, which sets them all as htsim_uec would, with
+//! the values it derives from the topology (queue size, ECN thresholds,
+//! RTO, NSCC's target delay), resolved once the topology is known.
+
+use anyhow::bail;
+use netsim_engine::SimTime;
+use netsim_models::network::config::{
+    fabric_rtt, BaseRtt, EcnProfile, NetConfig, NsccAdjust, Transport,
+};
+use netsim_topo::Topology;
+
+/// htsim_uec's packet on the wire (`-mtu 4150`) and its headers, ACKs and
+/// trimmed headers (64 bytes each).
+const HTSIM_PACKET_BYTES: u32 = 4150;
+const HTSIM_HEADER_BYTES: u32 = 64;
+/// htsim's `UecSink::_bytes_unacked_threshold`.
+const HTSIM_ACK_BYTES: u32 = 16_384;
+/// htsim's NSCC starts at its largest window, 1.5 BDP (`initNscc`).
+const HTSIM_INITIAL_WINDOW_BDP: f64 = 1.5;
+/// htsim's `_qa_gate` default.
+const HTSIM_QA_GATE: u32 = 3;
+
+/// UEC mechanism flags (scenario keys too). Left out, they take the
+/// value of `--uec-profile`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct UecArgs {
+    /// UEC parameter set: netsim (netsim's own) or uet-htsim (what UEC's
+    /// reference simulator htsim_uec uses on the same topology: 4,150-byte
+    /// packets with 64-byte headers and ACKs, a fixed queue of one fabric
+    /// BDP per port, ECN marked at dequeue from 20% to 80% of a BDP, RTO of
+    /// 15 us plus six queue drain times, NSCC's target 0.75 of the fabric's
+    /// RTT, and every mechanism flag below as htsim sets it); the flags
+    /// override single values.
+    #[arg(long, default_value = "netsim", value_parser = ["netsim", "uet-htsim"])]
+    pub uec_profile: String,
+    /// UEC: the receiver acknowledges every this many bytes, and at once an
+    /// ECN-marked packet, one that asks (the last of a window, a resend)
+    /// and the first and last; 0: every packet [netsim 0, uet-htsim 16384].
+    #[arg(long)]
+    pub uec_ack_bytes: Option<u32>,
+    /// UEC NSCC: first window in BDPs of the base RTT [netsim 1, uet-htsim 1.5].
+    #[arg(long)]
+    pub uec_initial_window_bdp: Option<f64>,
+    /// UEC NSCC quick adapt: `window` (whenever the window is at least what
+    /// the last period achieved) or a gate g (only when that is below the
+    /// largest window / 2^g) [netsim window, uet-htsim 3].
+    #[arg(long)]
+    pub uec_qa_gate: Option<String>,
+    /// UEC NSCC: when the increase is applied: reference (16000 x target /
+    /// 12 us bytes or 12 us) or network (8 MTUs or the fabric's RTT)
+    /// [netsim reference, uet-htsim network].
+    #[arg(long, value_parser = ["reference", "network"])]
+    pub uec_adjust: Option<String>,
+    /// UEC NSCC: unmarked ACKs past the target decay the delay average,
+    /// NACKs raise it [netsim off, uet-htsim on].
+    #[arg(long, value_parser = ["on", "off"])]
+    pub uec_delay_decay: Option<String>,
+    /// UEC NSCC: base RTT of the flow's path, or the fabric's largest
+    /// lowered to the smallest measured [netsim path, uet-htsim fabric].
+    #[arg(long, value_parser = ["path", "fabric"])]
+    pub uec_base_rtt: Option<String>,
+    /// UEC: loss detection by reordering (`--uec-ooo-pkts`) or off (NACKs
+    /// and the timer only) [netsim reorder, uet-htsim off].
+    #[arg(long, value_parser = ["reorder", "off"])]
+    pub uec_loss_detect: Option<String>,
+    /// Lossy switch buffers: shared (dynamic thresholds, --buffer-kb) or
+    /// per-port (a fixed queue of --port-buffer-bytes per egress port)
+    /// [netsim shared, uet-htsim per-port].
+    #[arg(long, value_parser = ["shared", "per-port"])]
+    pub buffer_model: Option<String>,
+    /// Per-port buffer model: data bytes an egress queue holds [uet-htsim:
+    /// one fabric BDP in whole packets].
+    #[arg(long)]
+    pub port_buffer_bytes: Option<u64>,
+    /// Trimming: the arriving packet, or half the time the newest queued
+    /// one (htsim's queue) [netsim arriving, uet-htsim queued].
+    #[arg(long, value_parser = ["arriving", "queued"])]
+    pub trim_victim: Option<String>,
+}
+
+impl UecArgs {
+    fn htsim(&self) -> bool {
+        self.uec_profile == "uet-htsim"
+    }
+
+    /// The profile's fixed values (before the other flags, which override
+    /// packet sizes and ECN).
+    pub(super) fn profile(&self, c: &mut NetConfig) {
+        if !self.htsim() {
+            return;
+        }
+        c.mtu_bytes = HTSIM_PACKET_BYTES - HTSIM_HEADER_BYTES;
+        c.header_bytes = HTSIM_HEADER_BYTES;
+        c.control_bytes = HTSIM_HEADER_BYTES;
+        c.ecn_at_dequeue = true;
+    }
+
+    /// The mechanism flags over the profile's choices.
+    pub(super) fn mechanisms(&self, c: &mut NetConfig) -> anyhow::Result<()> {
+        let h = self.htsim();
+        let u = &mut c.uec;
+        u.ack_bytes = self
+            .uec_ack_bytes
+            .unwrap_or(if h { HTSIM_ACK_BYTES } else { 0 });
+        u.initial_window_bdp =
+            self.uec_initial_window_bdp
+                .unwrap_or(if h { HTSIM_INITIAL_WINDOW_BDP } else { 1.0 });
+        u.qa_gate = match self.uec_qa_gate.as_deref() {
+            None if h => Some(HTSIM_QA_GATE),
+            None | Some("window") => None,
+            Some(g) => Some(g.parse().map_err(|_| {
+                anyhow::anyhow!("--uec-qa-gate: expected window or a number, found `{g}`")
+            })?),
+        };
+        u.adjust = match self.uec_adjust.as_deref() {
+            Some("network") => NsccAdjust::Network,
+            Some(_) => NsccAdjust::Reference,
+            None if h => NsccAdjust::Network,
+            None => NsccAdjust::Reference,
+        };
+        u.delay_decay = self.uec_delay_decay.as_deref().map_or(h, |v| v == "on");
+        u.base_rtt = match self.uec_base_rtt.as_deref() {
+            Some("fabric") => BaseRtt::Fabric,
+            Some(_) => BaseRtt::Path,
+            None if h => BaseRtt::Fabric,
+            None => BaseRtt::Path,
+        };
+        if self.uec_loss_detect.as_deref().map_or(h, |v| v == "off") {
+            u.ooo_pkts = 0;
+        }
+        let per_port = self.buffer_model.as_deref().map_or(h, |v| v == "per-port");
+        c.port_buffer_bytes = match (per_port, self.port_buffer_bytes) {
+            (true, Some(b)) => Some(b),
+            // Sized from the topology in `for_topology`.
+            (true, None) if h => Some(u64::MAX),
+            (true, None) => bail!("--buffer-model per-port: needs --port-buffer-bytes"),
+            (false, Some(_)) => bail!("--port-buffer-bytes: needs --buffer-model per-port"),
+            (false, None) => None,
+        };
+        c.trim_queued = self.trim_victim.as_deref().map_or(h, |v| v == "queued");
+        Ok(())
+    }
+
+    /// The values that depend on the topology: the fabric's RTT (UEC), and
+    /// with the uet-htsim profile what htsim_uec derives from it unless a
+    /// flag set it (`ecn_set`, `rto_set`, `target_set`).
+    pub(super) fn for_topology(
+        &self,
+        c: &mut NetConfig,
+        topo: &Topology,
+        set: ProfileOverrides,
+    ) -> anyhow::Result<()> {
+        if c.transport != Transport::Uec {
+            return Ok(());
+        }
+        let packet = c.mtu_bytes + c.header_bytes;
+        let rtt = fabric_rtt(topo, packet, c.control_bytes);
+        c.uec.fabric_rtt = rtt;
+        if !self.htsim() {
+            return Ok(());
+        }
+        let host = topo.hosts().next().and_then(|h| topo.ports(h).first());
+        let rate_bps = host.map_or(1, |p| topo.link(p.link).bandwidth_bps).max(1);
+        // htsim's `calculate_bdp_pkt`: the fabric BDP in whole packets.
+        let bdp_pkts = (rtt.as_ps() as f64 * rate_bps as f64 / 8e12 / f64::from(packet)).ceil();
+        let pkts = |f: f64| (bdp_pkts * f).ceil() as u64 * u64::from(packet);
+        if c.port_buffer_bytes == Some(u64::MAX) {
+            c.port_buffer_bytes = Some(pkts(1.0));
+        }
+        let queue_bytes = c.port_buffer_bytes.unwrap_or(pkts(1.0));
+        if !set.ecn {
+            c.ecn = vec![EcnProfile {
+                rate_bps: 0,
+                kmin_bytes: pkts(0.2),
+                kmax_bytes: pkts(0.8),
+                pmax: set.ecn_pmax.unwrap_or(1.0),
+            }];
+        }
+        if !set.rto {
+            // htsim_uec: 15 us plus six drains of a full queue.
+            let drain_ps = u128::from(queue_bytes) * 8 * 1_000_000_000_000 / u128::from(rate_bps);
+            c.rto = SimTime::from_us(15) + SimTime(6 * drain_ps as u64);
+        }
+        if !set.target {
+            // htsim's `initNsccParams` with trimming: 0.75 of the fabric RTT.
+            let f = if c.trim { 0.75 } else { 1.0 };
+            c.uec.target_qdelay = SimTime((rtt.as_ps() as f64 * f) as u64);
+        }
+        c.validate()
+            .map_err(|e| anyhow::anyhow!("--{}: {}", e.field, e.problem))
+    }
+}
+
+/// Which of the profile's topology-derived values a flag set.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct ProfileOverrides {
+    pub ecn: bool,
+    pub ecn_pmax: Option<f64>,
+    pub rto: bool,
+    pub target: bool,
+}

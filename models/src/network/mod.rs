@@ -149,6 +149,8 @@ pub struct Network<'f, S> {
     aggregation: Aggregation,
     /// telemetry: per local node, when its next queue and link samples are due.
     next_sample: Vec<SimTime>,
+    /// telemetry: what leaves idle ports' rows out.
+    idle_rows: telemetry::IdleRows,
     stats: NetStats,
     /// Fast-forward: jumps and memoization (`fast_forward/`).
     ff: fast_forward::FastForwarding,
@@ -178,6 +180,15 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
             ff,
             forwarding: Forwarding::new(fabric, nodes),
             next_sample: vec![first_sample; nodes.len()],
+            // Only sampling reads the last rows.
+            idle_rows: telemetry::IdleRows::new(
+                config.keep_idle_rows,
+                if first_sample == SimTime::MAX {
+                    0
+                } else {
+                    ports.len()
+                },
+            ),
             buffers,
             nodes: nodes.to_vec(),
             port_base,

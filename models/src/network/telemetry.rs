@@ -5,6 +5,12 @@
 //! handles an event, so before handling one at time `t` the node writes the
 //! samples due up to `t`, and `finish` writes the rest.
 //!
+//! Idle rows: unless the configuration keeps them, a queue row that would
+//! repeat the previous one of its port and priority with nothing queued and
+//! no pause (so nothing sent, marked, dropped or trimmed in between) and a
+//! link row with no bytes are left out; a missing row reads as "as before,
+//! idle" (docs/reference/telemetry.md says how to fill the gaps).
+//!
 //! Link samples: a port counts a packet's bytes when it starts serialising
 //! it. At a sampling instant the part of the packet still to go is taken
 //! back out, pro rata, so an interval holds exactly the bytes that crossed
@@ -132,7 +138,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             for (port, p) in self.ports[queue_ports.clone()].iter().enumerate() {
                 let gport = lo + port;
                 for prio in 0..PRIORITIES {
-                    self.sink.queue(QueueSample {
+                    let sample = QueueSample {
                         time_ns,
                         node,
                         port: port as u32,
@@ -147,7 +153,10 @@ impl<S: TelemetrySink> Network<'_, S> {
                             0
                         },
                         paused: prio == PRIO_DATA && p.pause.paused,
-                    });
+                    };
+                    if self.idle_rows.changed(gport, prio, &sample) {
+                        self.sink.queue(sample);
+                    }
                 }
             }
             // Replays wholly on the wire by now are in `tx_bytes` alone.
@@ -218,6 +227,9 @@ impl<S: TelemetrySink> Network<'_, S> {
             let sent = p.wire_bytes_by(to) - replayed;
             let tx_bytes = sent - p.counters.sampled_tx_bytes;
             p.counters.sampled_tx_bytes = sent;
+            if tx_bytes == 0 && !self.idle_rows.keep {
+                continue;
+            }
             self.sink.link(LinkSample {
                 time_ns: to.as_ns(),
                 interval_ns: to.as_ns() - from.as_ns(),
@@ -230,5 +242,51 @@ impl<S: TelemetrySink> Network<'_, S> {
                 utilization: tx_bytes as f64 * 8e12 / (p.link.rate_bps as f64 * interval_ps),
             });
         }
+    }
+}
+
+/// The counters of the last queue row written per port and priority, to
+/// leave out rows of idle queues.
+#[derive(Debug)]
+pub(super) struct IdleRows {
+    /// Write every row (`keep_idle_rows`).
+    pub(super) keep: bool,
+    /// Per shard port and priority: `tx_bytes`, `ecn_marked_pkts`,
+    /// `dropped_pkts`, `trimmed_pkts` of its last row (zero before any);
+    /// empty when `keep`.
+    last: Vec<[[u64; 4]; PRIORITIES]>,
+}
+
+impl IdleRows {
+    pub(super) fn new(keep: bool, ports: usize) -> IdleRows {
+        IdleRows {
+            keep,
+            last: if keep {
+                Vec::new()
+            } else {
+                vec![[[0; 4]; PRIORITIES]; ports]
+            },
+        }
+    }
+
+    /// Whether `sample` of shard port `gport` must be written: always when
+    /// kept, else when its queue holds bytes, is paused, or a counter moved
+    /// since the port's last row (which it then becomes).
+    fn changed(&mut self, gport: usize, prio: usize, sample: &QueueSample) -> bool {
+        if self.keep {
+            return true;
+        }
+        let counts = [
+            sample.tx_bytes,
+            sample.ecn_marked_pkts,
+            sample.dropped_pkts,
+            sample.trimmed_pkts,
+        ];
+        let last = &mut self.last[gport][prio];
+        if sample.qlen_bytes == 0 && !sample.paused && *last == counts {
+            return false;
+        }
+        *last = counts;
+        true
     }
 }

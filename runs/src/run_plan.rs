@@ -90,7 +90,7 @@ impl RunArgs {
             self.workload
                 .with_traffic(&self.traffic, &topo, &config, self.seed)?;
         self.check_packets(&workload, config.mtu_bytes)?;
-        crate::limits::check_samples(&workload, config.sample_period, topo.link_count())?;
+        crate::limits::check_samples(&workload, &config, &topo)?;
         let strategy: Strategy = self
             .partition
             .parse()

@@ -183,6 +183,8 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
             // Only sampling reads the last rows.
             idle_rows: telemetry::IdleRows::new(
                 config.keep_idle_rows,
+                config.fast_forward.is_some(),
+                nodes.len(),
                 if first_sample == SimTime::MAX {
                     0
                 } else {
@@ -311,6 +313,7 @@ impl<S: TelemetrySink> Model for Network<'_, S> {
         if self.next_sample[local] <= ctx.now() {
             self.sample_until(local, ctx.now());
         }
+        self.idle_rows.touched(local);
         // Each event goes to the part it concerns: packets to the host's NIC
         // or the switch, port events to the port, timers to the transport or
         // the congestion control, workload events to the task driver.

@@ -131,6 +131,12 @@ impl<S: TelemetrySink> Network<'_, S> {
         };
         while self.next_sample[local] <= now {
             let at = self.next_sample[local];
+            if self.idle_rows.quiet[local] {
+                // Every row up to `now` would be idle: skip the instants.
+                let periods = (now - at).as_ps() / period.as_ps() + 1;
+                self.next_sample[local] = at + SimTime(periods * period.as_ps());
+                break;
+            }
             if at > SimTime::ZERO {
                 self.sample_links(local, at - period, at);
             }
@@ -164,6 +170,13 @@ impl<S: TelemetrySink> Network<'_, S> {
                 self.ff.sampled(gport, at);
             }
             self.next_sample[local] += period;
+            let ports = &self.ports[lo..hi];
+            self.idle_rows.quiet[local] = self.idle_rows.fast
+                && ports.iter().all(|p| {
+                    p.egress.busy_until <= at
+                        && p.egress.queued_bytes.iter().all(|&q| q == 0)
+                        && !p.pause.paused
+                });
         }
     }
 
@@ -255,10 +268,20 @@ pub(super) struct IdleRows {
     /// `dropped_pkts`, `trimmed_pkts` of its last row (zero before any);
     /// empty when `keep`.
     last: Vec<[[u64; 4]; PRIORITIES]>,
+    /// Idle rows are left out and only a node's own events change its
+    /// ports (no fast-forward, whose jumps and replays move counters).
+    fast: bool,
+    /// Per local node: at its last sampling instant every port was empty,
+    /// unpaused and off the wire, and it has handled no event since, so
+    /// every row it would write until its next event is idle.
+    pub(super) quiet: Vec<bool>,
 }
 
 impl IdleRows {
-    pub(super) fn new(keep: bool, ports: usize) -> IdleRows {
+    /// For `nodes` local nodes with `ports` ports (0: sampling off);
+    /// `fast_forward`: whether jumps or replays may move counters.
+    pub(super) fn new(keep: bool, fast_forward: bool, nodes: usize, ports: usize) -> IdleRows {
+        let fast = !keep && !fast_forward && ports > 0;
         IdleRows {
             keep,
             last: if keep {
@@ -266,6 +289,16 @@ impl IdleRows {
             } else {
                 vec![[[0; 4]; PRIORITIES]; ports]
             },
+            fast,
+            quiet: vec![false; nodes],
+        }
+    }
+
+    /// Local node `local` handles an event: its ports may change.
+    #[inline]
+    pub(super) fn touched(&mut self, local: usize) {
+        if self.fast {
+            self.quiet[local] = false;
         }
     }
 

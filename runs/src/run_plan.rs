@@ -23,6 +23,8 @@ pub struct Plan {
     pub note: Option<String>,
     /// What the run adds beside the workload, as checked before it starts.
     pub run_bytes: RunBytes,
+    /// What this process held when the run's memory was checked.
+    pub held_bytes: u64,
 }
 
 impl RunArgs {
@@ -115,7 +117,7 @@ impl RunArgs {
             ranks,
             self.shards(),
         );
-        crate::memory_check::check_run_memory(&run_bytes, workload.flows.len())
+        let held_bytes = crate::memory_check::check_run_memory(&run_bytes, workload.flows.len())
             .with_context(|| self.topology.size_context(&self.topo))?;
         // One shard has nothing to balance: no need to walk every flow.
         let partitioned = if partition_config.shards == 1 {
@@ -155,6 +157,7 @@ impl RunArgs {
         }
         Ok(Plan {
             run_bytes,
+            held_bytes,
             fabric,
             partition,
             layout,

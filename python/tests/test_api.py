@@ -186,8 +186,9 @@ def test_a_sweep_over_link_speed():
 
 def test_tables_are_not_copied():
     # Several row groups (16,384 rows each) of queue samples.
+    # Idle ports' rows kept: every port at every instant.
     run = netsim.run(topo="fat-tree", k=4, sample_ns=100, flow_size=1_000_000, threads=2,
-                     progress=False)
+                     telemetry_idle_rows="keep", progress=False)
     table = run.queues
     assert table.num_rows > 3 * 16_384
     rust = run._inner.value_addresses("queues")
@@ -213,7 +214,9 @@ def test_dataframes():
 
 def test_topology_has_the_runs_nodes_and_links():
     fabric = netsim.topology("fat-tree", k=4, link_gbps=400)
-    run = netsim.run(topo="fat-tree", k=4, link_gbps=400, sample_ns=10_000, progress=False)
+    # Idle rows kept, so that every link direction has rows.
+    run = netsim.run(topo="fat-tree", k=4, link_gbps=400, sample_ns=10_000,
+                     telemetry_idle_rows="keep", progress=False)
     assert fabric.nodes.num_rows == run.summary["nodes"] == 36
     assert fabric.links.num_rows == run.summary["links"] == 48
     assert fabric.nodes["role"].to_pylist().count("host") == run.summary["hosts"]

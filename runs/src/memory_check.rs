@@ -178,8 +178,10 @@ fn topology_bytes(topo: &netsim_topo::Topology) -> u64 {
 }
 
 /// Fails when what the run adds ([`RunBytes`]) would not fit beside what
-/// this process already holds (the workload among it).
-pub fn check_run_memory(need: &RunBytes, flows: usize) -> anyhow::Result<()> {
+/// this process already holds (the workload among it); returns what it
+/// holds, which with `need` predicts the run's peak (`run.json`'s
+/// `peak_rss_predicted_bytes` beside the measured `peak_rss_bytes`).
+pub fn check_run_memory(need: &RunBytes, flows: usize) -> anyhow::Result<u64> {
     let (limit, held) = (memory_limit_bytes(), memory_in_use_bytes());
     if need.total() > limit.saturating_sub(held) {
         bail!(
@@ -195,7 +197,7 @@ pub fn check_run_memory(need: &RunBytes, flows: usize) -> anyhow::Result<()> {
             human_bytes(held)
         );
     }
-    Ok(())
+    Ok(held)
 }
 
 /// `run.json`'s `workload_bytes`: what the workload's structures hold.

@@ -243,6 +243,11 @@ pub struct NetworkArgs {
     /// Sampling period of the `queues` and `links` tables in nanoseconds (0: off).
     #[arg(long, default_value_t = 100_000)]
     pub sample_ns: u64,
+    /// Rows of idle ports in `queues` and `links`: `skip` leaves out a port
+    /// (and priority) with nothing queued, sent or marked since its last
+    /// row; `keep` writes every port at every sampling instant.
+    #[arg(long, default_value = "skip", value_parser = ["skip", "keep"])]
+    pub telemetry_idle_rows: String,
     /// Fast-forward: on jumps over stretches where every flow's rate and
     /// every queue is steady (packet level otherwise), off simulates every packet.
     #[arg(long, default_value = "off", help_heading = "Engine")]

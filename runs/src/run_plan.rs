@@ -23,6 +23,8 @@ pub struct Plan {
     pub note: Option<String>,
     /// What the run adds beside the workload, as checked before it starts.
     pub run_bytes: RunBytes,
+    /// What this process held when the run's memory was checked.
+    pub held_bytes: u64,
 }
 
 impl RunArgs {
@@ -90,7 +92,7 @@ impl RunArgs {
             self.workload
                 .with_traffic(&self.traffic, &topo, &config, self.seed)?;
         self.check_packets(&workload, config.mtu_bytes)?;
-        crate::limits::check_samples(&workload, config.sample_period, topo.link_count())?;
+        crate::limits::check_samples(&workload, &config, &topo)?;
         let strategy: Strategy = self
             .partition
             .parse()
@@ -116,7 +118,7 @@ impl RunArgs {
             ranks,
             self.shards(),
         );
-        crate::memory_check::check_run_memory(&run_bytes, workload.flows.len())
+        let held_bytes = crate::memory_check::check_run_memory(&run_bytes, workload.flows.len())
             .with_context(|| self.topology.size_context(&self.topo))?;
         // One shard has nothing to balance: no need to walk every flow.
         let partitioned = if partition_config.shards == 1 {
@@ -156,6 +158,7 @@ impl RunArgs {
         }
         Ok(Plan {
             run_bytes,
+            held_bytes,
             fabric,
             partition,
             layout,

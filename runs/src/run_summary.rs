@@ -330,6 +330,10 @@ impl RunArgs {
         summary["edges"] = plan.fabric.workload.edge_count().into();
         summary["workload_bytes"] = crate::memory_check::workload_bytes_json(&plan.fabric.workload);
         summary["run_bytes_predicted"] = plan.run_bytes.json();
+        summary["peak_rss_predicted_bytes"] = plan
+            .held_bytes
+            .saturating_add(plan.run_bytes.total())
+            .into();
         summary["rows"]["faults"] = written.fault_rows.into();
         summary
     }

@@ -25,10 +25,13 @@ pub struct LinkMeter {
     /// copy's host channel reports its kept host's, [`super::classes`]);
     /// empty: each its own.
     mirror: Vec<u32>,
+    /// Write a row for a channel that carried nothing in the interval too.
+    keep_idle_rows: bool,
 }
 
 impl LinkMeter {
-    pub fn new(channels: u32) -> LinkMeter {
+    /// `keep_idle_rows`: rows of intervals without bytes are written too.
+    pub fn new(channels: u32, keep_idle_rows: bool) -> LinkMeter {
         let n = channels as usize;
         LinkMeter {
             rate_bps: vec![0; n],
@@ -36,6 +39,7 @@ impl LinkMeter {
             settled_at: vec![SimTime::ZERO; n],
             sampled_bytes: vec![0; n],
             mirror: Vec::new(),
+            keep_idle_rows,
         }
     }
 
@@ -78,7 +82,8 @@ impl LinkMeter {
     }
 
     /// One row per channel for the interval `(from, to]`, node by node and
-    /// port by port (the order channels are numbered in).
+    /// port by port (the order channels are numbered in); none for a
+    /// channel that carried nothing unless idle rows are kept.
     pub fn sample(
         &mut self,
         topo: &Topology,
@@ -97,6 +102,9 @@ impl LinkMeter {
                 let tx_bytes = bytes - self.sampled_bytes[c];
                 self.sampled_bytes[c] = bytes;
                 c += 1;
+                if tx_bytes == 0 && !self.keep_idle_rows {
+                    continue;
+                }
                 let rate_bps = topo.link(p.link).bandwidth_bps;
                 sink.link(LinkSample {
                     time_ns: to.as_ns(),

@@ -219,7 +219,10 @@ pub fn simulate<S: TelemetrySink>(
     };
     let period = fabric.config.sample_period;
     let classes = Classes::new(fabric);
-    let mut meter = LinkMeter::new(channels.count() + streams as u32);
+    let mut meter = LinkMeter::new(
+        channels.count() + streams as u32,
+        fabric.config.keep_idle_rows,
+    );
     if let Some(c) = &classes {
         meter.set_mirrors(c.mirrors(topo, &channels));
     }

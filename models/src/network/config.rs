@@ -256,6 +256,10 @@ pub struct NetConfig {
     pub link_error_rate: f64,
     /// Sampling period of the `queues` and `links` tables; zero disables sampling.
     pub sample_period: SimTime,
+    /// Sampling writes a row for every port at every instant; off (the
+    /// default), a port with nothing queued, sent, marked, dropped or
+    /// paused since its last row writes none (docs: the telemetry schema).
+    pub keep_idle_rows: bool,
     /// The NICs' transport: RoCEv2 or Ultra Ethernet.
     pub transport: Transport,
     /// Ultra Ethernet parameters (used when `transport` is `Uec`).
@@ -368,6 +372,7 @@ impl Default for NetConfig {
             retry_limit: 7,
             link_error_rate: 0.0,
             sample_period: SimTime::from_us(100),
+            keep_idle_rows: false,
             fast_forward: None,
             transport: Transport::Roce,
             uec: UecConfig::default(),

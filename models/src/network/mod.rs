@@ -149,6 +149,8 @@ pub struct Network<'f, S> {
     aggregation: Aggregation,
     /// telemetry: per local node, when its next queue and link samples are due.
     next_sample: Vec<SimTime>,
+    /// telemetry: what leaves idle ports' rows out.
+    idle_rows: telemetry::IdleRows,
     stats: NetStats,
     /// Fast-forward: jumps and memoization (`fast_forward/`).
     ff: fast_forward::FastForwarding,
@@ -178,6 +180,17 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
             ff,
             forwarding: Forwarding::new(fabric, nodes),
             next_sample: vec![first_sample; nodes.len()],
+            // Only sampling reads the last rows.
+            idle_rows: telemetry::IdleRows::new(
+                config.keep_idle_rows,
+                config.fast_forward.is_some(),
+                nodes.len(),
+                if first_sample == SimTime::MAX {
+                    0
+                } else {
+                    ports.len()
+                },
+            ),
             buffers,
             nodes: nodes.to_vec(),
             port_base,
@@ -300,6 +313,7 @@ impl<S: TelemetrySink> Model for Network<'_, S> {
         if self.next_sample[local] <= ctx.now() {
             self.sample_until(local, ctx.now());
         }
+        self.idle_rows.touched(local);
         // Each event goes to the part it concerns: packets to the host's NIC
         // or the switch, port events to the port, timers to the transport or
         // the congestion control, workload events to the task driver.

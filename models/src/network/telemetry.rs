@@ -5,6 +5,12 @@
 //! handles an event, so before handling one at time `t` the node writes the
 //! samples due up to `t`, and `finish` writes the rest.
 //!
+//! Idle rows: unless the configuration keeps them, a queue row that would
+//! repeat the previous one of its port and priority with nothing queued and
+//! no pause (so nothing sent, marked, dropped or trimmed in between) and a
+//! link row with no bytes are left out; a missing row reads as "as before,
+//! idle" (docs/reference/telemetry.md says how to fill the gaps).
+//!
 //! Link samples: a port counts a packet's bytes when it starts serialising
 //! it. At a sampling instant the part of the packet still to go is taken
 //! back out, pro rata, so an interval holds exactly the bytes that crossed
@@ -125,6 +131,12 @@ impl<S: TelemetrySink> Network<'_, S> {
         };
         while self.next_sample[local] <= now {
             let at = self.next_sample[local];
+            if self.idle_rows.quiet[local] {
+                // Every row up to `now` would be idle: skip the instants.
+                let periods = (now - at).as_ps() / period.as_ps() + 1;
+                self.next_sample[local] = at + SimTime(periods * period.as_ps());
+                break;
+            }
             if at > SimTime::ZERO {
                 self.sample_links(local, at - period, at);
             }
@@ -132,7 +144,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             for (port, p) in self.ports[queue_ports.clone()].iter().enumerate() {
                 let gport = lo + port;
                 for prio in 0..PRIORITIES {
-                    self.sink.queue(QueueSample {
+                    let sample = QueueSample {
                         time_ns,
                         node,
                         port: port as u32,
@@ -147,7 +159,10 @@ impl<S: TelemetrySink> Network<'_, S> {
                             0
                         },
                         paused: prio == PRIO_DATA && p.pause.paused,
-                    });
+                    };
+                    if self.idle_rows.changed(gport, prio, &sample) {
+                        self.sink.queue(sample);
+                    }
                 }
             }
             // Replays wholly on the wire by now are in `tx_bytes` alone.
@@ -155,6 +170,13 @@ impl<S: TelemetrySink> Network<'_, S> {
                 self.ff.sampled(gport, at);
             }
             self.next_sample[local] += period;
+            let ports = &self.ports[lo..hi];
+            self.idle_rows.quiet[local] = self.idle_rows.fast
+                && ports.iter().all(|p| {
+                    p.egress.busy_until <= at
+                        && p.egress.queued_bytes.iter().all(|&q| q == 0)
+                        && !p.pause.paused
+                });
         }
     }
 
@@ -218,6 +240,9 @@ impl<S: TelemetrySink> Network<'_, S> {
             let sent = p.wire_bytes_by(to) - replayed;
             let tx_bytes = sent - p.counters.sampled_tx_bytes;
             p.counters.sampled_tx_bytes = sent;
+            if tx_bytes == 0 && !self.idle_rows.keep {
+                continue;
+            }
             self.sink.link(LinkSample {
                 time_ns: to.as_ns(),
                 interval_ns: to.as_ns() - from.as_ns(),
@@ -230,5 +255,71 @@ impl<S: TelemetrySink> Network<'_, S> {
                 utilization: tx_bytes as f64 * 8e12 / (p.link.rate_bps as f64 * interval_ps),
             });
         }
+    }
+}
+
+/// The counters of the last queue row written per port and priority, to
+/// leave out rows of idle queues.
+#[derive(Debug)]
+pub(super) struct IdleRows {
+    /// Write every row (`keep_idle_rows`).
+    pub(super) keep: bool,
+    /// Per shard port and priority: `tx_bytes`, `ecn_marked_pkts`,
+    /// `dropped_pkts`, `trimmed_pkts` of its last row (zero before any);
+    /// empty when `keep`.
+    last: Vec<[[u64; 4]; PRIORITIES]>,
+    /// Idle rows are left out and only a node's own events change its
+    /// ports (no fast-forward, whose jumps and replays move counters).
+    fast: bool,
+    /// Per local node: at its last sampling instant every port was empty,
+    /// unpaused and off the wire, and it has handled no event since, so
+    /// every row it would write until its next event is idle.
+    pub(super) quiet: Vec<bool>,
+}
+
+impl IdleRows {
+    /// For `nodes` local nodes with `ports` ports (0: sampling off);
+    /// `fast_forward`: whether jumps or replays may move counters.
+    pub(super) fn new(keep: bool, fast_forward: bool, nodes: usize, ports: usize) -> IdleRows {
+        let fast = !keep && !fast_forward && ports > 0;
+        IdleRows {
+            keep,
+            last: if keep {
+                Vec::new()
+            } else {
+                vec![[[0; 4]; PRIORITIES]; ports]
+            },
+            fast,
+            quiet: vec![false; nodes],
+        }
+    }
+
+    /// Local node `local` handles an event: its ports may change.
+    #[inline]
+    pub(super) fn touched(&mut self, local: usize) {
+        if self.fast {
+            self.quiet[local] = false;
+        }
+    }
+
+    /// Whether `sample` of shard port `gport` must be written: always when
+    /// kept, else when its queue holds bytes, is paused, or a counter moved
+    /// since the port's last row (which it then becomes).
+    fn changed(&mut self, gport: usize, prio: usize, sample: &QueueSample) -> bool {
+        if self.keep {
+            return true;
+        }
+        let counts = [
+            sample.tx_bytes,
+            sample.ecn_marked_pkts,
+            sample.dropped_pkts,
+            sample.trimmed_pkts,
+        ];
+        let last = &mut self.last[gport][prio];
+        if sample.qlen_bytes == 0 && !sample.paused && *last == counts {
+            return false;
+        }
+        *last = counts;
+        true
     }
 }

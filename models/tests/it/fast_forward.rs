@@ -43,6 +43,8 @@ fn bottleneck(size: u64, fast_forward: Option<FastForward>) -> Fabric {
     let config = NetConfig {
         cc: CcKind::Dcqcn,
         sample_period: SimTime::from_us(20),
+        // One row per period, idle or not, to count them.
+        keep_idle_rows: true,
         fast_forward,
         ..NetConfig::default()
     };

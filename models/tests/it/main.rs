@@ -19,6 +19,7 @@ mod flow_ina;
 mod flow_level;
 mod fold;
 mod goal;
+mod idle_rows;
 mod load;
 mod memory;
 mod network;

@@ -329,6 +329,8 @@ fn link_bytes_are_conserved_in_a_lossless_incast() {
         cc: CcKind::Dcqcn,
         buffer_bytes: 4 << 20,
         sample_period: SimTime::from_ns(3_000),
+        // Every interval has a row, to check that they tile the run.
+        keep_idle_rows: true,
         ..NetConfig::default()
     };
     let mtu = u64::from(config.mtu_bytes);

@@ -83,6 +83,7 @@ impl NetworkArgs {
         self.buffers(&mut c)?;
         c.sample_period = SimTime::try_from_ns(self.sample_ns)
             .map_err(|e| anyhow::anyhow!("--sample-ns: {e}"))?;
+        c.keep_idle_rows = self.telemetry_idle_rows == "keep";
         c.retry_limit = self.retry_limit;
         c.link_error_rate = self.link_error_rate;
         let u = &mut c.uec;

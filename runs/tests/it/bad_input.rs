@@ -84,6 +84,14 @@ const FLAG_CASES: &[(&str, &str)] = &[
         "--host-overhead-ns",
     ),
     ("--topo star --sample-ns 18446744073709552", "--sample-ns"),
+    // Issue 32: sampling every nanosecond a run of milliseconds (8 x 100 MB
+    // into one 100 Gb/s host) wrote rows for minutes; the flows' ideal
+    // completion times bound the run's length before it starts.
+    (
+        "--topo fat-tree --k 4 --traffic incast --incast-degree 8 --flow-size 100000000 \
+         --sample-ns 1",
+        "lasts at least 0.06",
+    ),
     // The wrong flag was blamed.
     ("--topo dragonfly --h 100000", "--h:"),
     ("--topo star --pfc-alpha 0", "--pfc-alpha"),

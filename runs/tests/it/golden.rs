@@ -37,16 +37,34 @@ use crate::common::{runs_file, words};
 
 /// One `#[test]` per golden run, named as the run with `_` for `-`; its
 /// command line may name a file of `runs/tests/golden/` as `{golden}/file`.
+/// Each run is checked once more keeping idle ports' rows, against
+/// `checksums-keep-idle.txt`: the checksums blessed before idle rows were
+/// left out, so that `--telemetry-idle-rows keep` gives the tables of before.
 macro_rules! golden {
     ($($name:ident: $line:expr;)*) => {
         $(
             #[test]
             fn $name() {
-                check(&stringify!($name).replace('_', "-"), $line);
+                check(&stringify!($name).replace('_', "-"), $line, CHECKSUMS);
             }
         )*
+        mod keep_idle_rows {
+            $(
+                #[test]
+                fn $name() {
+                    let line = format!("{} --telemetry-idle-rows keep", $line);
+                    super::check(&stringify!($name).replace('_', "-"), &line, super::KEEP_IDLE);
+                }
+            )*
+        }
     };
 }
+
+/// The blessed checksums.
+const CHECKSUMS: &str = "checksums.txt";
+/// The checksums of the runs with idle rows kept (never re-blessed: they
+/// are the tables from before idle rows were left out).
+const KEEP_IDLE: &str = "checksums-keep-idle.txt";
 
 golden! {
     // Faults: a failing aggregation-core link, a slowed host link and lossy
@@ -198,9 +216,9 @@ static BLESS: Mutex<()> = Mutex::new(());
 
 /// Replaces the blessed lines of run `name` by `lines`, where its old ones
 /// were (a new run's go last).
-fn bless(name: &str, lines: &[String]) {
+fn bless(name: &str, lines: &[String], file: &str) {
     let _guard = BLESS.lock().unwrap_or_else(|e| e.into_inner());
-    let path = golden_dir().join("checksums.txt");
+    let path = golden_dir().join(file);
     let old = std::fs::read_to_string(&path).unwrap_or_default();
     let mut text = String::new();
     let mut written = false;
@@ -219,9 +237,9 @@ fn bless(name: &str, lines: &[String]) {
     std::fs::write(&path, text).unwrap();
 }
 
-/// Runs golden run `name` and compares its checksums with the blessed ones
-/// (or blesses them).
-fn check(name: &str, line: &str) {
+/// Runs golden run `name` and compares its checksums with the ones blessed
+/// in `file` (or blesses them).
+fn check(name: &str, line: &str, file: &str) {
     // NETSIM_GOLDEN_BIN runs another build (say, one from before a change)
     // against the same checksums, or blesses with it.
     let binary = std::env::var_os("NETSIM_GOLDEN_BIN").map_or_else(
@@ -229,13 +247,18 @@ fn check(name: &str, line: &str) {
         PathBuf::from,
     );
     let scratch = Path::new(env!("CARGO_TARGET_TMPDIR")).join("golden");
-    let tables = run(&binary, name, line, &scratch.join(name));
+    let dir = if file == CHECKSUMS {
+        scratch.join(name)
+    } else {
+        scratch.join("keep-idle-rows").join(name)
+    };
+    let tables = run(&binary, name, line, &dir);
     let actual = checksum_lines(name, &tables);
     if std::env::var_os("NETSIM_BLESS").is_some() {
-        bless(name, &actual);
+        bless(name, &actual, file);
         return;
     }
-    let path = golden_dir().join("checksums.txt");
+    let path = golden_dir().join(file);
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("{}: {e}; bless with NETSIM_BLESS=1", path.display()));
     let expected = blessed(&text, name);
@@ -255,7 +278,13 @@ fn check(name: &str, line: &str) {
         report.push(format!("+ {l}"));
     }
     report.push(String::new());
-    report.extend(rows_report(name, line, &expected, &tables, &scratch));
+    report.extend(rows_report(
+        name,
+        line,
+        &expected,
+        &tables,
+        dir.parent().expect("a run dir has a parent"),
+    ));
     panic!(
         "golden run {name}: output tables differ from {} (bless with NETSIM_BLESS=1 if the \
          change is intended):\n{}",

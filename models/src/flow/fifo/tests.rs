@@ -10,7 +10,7 @@ const WIRE: u128 = 1_000_000 * 1_000_000_000_000;
 fn run(capacity_bps: Vec<u64>, paths: &[&[u32]]) -> Vec<SimTime> {
     let channels = capacity_bps.len() as u32;
     let mut fifo = Fifo::new(capacity_bps, paths.len());
-    let mut meter = LinkMeter::new(channels);
+    let mut meter = LinkMeter::new(channels, true);
     for (flow, path) in paths.iter().enumerate() {
         fifo.add(flow as u32, path, WIRE, SimTime::ZERO);
     }

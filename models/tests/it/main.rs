@@ -21,6 +21,7 @@ mod fold;
 mod goal;
 mod load;
 mod memory;
+mod nccl;
 mod network;
 mod network_determinism;
 mod parser_properties;

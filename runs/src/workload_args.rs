@@ -7,6 +7,7 @@ use netsim_models::network::config::NetConfig;
 use netsim_models::traffic::FlowSpec;
 use netsim_models::workload::file::{self, parse_size};
 use netsim_models::workload::groups::{GroupSpec, Parallelism};
+use netsim_models::workload::nccl::{Nccl, Protocol};
 use netsim_models::workload::trace::{OpKind, Trace};
 use netsim_models::workload::{
     self, simai, Algorithm, CollectiveOp, Dtype, Job, OpSpec, ReduceOp, SwitchProfile, Workload,
@@ -29,7 +30,8 @@ pub struct WorkloadArgs {
     /// Collective size: bytes, or with a unit (64KiB, 16MiB, 1GB).
     #[arg(long, default_value = "1MiB")]
     pub size: String,
-    /// Algorithm: ring, tree, hd, ina (in-network), direct (alltoall), dissemination (barrier).
+    /// Algorithm: ring, tree, hd, ina (in-network), direct (alltoall), dissemination (barrier),
+    /// nvls, nvls-tree (NVLink SHARP), auto (NCCL's choice).
     #[arg(long)]
     pub algo: Option<String>,
     /// Group: all, tp, dp, pp, ep, dp_ep (every group of that kind at once), or ranks "0-7,12".
@@ -73,6 +75,19 @@ pub struct WorkloadArgs {
     /// Host algorithm an in-network all-reduce falls back to: ring, tree or hd.
     #[arg(long, default_value = "ring")]
     pub fallback_algo: String,
+    /// NCCL's NVLink SHARP: on lets `--algo auto` choose NVLS / NVLS-Tree
+    /// (H100-class GPUs only; SimAI's AS_NVLS_ENABLE). Giving --nvls, --pxn
+    /// or --protocol runs collectives with NCCL's model (docs/models/collectives.md).
+    #[arg(long, value_name = "on|off")]
+    pub nvls: Option<String>,
+    /// NCCL's PXN: inter-server ring hops relayed over NVLink to the GPU on
+    /// the destination's rail (SimAI's AS_PXN_ENABLE).
+    #[arg(long, value_name = "on|off")]
+    pub pxn: Option<String>,
+    /// NCCL protocol: ll, ll128, simple (flag bytes and latency per
+    /// NCCL's tuning tables) or auto (NCCL's choice).
+    #[arg(long)]
+    pub protocol: Option<String>,
     /// Per-message host overhead before each flow starts, ns.
     #[arg(long, default_value_t = 0)]
     pub host_overhead_ns: u64,
@@ -261,11 +276,44 @@ impl WorkloadArgs {
                     self.fallback_algo
                 )
             })?;
+        spec.nccl = self.nccl(spec.nccl)?;
         if self.fallback_algo != "ring" {
             // Otherwise keep what a workload file chose (ring by default).
             spec.fallback = fallback;
         }
         Ok(spec)
+    }
+
+    /// NCCL's model as --nvls, --pxn, --protocol and --algo ask (`auto`,
+    /// `nvls` and `nvls-tree` need it); `current` when none of them does.
+    fn nccl(&self, current: Option<Nccl>) -> anyhow::Result<Option<Nccl>> {
+        let on_off = |flag: &str, v: &Option<String>| -> anyhow::Result<Option<bool>> {
+            match v.as_deref() {
+                None => Ok(None),
+                Some("on") => Ok(Some(true)),
+                Some("off") => Ok(Some(false)),
+                Some(other) => bail!("--{flag}: `{other}` is not on or off"),
+            }
+        };
+        let (nvls, pxn) = (on_off("nvls", &self.nvls)?, on_off("pxn", &self.pxn)?);
+        let protocol =
+            match self.protocol.as_deref() {
+                None | Some("auto") => None,
+                Some(p) => Some(Protocol::parse(p).with_context(|| {
+                    format!("--protocol: unknown `{p}` (ll, ll128, simple, auto)")
+                })?),
+            };
+        let wants = matches!(self.algo.as_deref(), Some("auto" | "nvls" | "nvls-tree"));
+        if nvls.is_none() && pxn.is_none() && self.protocol.is_none() && !wants {
+            return Ok(current);
+        }
+        let mut nccl = current.unwrap_or_default();
+        nccl.nvls = nvls.unwrap_or(nccl.nvls);
+        nccl.pxn = pxn.unwrap_or(nccl.pxn);
+        if self.protocol.is_some() {
+            nccl.protocol = protocol;
+        }
+        Ok(Some(nccl))
     }
 
     /// One collective `op` of --size on --group of `hosts` ranks laid out

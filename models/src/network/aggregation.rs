@@ -159,7 +159,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         let host = ctx.node().0;
         // The member's port, as the tree recorded it (not a search of the
         // members: a barrier over 65,000 hosts would be quadratic).
-        let (port, _) = offload::uplink(&fabric.topo, host).expect("a member has an uplink");
+        let port = offload::member_port(&fabric.topo, op, host).expect("a member has an uplink");
         let ideal = ideal_stream(&fabric.topo, op, host, port, u64::from(config.header_bytes));
         let gport = self.port_index(ctx.local_index(), port);
         let line_rate_bps = self.ports[gport].link.rate_bps;

@@ -135,28 +135,68 @@ pub fn channel_rings(
     chunks: u32,
     entry: &HostTasks,
 ) {
+    let ring = RingSpec {
+        ranks,
+        size_bytes,
+        steps,
+        chunks,
+    };
+    relayed_rings(b, coll, orders, ring, entry, &|_, _| None);
+}
+
+/// The size and steps of [`relayed_rings`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RingSpec {
+    /// Members the ring stands for (each step sends `size/ranks`).
+    pub ranks: usize,
+    pub size_bytes: u64,
+    pub steps: u32,
+    /// Flows per step and channel.
+    pub chunks: u32,
+}
+
+/// [`channel_rings`] where a hop `src -> dst` for which `relay` names a
+/// member `r` goes `src -> r -> dst`, the second flow after the first
+/// arrives at `r` (NCCL's PXN: a GPU hands an inter-server send over
+/// NVLink to the GPU of its server on the destination's rail).
+pub fn relayed_rings(
+    b: &mut Builder,
+    coll: u32,
+    orders: &[Vec<NodeIndex>],
+    ring: RingSpec,
+    entry: &HostTasks,
+    relay: &dyn Fn(NodeIndex, NodeIndex) -> Option<NodeIndex>,
+) {
     let n = orders[0].len();
-    let per_step = size_bytes.div_ceil(ranks as u64);
-    let pieces = orders.len() * chunks as usize;
+    let per_step = ring.size_bytes.div_ceil(ring.ranks as u64);
+    let chunks = ring.chunks as usize;
+    let pieces = orders.len() * chunks;
     // prev[i * pieces + p]: the flow of piece p (channel p / chunks) that
     // position i of its ring sent in the previous step (it arrives at
     // position i + 1).
     let mut prev: Vec<u32> = Vec::with_capacity(n * pieces);
-    for step in 0..steps {
+    for step in 0..ring.steps {
         if b.over() {
             return;
         }
         let mut sent = Vec::with_capacity(prev.capacity());
         for i in 0..n {
             for p in 0..pieces {
-                let order = &orders[p / chunks as usize];
+                let order = &orders[p / chunks];
                 let (src, dst) = (order[i], order[(i + 1) % n]);
                 let bytes = part(per_step, pieces as u64, p as u64);
-                let task = if step == 0 {
-                    b.flow(src, dst, bytes, coll, entry_of(entry, src))
+                let deps = if step == 0 {
+                    entry_of(entry, src).to_vec()
                 } else {
                     let received = prev[((i + n - 1) % n) * pieces + p];
-                    b.flow(src, dst, bytes, coll, &after_entry(entry, src, &[received]))
+                    after_entry(entry, src, &[received])
+                };
+                let task = match relay(src, dst) {
+                    None => b.flow(src, dst, bytes, coll, &deps),
+                    Some(r) => {
+                        let hop = b.flow(src, r, bytes, coll, &deps);
+                        b.flow(r, dst, bytes, coll, &after_entry(entry, r, &[hop]))
+                    }
                 };
                 sent.push(task);
             }

@@ -204,7 +204,9 @@ impl Cx<'_> {
             job: self.job,
         });
         let first = self.b.task_count();
-        let mut algorithm = op.algorithm;
+        let Some(mut algorithm) = self.nccl_collective(coll, op, group, logical, entry) else {
+            return algo::exits(&mut self.b, coll, first, group);
+        };
         if algorithm == Algorithm::Ina {
             match self.offload(coll, op, group, entry) {
                 Ok(()) => {
@@ -322,6 +324,47 @@ impl Cx<'_> {
             }
         }
         true
+    }
+
+    /// `op` as NCCL runs it ([`super::nccl`]) when the spec asks for
+    /// NCCL's model or an algorithm only it has; `None` once built, or the
+    /// host algorithm to build instead.
+    fn nccl_collective(
+        &mut self,
+        coll: u32,
+        op: &OpSpec,
+        group: &[NodeIndex],
+        logical: usize,
+        entry: &HostTasks,
+    ) -> Option<Algorithm> {
+        use super::nccl::run::{self, Outcome};
+        let only_nccl = matches!(
+            op.algorithm,
+            Algorithm::Nvls | Algorithm::NvlsTree | Algorithm::Auto
+        );
+        if self.spec.nccl.is_none() && !only_nccl {
+            return Some(op.algorithm);
+        }
+        if logical != group.len() {
+            // A folded group runs the flat ring (all it can fold).
+            return Some(match op.algorithm {
+                Algorithm::Auto => op.op.default_algorithm(),
+                Algorithm::Nvls | Algorithm::NvlsTree => Algorithm::Ring,
+                other => other,
+            });
+        }
+        let cx = run::Ctx {
+            topo: self.topo,
+            nccl: self.spec.nccl.unwrap_or_default(),
+            channels: self.spec.channels,
+            tree_pieces: self.pieces(op.size_bytes / 2, true),
+            mtu_bytes: self.config.mtu_bytes,
+            pfc: self.config.pfc,
+        };
+        match run::collective(&mut self.b, &cx, coll, op, group, entry) {
+            Outcome::Built => None,
+            Outcome::Host(a) => Some(a),
+        }
     }
 
     /// Sets up the aggregation tree of an offloaded all-reduce or barrier,

@@ -30,7 +30,7 @@ mod phase;
 
 use super::groups::Parallelism;
 use super::offload::SwitchProfile;
-use super::spec::{Algorithm, CollectiveOp, Phase, WorkloadSpec};
+use super::spec::{Algorithm, Phase, WorkloadSpec};
 use netsim_engine::SimTime;
 use phase::{phase, PhaseLocator};
 use serde::Deserialize;
@@ -211,7 +211,7 @@ fn settings(
     }
     if let Some(f) = &file.fallback {
         spec.fallback = Algorithm::parse(f.get_ref())
-            .filter(|a| CollectiveOp::AllReduce.algorithms().contains(a) && *a != Algorithm::Ina)
+            .filter(|a| matches!(a, Algorithm::Ring | Algorithm::Tree | Algorithm::Hd))
             .ok_or_else(|| {
                 at.error(
                     f.span(),

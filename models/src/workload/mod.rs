@@ -30,6 +30,7 @@ pub mod dpu;
 pub mod file;
 pub mod groups;
 pub mod memory;
+pub mod nccl;
 pub mod offload;
 pub mod progress;
 mod sandbox;

@@ -61,10 +61,10 @@ impl CollectiveOp {
     pub fn algorithms(self) -> &'static [Algorithm] {
         use Algorithm::*;
         match self {
-            CollectiveOp::AllReduce => &[Ring, Tree, Hd, Ina],
-            CollectiveOp::AllGather => &[Ring, Hd, Dpu],
-            CollectiveOp::ReduceScatter => &[Ring, Hd],
-            CollectiveOp::AllToAll => &[Direct, Dpu],
+            CollectiveOp::AllReduce => &[Ring, Tree, Hd, Ina, Nvls, NvlsTree, Auto],
+            CollectiveOp::AllGather => &[Ring, Hd, Dpu, Auto],
+            CollectiveOp::ReduceScatter => &[Ring, Hd, Auto],
+            CollectiveOp::AllToAll => &[Direct, Dpu, Auto],
             CollectiveOp::Send => &[Direct],
             CollectiveOp::Broadcast => &[Ring, Tree, Dpu],
             CollectiveOp::Reduce => &[Ring, Tree],
@@ -99,10 +99,16 @@ pub enum Algorithm {
     /// Staged on SmartNIC/DPU workers (broadcast, all-gather all-in,
     /// all-to-all): needs DPUs on the hosts (`dpu_workers`).
     Dpu,
+    /// NVLink SHARP: the NVSwitch reduces and multicasts (NCCL's NVLS).
+    Nvls,
+    /// NVLS inside servers, a tree across them (NCCL's NVLS_TREE).
+    NvlsTree,
+    /// What NCCL's tuning model picks ([`super::nccl::tuning`]).
+    Auto,
 }
 
 impl Algorithm {
-    pub const ALL: [Algorithm; 7] = [
+    pub const ALL: [Algorithm; 10] = [
         Algorithm::Ring,
         Algorithm::Tree,
         Algorithm::Hd,
@@ -110,6 +116,9 @@ impl Algorithm {
         Algorithm::Direct,
         Algorithm::Dissemination,
         Algorithm::Dpu,
+        Algorithm::Nvls,
+        Algorithm::NvlsTree,
+        Algorithm::Auto,
     ];
 
     pub fn name(self) -> &'static str {
@@ -121,6 +130,9 @@ impl Algorithm {
             Algorithm::Direct => "direct",
             Algorithm::Dissemination => "dissemination",
             Algorithm::Dpu => "dpu",
+            Algorithm::Nvls => "nvls",
+            Algorithm::NvlsTree => "nvls-tree",
+            Algorithm::Auto => "auto",
         }
     }
 
@@ -196,6 +208,9 @@ pub struct WorkloadSpec {
     /// multiplicity (the replicas left out counted on the links they
     /// share; [`crate::flow`]'s classes) instead of leaving them out.
     pub fold_classes: bool,
+    /// NCCL's model of collectives (NVLS, PXN, protocols, its choice);
+    /// `None`: the older model, unchanged.
+    pub nccl: Option<super::nccl::Nccl>,
     /// A per-rank program replayed from a trace instead of `phases`.
     pub trace: Option<std::sync::Arc<super::trace::Trace>>,
     /// What the file's reader wants the user told once on stderr (each a
@@ -233,6 +248,7 @@ impl WorkloadSpec {
             dpu: crate::dpu::DpuParams::default(),
             fold_dp: 1,
             fold_classes: false,
+            nccl: None,
             trace: None,
             notes: Vec::new(),
         }

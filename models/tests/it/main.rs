@@ -22,6 +22,7 @@ mod goal;
 mod idle_rows;
 mod load;
 mod memory;
+mod nccl;
 mod network;
 mod network_determinism;
 mod parser_properties;

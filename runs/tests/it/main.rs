@@ -26,6 +26,7 @@ mod jobs;
 mod memo;
 mod memo_draws;
 mod memo_guard;
+mod nccl;
 mod partition;
 mod schemas;
 mod simai;

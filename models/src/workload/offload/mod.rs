@@ -75,6 +75,21 @@ impl InaOp {
     }
 }
 
+/// The port `host` streams into `op` from: toward the NVSwitch when the
+/// NVSwitch is the tree (NVLS), else its network uplink.
+pub fn member_port(
+    topo: &netsim_topo::Topology,
+    op: &InaOp,
+    host: NodeIndex,
+) -> Option<netsim_topo::PortIndex> {
+    let root = op.tree.first()?.node;
+    if topo.role(root) == netsim_topo::Role::NvSwitch {
+        let i = topo.ports(host).iter().position(|p| p.peer == root)?;
+        return Some(i as netsim_topo::PortIndex);
+    }
+    uplink(topo, host).map(|(port, _)| port)
+}
+
 /// Why an operation cannot be offloaded, if it cannot. `groups_in_use` and
 /// `slots_in_use` are per switch, updated when the operation is accepted.
 pub struct Resources {

@@ -1,0 +1,137 @@
+//! NVLS (NVLink SHARP) all-reduce: the NVSwitch of a server reduces what
+//! its GPUs write into it and multicasts the sum back, as an in-network
+//! aggregation tree of one switch ([`crate::network::aggregation`]: the
+//! same chunks, slots and multicast as a Tofino or SHARP switch, on the
+//! NVSwitch's own NVLink ports and bandwidth). NVLS-Tree is NVLS inside
+//! every server and a double binary tree across servers per rail.
+//!
+//! ```text
+//!   NVLS:       GPU --S--> NVSwitch (sums) --S--> every GPU
+//!   NVLS-Tree:  NVLS in each server, then for local rank k a tree of the
+//!               servers' GPU k over rail k all-reduces shard k (S/L),
+//!               then each GPU sends its shard to its server's others
+//! ```
+//! SimAI 1.6 runs NVLS as flows into and out of the NVSwitch in 4 chunks
+//! of S/4 (single server only; NVLS-Tree is not generated): the same
+//! bytes on every GPU-NVSwitch link each way.
+
+use crate::workload::algorithms::{self as algo, HostTasks, Pieces};
+use crate::workload::{Builder, InaKind, InaOp, TreeNode};
+use netsim_engine::SimTime;
+use netsim_topo::{NodeIndex, PortIndex, Role, Topology};
+
+/// The NVSwitch's time to reduce a chunk: an assumption (NVIDIA publishes
+/// no figure), small beside a chunk's serialisation.
+pub const NVLS_PROCESSING: SimTime = SimTime::from_ns(100);
+
+/// Chunks a GPU keeps in flight into the NVSwitch: enough that the
+/// window never limits an NVLink (a few microseconds of 9 KB chunks).
+pub const NVLS_SLOTS: u32 = 1024;
+
+/// The NVSwitch every GPU of `members` reaches directly, and each GPU's
+/// port toward it; `None` when they do not share one.
+fn nvswitch_of(
+    topo: &Topology,
+    members: &[NodeIndex],
+) -> Option<(NodeIndex, Vec<(NodeIndex, PortIndex)>)> {
+    let mut switch = None;
+    let mut ports = Vec::with_capacity(members.len());
+    for &m in members {
+        let (i, p) = topo
+            .ports(m)
+            .iter()
+            .enumerate()
+            .find(|(_, p)| topo.role(p.peer) == Role::NvSwitch)?;
+        if *switch.get_or_insert(p.peer) != p.peer {
+            return None;
+        }
+        ports.push((m, i as PortIndex));
+    }
+    Some((switch?, ports))
+}
+
+/// NVLS all-reduce of `size_bytes` among `members` (GPUs of one server),
+/// streamed in chunks of `chunk_bytes` after `entry`; the reason when
+/// they share no NVSwitch.
+pub fn server_all_reduce(
+    b: &mut Builder,
+    topo: &Topology,
+    coll: u32,
+    members: &[NodeIndex],
+    size_bytes: u64,
+    chunk_bytes: u32,
+    entry: &HostTasks,
+) -> Result<(), String> {
+    let (switch, uplinks) = nvswitch_of(topo, members)
+        .ok_or("NVLS needs the group's GPUs on one NVSwitch of their server")?;
+    let chunks = size_bytes.div_ceil(u64::from(chunk_bytes));
+    let chunks = u32::try_from(chunks).map_err(|_| "too many chunks".to_string())?;
+    let mut child_ports: Vec<PortIndex> = uplinks
+        .iter()
+        .map(|&(m, p)| topo.port(m, p).peer_port)
+        .collect();
+    child_ports.sort_unstable();
+    let op = b.ina_op(InaOp {
+        collective: coll,
+        kind: InaKind::Reduce,
+        tree: vec![TreeNode {
+            node: switch,
+            parent_port: None,
+            child_ports,
+        }],
+        size_bytes,
+        chunk_bytes,
+        chunks,
+        slots: NVLS_SLOTS,
+        processing: NVLS_PROCESSING,
+        members: uplinks.clone(),
+    });
+    for (m, _) in uplinks {
+        let deps = entry.get(&m).map_or(&[][..], Vec::as_slice);
+        b.flow_into(m, switch, size_bytes, coll, op, deps);
+    }
+    Ok(())
+}
+
+/// NVLS-Tree all-reduce over whole servers (`servers`: each server's GPUs
+/// in local-rank order, the same count in each): NVLS in every server,
+/// a double binary tree of shard `k` among the servers' GPU `k` (over
+/// rail `k`), then an all-gather of the shards inside each server.
+#[allow(clippy::too_many_arguments)]
+pub fn tree(
+    b: &mut Builder,
+    topo: &Topology,
+    coll: u32,
+    servers: &[Vec<NodeIndex>],
+    size_bytes: u64,
+    chunk_bytes: u32,
+    tree_pieces: Pieces,
+    entry: &HostTasks,
+) -> Result<(), String> {
+    let local = servers[0].len();
+    let all: Vec<NodeIndex> = servers.concat();
+    let first = b.task_count();
+    for s in servers {
+        server_all_reduce(b, topo, coll, s, size_bytes, chunk_bytes, entry)?;
+    }
+    let reduced = algo::exits(b, coll, first, &all);
+    let shard = size_bytes.div_ceil(local as u64).max(1);
+    let mut global = HostTasks::new();
+    for k in 0..local {
+        let rail: Vec<NodeIndex> = servers.iter().map(|s| s[k]).collect();
+        let start = b.task_count();
+        algo::double_binary_tree(b, coll, &rail, shard, tree_pieces, &reduced);
+        global.extend(algo::exits(b, coll, start, &rail));
+    }
+    // Every GPU holds its shard of the sum: it writes it to the others
+    // (NVLS multicasts it; each GPU's NVLink receives the same bytes).
+    for s in servers {
+        for &src in s {
+            let deps = global.get(&src).map_or(&[][..], Vec::as_slice);
+            for &dst in s.iter().filter(|&&d| d != src) {
+                b.flow(src, dst, shard, coll, deps);
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,300 @@
+//! NCCL's model of collectives (NVLS, PXN, protocols, its choice) on
+//! SimAI's Spectrum-X template, against SimAI 1.6 MockNccl's flow counts
+//! (docs/design/nccl-in-simai.md) and closed forms.
+
+use netsim_engine::SimTime;
+use netsim_models::network::config::{CcKind, NetConfig};
+use netsim_models::network::Fabric;
+use netsim_models::workload::groups::GroupSpec;
+use netsim_models::workload::nccl::{Nccl, Protocol};
+use netsim_models::workload::{Algorithm, CollectiveOp, Dtype, OpSpec, ReduceOp, WorkloadSpec};
+use netsim_topo::{SimaiParams, SimaiTemplate, TopoSpec};
+use std::collections::BTreeMap;
+
+use crate::common::{collectives, offload, packets, workload_fabric};
+
+fn spectrum_x(gpus: u32) -> TopoSpec {
+    let mut p = SimaiParams::defaults(SimaiTemplate::SpectrumX);
+    p.gpus = gpus;
+    TopoSpec::Simai(p)
+}
+
+fn lossless() -> NetConfig {
+    NetConfig {
+        cc: CcKind::None,
+        pfc: true,
+        sample_period: SimTime::ZERO,
+        ..NetConfig::default()
+    }
+}
+
+/// `collective` of `size_bytes` over every GPU with NCCL's model.
+fn nccl_spec(
+    collective: CollectiveOp,
+    algorithm: Algorithm,
+    size_bytes: u64,
+    nccl: Nccl,
+) -> WorkloadSpec {
+    let mut spec = WorkloadSpec::single(OpSpec {
+        op: collective,
+        algorithm,
+        size_bytes,
+        group: GroupSpec::All,
+        dtype: Dtype::Float32,
+        reduce_op: ReduceOp::Sum,
+    });
+    spec.nccl = Some(nccl);
+    spec
+}
+
+fn simple(pxn: bool) -> Nccl {
+    Nccl {
+        nvls: true,
+        pxn,
+        protocol: Some(Protocol::Simple),
+    }
+}
+
+/// SimAI's counts on 2 servers (n = 16, C = 8 rings): all-reduce
+/// `C * 2(n-1) * n` flows of `S / (n C)`, all-gather and reduce-scatter
+/// `C (n-1) n`; PXN adds one NVLink flow per server, step and channel and
+/// turns every inter-server hop into a same-rail one.
+#[test]
+fn rings_per_rail_and_pxn_relays_match_mocknccl_flow_counts() {
+    let size: u64 = 16 << 20;
+    let (n, c, servers) = (16u64, 8u64, 2u64);
+    for (collective, steps) in [
+        (CollectiveOp::AllReduce, 2 * (n - 1)),
+        (CollectiveOp::AllGather, n - 1),
+        (CollectiveOp::ReduceScatter, n - 1),
+    ] {
+        for pxn in [false, true] {
+            let spec = nccl_spec(collective, Algorithm::Ring, size, simple(pxn));
+            let fabric = workload_fabric(&spectrum_x(16), &spec, lossless());
+            let flows = &fabric.workload.flows;
+            let relays = if pxn { c * steps * servers } else { 0 };
+            assert_eq!(
+                flows.len() as u64,
+                c * steps * n + relays,
+                "{collective:?} pxn {pxn}"
+            );
+            assert!(flows.iter().all(|f| f.size_bytes == size / (n * c)));
+            let server = |h: u32| fabric.topo.node(h).coords.server.unwrap();
+            let rail = |h: u32| fabric.topo.node(h).coords.rail.unwrap();
+            for f in flows.iter().filter(|f| server(f.src) != server(f.dst)) {
+                // Without PXN rail c - 1 into rail c; with it, rail c to c.
+                let shift = u32::from(!pxn);
+                assert_eq!((rail(f.src) + shift) % 8, rail(f.dst), "{f:?}");
+            }
+            let ran = &fabric.workload.collectives[0].algorithm;
+            assert_eq!(
+                *ran,
+                if pxn {
+                    "ring+pxn/simple"
+                } else {
+                    "ring/simple"
+                }
+            );
+        }
+    }
+}
+
+/// LL doubles every flow (half its bytes are flags), LL128 adds 8 of 128.
+#[test]
+fn protocols_carry_their_flags_on_every_flow() {
+    let size: u64 = 1 << 20;
+    for (protocol, wire) in [
+        (Protocol::Ll, size * 2),
+        (Protocol::Ll128, (size * 128).div_ceil(120)),
+    ] {
+        let nccl = Nccl {
+            protocol: Some(protocol),
+            ..simple(false)
+        };
+        let spec = nccl_spec(CollectiveOp::AllGather, Algorithm::Ring, size, nccl);
+        let fabric = workload_fabric(&spectrum_x(16), &spec, lossless());
+        // Each step sends wire / n, split over the 8 rings to the byte.
+        let per_step = wire.div_ceil(16);
+        let sizes = [per_step / 8, per_step.div_ceil(8)];
+        let flows = &fabric.workload.flows;
+        assert!(flows.iter().all(|f| sizes.contains(&f.size_bytes)));
+        assert_eq!(protocol.wire_bytes(size), wire);
+    }
+}
+
+/// NVLS on one H100 server: every GPU writes `S` into the NVSwitch and
+/// reads `S` back, so the all-reduce takes NCCL's NVLS latency and one
+/// pass of `S` over a GPU's NVLink (not the ring's `2(n-1)/n`), and the
+/// NVSwitch aggregates every chunk once.
+#[test]
+fn nvls_in_one_server_takes_one_nvlink_pass_and_its_latency() {
+    let size: u64 = 16 << 20;
+    let spec = nccl_spec(
+        CollectiveOp::AllReduce,
+        Algorithm::Nvls,
+        size,
+        simple(false),
+    );
+    let fabric: Fabric = workload_fabric(&spectrum_x(8), &spec, lossless());
+    let nvlink_bps = 2_880_000_000_000u64;
+    let run = packets(&fabric);
+    let c = &collectives(&fabric, &run)[0];
+    assert_eq!(c.algorithm, "nvls/simple");
+    let took = c.duration_ns.unwrap() as f64;
+    let ideal = 23_000.0 + (size * 8) as f64 / nvlink_bps as f64 * 1e9;
+    assert!(
+        (took / ideal - 1.0).abs() < 0.05,
+        "{took} ns against {ideal} ns"
+    );
+    // The NVSwitch reduced every chunk once.
+    let chunks = size.div_ceil(u64::from(lossless().mtu_bytes));
+    let aggregated: u64 = offload(&run).iter().map(|o| o.chunks_aggregated).sum();
+    assert_eq!(aggregated, chunks);
+    // The ring over the same server moves 2(n-1)/n S per GPU each way.
+    let ring = nccl_spec(
+        CollectiveOp::AllReduce,
+        Algorithm::Ring,
+        size,
+        simple(false),
+    );
+    let ring_fabric = workload_fabric(&spectrum_x(8), &ring, lossless());
+    let ring_run = packets(&ring_fabric);
+    let ring_took = collectives(&ring_fabric, &ring_run)[0].duration_ns.unwrap() as f64;
+    assert!(
+        ring_took > 1.5 * took,
+        "ring {ring_took} ns, NVLS {took} ns"
+    );
+}
+
+/// NVLS-Tree over 2 servers completes, each NVSwitch reducing the buffer; auto on
+/// a lossless H100 fabric picks what the tuning model says.
+#[test]
+fn nvls_tree_runs_across_servers_and_auto_follows_the_model() {
+    let size: u64 = 4 << 20;
+    let spec = nccl_spec(
+        CollectiveOp::AllReduce,
+        Algorithm::NvlsTree,
+        size,
+        simple(false),
+    );
+    let fabric = workload_fabric(&spectrum_x(16), &spec, lossless());
+    let run = packets(&fabric);
+    let c = &collectives(&fabric, &run)[0];
+    assert_eq!(c.algorithm, "nvls-tree/simple");
+    assert!(c.end_ns.is_some());
+    // Both NVSwitches reduced every chunk of the whole buffer.
+    let chunks = size.div_ceil(u64::from(lossless().mtu_bytes));
+    let aggregated: u64 = offload(&run).iter().map(|o| o.chunks_aggregated).sum();
+    assert_eq!(aggregated, 2 * chunks);
+    // Auto: on one server a 64 MiB all-reduce is NVLS (as SimAI 1.6 with
+    // AS_NVLS_ENABLE=1), a 1 KiB one the ring with LL.
+    for (size, want) in [(64u64 << 20, "nvls/simple"), (1024, "ring/ll")] {
+        let spec = nccl_spec(
+            CollectiveOp::AllReduce,
+            Algorithm::Auto,
+            size,
+            Nccl::default(),
+        );
+        let fabric = workload_fabric(&spectrum_x(8), &spec, lossless());
+        assert_eq!(fabric.workload.collectives[0].algorithm, want);
+    }
+    // Without PFC NVLS is not offered: the ring runs.
+    let spec = nccl_spec(
+        CollectiveOp::AllReduce,
+        Algorithm::Auto,
+        64 << 20,
+        Nccl::default(),
+    );
+    let lossy = NetConfig {
+        pfc: false,
+        ..lossless()
+    };
+    let fabric = workload_fabric(&spectrum_x(8), &spec, lossy);
+    assert_eq!(fabric.workload.collectives[0].algorithm, "ring/simple");
+}
+
+/// `count src dst bytes parent_src parent_dst` of every flow of `w`: the
+/// flow it waits for (`- -` for none), as the MockNccl lists are written.
+fn flow_multiset(w: &netsim_models::workload::Workload) -> BTreeMap<String, u64> {
+    use netsim_models::workload::TaskKind;
+    let flow_of = |t: u32| match w.kind(&w.tasks[t as usize]) {
+        TaskKind::Flow(f) => Some(f),
+        TaskKind::Compute(_) => None,
+    };
+    let mut parents: Vec<Vec<u32>> = vec![Vec::new(); w.flows.len()];
+    for t in 0..w.tasks.len() as u32 {
+        let Some(parent) = flow_of(t) else { continue };
+        for &d in w.dependents(t) {
+            if let Some(child) = flow_of(d) {
+                parents[child as usize].push(parent);
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    for (f, spec) in w.flows.iter().enumerate() {
+        let head = format!("{} {} {}", spec.src, spec.dst, spec.size_bytes);
+        let keys: Vec<String> = match parents[f].as_slice() {
+            [] => vec![format!("{head} - -")],
+            ps => ps
+                .iter()
+                .map(|&p| {
+                    let p = &w.flows[p as usize];
+                    format!("{head} {} {}", p.src, p.dst)
+                })
+                .collect(),
+        };
+        for k in keys {
+            *out.entry(k).or_insert(0) += 1;
+        }
+    }
+    out
+}
+
+/// The lists SimAI 1.6's MockNccl generates (`models/tests/data/mocknccl`,
+/// extracted from a build of its `MockNcclGroup::genFlowModels`) equal
+/// netsim's flows and dependencies, flow for flow: rings per rail with and
+/// without PXN for all-reduce and reduce-scatter, all-gather without PXN
+/// (SimAI never applies it there: its test compares pointers), all-to-all.
+#[test]
+fn decomposition_equals_mocknccls_flow_for_flow() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/mocknccl");
+    let cases = [
+        ("ar", CollectiveOp::AllReduce),
+        ("ag", CollectiveOp::AllGather),
+        ("rs", CollectiveOp::ReduceScatter),
+        ("a2a", CollectiveOp::AllToAll),
+    ];
+    let mut compared = 0;
+    for gpus in [16, 128] {
+        for (name, collective) in cases {
+            for pxn in [false, true] {
+                let file = format!(
+                    "{dir}/{name}-{gpus}-pxn-{}.txt",
+                    if pxn { "on" } else { "off" }
+                );
+                let Ok(text) = std::fs::read_to_string(&file) else {
+                    continue;
+                };
+                let want: BTreeMap<String, u64> = text
+                    .lines()
+                    .filter(|l| !l.starts_with('#'))
+                    .map(|l| {
+                        let (count, key) = l.split_once(' ').unwrap();
+                        (key.to_string(), count.parse().unwrap())
+                    })
+                    .collect();
+                let algorithm = if collective == CollectiveOp::AllToAll {
+                    Algorithm::Direct
+                } else {
+                    Algorithm::Ring
+                };
+                let spec = nccl_spec(collective, algorithm, 16 << 20, simple(pxn));
+                let topo = netsim_topo::build(&spectrum_x(gpus)).unwrap();
+                let w = netsim_models::workload::build(&spec, &topo, &lossless()).unwrap();
+                assert_eq!(flow_multiset(&w), want, "{file}");
+                compared += 1;
+            }
+        }
+    }
+    assert_eq!(compared, 11);
+}

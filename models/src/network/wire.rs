@@ -314,6 +314,12 @@ mod tests {
                     ..pkt
                 },
             },
+            NetEvent::ExternalSend {
+                pkt: Packet {
+                    kind: PacketKind::External,
+                    ..pkt
+                },
+            },
         ];
         let events: Vec<Event<NetEvent>> = payloads
             .iter()

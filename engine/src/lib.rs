@@ -56,7 +56,10 @@ pub use layout::{Layout, LayoutError};
 pub use progress::{Progress, Stopped};
 pub use queue::{Event, EventQueue, MAX_NODES};
 pub use rng::{splitmix64, NodeRng};
-pub use shard::{run_shard, AllMax, Context, Model, ShardReport, SkipProposal, SkipStats};
+pub use shard::{
+    run_shard, AllMax, Context, Inject, Model, ShardReport, SkipProposal, SkipStats,
+    EXTERNAL_SEQ_BASE,
+};
 pub use sync::{Aborted, Comm};
 pub use threads::run_on_threads;
 pub use time::{SimTime, TimeRangeError};

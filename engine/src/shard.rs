@@ -61,6 +61,62 @@ pub trait Model: Send {
     fn skip_agree(&mut self, _now: SimTime, _all_max: AllMax<'_>) -> Result<(), Aborted> {
         Ok(())
     }
+
+    /// Inputs from outside the simulation (a co-simulator's messages).
+    /// Called at every window boundary, `done` being the time before which
+    /// every local event is handled: the model hands out what it produced
+    /// before `done`, injects what came in (at times `>= done`), and
+    /// returns its external bound: no event at or after it may be handled
+    /// until the next call, because inputs up to there are not known yet.
+    /// The bound counts as a pending event in the window's minimum, so
+    /// other shards wait for it too. `Err` stops every shard. The default,
+    /// no external inputs, never bounds.
+    fn external(
+        &mut self,
+        _done: SimTime,
+        _inject: &mut Inject<'_, Self::Payload>,
+    ) -> Result<SimTime, Aborted> {
+        Ok(SimTime::MAX)
+    }
+}
+
+/// Sequence numbers from here up key the events [`Inject::push`] makes, so
+/// that they follow, at the same instant and node, the node's own events,
+/// in the order the model numbers them, whatever the windows were.
+pub const EXTERNAL_SEQ_BASE: u64 = 1 << (crate::queue::SEQ_BITS - 1);
+
+/// What [`Model::external`] injects events through.
+pub struct Inject<'a, P> {
+    done: SimTime,
+    state: &'a mut ShardState<P>,
+}
+
+impl<P: Copy> Inject<'_, P> {
+    /// Schedules `payload` at `target`, a node of this shard, at `time`,
+    /// keyed `(target, EXTERNAL_SEQ_BASE + seq)`: `seq` must be unique per
+    /// target and grow with the order the inputs are to be taken in.
+    ///
+    /// # Panics
+    /// If `time` is before the handled past, `target` is another shard's,
+    /// or `seq` is out of range: model bugs that would break the order.
+    pub fn push(&mut self, time: SimTime, target: NodeId, seq: u64, payload: P) {
+        assert!(
+            time >= self.done,
+            "external event at {time} is before {}",
+            self.done
+        );
+        assert!(
+            seq < EXTERNAL_SEQ_BASE,
+            "external sequence numbers exhausted"
+        );
+        assert_eq!(
+            self.state.layout.shard_of(target),
+            self.state.shard,
+            "external event for another shard"
+        );
+        let event = Event::new(time, target, EXTERNAL_SEQ_BASE + seq, target, payload);
+        self.state.queue.push(event);
+    }
 }
 
 /// The collective maximum [`Model::skip_agree`] is handed.
@@ -245,8 +301,21 @@ pub fn run_shard<M: Model, C: Comm<M::Payload>>(
         })?;
     }
     let mut votes = Vec::new();
+    // Every local event before `done` is handled.
+    let mut done = SimTime::ZERO;
     loop {
-        let local_next = state.queue.next_time().min(state.outbox_next);
+        let mut inject = Inject {
+            done,
+            state: &mut state,
+        };
+        let external_bound = model
+            .external(done, &mut inject)
+            .inspect_err(|_| comm.abort())?;
+        let local_next = state
+            .queue
+            .next_time()
+            .min(state.outbox_next)
+            .min(external_bound);
         state.outbox_next = SimTime::MAX;
         let global_next = comm.exchange(&mut state.outboxes, local_next, &mut inbox)?;
         for event in inbox.drain(..) {
@@ -286,10 +355,12 @@ pub fn run_shard<M: Model, C: Comm<M::Payload>>(
         let window_end = global_next
             .saturating_add(layout.lookahead())
             .min(end)
-            .min(checks.next);
+            .min(checks.next)
+            .min(external_bound);
         if let Some(last) = state.handle_until(&mut model, window_end, &mut handled_events) {
             last_event_time = last;
         }
+        done = done.max(window_end);
     }
     Ok(ShardReport {
         shard,

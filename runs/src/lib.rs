@@ -20,6 +20,7 @@ pub mod run_sim;
 pub mod run_summary;
 pub mod run_tables;
 pub mod scenario;
+pub mod simbricks_args;
 pub mod telemetry;
 pub mod topo_cmd;
 pub mod topology_args;

@@ -37,6 +37,9 @@ pub struct RunArgs {
     #[command(flatten)]
     pub workload: WorkloadArgs,
 
+    #[command(flatten)]
+    pub simbricks: crate::simbricks_args::SimbricksArgs,
+
     /// Worker threads; default: all cores.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..), help_heading = "Engine")]
     pub threads: Option<u32>,

@@ -156,6 +156,8 @@ impl RunArgs {
         if self.fidelity == Fidelity::Flow {
             check_flow_level(&fabric, ranks)?;
         }
+        // Last: peers are waiting once connected.
+        fabric.external = self.simbricks.attach(&fabric, self.fidelity, ranks)?;
         Ok(Plan {
             run_bytes,
             held_bytes,

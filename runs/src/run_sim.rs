@@ -171,7 +171,7 @@ impl RunArgs {
                 .take()
                 .expect("each shard takes its sink once")
         };
-        let mut run =
+        let simulate = || {
             with_progress_bar(progress, known_end, show_progress, || match self.fidelity {
                 Fidelity::Packet => {
                     ranks.simulate(&plan.fabric, layout, end, Some(progress), |shard| {
@@ -179,7 +179,19 @@ impl RunArgs {
                     })
                 }
                 Fidelity::Flow => flow::simulate(&plan.fabric, end, Some(progress), take_sink(0)),
-            });
+            })
+        };
+        let mut run = if plan.fabric.external.is_empty() {
+            simulate()
+        } else {
+            // A SimBricks peer's failure or SIGTERM stops every shard.
+            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(simulate)) {
+                Ok(run) => run,
+                Err(panic) => {
+                    return crate::simbricks_args::after_stop(&plan.fabric, panic).map(|()| None)
+                }
+            }
+        };
         let sim_s = sim_started.elapsed().as_secs_f64();
 
         let stats = run.stats();

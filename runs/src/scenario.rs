@@ -155,6 +155,20 @@ fn collect_fields(
                     });
                 }
             }
+            // `[[simbricks]]` tables: one `--simbricks HOST=URL` each.
+            toml::Value::Array(tables) if section.is_none() && key == "simbricks" => {
+                for table in tables {
+                    let spec = crate::simbricks_args::table_spec(table).map_err(|e| {
+                        anyhow::anyhow!("{}:{line}: simbricks: {e}", path.display())
+                    })?;
+                    let value = toml::Value::String(spec);
+                    out.push(Field {
+                        key: key.clone(),
+                        value,
+                        line,
+                    });
+                }
+            }
             toml::Value::Table(_) => bail!(
                 "{}:{line}: unknown section `{key}` (sections: {})",
                 path.display(),

@@ -33,6 +33,8 @@ pub struct Fabric {
     /// (`--ecmp-entropy connection`); empty: the flow id (`flow`). Shared
     /// with memo sandboxes, whose workloads hold no collectives.
     pub(crate) source_ports: Arc<[u32]>,
+    /// SimBricks links of hosts' ports (`external`); empty: none.
+    pub external: super::external::ExternalPorts,
 }
 
 impl Fabric {
@@ -78,6 +80,7 @@ impl Fabric {
             seed,
             faults: FaultPlan::default(),
             proxy_host,
+            external: Default::default(),
         }
     }
 

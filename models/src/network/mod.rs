@@ -43,6 +43,7 @@ mod aggregation;
 pub mod cc;
 mod common;
 pub mod config;
+mod external;
 mod fabric;
 mod fast_forward;
 mod faults;
@@ -60,6 +61,7 @@ mod wire;
 
 pub use crate::workload::progress::CollectiveSpan;
 pub(crate) use aggregation::{chunk_tail, ideal_stream};
+pub use external::{host_mac, mac_host, ExternalPorts};
 pub use fabric::{ideal_fct, Fabric};
 
 /// What a packet-level run holds per flow of its shard, a generous estimate
@@ -113,6 +115,8 @@ pub enum NetEvent {
     /// A replayed flow (DESIGN.md §3c, memoization) ends at its source or
     /// its destination.
     MemoEnd { flow: u32, at_source: bool },
+    /// A frame from the handling host's SimBricks peer enters the fabric.
+    ExternalSend { pkt: Packet },
 }
 
 /// Per-flow timers of the sender.
@@ -156,6 +160,8 @@ pub struct Network<'f, S> {
     ff: fast_forward::FastForwarding,
     /// Time of the last event that changed anything.
     last_activity: SimTime,
+    /// SimBricks links of this shard's hosts (`external`).
+    external: external::Links,
 }
 
 impl<'f, S: TelemetrySink> Network<'f, S> {
@@ -201,6 +207,7 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
             node_faults: fabric.faults.seen_by(&fabric.topo, nodes),
             aggregation,
             last_activity: SimTime::ZERO,
+            external: external::Links::take(&fabric.external, nodes),
             fabric,
             sink,
         }
@@ -212,6 +219,7 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
     /// then hands back the sink, the counts and what this shard saw of each
     /// collective.
     pub fn finish(mut self, end: SimTime) -> (S, NetStats, Vec<CollectiveSpan>) {
+        self.external_finish(end);
         let last = SimTime::from_ns(end.as_ps().div_ceil(1_000));
         for local in 0..self.nodes.len() {
             self.sample_until(local, end);
@@ -348,6 +356,7 @@ impl<S: TelemetrySink> Model for Network<'_, S> {
             NetEvent::InaEmit { op, chunk, in_port } => self.ina_emit(ctx, op, chunk, in_port),
             NetEvent::Fault { fault } => self.apply_fault(ctx, fault),
             NetEvent::MemoEnd { flow, at_source } => self.memo_end(ctx, flow, at_source),
+            NetEvent::ExternalSend { pkt } => self.external_send(ctx, pkt),
         }
     }
 
@@ -381,5 +390,13 @@ impl<S: TelemetrySink> Model for Network<'_, S> {
         all_max: netsim_engine::AllMax<'_>,
     ) -> Result<(), netsim_engine::Aborted> {
         self.memo_agree(now, all_max)
+    }
+
+    fn external(
+        &mut self,
+        done: SimTime,
+        inject: &mut netsim_engine::Inject<'_, NetEvent>,
+    ) -> Result<SimTime, netsim_engine::Aborted> {
+        self.external_step(done, inject)
     }
 }

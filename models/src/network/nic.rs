@@ -302,6 +302,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             PacketKind::Ack | PacketKind::Nack => self.receive_ack(ctx, pkt),
             PacketKind::Cnp => self.receive_cnp(ctx, pkt),
             PacketKind::InaDown => self.ina_result(ctx, pkt),
+            PacketKind::External => self.external_receive(ctx, pkt),
             PacketKind::InaUp => unreachable!("aggregation packets go up to switches"),
         }
     }

@@ -25,6 +25,8 @@ pub enum PacketKind {
     /// Ultra Ethernet RCCC: the receiver grants flow `flow`'s sender `psn`
     /// more packets of new data.
     Credit,
+    /// A frame from a SimBricks peer (`external`).
+    External,
 }
 
 /// Egress priority classes. Control packets (ACK, NACK, CNP) have strict

@@ -31,6 +31,7 @@ impl Wire for Packet {
             PacketKind::Sack => 6,
             PacketKind::Trimmed => 7,
             PacketKind::Credit => 8,
+            PacketKind::External => 9,
         });
         w.u8(self.ce);
         w.bool(self.last);
@@ -57,6 +58,7 @@ impl Wire for Packet {
                 6 => PacketKind::Sack,
                 7 => PacketKind::Trimmed,
                 8 => PacketKind::Credit,
+                9 => PacketKind::External,
                 k => panic!("invalid packet kind {k} on the wire"),
             },
             ce: r.u8(),
@@ -124,6 +126,11 @@ impl Wire for NetEvent {
                 w.u8(8);
                 w.u32(fault);
             }
+            NetEvent::ExternalSend { pkt } => {
+                w.u8(10);
+                w.u16(0);
+                pkt.encode(w);
+            }
             NetEvent::MemoEnd { flow, at_source } => {
                 w.u8(9);
                 w.u32(flow);
@@ -186,6 +193,11 @@ impl Wire for NetEvent {
                 },
                 6,
             ),
+            10 => {
+                r.u16();
+                let pkt = Packet::decode(r);
+                (NetEvent::ExternalSend { pkt }, Self::WIRE_BYTES)
+            }
             tag => panic!("invalid network event tag {tag} on the wire"),
         };
         for _ in used..Self::WIRE_BYTES {
@@ -299,6 +311,12 @@ mod tests {
                 port: 2,
                 pkt: Packet {
                     kind: PacketKind::Trimmed,
+                    ..pkt
+                },
+            },
+            NetEvent::ExternalSend {
+                pkt: Packet {
+                    kind: PacketKind::External,
                     ..pkt
                 },
             },

@@ -28,6 +28,7 @@ mod network_determinism;
 mod parser_properties;
 mod pipeline;
 mod planes;
+mod simbricks;
 mod timely;
 mod traces;
 mod uec;

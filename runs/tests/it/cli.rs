@@ -486,3 +486,30 @@ fn a_closed_stdout_ends_the_run_without_a_panic() {
     assert!(stderr.is_empty(), "{stderr}");
     assert!(status.code() != Some(101), "{status:?}");
 }
+
+/// `--simbricks`: a peer that is not there is a one-line error, exit 2,
+/// after the connect timeout; a malformed URL is refused before the build.
+#[test]
+fn simbricks_without_a_peer_is_a_one_line_error() {
+    let dir = scratch("simbricks_without_a_peer");
+    let sock = dir.join("nobody.sock");
+    let o = netsim(format!(
+        "--topo fat-tree --k 4 --end-us 10 --simbricks-timeout-s 1 --simbricks 0=connect:{}:sync=true --out {}",
+        sock.display(),
+        dir.join("out").display()
+    ));
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_eq!(stderr(&o).lines().count(), 1, "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("cannot connect to SimBricks socket"),
+        "{}",
+        stderr(&o)
+    );
+    let o = netsim("--topo fat-tree --k 4 --simbricks 0=connect:/x:sync=maybe");
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("sync=true or sync=false"),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -211,7 +211,12 @@ fn same_tables_across_ranks(name: &str, scenario: &str) -> serde_json::Value {
 
 #[test]
 fn fat_tree_tables_are_identical_on_1_2_4_ranks_and_2x2() {
-    same_tables_across_ranks("fat-tree", "--topo fat-tree --k 4 --flow-size 200000");
+    // Sampled every 2 us: ports are busy at the instants, so they write rows
+    // (an idle port writes none).
+    same_tables_across_ranks(
+        "fat-tree",
+        "--topo fat-tree --k 4 --flow-size 200000 --sample-ns 2000",
+    );
 }
 
 #[test]
@@ -247,7 +252,8 @@ fn memoized_tables_are_identical_on_1_2_4_ranks_and_2x2() {
 fn dragonfly_tables_are_identical_on_1_2_4_ranks_and_2x2() {
     same_tables_across_ranks(
         "dragonfly",
-        "--topo dragonfly --p 2 --a 4 --h 2 --groups 9 --routing ugal --flow-size 100000",
+        "--topo dragonfly --p 2 --a 4 --h 2 --groups 9 --routing ugal --flow-size 100000 \
+         --sample-ns 2000",
     );
 }
 

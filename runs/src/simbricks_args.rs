@@ -29,6 +29,11 @@ pub struct SimbricksArgs {
         help_heading = "SimBricks"
     )]
     pub simbricks: Vec<String>,
+    /// Give host HOST's SimBricks port also the MAC MAC (aa:bb:cc:dd:ee:ff),
+    /// for peers whose MAC is fixed (SimBricks' net_pktgen uses
+    /// 00:00:00:00:00:ID). Repeatable.
+    #[arg(long = "simbricks-mac", value_name = "HOST=MAC", help_heading = "SimBricks")]
+    pub simbricks_mac: Vec<String>,
     /// Seconds to wait for a SimBricks peer (to connect, or to let time
     /// advance) before the run fails.
     #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86_400), help_heading = "SimBricks")]
@@ -61,6 +66,31 @@ impl SimbricksArgs {
         Ok(links)
     }
 
+    /// The MACs assigned with `--simbricks-mac`, each to a host of `links`.
+    pub fn parse_macs(&self, links: &[(u32, Params)]) -> anyhow::Result<Vec<([u8; 6], u32)>> {
+        let mut macs: Vec<([u8; 6], u32)> = Vec::new();
+        for spec in &self.simbricks_mac {
+            let parsed = spec.split_once('=').and_then(|(host, mac)| {
+                let bytes: Vec<u8> = mac
+                    .split(':')
+                    .map(|b| u8::from_str_radix(b, 16).ok().filter(|_| b.len() == 2))
+                    .collect::<Option<_>>()?;
+                Some((host.parse::<u32>().ok()?, <[u8; 6]>::try_from(bytes).ok()?))
+            });
+            let Some((host, mac)) = parsed else {
+                bail!("--simbricks-mac {spec}: expected HOST=aa:bb:cc:dd:ee:ff");
+            };
+            if !links.iter().any(|(h, _)| *h == host) {
+                bail!("--simbricks-mac {spec}: host {host} has no --simbricks link");
+            }
+            if macs.iter().any(|(m, _)| *m == mac) {
+                bail!("--simbricks-mac {spec}: that MAC is already assigned");
+            }
+            macs.push((mac, host));
+        }
+        Ok(macs)
+    }
+
     /// Connects the links (each peer must be listening within the timeout)
     /// and installs the SIGTERM handler; nothing when none were asked for.
     pub fn attach(
@@ -70,6 +100,7 @@ impl SimbricksArgs {
         ranks: usize,
     ) -> anyhow::Result<ExternalPorts> {
         let asked = self.parse(fabric.topo.host_count())?;
+        let macs = self.parse_macs(&asked)?;
         if asked.is_empty() {
             return Ok(ExternalPorts::default());
         }
@@ -96,7 +127,7 @@ impl SimbricksArgs {
                 on_sigterm as extern "C" fn(libc::c_int) as libc::sighandler_t,
             )
         };
-        Ok(ExternalPorts::new(links, timeout, Some(&SIGTERM_SEEN)))
+        Ok(ExternalPorts::new(links, timeout, Some(&SIGTERM_SEEN)).with_macs(macs))
     }
 }
 
@@ -137,6 +168,7 @@ mod tests {
     fn host_url_pairs_are_checked() {
         let args = |specs: &[&str]| SimbricksArgs {
             simbricks: specs.iter().map(|s| s.to_string()).collect(),
+            simbricks_mac: Vec::new(),
             simbricks_timeout_s: 1,
         };
         let ok = args(&["3=connect:/tmp/a:sync=true:latency=500:sync_interval=500"])
@@ -151,6 +183,20 @@ mod tests {
             &["1=connect:/tmp/a:sync=true", "1=connect:/tmp/b:sync=true"],
         ] {
             assert!(args(bad).parse(16).is_err(), "{bad:?} accepted");
+        }
+        let mut two = args(&["0=connect:/a:sync=true", "1=connect:/b:sync=true"]);
+        let links = two.parse(2).unwrap();
+        two.simbricks_mac = vec!["1=00:00:00:00:00:0a".into()];
+        assert_eq!(two.parse_macs(&links).unwrap(), vec![([0, 0, 0, 0, 0, 10], 1)]);
+        for bad in [
+            &["1=00:00:00:00:00"][..],
+            &["1=00:00:00:00:00:0g"],
+            &["x=00:00:00:00:00:01"],
+            &["2=00:00:00:00:00:01"],
+            &["0=00:00:00:00:00:01", "1=00:00:00:00:00:01"],
+        ] {
+            two.simbricks_mac = bad.iter().map(|s| s.to_string()).collect();
+            assert!(two.parse_macs(&links).is_err(), "{bad:?} accepted");
         }
         let table: toml::Value =
             toml::from_str("host = 5\nurl = \"connect:/s:sync=true\"").unwrap();

@@ -5,7 +5,9 @@
 //! packet of the frame's length, at the frame's stamp, and leaves at the
 //! host owning its destination MAC, which hands it to its own peer. MACs
 //! are static: host `h` is `02:00` followed by `h` (big endian), a locally
-//! administered address; frames to other MACs are dropped at their source.
+//! administered address, plus any MAC the run assigns it (`--simbricks-mac`,
+//! for peers such as SimBricks' `net_pktgen` whose MACs are fixed); frames
+//! to other MACs are dropped at their source.
 //! The frame bytes wait in a table shared by the shards, keyed by (source
 //! host, frame number), while the packet crosses the fabric.
 //!
@@ -60,6 +62,8 @@ pub struct ExternalPorts {
     wait_timeout: Duration,
     /// Set (by a signal handler) to end the run: TERMINATE, then stop.
     stop: Option<&'static AtomicBool>,
+    /// MACs assigned to hosts beside their [`host_mac`]: (MAC, host).
+    extra_macs: Vec<([u8; 6], u32)>,
 }
 
 impl std::fmt::Debug for ExternalPorts {
@@ -88,7 +92,23 @@ impl ExternalPorts {
             error: Mutex::default(),
             wait_timeout,
             stop,
+            extra_macs: Vec::new(),
         }
+    }
+
+    /// These links, with `macs` (MAC, host) also naming their hosts.
+    pub fn with_macs(mut self, macs: Vec<([u8; 6], u32)>) -> ExternalPorts {
+        self.extra_macs = macs;
+        self
+    }
+
+    /// The host a destination MAC names: an assigned MAC, else [`mac_host`].
+    pub fn dst_host(&self, mac: &[u8]) -> Option<u32> {
+        self.extra_macs
+            .iter()
+            .find(|(m, _)| m[..] == *mac)
+            .map(|&(_, host)| host)
+            .or_else(|| mac_host(mac))
     }
 
     pub fn is_empty(&self) -> bool {
@@ -264,7 +284,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             }
             let frame = &self.external.buffer;
             let dst = (frame.len() >= ETHERNET_HEADER_BYTES)
-                .then(|| mac_host(&frame[0..6]))
+                .then(|| self.fabric.external.dst_host(&frame[0..6]))
                 .flatten();
             let Some(dst) = dst.filter(|&d| d < hosts && d != link.host) else {
                 self.external.dropped_frames += 1;
@@ -343,5 +363,20 @@ impl<S: TelemetrySink> Network<'_, S> {
             let _ = link.flush(at);
             link.channel.terminate(at.as_ps().max(last_ps));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn assigned_macs_name_hosts_beside_the_static_ones() {
+        let pktgen_mac = [0, 0, 0, 0, 0, 1];
+        let ports = ExternalPorts::default().with_macs(vec![(pktgen_mac, 7)]);
+        assert_eq!(ports.dst_host(&pktgen_mac), Some(7));
+        assert_eq!(ports.dst_host(&host_mac(3)), Some(3));
+        assert_eq!(ports.dst_host(&[0, 0, 0, 0, 0, 2]), None);
+        assert_eq!(ExternalPorts::default().dst_host(&pktgen_mac), None);
     }
 }

@@ -32,7 +32,11 @@ pub struct SimbricksArgs {
     /// Give host HOST's SimBricks port also the MAC MAC (aa:bb:cc:dd:ee:ff),
     /// for peers whose MAC is fixed (SimBricks' net_pktgen uses
     /// 00:00:00:00:00:ID). Repeatable.
-    #[arg(long = "simbricks-mac", value_name = "HOST=MAC", help_heading = "SimBricks")]
+    #[arg(
+        long = "simbricks-mac",
+        value_name = "HOST=MAC",
+        help_heading = "SimBricks"
+    )]
     pub simbricks_mac: Vec<String>,
     /// Seconds to wait for a SimBricks peer (to connect, or to let time
     /// advance) before the run fails.
@@ -187,7 +191,10 @@ mod tests {
         let mut two = args(&["0=connect:/a:sync=true", "1=connect:/b:sync=true"]);
         let links = two.parse(2).unwrap();
         two.simbricks_mac = vec!["1=00:00:00:00:00:0a".into()];
-        assert_eq!(two.parse_macs(&links).unwrap(), vec![([0, 0, 0, 0, 0, 10], 1)]);
+        assert_eq!(
+            two.parse_macs(&links).unwrap(),
+            vec![([0, 0, 0, 0, 0, 10], 1)]
+        );
         for bad in [
             &["1=00:00:00:00:00"][..],
             &["1=00:00:00:00:00:0g"],

@@ -14,10 +14,9 @@
 
 use super::common::{serialization, NO_NODE};
 use super::packet::{Packet, PacketKind};
-use super::transport::{Sender, SenderReliability};
+use super::transport::SenderReliability;
 use super::{Fabric, NetEvent, Network};
 use crate::telemetry::{SwitchOffloadRecord, TelemetrySink};
-use crate::workload::NONE as NO_TASK;
 use crate::workload::{offload, InaKind, InaOp};
 use hashbrown::HashMap;
 use netsim_engine::{Context, NodeId, SimTime};
@@ -101,7 +100,7 @@ pub(crate) fn chunk_tail(
 /// its switches' aggregators and their counters.
 #[derive(Debug)]
 pub(crate) struct Aggregation {
-    /// Local sender of `(op, host)`.
+    /// Local sender of `(op, host)`, while its stream runs.
     pub sender_of: HashMap<(u32, u32), u32>,
     /// The state of `(op, switch)` for local switches.
     pub aggregators: HashMap<(u32, u32), Aggregator>,
@@ -110,16 +109,11 @@ pub(crate) struct Aggregation {
 }
 
 impl Aggregation {
-    /// The aggregation state of the shard's nodes `nodes` (increasing ids),
-    /// whose senders are `senders`.
-    pub(crate) fn new(fabric: &Fabric, nodes: &[NodeId], senders: &[Sender]) -> Aggregation {
+    /// The aggregation state of the shard's nodes `nodes` (increasing ids);
+    /// no stream has started.
+    pub(crate) fn new(fabric: &Fabric, nodes: &[NodeId]) -> Aggregation {
         let workload = &fabric.workload;
-        let mut sender_of = HashMap::new();
-        for (i, s) in senders.iter().enumerate() {
-            if s.ina_op != NO_TASK {
-                sender_of.insert((s.ina_op, s.spec.src), i as u32);
-            }
-        }
+        let sender_of = HashMap::new();
         let mut aggregators = HashMap::new();
         for (op_id, op) in workload.ina_ops.iter().enumerate() {
             for (i, t) in op.tree.iter().enumerate() {

@@ -170,13 +170,8 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
         let config = &fabric.config;
         let (port_base, ports, buffers) = port::shard_ports(fabric, nodes);
         let transport = Transports::new(fabric, nodes);
-        let aggregation = Aggregation::new(fabric, nodes, &transport.senders);
-        let ff = fast_forward::FastForwarding::new(
-            config.fast_forward,
-            fabric,
-            transport.senders.len(),
-            ports.len(),
-        );
+        let aggregation = Aggregation::new(fabric, nodes);
+        let ff = fast_forward::FastForwarding::new(config.fast_forward, fabric, ports.len());
         let first_sample = if config.sample_period != SimTime::ZERO {
             SimTime::ZERO
         } else {
@@ -230,27 +225,20 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
                 }
             }
         }
-        // Workload flows whose dependencies never completed did not exist yet.
-        let unfinished: Vec<usize> = (0..self.transport.senders.len())
-            .filter(|&i| {
-                self.transport.senders[i].end.is_none()
-                    && self.transport.senders[i].start != SimTime::MAX
-            })
-            .collect();
-        for i in unfinished {
-            self.record_flow(i);
-        }
+        self.record_unfinished();
         self.stats.dropped_pkts = self
             .ports
             .iter()
             .map(|p| p.counters.dropped_pkts.iter().sum::<u64>() + p.counters.error_dropped_pkts)
             .sum();
-        self.stats.retransmitted_pkts = self
-            .transport
-            .senders
-            .iter()
-            .map(|s| s.retransmitted_pkts)
-            .sum();
+        self.stats.retransmitted_pkts = self.transport.released_retransmitted_pkts
+            + self
+                .transport
+                .senders
+                .iter()
+                .filter(|s| s.start != SimTime::MAX)
+                .map(|s| s.retransmitted_pkts)
+                .sum::<u64>();
         for record in std::mem::take(&mut self.aggregation.offload) {
             if record.is_used() {
                 self.sink.switch_offload(record);
@@ -262,6 +250,12 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
     #[inline]
     fn is_host(&self, node: NodeId) -> bool {
         node.0 < self.fabric.topo.host_count()
+    }
+
+    /// Whether flow `flow`'s source host is one of this shard's nodes.
+    fn source_is_local(&self, flow: u32) -> bool {
+        let src = self.fabric.workload.flows[flow as usize].src;
+        self.nodes.binary_search(&NodeId(src)).is_ok()
     }
 
     #[inline]
@@ -299,10 +293,11 @@ impl<S: TelemetrySink> Model for Network<'_, S> {
             }
             return;
         }
-        let range = self.transport.sender_base[local] as usize
-            ..self.transport.sender_base[local + 1] as usize;
-        for s in &self.transport.senders[range] {
-            ctx.schedule_self(s.spec.start, NetEvent::FlowStart { flow: s.flow });
+        let range = self.transport.traffic_base[local] as usize
+            ..self.transport.traffic_base[local + 1] as usize;
+        for &flow in &self.transport.traffic[range] {
+            let at = self.fabric.workload.flows[flow as usize].start;
+            ctx.schedule_self(at, NetEvent::FlowStart { flow });
         }
     }
 
@@ -311,8 +306,12 @@ impl<S: TelemetrySink> Model for Network<'_, S> {
         let local = ctx.local_index();
         if let NetEvent::Timer { flow, .. } = event {
             // The engine cannot cancel events: a finished flow's last timer
-            // still fires, and changes nothing (not even the run's end).
-            let s = &self.transport.senders[self.transport.sender_of[&flow] as usize];
+            // still fires (its sender is gone), and changes nothing (not
+            // even the run's end).
+            let Some(&i) = self.transport.sender_of.get(&flow) else {
+                return;
+            };
+            let s = &self.transport.senders[i as usize];
             if s.end.is_some() || s.gave_up {
                 return;
             }

@@ -51,7 +51,7 @@ impl<S: TelemetrySink> Network<'_, S> {
     /// host's uplinks), set its line rate and congestion control, arm the
     /// retransmission timer and try to send.
     pub(crate) fn flow_start(&mut self, ctx: &mut Context<'_, NetEvent>, flow: u32) {
-        let i = self.transport.sender_of[&flow] as usize;
+        let i = self.open_sender(flow);
         let fabric = self.fabric;
         self.transport.senders[i].start = ctx.now();
         if let Some(info) = fabric.workload.flow_info(flow) {
@@ -368,8 +368,31 @@ impl<S: TelemetrySink> Network<'_, S> {
         }
     }
 
+    /// A sender for flow `flow`, made as it starts: its slot, known to the
+    /// aggregation stream it feeds and to fast-forward's samples.
+    pub(crate) fn open_sender(&mut self, flow: u32) -> usize {
+        let i = self.transport.open(flow, self.fabric);
+        let s = &self.transport.senders[i];
+        if s.ina_op != NO_TASK {
+            let key = (s.ina_op, s.spec.src);
+            self.aggregation.sender_of.insert(key, i as u32);
+        }
+        self.ff.sender_opened(i);
+        i
+    }
+
+    /// Frees sender `i`, finished and recorded, for the next flow to start.
+    pub(crate) fn release_sender(&mut self, i: usize) {
+        let s = &self.transport.senders[i];
+        if s.ina_op != NO_TASK {
+            self.aggregation.sender_of.remove(&(s.ina_op, s.spec.src));
+        }
+        self.transport.release(i);
+    }
+
     /// Sender `i` has every packet acknowledged (or every aggregation
-    /// result back): record it and let the tasks waiting for it go.
+    /// result back): record it, let the tasks waiting for it go, and free
+    /// its slot.
     pub(crate) fn sender_finished(&mut self, ctx: &mut Context<'_, NetEvent>, i: usize) {
         let s = &mut self.transport.senders[i];
         s.end = Some(ctx.now());
@@ -379,8 +402,10 @@ impl<S: TelemetrySink> Network<'_, S> {
         self.ports[gport].host.flows.retain(|&f| f as usize != i);
         self.record_flow(i);
         if let Some(info) = self.fabric.workload.flow_info(flow) {
+            // (Reads the sender's counters: it is freed after.)
             self.task_seen_complete(ctx, info.task, true);
         }
+        self.release_sender(i);
     }
 
     /// A DCQCN timer of sender `i` fired (its reaction point's alpha

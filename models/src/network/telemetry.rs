@@ -180,6 +180,30 @@ impl<S: TelemetrySink> Network<'_, S> {
         }
     }
 
+    /// Records every flow of this shard that did not finish, in the order
+    /// of their source node, then flow id: started and unfinished, and
+    /// without tasks the flows that never started (a workload's flows
+    /// whose dependencies never completed did not exist yet).
+    pub(super) fn record_unfinished(&mut self) {
+        let mut unfinished: Vec<(u32, u32, usize)> = (self.transport.senders.iter().enumerate())
+            .filter(|(_, s)| s.start != SimTime::MAX && s.end.is_none())
+            .map(|(i, s)| (s.spec.src, s.flow, i))
+            .collect();
+        for k in 0..self.transport.traffic.len() {
+            let flow = self.transport.traffic[k];
+            if !self.transport.started(flow) {
+                let i = self.transport.open(flow, self.fabric);
+                let s = &self.transport.senders[i];
+                unfinished.push((s.spec.src, flow, i));
+            }
+        }
+        unfinished.sort_unstable();
+        for (_, _, i) in unfinished {
+            self.record_flow(i);
+        }
+    }
+
+    /// Writes sender `i`'s row of the flows table.
     pub(crate) fn record_flow(&mut self, i: usize) {
         let s = &self.transport.senders[i];
         let start_ns = s.start.as_ns();

@@ -67,23 +67,45 @@ pub(crate) struct Steady {
 }
 
 impl Steady {
-    pub(crate) fn new(config: FastForward, senders: usize, ports: usize) -> Steady {
+    /// Samples of `ports` ports and of no sender yet.
+    pub(crate) fn new(config: FastForward, ports: usize) -> Steady {
         Steady {
             config,
             checks: 0,
             valid_from: 0,
             last_check: SimTime::ZERO,
-            acked: vec![0; senders * SLOTS],
-            ack_time: vec![SimTime::ZERO; senders * SLOTS],
-            retransmitted: vec![0; senders * SLOTS],
-            cc_rate: vec![0; senders * SLOTS],
-            cnps: vec![0; senders * SLOTS],
-            first_sample: vec![UNSAMPLED; senders],
+            acked: Vec::new(),
+            ack_time: Vec::new(),
+            retransmitted: Vec::new(),
+            cc_rate: Vec::new(),
+            cnps: Vec::new(),
+            first_sample: Vec::new(),
             qlen: vec![0; ports * SLOTS],
             wire: vec![0; ports * SLOTS],
             tx: vec![[0; PRIORITIES]; ports * SLOTS],
             disturbances: [0; SLOTS],
         }
+    }
+
+    /// Sender slot `i` holds a new flow: its samples are as a sender's
+    /// never sampled (the slot may have held a finished flow's).
+    pub(crate) fn sender_opened(&mut self, i: usize) {
+        if self.first_sample.len() <= i {
+            let senders = i + 1;
+            self.acked.resize(senders * SLOTS, 0);
+            self.ack_time.resize(senders * SLOTS, SimTime::ZERO);
+            self.retransmitted.resize(senders * SLOTS, 0);
+            self.cc_rate.resize(senders * SLOTS, 0);
+            self.cnps.resize(senders * SLOTS, 0);
+            self.first_sample.resize(senders, UNSAMPLED);
+        }
+        let range = i * SLOTS..(i + 1) * SLOTS;
+        self.acked[range.clone()].fill(0);
+        self.ack_time[range.clone()].fill(SimTime::ZERO);
+        self.retransmitted[range.clone()].fill(0);
+        self.cc_rate[range.clone()].fill(0);
+        self.cnps[range].fill(0);
+        self.first_sample[i] = UNSAMPLED;
     }
 
     /// The window's length in picoseconds.

@@ -36,12 +36,11 @@ pub(crate) struct FastForwarding {
 }
 
 impl FastForwarding {
-    /// The state for a shard of `senders` senders and `ports` ports under
-    /// `config` (`None`: off); memoization only for a workload with tasks.
+    /// The state for a shard of `ports` ports under `config` (`None`:
+    /// off); memoization only for a workload with tasks.
     pub(crate) fn new(
         config: Option<FastForward>,
         fabric: &super::Fabric,
-        senders: usize,
         ports: usize,
     ) -> FastForwarding {
         let workload: &Workload = &fabric.workload;
@@ -50,7 +49,7 @@ impl FastForwarding {
                 workload.ina_ops.is_empty(),
                 "fast-forward does not cover in-network aggregation"
             );
-            jumps::Steady::new(ff, senders, ports)
+            jumps::Steady::new(ff, ports)
         });
         let memo = config
             .filter(|ff| ff.memo && workload.has_tasks())
@@ -64,6 +63,14 @@ impl FastForwarding {
         self.memo
             .as_ref()
             .map_or(0, |m| m.unsent_bytes(gport, prio, at))
+    }
+
+    /// Sender slot `i` holds a flow that starts now: its samples start
+    /// afresh.
+    pub(crate) fn sender_opened(&mut self, i: usize) {
+        if let Some(steady) = &mut self.steady {
+            steady.sender_opened(i);
+        }
     }
 
     /// Port `gport` was sampled at `at`: replays wholly on its wire by then

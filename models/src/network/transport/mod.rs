@@ -254,14 +254,31 @@ impl Sender {
 
 /// The queue pairs of one shard: senders of local sources, receivers of
 /// local destinations, and UEC's receiver credit state.
+///
+/// A sender exists only while its flow runs: [`Transports::open`] makes
+/// it in a free slot of `senders` when the flow starts, and
+/// [`Transports::release`] frees the slot when the flow finishes, so the
+/// shard holds what is in flight, never the whole workload. A free slot
+/// keeps `start == SimTime::MAX` (the mark every scan of `senders` skips).
 #[derive(Debug)]
 pub(crate) struct Transports {
-    /// Queue pairs whose source is local, grouped by node.
+    /// Queue pairs of flows started at local sources and not released,
+    /// by slot (a local sender index).
     pub senders: Vec<Sender>,
-    /// Senders of local node `i` are `senders[sender_base[i]..sender_base[i + 1]]`.
-    pub sender_base: Vec<u32>,
-    /// Global flow id -> local sender index, for flows whose source is local.
+    /// Free slots of `senders`, the last freed on top.
+    free: Vec<u32>,
+    /// Global flow id -> slot, for the flows that hold one.
     pub sender_of: HashMap<u32, u32>,
+    /// Without tasks: the workload's flows whose source is local, grouped
+    /// by local node in flow order (node `i`'s are
+    /// `traffic[traffic_base[i]..traffic_base[i + 1]]`); empty with tasks.
+    pub traffic: Vec<u32>,
+    pub traffic_base: Vec<u32>,
+    /// Without tasks: one bit per workload flow, set when it starts (a
+    /// flow that never started is reported unfinished at the end).
+    started: Vec<u64>,
+    /// Retransmitted packets of the senders released so far.
+    pub released_retransmitted_pkts: u64,
     /// Queue pairs whose destination is local, by global flow id.
     pub receivers: HashMap<u32, Receiver>,
     /// UEC RCCC credit state of local hosts that receive, by node.
@@ -269,52 +286,93 @@ pub(crate) struct Transports {
 }
 
 impl Transports {
-    /// A sender for every flow whose source is among `nodes` (increasing
-    /// ids), grouped by source node in flow order; no receivers yet.
+    /// No senders yet; without tasks, the local flows to start, grouped by
+    /// source node in flow order.
     pub(crate) fn new(fabric: &Fabric, nodes: &[NodeId]) -> Transports {
-        let config = &fabric.config;
-        // Senders grouped by source node, in flow order within a node.
         let workload = &fabric.workload;
-        let mut local_flows: Vec<(usize, u32)> = workload
-            .flows
-            .iter()
-            .enumerate()
-            .filter_map(|(id, spec)| {
-                let local = nodes.binary_search(&NodeId(spec.src)).ok()?;
-                Some((local, id as u32))
-            })
-            .collect();
-        local_flows.sort_unstable();
-        let mut sender_of = HashMap::with_capacity(local_flows.len());
-        let mut senders = Vec::with_capacity(local_flows.len());
-        let mut sender_base = vec![0u32; nodes.len() + 1];
-        for &(local, id) in &local_flows {
-            let spec = workload.flows[id as usize];
-            let mut sender = Sender::new(id, spec, config);
-            if let Some(info) = workload.flow_info(id) {
-                // Starts when its task does.
-                sender.start = SimTime::MAX;
-                if info.ina_op != NO_TASK {
-                    let op = &workload.ina_ops[info.ina_op as usize];
-                    sender.ina_op = info.ina_op;
-                    // Aggregation streams are RoCE go-back-N under either transport.
-                    sender.qp = Qp::Roce(GoBackNSender::default());
-                    sender.ina_window = op.slots;
-                }
+        let mut traffic_base = vec![0u32; nodes.len() + 1];
+        let mut traffic = Vec::new();
+        let mut started = Vec::new();
+        if !workload.has_tasks() {
+            let mut local_flows: Vec<(usize, u32)> = workload
+                .flows
+                .iter()
+                .enumerate()
+                .filter_map(|(id, spec)| {
+                    let local = nodes.binary_search(&NodeId(spec.src)).ok()?;
+                    Some((local, id as u32))
+                })
+                .collect();
+            local_flows.sort_unstable();
+            for &(local, _) in &local_flows {
+                traffic_base[local + 1] += 1;
             }
-            sender_of.insert(id, senders.len() as u32);
-            senders.push(sender);
-            sender_base[local + 1] += 1;
-        }
-        for i in 0..nodes.len() {
-            sender_base[i + 1] += sender_base[i];
+            for i in 0..nodes.len() {
+                traffic_base[i + 1] += traffic_base[i];
+            }
+            traffic = local_flows.into_iter().map(|(_, id)| id).collect();
+            started = vec![0u64; workload.flows.len().div_ceil(64)];
         }
         Transports {
-            senders,
-            sender_base,
-            sender_of,
+            senders: Vec::new(),
+            free: Vec::new(),
+            sender_of: HashMap::new(),
+            traffic,
+            traffic_base,
+            started,
+            released_retransmitted_pkts: 0,
             receivers: HashMap::new(),
             credit_issuers: HashMap::new(),
         }
+    }
+
+    /// A sender for flow `flow` in a free slot (the slab grows only when
+    /// none is free); returns the slot. Its `start` is the flow's own
+    /// (`SimTime::MAX` for a workload task's: it starts when the task does).
+    pub(crate) fn open(&mut self, flow: u32, fabric: &Fabric) -> usize {
+        let workload = &fabric.workload;
+        let mut sender = Sender::new(flow, workload.flows[flow as usize], &fabric.config);
+        if let Some(info) = workload.flow_info(flow) {
+            sender.start = SimTime::MAX;
+            if info.ina_op != NO_TASK {
+                let op = &workload.ina_ops[info.ina_op as usize];
+                sender.ina_op = info.ina_op;
+                // Aggregation streams are RoCE go-back-N under either transport.
+                sender.qp = Qp::Roce(GoBackNSender::default());
+                sender.ina_window = op.slots;
+            }
+        }
+        if !self.started.is_empty() {
+            self.started[flow as usize / 64] |= 1 << (flow % 64);
+        }
+        let slot = match self.free.pop() {
+            Some(slot) => {
+                self.senders[slot as usize] = sender;
+                slot
+            }
+            None => {
+                self.senders.push(sender);
+                u32::try_from(self.senders.len() - 1).expect("fewer than 2^32 flows in flight")
+            }
+        };
+        let old = self.sender_of.insert(flow, slot);
+        assert!(old.is_none(), "flow {flow} started twice");
+        slot as usize
+    }
+
+    /// Frees slot `i` (its flow finished and was recorded): its flow no
+    /// longer maps to it and its transport state is dropped.
+    pub(crate) fn release(&mut self, i: usize) {
+        let s = &mut self.senders[i];
+        self.released_retransmitted_pkts += s.retransmitted_pkts;
+        self.sender_of.remove(&s.flow);
+        s.start = SimTime::MAX;
+        s.qp = Qp::Roce(GoBackNSender::default());
+        self.free.push(i as u32);
+    }
+
+    /// Whether flow `flow` (a workload without tasks) has started.
+    pub(crate) fn started(&self, flow: u32) -> bool {
+        self.started[flow as usize / 64] & (1 << (flow % 64)) != 0
     }
 }

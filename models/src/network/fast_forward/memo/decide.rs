@@ -432,7 +432,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         let mut at = 0;
         for ((i, round_robin, ready), &size) in to_make.iter().zip(&sizes) {
             let canon = &candidates[*i].0;
-            if self.transport.sender_of.contains_key(&canon.flows[0]) {
+            if self.source_is_local(canon.flows[0]) {
                 let record = self.memo_sandbox(canon, round_robin, ready);
                 Record::encode(record.as_ref(), &mut shared[at..at + size]);
             }

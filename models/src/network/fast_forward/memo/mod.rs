@@ -457,6 +457,7 @@ impl<S: TelemetrySink> Network<'_, S> {
     /// Replays `canon`'s domain from its record (`fresh`: the record was
     /// made for it, in the sandbox).
     fn memo_replay(&mut self, canon: Canon, fresh: bool) {
+        let source_is_local = self.source_is_local(canon.flows[0]);
         let m = self.ff.memo.as_mut().expect("memo on");
         let record = &m.records[&canon.key];
         for (k, &flow) in canon.flows.iter().enumerate() {
@@ -519,7 +520,7 @@ impl<S: TelemetrySink> Network<'_, S> {
                 }
             }
         }
-        if self.transport.sender_of.contains_key(&canon.flows[0]) {
+        if source_is_local {
             self.stats.sent_payload_bytes += record.sent;
             self.stats.delivered_payload_bytes += record.delivered;
             self.stats.pfc_pauses += record.pfc_pauses;

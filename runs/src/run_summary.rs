@@ -62,6 +62,7 @@ impl Outcome {
             stats.memo_misses,
             stats.memo_events_avoided,
             stats.memo_sandbox_events,
+            stats.sender_slots,
         ]);
         words.extend(&self.events_per_shard);
         words
@@ -110,6 +111,7 @@ impl Totals {
             memo_misses: sum(21),
             memo_events_avoided: sum(22),
             memo_sandbox_events: sum(23),
+            sender_slots: sum(24),
         };
         let ranks_json = per_rank
             .iter()
@@ -137,7 +139,7 @@ impl Totals {
             skipped_ps: per_rank[0][16],
             skips: per_rank[0][17],
             events_avoided: sum(18),
-            events_per_shard: per_rank.iter().flat_map(|r| &r[24..]).copied().collect(),
+            events_per_shard: per_rank.iter().flat_map(|r| &r[25..]).copied().collect(),
             ranks_json,
         }
     }
@@ -307,8 +309,10 @@ impl RunArgs {
         });
         // Added apart from the literal above, which is at the json! macro's
         // recursion limit: the truth next to the estimate (`load_imbalance`),
-        // and the fidelity.
+        // and the fidelity. `sender_slots`: packet level's peak of flows in
+        // flight, summed over shards (what its memory follows).
         summary["events_imbalance"] = imbalance(&totals.events_per_shard).into();
+        summary["sender_slots"] = stats.sender_slots.into();
         summary["fidelity"] = self.fidelity.name().into();
         summary["fold_dp"] = self.workload.fold_dp.into();
         summary["fold_classes"] = self.workload.fold_classes.into();

@@ -225,6 +225,7 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
                 }
             }
         }
+        self.stats.sender_slots = self.transport.senders.len() as u64;
         self.record_unfinished();
         self.stats.dropped_pkts = self
             .ports

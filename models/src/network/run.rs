@@ -29,6 +29,9 @@ pub struct NetStats {
     pub memo_events_avoided: u64,
     /// Memoization: events its sandboxes handled (apart from the run's).
     pub memo_sandbox_events: u64,
+    /// Packet level: the sender slots the shards' slabs grew to, each the
+    /// most flows its hosts had started and not finished at once.
+    pub sender_slots: u64,
 }
 
 impl std::ops::AddAssign for NetStats {
@@ -44,6 +47,7 @@ impl std::ops::AddAssign for NetStats {
         self.memo_misses += o.memo_misses;
         self.memo_events_avoided += o.memo_events_avoided;
         self.memo_sandbox_events += o.memo_sandbox_events;
+        self.sender_slots += o.sender_slots;
     }
 }
 

@@ -75,3 +75,47 @@ fn the_structures_hold_what_their_counts_say() {
         .sum();
     assert_eq!(listed, deps);
 }
+
+/// A chain of `steps` ring steps over 8 hosts of a k=4 fat-tree, each host's
+/// flow after the previous step's flows it sent and received, run at
+/// packet level on two shards:
+/// the run's sender slots and its flows finished.
+fn chain_run(steps: u32) -> (u64, u64) {
+    use netsim_models::workload::{Builder, NONE};
+    let hosts = 8;
+    let mut b = Builder::new(SimTime::ZERO);
+    let mut last: Vec<u32> = Vec::new();
+    for _ in 0..steps {
+        last = (0..hosts)
+            .map(|h| {
+                let deps = match last.is_empty() {
+                    true => vec![],
+                    false => vec![last[h as usize], last[((h + hosts - 1) % hosts) as usize]],
+                };
+                b.flow(h, (h + 1) % hosts, 20_000, NONE, &deps)
+            })
+            .collect();
+    }
+    let topo = netsim_topo::build(&crate::common::fat_tree(4, 2)).unwrap();
+    let routing = netsim_topo::Routing::build(&topo).unwrap();
+    let config = NetConfig::default();
+    let fabric =
+        netsim_models::network::Fabric::with_workload(topo, routing, b.finish(), config, 3);
+    let layout = crate::common::layout(&fabric.topo, 2);
+    let run = netsim_models::network::simulate(&fabric, &layout, SimTime::MAX, None, |_| {
+        netsim_models::telemetry::MemorySink::default()
+    });
+    let stats = run.stats();
+    (stats.sender_slots, stats.flows_finished)
+}
+
+#[test]
+fn senders_are_made_as_flows_start_so_a_longer_chain_holds_no_more() {
+    // A host's flow waits for the previous step's flows at that host: at
+    // most about a step's 8 flows run at once, however long the chain.
+    let (short_slots, short_done) = chain_run(4);
+    let (long_slots, long_done) = chain_run(64);
+    assert_eq!((short_done, long_done), (4 * 8, 64 * 8));
+    assert!(short_slots <= 8, "{short_slots}");
+    assert_eq!(long_slots, short_slots);
+}

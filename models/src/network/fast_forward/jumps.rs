@@ -481,6 +481,10 @@ impl<S: TelemetrySink> Network<'_, S> {
                 *t += delta;
             }
         }
+        // Freed receivers' last CNPs move on with the others.
+        for t in self.transport.received_cnp.values_mut() {
+            *t += delta;
+        }
     }
 
     /// Writes local node `local`'s samples due in `(now, now + delta]` as

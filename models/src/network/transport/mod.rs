@@ -252,6 +252,10 @@ impl Sender {
     }
 }
 
+/// `Transports::received_cnp`'s smallest length at which its expired
+/// entries are dropped.
+const RECEIVED_CNP_PRUNE_LEN: usize = 1024;
+
 /// The queue pairs of one shard: senders of local sources, receivers of
 /// local destinations, and UEC's receiver credit state.
 ///
@@ -281,6 +285,15 @@ pub(crate) struct Transports {
     pub released_retransmitted_pkts: u64,
     /// Queue pairs whose destination is local, by global flow id.
     pub receivers: HashMap<u32, Receiver>,
+    /// RoCE: one bit per workload flow, set when its destination (local)
+    /// has received every packet and its receiver was freed; empty under
+    /// UEC, whose receivers stay.
+    received: Vec<u64>,
+    /// Of those flows, when the last CNP left, kept only while it still
+    /// holds the next one back (DCQCN's CNP interval).
+    pub received_cnp: HashMap<u32, SimTime>,
+    /// `received_cnp`'s length at which the expired entries go next.
+    received_cnp_prune_len: usize,
     /// UEC RCCC credit state of local hosts that receive, by node.
     pub credit_issuers: HashMap<u32, uec::rccc::CreditIssuer>,
 }
@@ -322,6 +335,12 @@ impl Transports {
             started,
             released_retransmitted_pkts: 0,
             receivers: HashMap::new(),
+            received: match fabric.config.transport {
+                Transport::Roce => vec![0u64; workload.flows.len().div_ceil(64)],
+                Transport::Uec => Vec::new(),
+            },
+            received_cnp: HashMap::new(),
+            received_cnp_prune_len: RECEIVED_CNP_PRUNE_LEN,
             credit_issuers: HashMap::new(),
         }
     }
@@ -369,6 +388,52 @@ impl Transports {
         s.start = SimTime::MAX;
         s.qp = Qp::Roce(GoBackNSender::default());
         self.free.push(i as u32);
+    }
+
+    /// RoCE: flow `flow`'s receiver has every packet: it is freed. A late
+    /// duplicate finds the flow in `received` and is answered as the
+    /// receiver would (the ACK of the whole message; a CNP as its last
+    /// one, kept in `received_cnp`, allows).
+    pub(crate) fn receiver_done(&mut self, flow: u32, now: SimTime, cnp_interval: SimTime) {
+        let rx = self.receivers.remove(&flow).expect("a receiver");
+        self.received[flow as usize / 64] |= 1 << (flow % 64);
+        if let Some(t) = rx.last_cnp {
+            self.keep_cnp(flow, t, now, cnp_interval);
+        }
+    }
+
+    /// Whether flow `flow`'s receiver was freed, every packet received.
+    pub(crate) fn received(&self, flow: u32) -> bool {
+        !self.received.is_empty() && self.received[flow as usize / 64] & (1 << (flow % 64)) != 0
+    }
+
+    /// A marked duplicate of received flow `flow` arrived at `now`:
+    /// whether a CNP goes back (none left in the last `cnp_interval`);
+    /// if so it is now the last.
+    pub(crate) fn received_cnp_due(&mut self, flow: u32, now: SimTime, interval: SimTime) -> bool {
+        let due = self
+            .received_cnp
+            .get(&flow)
+            .is_none_or(|&t| now >= t + interval);
+        if due {
+            self.keep_cnp(flow, now, now, interval);
+        }
+        due
+    }
+
+    /// Keeps flow `flow`'s last CNP time `t` while it holds the next one
+    /// back; forgets, once the map doubled, the entries that no longer do
+    /// (the same answer as no entry), so the map holds what is recent.
+    fn keep_cnp(&mut self, flow: u32, t: SimTime, now: SimTime, interval: SimTime) {
+        if now < t + interval {
+            self.received_cnp.insert(flow, t);
+        } else {
+            self.received_cnp.remove(&flow);
+        }
+        if self.received_cnp.len() >= self.received_cnp_prune_len {
+            self.received_cnp.retain(|_, t| now < *t + interval);
+            self.received_cnp_prune_len = (2 * self.received_cnp.len()).max(RECEIVED_CNP_PRUNE_LEN);
+        }
     }
 
     /// Whether flow `flow` (a workload without tasks) has started.

@@ -152,17 +152,6 @@ impl<S: TelemetrySink> Network<'_, S> {
             config.cc == CcKind::Dcqcn && config.dcqcn.cnp_mode == CnpMode::Packet,
         );
         let now = ctx.now();
-        let rx: &mut Receiver =
-            self.transport
-                .receivers
-                .entry(pkt.flow)
-                .or_insert_with(|| Receiver {
-                    qp: RxQp::Roce(GoBackNReceiver::default()),
-                    last_cnp: None,
-                });
-        let RxQp::Roce(qp) = &mut rx.qp else {
-            unreachable!("flow {} mixes transports", pkt.flow)
-        };
         let reply = |kind, psn, ce| Packet {
             flow: pkt.flow,
             src: pkt.dst,
@@ -177,17 +166,50 @@ impl<S: TelemetrySink> Network<'_, S> {
             util: pkt.util,
             entropy: 0,
         };
-        let verdict = qp.on_data(&pkt, ack_interval);
+        // Under `CnpMode::AckFlag` the ACK's count of marked packets is the
+        // CNP flag; no separate packet.
+        let marked = cnp_packets && pkt.ce != 0;
+        let (verdict, cnp) = if self.transport.received(pkt.flow) {
+            // A late duplicate of a message received whole: what its freed
+            // receiver would answer (its cumulative ACK again).
+            let packets = self.fabric.workload.flows[pkt.flow as usize]
+                .size_bytes
+                .div_ceil(u64::from(self.fabric.config.mtu_bytes)) as u32;
+            let verdict = RxVerdict {
+                in_order: false,
+                reply: Some((PacketKind::Ack, packets, 0)),
+            };
+            let cnp = marked && self.transport.received_cnp_due(pkt.flow, now, cnp_interval);
+            (verdict, cnp)
+        } else {
+            let rx: &mut Receiver =
+                self.transport
+                    .receivers
+                    .entry(pkt.flow)
+                    .or_insert_with(|| Receiver {
+                        qp: RxQp::Roce(GoBackNReceiver::default()),
+                        last_cnp: None,
+                    });
+            let RxQp::Roce(qp) = &mut rx.qp else {
+                unreachable!("flow {} mixes transports", pkt.flow)
+            };
+            let verdict = qp.on_data(&pkt, ack_interval);
+            let cnp = marked && rx.last_cnp.is_none_or(|t| now >= t + cnp_interval);
+            if cnp {
+                rx.last_cnp = Some(now);
+            }
+            if verdict.in_order && pkt.last {
+                self.transport.receiver_done(pkt.flow, now, cnp_interval);
+            }
+            (verdict, cnp)
+        };
         if verdict.in_order {
             self.stats.delivered_payload_bytes +=
                 u64::from(pkt.wire_bytes) - u64::from(header_bytes);
         }
         let mut out: [Option<Packet>; 2] = [None, None];
         out[0] = verdict.reply.map(|(kind, psn, ce)| reply(kind, psn, ce));
-        // Under `CnpMode::AckFlag` the ACK's count of marked packets is the
-        // CNP flag; no separate packet.
-        if cnp_packets && pkt.ce != 0 && rx.last_cnp.is_none_or(|t| now >= t + cnp_interval) {
-            rx.last_cnp = Some(now);
+        if cnp {
             out[1] = Some(reply(PacketKind::Cnp, pkt.psn, 0));
         }
         for reply in out.into_iter().flatten() {

@@ -6,6 +6,7 @@
 use crate::run_cmd::Fidelity;
 use anyhow::bail;
 use netsim_models::flow;
+use netsim_models::network;
 use netsim_models::network::config::{CcKind, NetConfig};
 use netsim_models::traffic::FlowSpec;
 use netsim_models::workload::progress;
@@ -26,22 +27,38 @@ const BYTES_PER_FCT: u64 = 4;
 /// per host; plain traffic is allowed all its flows).
 const FLOWS_IN_FLIGHT_PER_HOST: u64 = 64;
 
+/// The same allowance at packet level, where a flow in flight costs a
+/// sender and a receiver: measured peaks (`run.json`'s `sender_slots`)
+/// are 1.75 per host on the 128-GPU MoE (`moe-pp4-ep2-tp8-128.txt`) and
+/// 1.25 per simulated host on SimAI's 9,216-GPU example folded by 12.
+const PACKET_FLOWS_IN_FLIGHT_PER_HOST: u64 = 16;
+
+/// What a packet-level run adds beside the structures counted: its event
+/// queues, the packets queued at ports and the table writers' buffers
+/// (27 MB measured on the 128-GPU MoE; they grow with the traffic, not
+/// with the workload's length).
+const PACKET_RUNTIME_BYTES: u64 = 32 << 20;
+
 /// What a run adds beside the workload it holds, as the check predicts it
 /// (this rank's share).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RunBytes {
     /// Its ports' queues and counters.
     pub ports: u64,
-    /// Its state per flow of the workload (slot indices, a packet-level
-    /// run's senders, the completion times kept).
+    /// Its state per flow of the workload (flow level's slot indices, the
+    /// completion times kept; packet level's bits of flows received whole).
     pub flows: u64,
     /// Per task the count of dependencies left, per collective its span
     /// (once per shard).
     pub dag: u64,
-    /// The state of the flows in flight (flow level: an allowance).
+    /// The state of the flows in flight, an allowance (packet level: their
+    /// senders and receivers).
     pub in_flight: u64,
     /// Memoization's (`--ff-memo on`, see [`memo_bytes`]).
     pub memo: u64,
+    /// Packet level: event queues, queued packets, writers' buffers
+    /// ([`PACKET_RUNTIME_BYTES`]).
+    pub runtime: u64,
 }
 
 impl RunBytes {
@@ -63,31 +80,40 @@ impl RunBytes {
             .saturating_add(workload.collectives.len() as u64 * progress::BYTES_PER_COLLECTIVE);
         let all_ports = 2 * u64::from(topo.link_count());
         let ports = all_ports / ranks;
+        // Plain traffic may have every flow in flight at once.
+        let in_flight = |per_host: u64| match workload.has_tasks() {
+            true => flows.min(u64::from(topo.host_count()) * per_host),
+            false => flows,
+        };
         match fidelity {
-            Fidelity::Flow => {
-                // Plain traffic may have every flow in flight at once.
-                let in_flight = match workload.has_tasks() {
-                    true => flows.min(u64::from(topo.host_count()) * FLOWS_IN_FLIGHT_PER_HOST),
-                    false => flows,
-                };
-                RunBytes {
-                    ports: ports.saturating_mul(BYTES_PER_PORT),
-                    flows: flows.saturating_mul(
-                        flow::bytes_per_flow(config.cc == CcKind::None) + BYTES_PER_FCT,
-                    ),
-                    dag: dag_per_shard,
-                    in_flight: in_flight.saturating_mul(flow::BYTES_PER_FLOW_IN_FLIGHT),
-                    memo: 0,
-                }
-            }
-            // A packet-level run makes every sender before it starts; its
-            // kept completion times grow as a vector does (three times).
+            Fidelity::Flow => RunBytes {
+                ports: ports.saturating_mul(BYTES_PER_PORT),
+                flows: flows.saturating_mul(
+                    flow::bytes_per_flow(config.cc == CcKind::None) + BYTES_PER_FCT,
+                ),
+                dag: dag_per_shard,
+                in_flight: in_flight(FLOWS_IN_FLIGHT_PER_HOST)
+                    .saturating_mul(flow::BYTES_PER_FLOW_IN_FLIGHT),
+                memo: 0,
+                runtime: 0,
+            },
+            // A packet-level run makes a flow's sender when it starts and
+            // its receiver when its first packet arrives, and frees them
+            // when it ends (a RoCE receiver leaves a bit per workload flow
+            // on each shard); its kept completion times grow as a vector
+            // does (three times).
             Fidelity::Packet => RunBytes {
                 ports: ports.saturating_mul(BYTES_PER_PORT),
-                flows: flows
-                    .saturating_mul(netsim_models::network::BYTES_PER_SENDER + 3 * BYTES_PER_FCT),
+                flows: flows.saturating_mul(3 * BYTES_PER_FCT).saturating_add(
+                    (workload.flows.len() as u64)
+                        .div_ceil(8)
+                        .saturating_mul(u64::from(shards)),
+                ),
                 dag: dag_per_shard.saturating_mul(u64::from(shards)),
-                in_flight: 0,
+                in_flight: in_flight(PACKET_FLOWS_IN_FLIGHT_PER_HOST).saturating_mul(
+                    network::bytes_per_sender(config.transport) + network::BYTES_PER_RECEIVER,
+                ),
+                runtime: PACKET_RUNTIME_BYTES,
                 // A sandbox holds the whole fabric on every rank.
                 memo: memo_bytes(config, topo, routing_bytes, workload, all_ports)
                     .saturating_mul(u64::from(shards)),
@@ -101,6 +127,7 @@ impl RunBytes {
             .saturating_add(self.dag)
             .saturating_add(self.in_flight)
             .saturating_add(self.memo)
+            .saturating_add(self.runtime)
     }
 
     /// `run.json`'s `run_bytes_predicted`.
@@ -111,6 +138,7 @@ impl RunBytes {
             "dag": self.dag,
             "in_flight": self.in_flight,
             "memo": self.memo,
+            "runtime": self.runtime,
             "total": self.total(),
         })
     }
@@ -160,7 +188,7 @@ fn memo_bytes(
     tasks
         .saturating_mul(MEMO_BYTES_PER_TASK)
         .saturating_add(flows.saturating_mul(
-            MEMO_BYTES_PER_FLOW + flow_bytes + netsim_models::network::BYTES_PER_SENDER,
+            MEMO_BYTES_PER_FLOW + flow_bytes + network::bytes_per_sender(config.transport),
         ))
         .saturating_add(topology_bytes(topo))
         .saturating_add(routing_bytes)
@@ -246,6 +274,7 @@ mod tests {
                 dag: 3,
                 in_flight: 2 * flow::BYTES_PER_FLOW_IN_FLIGHT,
                 memo: 0,
+                runtime: 0,
             }
         );
         assert_eq!(flow.total(), ports + 24 + 3 + 1024);
@@ -256,14 +285,23 @@ mod tests {
             (traffic.flows, traffic.dag, traffic.in_flight),
             (2 * 12, 0, 2 * flow::BYTES_PER_FLOW_IN_FLIGHT)
         );
-        // Packet level: a sender per flow, the DAG's progress per shard.
+        // Packet level: per flow its completion time and a bit per shard,
+        // a sender and a receiver per flow in flight (both may be), the
+        // DAG's progress per shard.
         let packet = RunBytes::of(Fidelity::Packet, &config, &topo, 0, &w, 1, 4);
-        let sender = netsim_models::network::BYTES_PER_SENDER;
-        assert_eq!((packet.flows, packet.dag), (2 * (sender + 12), 4 * 3));
+        let sender = network::bytes_per_sender(config.transport);
+        let in_flight = sender + network::BYTES_PER_RECEIVER;
+        assert_eq!(
+            (packet.flows, packet.in_flight, packet.dag),
+            (2 * 12 + 4, 2 * in_flight, 4 * 3)
+        );
         // Under mpirun a process holds its own shards' progress: 4 of them
         // on each of 2 ranks, and half the flows.
         let rank = RunBytes::of(Fidelity::Packet, &config, &topo, 0, &w, 2, 4);
-        assert_eq!((rank.flows, rank.dag), (sender + 12, 4 * 3));
+        assert_eq!(
+            (rank.flows, rank.in_flight, rank.dag),
+            (12 + 4, in_flight, 4 * 3)
+        );
         assert_eq!(rank.memo, 0);
         // Memoization, per shard: 240 B per task and 100 B per flow for its
         // decisions, a sandbox's flows with a sender each and its ports.
@@ -281,6 +319,14 @@ mod tests {
         assert_eq!(
             packet.total(),
             RunBytes { memo: 0, ..packet }.total() + packet.memo
+        );
+        assert_eq!(
+            RunBytes {
+                runtime: 0,
+                ..packet
+            }
+            .total(),
+            packet.total() - (32 << 20)
         );
         // Under mpirun each rank's shards hold as much: a sandbox is the
         // whole fabric, whatever the rank owns.

@@ -64,11 +64,25 @@ pub(crate) use aggregation::{chunk_tail, ideal_stream};
 pub use external::{host_mac, mac_host, ExternalPorts};
 pub use fabric::{ideal_fct, Fabric};
 
-/// What a packet-level run holds per flow of its shard, a generous estimate
-/// for the memory check: the sender, its entry in the map from flows to
-/// senders (up to twice 9 B at the map's load), and the entry that sorts
-/// senders by node while they are made (16 B).
-pub const BYTES_PER_SENDER: u64 = std::mem::size_of::<transport::Sender>() as u64 + 18 + 16;
+/// What a packet-level run holds per flow in flight at its source, a
+/// generous estimate for the memory check: the sender in its slot, its
+/// entry in the map from flows to slots (up to twice 9 B at the map's
+/// load), its entry in its port's list of queue pairs (4 B) and under UEC
+/// its boxed window state (the windows' own vectors not counted).
+pub fn bytes_per_sender(transport: config::Transport) -> u64 {
+    let uec = match transport {
+        config::Transport::Roce => 0,
+        config::Transport::Uec => std::mem::size_of::<transport::uec::UecSender>() as u64,
+    };
+    std::mem::size_of::<transport::Sender>() as u64 + 18 + 4 + uec
+}
+
+/// What a packet-level run holds per flow in flight at its destination:
+/// the receiver and its entry in the map from flows to receivers, up to
+/// twice at the map's load. A RoCE receiver is freed when its message is
+/// whole, leaving a bit per workload flow; a UEC receiver stays.
+pub const BYTES_PER_RECEIVER: u64 =
+    2 * (std::mem::size_of::<(u32, transport::Receiver)>() as u64 + 1);
 pub use common::five_tuple_hash;
 pub(crate) use common::{ecmp_pick, serialization, NO_NODE};
 pub(crate) use fabric::PathTiming;

@@ -166,6 +166,21 @@ fn nvls_in_one_server_takes_one_nvlink_pass_and_its_latency() {
     );
 }
 
+/// NVLS all-gather and reduce-scatter are not modelled: asked for, they
+/// run the ring and say why, rather than an all-reduce of the buffer.
+#[test]
+fn nvls_gathers_and_scatters_run_the_ring_and_say_why() {
+    for op in [CollectiveOp::AllGather, CollectiveOp::ReduceScatter] {
+        let spec = nccl_spec(op, Algorithm::Nvls, 1 << 20, simple(false));
+        let fabric = workload_fabric(&spectrum_x(8), &spec, lossless());
+        let c = &fabric.workload.collectives[0];
+        assert_eq!(c.algorithm, "ring/simple", "{op:?}");
+        let why = c.fallback_reason.as_deref().unwrap_or_default();
+        assert!(why.contains("all-reduce only"), "{op:?}: {why}");
+        assert!(fabric.workload.ina_ops.is_empty(), "{op:?}");
+    }
+}
+
 /// NVLS-Tree over 2 servers completes, each NVSwitch reducing the buffer; auto on
 /// a lossless H100 fabric picks what the tuning model says.
 #[test]

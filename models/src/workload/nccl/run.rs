@@ -108,8 +108,14 @@ pub fn collective(
         algo = NcclAlgo::NvlsTree;
     }
     let nvls = matches!(algo, NcclAlgo::Nvls | NcclAlgo::NvlsTree);
-    if nvls && (!cx.pfc || (algo == NcclAlgo::NvlsTree && !whole)) {
-        let why = if cx.pfc {
+    let reduces = op.op == CollectiveOp::AllReduce;
+    if nvls && (!reduces || !cx.pfc || (algo == NcclAlgo::NvlsTree && !whole)) {
+        // NVLS all-gather and reduce-scatter need the NVSwitch to multicast
+        // one GPU's stores to the others (or to reduce into one GPU), which
+        // the aggregation model, a reduction among all members, cannot say.
+        let why = if !reduces {
+            "NVLS is modelled for all-reduce only: all-gather and reduce-scatter run the ring"
+        } else if cx.pfc {
             "NVLS-Tree needs whole servers with the same GPUs in each"
         } else {
             "NVLS reduces in the NVSwitch as in-network aggregation: it needs a lossless fabric (--pfc on)"

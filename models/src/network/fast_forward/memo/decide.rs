@@ -61,6 +61,12 @@ impl<S: TelemetrySink> Network<'_, S> {
             // records.
             return Ok(());
         }
+        // The senders that ended since the last check leave the list.
+        let senders = &self.transport.senders;
+        m.sending.retain(|&i| {
+            let s = &senders[i as usize];
+            s.end.is_none() && !s.gave_up
+        });
         // The completions' last instants passed: those complete leave
         // (costs what leaves, not every replayed task ahead).
         while let Some(&Reverse((last, t))) = m.completions.peek() {

@@ -245,6 +245,10 @@ pub(crate) struct Memo {
     /// the guard sees them; a replay overlapping one on a resource is
     /// refused. The same on every shard; an entry leaves once quiet.
     held: Vec<Held>,
+    /// Senders of this shard (indices) started and not replayed, those
+    /// that ended since pruned at each check: what the quiet test and the
+    /// DAG view read, instead of scanning every sender of the run.
+    sending: Vec<u32>,
     /// Flow starts and compute ends scheduled on this shard, not yet handled.
     pending_flows: HashMap<u32, SimTime>,
     pending_computes: HashMap<u32, SimTime>,
@@ -276,6 +280,7 @@ impl Memo {
             predict: None,
             guard: None,
             held: Vec::new(),
+            sending: Vec::new(),
             pending_flows: HashMap::new(),
             pending_computes: HashMap::new(),
             recording: None,

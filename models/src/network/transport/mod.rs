@@ -283,7 +283,10 @@ impl Transports {
                 // A flow that is no task's never starts: a memo sandbox's
                 // workload keeps the run's flows (their ids hash ECMP) but
                 // only its domain's tasks, and needs no sender for the rest.
-                if workload.flow_info(id as u32).is_some_and(|i| i.task == NO_TASK) {
+                if workload
+                    .flow_info(id as u32)
+                    .is_some_and(|i| i.task == NO_TASK)
+                {
                     return None;
                 }
                 let local = nodes.binary_search(&NodeId(spec.src)).ok()?;

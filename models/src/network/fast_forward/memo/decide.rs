@@ -5,6 +5,7 @@
 
 use super::guard;
 use super::key::{self, Canon};
+use super::payoff;
 use super::predict::Prediction;
 use super::resources::{flow_resources, Resource};
 use super::{some, Held, Record};
@@ -310,6 +311,11 @@ impl<S: TelemetrySink> Network<'_, S> {
                 continue;
             }
             if !m.records.contains_key(&canon.key) {
+                if !payoff::pays(&fabric.workload, &m.plan, &m.shape_left, &canon.tasks) {
+                    // No domain ahead can use its record: simulated in
+                    // the run, no sandbox.
+                    continue;
+                }
                 let starts = starts.get_or_insert_with(|| {
                     m.plan
                         .entries

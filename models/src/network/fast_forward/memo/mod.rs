@@ -18,6 +18,7 @@ mod decide;
 mod guard;
 mod hooks;
 mod key;
+mod payoff;
 mod predict;
 mod radix;
 mod resources;
@@ -209,6 +210,8 @@ pub(crate) struct Memo {
     unrecordable: HashSet<Vec<u64>>,
     /// Per collective: replayed already.
     replayed: Vec<bool>,
+    /// Per shape (`payoff.rs`), its collectives not replayed yet.
+    shape_left: Vec<u32>,
     /// Flows to replay, by flow id, until they start; then until their
     /// source sees them end.
     replay: HashMap<u32, Replayed>,
@@ -264,8 +267,10 @@ pub(crate) struct Memo {
 
 impl Memo {
     pub(crate) fn new(fabric: &crate::network::Fabric, ports: usize) -> Memo {
+        let plan = key::Plan::new(&fabric.workload);
         Memo {
-            plan: key::Plan::new(&fabric.workload),
+            shape_left: plan.shape_count.clone(),
+            plan,
             records: HashMap::new(),
             unrecordable: HashSet::new(),
             replayed: vec![false; fabric.workload.collectives.len()],
@@ -480,8 +485,9 @@ impl<S: TelemetrySink> Network<'_, S> {
         }
         for (k, &t) in canon.tasks.iter().enumerate() {
             let c = self.fabric.workload.tasks[t as usize].collective;
-            if c != crate::workload::NONE {
+            if c != crate::workload::NONE && !m.replayed[c as usize] {
                 m.replayed[c as usize] = true;
+                m.shape_left[m.plan.shape_of[c as usize] as usize] -= 1;
             }
             let (src_done, dst_done) = record.done[k];
             m.done_at[t as usize] = (canon.t0 + src_done, canon.t0 + dst_done);

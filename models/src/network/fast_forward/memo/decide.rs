@@ -8,7 +8,7 @@ use super::key::{self, Canon};
 use super::payoff;
 use super::predict::Prediction;
 use super::resources::{flow_resources, Resource};
-use super::{some, Held, Record};
+use super::{some, CachedCanon, Held, Record};
 use crate::network::Network;
 use crate::telemetry::TelemetrySink;
 use crate::workload::TaskKind;
@@ -62,6 +62,10 @@ impl<S: TelemetrySink> Network<'_, S> {
             // records.
             return Ok(());
         }
+        // Keys built at the last check may serve this one; older ones go.
+        m.check += 1;
+        let check = m.check;
+        m.canons.retain(|_, c| c.check + 1 >= check);
         // The senders that ended since the last check leave the list.
         let senders = &self.transport.senders;
         m.sending.retain(|&i| {
@@ -172,53 +176,92 @@ impl<S: TelemetrySink> Network<'_, S> {
         if colls.is_empty() {
             return Ok(None);
         }
-        let mut domains = key::domains(fabric, &m.plan, &colls);
-        let mut used: Vec<HashSet<Resource>> = domains
-            .iter()
-            .map(|d| {
-                let mut res = Vec::new();
-                for &c in d {
-                    for &t in m.plan.tasks(c) {
-                        if let TaskKind::Flow(f) =
-                            fabric.workload.kind(&fabric.workload.tasks[t as usize])
-                        {
-                            flow_resources(fabric, f, &mut res);
-                        }
-                    }
-                }
-                res.into_iter().collect()
-            })
-            .collect();
+        let domains = key::domains(fabric, &m.plan, &colls);
+        let canons = self.memo_canons(domains, grow, &entries);
+        Ok(Some((entries, canons)))
+    }
+
+    /// The keys of `domains` (a domain whose first collective is in
+    /// `grow` grows first, away from the others' resources). A domain that
+    /// does not grow and whose entries' agreed starts are those of its
+    /// last build, at this check or the last, takes that build's key: a
+    /// collective stays foreseen over several checks and rounds, and its
+    /// key is a function of its entries alone.
+    fn memo_canons(
+        &mut self,
+        mut domains: Vec<Vec<u32>>,
+        grow: &[u32],
+        entries: &[u64],
+    ) -> Vec<Canon> {
+        let fabric = self.fabric;
+        let m = self.ff.memo.as_mut().expect("memo on");
+        let mut used: Option<Vec<HashSet<Resource>>> = None;
         let mut canons = Vec::with_capacity(domains.len());
         for d in 0..domains.len() {
-            let computes = if grow.contains(&domains[d][0]) {
-                // Only a domain that grows needs the others' resources.
-                let foreign: HashSet<Resource> = used
+            if !grow.contains(&domains[d][0]) {
+                let mut starts = Vec::new();
+                for &c in &domains[d] {
+                    starts.extend_from_slice(m.plan.entry_starts(c, entries));
+                }
+                let check = m.check;
+                let cached = m
+                    .canons
+                    .entry(domains[d].clone())
+                    .or_insert_with(|| CachedCanon {
+                        starts: Vec::new(),
+                        canon: None,
+                        check,
+                    });
+                if cached.canon.is_none() || cached.starts != starts {
+                    cached.canon = Some(Canon::build(fabric, &m.plan, &domains[d], &[], entries));
+                    cached.starts = starts;
+                }
+                cached.check = check;
+                canons.push(cached.canon.clone().expect("just built"));
+                continue;
+            }
+            // Only a domain that grows needs the others' resources.
+            let used = used.get_or_insert_with(|| {
+                domains
                     .iter()
-                    .enumerate()
-                    .filter(|&(e, _)| e != d)
-                    .flat_map(|(_, r)| r.iter().copied())
-                    .collect();
-                key::extend(
-                    fabric,
-                    &m.plan,
-                    &m.replayed,
-                    &mut domains[d],
-                    &mut used[d],
-                    &foreign,
-                )
-            } else {
-                Vec::new()
-            };
+                    .map(|d| {
+                        let mut res = Vec::new();
+                        for &c in d {
+                            for &t in m.plan.tasks(c) {
+                                if let TaskKind::Flow(f) =
+                                    fabric.workload.kind(&fabric.workload.tasks[t as usize])
+                                {
+                                    flow_resources(fabric, f, &mut res);
+                                }
+                            }
+                        }
+                        res.into_iter().collect()
+                    })
+                    .collect()
+            });
+            let foreign: HashSet<Resource> = used
+                .iter()
+                .enumerate()
+                .filter(|&(e, _)| e != d)
+                .flat_map(|(_, r)| r.iter().copied())
+                .collect();
+            let computes = key::extend(
+                fabric,
+                &m.plan,
+                &m.replayed,
+                &mut domains[d],
+                &mut used[d],
+                &foreign,
+            );
             canons.push(Canon::build(
                 fabric,
                 &m.plan,
                 &domains[d],
                 &computes,
-                &entries,
+                entries,
             ));
         }
-        Ok(Some((entries, canons)))
+        canons
     }
 
     /// Round 2 of [`Network::memo_round`], agreed: per domain of `canons`,

@@ -113,6 +113,13 @@ impl Plan {
         out
     }
 
+    /// Collective `c`'s slice of `entries` (agreed starts, as
+    /// [`Plan::entries`]).
+    pub(super) fn entry_starts<'a>(&self, c: u32, entries: &'a [u64]) -> &'a [u64] {
+        let (lo, hi) = self.entry_range[c as usize];
+        &entries[lo as usize..hi as usize]
+    }
+
     /// Collective `c`'s tasks in id order.
     pub(super) fn tasks(&self, c: u32) -> &[u32] {
         &self.tasks[c as usize]

@@ -255,6 +255,11 @@ pub(crate) struct Memo {
     /// Flow starts and compute ends scheduled on this shard, not yet handled.
     pending_flows: HashMap<u32, SimTime>,
     pending_computes: HashMap<u32, SimTime>,
+    /// The checks so far, and per domain (its collectives) the key last
+    /// built for it, at which check and from which entry starts: reused
+    /// while they are the same (`decide.rs`).
+    check: u64,
+    canons: HashMap<Vec<u32>, CachedCanon>,
     /// A sandbox's notes (only in a sandbox's network).
     recording: Option<Box<Recording>>,
     /// Random draws taken on this shard.
@@ -288,6 +293,8 @@ impl Memo {
             sending: Vec::new(),
             pending_flows: HashMap::new(),
             pending_computes: HashMap::new(),
+            check: 0,
+            canons: HashMap::new(),
             recording: None,
             draws: 0,
             replayed_bytes: vec![Vec::new(); ports],
@@ -334,6 +341,15 @@ impl ReplayedBytes {
             / u128::from((self.to - self.from).as_ps());
         bytes - gone as u64
     }
+}
+
+/// A domain's key as last built: from its entries' agreed starts
+/// `starts`, at check `check`.
+#[derive(Debug)]
+struct CachedCanon {
+    starts: Vec<u64>,
+    canon: Option<Canon>,
+    check: u64,
 }
 
 /// A replayed domain's hold on its resources (sorted), over `[from, until)`.

@@ -105,7 +105,11 @@ impl<S: TelemetrySink> Network<'_, S> {
                 }
             }
         }
-        self.ff.memo.as_mut().expect("memo on").guard = shared.guard.map(|(_, g)| g);
+        let m = self.ff.memo.as_mut().expect("memo on");
+        m.guard = shared.guard.map(|(_, g)| g);
+        if let Some(dag) = shared.dag {
+            m.dag_spare = dag.values;
+        }
         result
     }
 

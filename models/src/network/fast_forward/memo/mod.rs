@@ -260,6 +260,8 @@ pub(crate) struct Memo {
     /// while they are the same (`decide.rs`).
     check: u64,
     canons: HashMap<Vec<u32>, CachedCanon>,
+    /// The last check's DAG view's buffer, for the next one's.
+    dag_spare: Vec<u64>,
     /// A sandbox's notes (only in a sandbox's network).
     recording: Option<Box<Recording>>,
     /// Random draws taken on this shard.
@@ -294,6 +296,7 @@ impl Memo {
             pending_flows: HashMap::new(),
             pending_computes: HashMap::new(),
             check: 0,
+            dag_spare: Vec::new(),
             canons: HashMap::new(),
             recording: None,
             draws: 0,

@@ -68,10 +68,11 @@ impl<S: TelemetrySink> Network<'_, S> {
     /// shard's flow starts scheduled, flows sending (not replayed: they
     /// send nothing), compute tasks that will end, flows its hosts
     /// received whole, and its hosts' tasks' missing dependencies; agreed.
-    pub(super) fn memo_dag_view(&self, all_max: AllMax<'_>) -> Result<guard::DagView, Aborted> {
+    pub(super) fn memo_dag_view(&mut self, all_max: AllMax<'_>) -> Result<guard::DagView, Aborted> {
+        let spare = std::mem::take(&mut self.ff.memo.as_mut().expect("memo on").dag_spare);
         let m = self.ff.memo.as_ref().expect("memo on");
         let workload = &self.fabric.workload;
-        let mut dag = guard::DagView::new(workload.tasks.len());
+        let mut dag = guard::DagView::reusing(workload.tasks.len(), spare);
         for (&f, &at) in &m.pending_flows {
             dag.starts(workload.flow_task(f), at);
         }

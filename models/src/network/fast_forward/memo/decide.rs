@@ -358,9 +358,12 @@ impl<S: TelemetrySink> Network<'_, S> {
                 continue;
             }
             if !m.records.contains_key(&canon.key) {
-                if !payoff::pays(&fabric.workload, &m.plan, &m.shape_left, &canon.tasks) {
-                    // No domain ahead can use its record: simulated in
-                    // the run, no sandbox.
+                if !payoff::pays(&fabric.workload, &m.plan, &m.shape_left, &canon.tasks)
+                    || !payoff::within_budget(m.sandbox_events, m.repaid_events)
+                {
+                    // No domain ahead can use its record, or the records
+                    // so far have not repaid their sandboxes: simulated
+                    // in the run, no sandbox.
                     continue;
                 }
                 let starts = starts.get_or_insert_with(|| {
@@ -492,8 +495,10 @@ impl<S: TelemetrySink> Network<'_, S> {
         for ((i, round_robin, ready), &size) in to_make.iter().zip(&sizes) {
             let canon = &candidates[*i].0;
             if self.transport.sender_of.contains_key(&canon.flows[0]) {
+                let before = self.stats.memo_sandbox_events;
                 let record = self.memo_sandbox(canon, round_robin, ready);
-                Record::encode(record.as_ref(), &mut shared[at..at + size]);
+                let events = self.stats.memo_sandbox_events - before;
+                Record::encode(record.as_ref(), events, &mut shared[at..at + size]);
             }
             at += size;
         }
@@ -502,6 +507,8 @@ impl<S: TelemetrySink> Network<'_, S> {
         let mut at = 0;
         for ((i, _, _), &size) in to_make.iter().zip(&sizes) {
             let canon = &candidates[*i].0;
+            // Recorded or not, its events (the third value).
+            m.sandbox_events += shared[at + 2];
             match Record::decode(canon, &shared[at..at + size]) {
                 Some(record) => {
                     m.records.insert(canon.key.clone(), record);

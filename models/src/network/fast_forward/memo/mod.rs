@@ -79,12 +79,15 @@ impl Record {
         8 + 2 * canon.tasks.len() + 4 * canon.flows.len() + (PRIORITIES + 3) * canon.ports.len()
     }
 
-    /// Writes `record` (`None`: the key is unrecordable) into `out`, of
+    /// Writes `record` (`None`: the key is unrecordable; its sandbox
+    /// handled `events`) into `out`, of
     /// [`Record::encoded_len`] values, for `all_max` (every other shard
     /// writes zeros).
-    fn encode(record: Option<&Record>, out: &mut [u64]) {
+    fn encode(record: Option<&Record>, events: u64, out: &mut [u64]) {
         let Some(r) = record else {
+            // Its sandbox's events count against the budget all the same.
             out[0] = 2;
+            out[2] = events;
             return;
         };
         let mut values = vec![
@@ -212,6 +215,11 @@ pub(crate) struct Memo {
     replayed: Vec<bool>,
     /// Per shape (`payoff.rs`), its collectives not replayed yet.
     shape_left: Vec<u32>,
+    /// Events the sandboxes handled, and the recorded events of every
+    /// replay (fresh: its own sandbox's; a hit: those it avoided), both
+    /// agreed (`payoff.rs`: no sandbox while the first exceeds the second).
+    sandbox_events: u64,
+    repaid_events: u64,
     /// Flows to replay, by flow id, until they start; then until their
     /// source sees them end.
     replay: HashMap<u32, Replayed>,
@@ -277,6 +285,8 @@ impl Memo {
         let plan = key::Plan::new(&fabric.workload);
         Memo {
             shape_left: plan.shape_count.clone(),
+            sandbox_events: 0,
+            repaid_events: 0,
             plan,
             records: HashMap::new(),
             unrecordable: HashSet::new(),
@@ -488,6 +498,7 @@ impl<S: TelemetrySink> Network<'_, S> {
     fn memo_replay(&mut self, canon: Canon, fresh: bool) {
         let m = self.ff.memo.as_mut().expect("memo on");
         let record = &m.records[&canon.key];
+        m.repaid_events += record.events;
         for (k, &flow) in canon.flows.iter().enumerate() {
             let task = self.fabric.workload.flow_task(flow);
             let (src_done, dst_done) = record.done[canon.task_index(task).expect("domain task")];

@@ -4,6 +4,17 @@
 //! later domain can use only moves the domain's simulation out of the run,
 //! at the cost of the sandbox's setup, and wastes all of it when the
 //! replay is refused after all; a workload without repeats spends none.
+//!
+//! And a sandbox is spent only while the records so far have repaid
+//! theirs: every replay repays its record's events (a fresh one its own
+//! sandbox's, which the run then does not simulate; a hit the events it
+//! avoids), and no sandbox starts while the sandboxes' events exceed 1.1
+//! times what was repaid. A sandbox whose replay is refused, or whose key
+//! never comes back (offsets that drift from layer to layer), is a debt
+//! that only hits pay back. The run without memo handles at least the
+//! repaid events, and the run with it about that many fewer, so the
+//! sandboxes' work plus the run's stays within 10% of the run without
+//! memo, plus the last round's sandboxes.
 
 use crate::workload::{TaskKind, Workload, NONE};
 use hashbrown::HashMap;
@@ -81,4 +92,10 @@ pub(super) fn pays(
             shape != NONE && left[shape as usize] >= 2
         }
     })
+}
+
+/// Whether another sandbox may start after sandboxes of `sandbox_events`
+/// events whose replays repaid `repaid_events` (see the module's note).
+pub(super) fn within_budget(sandbox_events: u64, repaid_events: u64) -> bool {
+    u128::from(sandbox_events) * 10 <= u128::from(repaid_events) * 11
 }

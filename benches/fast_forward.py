@@ -72,6 +72,8 @@ GENERATED = {
     "gen-gpt-tp8-pp2-128": ["--tp", "8", "--pp", "2", "--layers", "4", "--micro-batches", "2"],
     "gen-moe-tp8-ep8-128": ["--model", "moe", "--tp", "8", "--ep", "8", "--layers", "4"],
     "gen-moe-tp2-ep8-128": ["--model", "moe", "--tp", "2", "--ep", "8", "--layers", "4"],
+    # Twice the layers and micro-batches of the dense one: another size.
+    "gen-gpt-tp8-pp2-l8-128": ["--tp", "8", "--pp", "2", "--layers", "8", "--micro-batches", "4"],
 }
 GENERATOR = os.path.join(ROOT, "benches/gen_workload.py")
 

@@ -210,27 +210,30 @@ fn a_domain_overlapping_a_replay_on_a_resource_is_not_replayed() {
     // are done, so it is foreseen only at a later check, while `b`'s replay
     // still holds leaf 2, on which `a`'s second flow will run: a new key
     // that the held resource refuses, so it gets no sandbox and runs packet
-    // by packet. Collectives: b 0, x 1, a 2.
+    // by packet. `b2`, `b`'s twin on leaf 3, is what makes `b`'s record
+    // pay (a record no other collective can use is not made) and replays
+    // from it. Collectives: b 0, x 1, b2 2, a 3.
     let before_a = [
-        compute("c", 5, "2,3,4,5", &[]),
+        compute("c", 5, "2,3,4,5,6,7", &[]),
         collective("b", "allreduce", "384KiB", "4,5", &["c"]),
         collective("x", "allreduce", "64KiB", "2,3", &["c"]),
+        collective("b2", "allreduce", "384KiB", "6,7", &["c"]),
         compute("ca", 12, "2,3", &["x"]),
     ]
     .concat();
     let workload = before_a.clone() + &collective("a", "broadcast", "384KiB", "2,3,4", &["ca"]);
     let case = Case::run("held", &workload, &background(3, 2, 0, 200_000));
-    let (b, a) = (case.window(0), case.window(2));
+    let (b, a) = (case.window(0), case.window(3));
     assert!(b.0 < a.0 && a.0 < b.1, "a {a:?} starts within b {b:?}");
     // Its flow onto leaf 2 starts after `b` ends: the guard let `b` replay.
-    let into_leaf_2 = case.simulated(2)[1];
+    let into_leaf_2 = case.simulated(3)[1];
     assert!(b.1 < into_leaf_2.0, "{into_leaf_2:?} after b {b:?}");
-    assert_eq!(case.replayed(), [true, false, false]);
+    assert_eq!(case.replayed(), [true, false, true, false]);
     let (hits, misses, sandbox) = case.counts();
-    assert_eq!((hits, misses), (0, 3));
+    assert_eq!((hits, misses), (1, 3));
     // The only sandbox is `b`'s: without `a`, the same events.
     let without_a = Case::run("held-without-a", &before_a, &background(3, 2, 0, 200_000));
-    assert_eq!(without_a.counts(), (0, 2, sandbox));
+    assert_eq!(without_a.counts(), (1, 2, sandbox));
     assert!(sandbox > 0);
     case.assert_flows_as_simulated();
 }

@@ -5,9 +5,10 @@
 
 use super::guard;
 use super::key::{self, Canon};
+use super::payoff;
 use super::predict::Prediction;
 use super::resources::{flow_resources, Resource};
-use super::{some, Held, Record};
+use super::{some, CachedCanon, Held, Record};
 use crate::network::Network;
 use crate::telemetry::TelemetrySink;
 use crate::workload::TaskKind;
@@ -61,6 +62,18 @@ impl<S: TelemetrySink> Network<'_, S> {
             // records.
             return Ok(());
         }
+        // Keys built at the last check may serve this one; older ones go.
+        m.check += 1;
+        let check = m.check;
+        m.canons.retain(|_, c| c.check + 1 >= check);
+        // The senders that ended since the last check leave the list.
+        let t = &self.transport;
+        m.sending.retain(|flow| {
+            t.sender_of.get(flow).is_some_and(|&i| {
+                let s = &t.senders[i as usize];
+                s.end.is_none() && !s.gave_up
+            })
+        });
         // The completions' last instants passed: those complete leave
         // (costs what leaves, not every replayed task ahead).
         while let Some(&Reverse((last, t))) = m.completions.peek() {
@@ -94,7 +107,11 @@ impl<S: TelemetrySink> Network<'_, S> {
                 }
             }
         }
-        self.ff.memo.as_mut().expect("memo on").guard = shared.guard.map(|(_, g)| g);
+        let m = self.ff.memo.as_mut().expect("memo on");
+        m.guard = shared.guard.map(|(_, g)| g);
+        if let Some(dag) = shared.dag {
+            m.dag_spare = dag.values;
+        }
         result
     }
 
@@ -165,53 +182,92 @@ impl<S: TelemetrySink> Network<'_, S> {
         if colls.is_empty() {
             return Ok(None);
         }
-        let mut domains = key::domains(fabric, &m.plan, &colls);
-        let mut used: Vec<HashSet<Resource>> = domains
-            .iter()
-            .map(|d| {
-                let mut res = Vec::new();
-                for &c in d {
-                    for &t in m.plan.tasks(c) {
-                        if let TaskKind::Flow(f) =
-                            fabric.workload.kind(&fabric.workload.tasks[t as usize])
-                        {
-                            flow_resources(fabric, f, &mut res);
-                        }
-                    }
-                }
-                res.into_iter().collect()
-            })
-            .collect();
+        let domains = key::domains(fabric, &m.plan, &colls);
+        let canons = self.memo_canons(domains, grow, &entries);
+        Ok(Some((entries, canons)))
+    }
+
+    /// The keys of `domains` (a domain whose first collective is in
+    /// `grow` grows first, away from the others' resources). A domain that
+    /// does not grow and whose entries' agreed starts are those of its
+    /// last build, at this check or the last, takes that build's key: a
+    /// collective stays foreseen over several checks and rounds, and its
+    /// key is a function of its entries alone.
+    fn memo_canons(
+        &mut self,
+        mut domains: Vec<Vec<u32>>,
+        grow: &[u32],
+        entries: &[u64],
+    ) -> Vec<Canon> {
+        let fabric = self.fabric;
+        let m = self.ff.memo.as_mut().expect("memo on");
+        let mut used: Option<Vec<HashSet<Resource>>> = None;
         let mut canons = Vec::with_capacity(domains.len());
         for d in 0..domains.len() {
-            let computes = if grow.contains(&domains[d][0]) {
-                // Only a domain that grows needs the others' resources.
-                let foreign: HashSet<Resource> = used
+            if !grow.contains(&domains[d][0]) {
+                let mut starts = Vec::new();
+                for &c in &domains[d] {
+                    starts.extend_from_slice(m.plan.entry_starts(c, entries));
+                }
+                let check = m.check;
+                let cached = m
+                    .canons
+                    .entry(domains[d].clone())
+                    .or_insert_with(|| CachedCanon {
+                        starts: Vec::new(),
+                        canon: None,
+                        check,
+                    });
+                if cached.canon.is_none() || cached.starts != starts {
+                    cached.canon = Some(Canon::build(fabric, &m.plan, &domains[d], &[], entries));
+                    cached.starts = starts;
+                }
+                cached.check = check;
+                canons.push(cached.canon.clone().expect("just built"));
+                continue;
+            }
+            // Only a domain that grows needs the others' resources.
+            let used = used.get_or_insert_with(|| {
+                domains
                     .iter()
-                    .enumerate()
-                    .filter(|&(e, _)| e != d)
-                    .flat_map(|(_, r)| r.iter().copied())
-                    .collect();
-                key::extend(
-                    fabric,
-                    &m.plan,
-                    &m.replayed,
-                    &mut domains[d],
-                    &mut used[d],
-                    &foreign,
-                )
-            } else {
-                Vec::new()
-            };
+                    .map(|d| {
+                        let mut res = Vec::new();
+                        for &c in d {
+                            for &t in m.plan.tasks(c) {
+                                if let TaskKind::Flow(f) =
+                                    fabric.workload.kind(&fabric.workload.tasks[t as usize])
+                                {
+                                    flow_resources(fabric, f, &mut res);
+                                }
+                            }
+                        }
+                        res.into_iter().collect()
+                    })
+                    .collect()
+            });
+            let foreign: HashSet<Resource> = used
+                .iter()
+                .enumerate()
+                .filter(|&(e, _)| e != d)
+                .flat_map(|(_, r)| r.iter().copied())
+                .collect();
+            let computes = key::extend(
+                fabric,
+                &m.plan,
+                &m.replayed,
+                &mut domains[d],
+                &mut used[d],
+                &foreign,
+            );
             canons.push(Canon::build(
                 fabric,
                 &m.plan,
                 &domains[d],
                 &computes,
-                &entries,
+                entries,
             ));
         }
-        Ok(Some((entries, canons)))
+        canons
     }
 
     /// Round 2 of [`Network::memo_round`], agreed: per domain of `canons`,
@@ -304,6 +360,14 @@ impl<S: TelemetrySink> Network<'_, S> {
                 continue;
             }
             if !m.records.contains_key(&canon.key) {
+                if !payoff::pays(&fabric.workload, &m.plan, &m.shape_left, &canon.tasks)
+                    || !payoff::within_budget(m.sandbox_events, m.repaid_events)
+                {
+                    // No domain ahead can use its record, or the records
+                    // so far have not repaid their sandboxes: simulated
+                    // in the run, no sandbox.
+                    continue;
+                }
                 let starts = starts.get_or_insert_with(|| {
                     m.plan
                         .entries
@@ -433,8 +497,10 @@ impl<S: TelemetrySink> Network<'_, S> {
         for ((i, round_robin, ready), &size) in to_make.iter().zip(&sizes) {
             let canon = &candidates[*i].0;
             if self.source_is_local(canon.flows[0]) {
+                let before = self.stats.memo_sandbox_events;
                 let record = self.memo_sandbox(canon, round_robin, ready);
-                Record::encode(record.as_ref(), &mut shared[at..at + size]);
+                let events = self.stats.memo_sandbox_events - before;
+                Record::encode(record.as_ref(), events, &mut shared[at..at + size]);
             }
             at += size;
         }
@@ -443,6 +509,8 @@ impl<S: TelemetrySink> Network<'_, S> {
         let mut at = 0;
         for ((i, _, _), &size) in to_make.iter().zip(&sizes) {
             let canon = &candidates[*i].0;
+            // Recorded or not, its events (the third value).
+            m.sandbox_events += shared[at + 2];
             match Record::decode(canon, &shared[at..at + size]) {
                 Some(record) => {
                     m.records.insert(canon.key.clone(), record);

@@ -20,10 +20,18 @@ pub(super) struct DagView {
 }
 
 impl DagView {
+    #[cfg(test)]
     pub(super) fn new(tasks: usize) -> DagView {
-        DagView {
-            values: vec![0; 3 * tasks],
-        }
+        DagView::reusing(tasks, Vec::new())
+    }
+
+    /// A view for `tasks` tasks in `values`, a buffer an earlier view
+    /// left (zeroed here: three values per task each check would
+    /// otherwise be fresh pages for the kernel to clear).
+    pub(super) fn reusing(tasks: usize, mut values: Vec<u64>) -> DagView {
+        values.clear();
+        values.resize(3 * tasks, 0);
+        DagView { values }
     }
 
     fn tasks(&self) -> usize {

@@ -42,6 +42,8 @@ impl<S: TelemetrySink> Network<'_, S> {
         let replay = m.replay.remove(&flow);
         if replay.is_some() {
             m.replaying.insert(flow);
+        } else {
+            m.sending.push(flow);
         }
         if let Some(c) = self.fabric.workload.flow_collective(flow) {
             if m.plan.first_flow(c) == flow {

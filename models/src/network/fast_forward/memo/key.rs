@@ -25,6 +25,10 @@ pub(super) struct Plan {
     entry_range: Vec<(u32, u32)>,
     /// Per task, its dependencies inside its own collective.
     pub(super) internal: Vec<u32>,
+    /// Per collective, its shape ([`super::payoff::shapes`]), and per
+    /// shape how many collectives have it.
+    pub(super) shape_of: Vec<u32>,
+    pub(super) shape_count: Vec<u32>,
 }
 
 impl Plan {
@@ -79,7 +83,10 @@ impl Plan {
             }
             entry_range[c] = (lo, entries.len() as u32);
         }
+        let (shape_of, shape_count) = super::payoff::shapes(workload, &tasks, &internal);
         Plan {
+            shape_of,
+            shape_count,
             tasks,
             first_flow,
             entries,
@@ -104,6 +111,13 @@ impl Plan {
             }
         }
         out
+    }
+
+    /// Collective `c`'s slice of `entries` (agreed starts, as
+    /// [`Plan::entries`]).
+    pub(super) fn entry_starts<'a>(&self, c: u32, entries: &'a [u64]) -> &'a [u64] {
+        let (lo, hi) = self.entry_range[c as usize];
+        &entries[lo as usize..hi as usize]
     }
 
     /// Collective `c`'s tasks in id order.

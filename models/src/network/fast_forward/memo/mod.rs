@@ -18,6 +18,7 @@ mod decide;
 mod guard;
 mod hooks;
 mod key;
+mod payoff;
 mod predict;
 mod radix;
 mod resources;
@@ -78,12 +79,15 @@ impl Record {
         8 + 2 * canon.tasks.len() + 4 * canon.flows.len() + (PRIORITIES + 3) * canon.ports.len()
     }
 
-    /// Writes `record` (`None`: the key is unrecordable) into `out`, of
+    /// Writes `record` (`None`: the key is unrecordable; its sandbox
+    /// handled `events`) into `out`, of
     /// [`Record::encoded_len`] values, for `all_max` (every other shard
     /// writes zeros).
-    fn encode(record: Option<&Record>, out: &mut [u64]) {
+    fn encode(record: Option<&Record>, events: u64, out: &mut [u64]) {
         let Some(r) = record else {
+            // Its sandbox's events count against the budget all the same.
             out[0] = 2;
+            out[2] = events;
             return;
         };
         let mut values = vec![
@@ -209,6 +213,13 @@ pub(crate) struct Memo {
     unrecordable: HashSet<Vec<u64>>,
     /// Per collective: replayed already.
     replayed: Vec<bool>,
+    /// Per shape (`payoff.rs`), its collectives not replayed yet.
+    shape_left: Vec<u32>,
+    /// Events the sandboxes handled, and the recorded events of every
+    /// replay (fresh: its own sandbox's; a hit: those it avoided), both
+    /// agreed (`payoff.rs`: no sandbox while the first exceeds the second).
+    sandbox_events: u64,
+    repaid_events: u64,
     /// Flows to replay, by flow id, until they start; then until their
     /// source sees them end.
     replay: HashMap<u32, Replayed>,
@@ -245,9 +256,21 @@ pub(crate) struct Memo {
     /// the guard sees them; a replay overlapping one on a resource is
     /// refused. The same on every shard; an entry leaves once quiet.
     held: Vec<Held>,
+    /// Flows of this shard started and not replayed, those that ended
+    /// since pruned at each check: what the quiet test and the DAG view
+    /// read, instead of scanning every sender of the run. Flow ids, not
+    /// sender slots: a slot is reused by the next flow to start.
+    sending: Vec<u32>,
     /// Flow starts and compute ends scheduled on this shard, not yet handled.
     pending_flows: HashMap<u32, SimTime>,
     pending_computes: HashMap<u32, SimTime>,
+    /// The checks so far, and per domain (its collectives) the key last
+    /// built for it, at which check and from which entry starts: reused
+    /// while they are the same (`decide.rs`).
+    check: u64,
+    canons: HashMap<Vec<u32>, CachedCanon>,
+    /// The last check's DAG view's buffer, for the next one's.
+    dag_spare: Vec<u64>,
     /// A sandbox's notes (only in a sandbox's network).
     recording: Option<Box<Recording>>,
     /// Random draws taken on this shard.
@@ -260,8 +283,12 @@ pub(crate) struct Memo {
 
 impl Memo {
     pub(crate) fn new(fabric: &crate::network::Fabric, ports: usize) -> Memo {
+        let plan = key::Plan::new(&fabric.workload);
         Memo {
-            plan: key::Plan::new(&fabric.workload),
+            shape_left: plan.shape_count.clone(),
+            sandbox_events: 0,
+            repaid_events: 0,
+            plan,
             records: HashMap::new(),
             unrecordable: HashSet::new(),
             replayed: vec![false; fabric.workload.collectives.len()],
@@ -276,8 +303,12 @@ impl Memo {
             predict: None,
             guard: None,
             held: Vec::new(),
+            sending: Vec::new(),
             pending_flows: HashMap::new(),
             pending_computes: HashMap::new(),
+            check: 0,
+            dag_spare: Vec::new(),
+            canons: HashMap::new(),
             recording: None,
             draws: 0,
             replayed_bytes: vec![Vec::new(); ports],
@@ -324,6 +355,15 @@ impl ReplayedBytes {
             / u128::from((self.to - self.from).as_ps());
         bytes - gone as u64
     }
+}
+
+/// A domain's key as last built: from its entries' agreed starts
+/// `starts`, at check `check`.
+#[derive(Debug)]
+struct CachedCanon {
+    starts: Vec<u64>,
+    canon: Option<Canon>,
+    check: u64,
 }
 
 /// A replayed domain's hold on its resources (sorted), over `[from, until)`.
@@ -460,6 +500,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         let source_is_local = self.source_is_local(canon.flows[0]);
         let m = self.ff.memo.as_mut().expect("memo on");
         let record = &m.records[&canon.key];
+        m.repaid_events += record.events;
         for (k, &flow) in canon.flows.iter().enumerate() {
             let task = self.fabric.workload.flow_task(flow);
             let (src_done, dst_done) = record.done[canon.task_index(task).expect("domain task")];
@@ -476,8 +517,9 @@ impl<S: TelemetrySink> Network<'_, S> {
         }
         for (k, &t) in canon.tasks.iter().enumerate() {
             let c = self.fabric.workload.tasks[t as usize].collective;
-            if c != crate::workload::NONE {
+            if c != crate::workload::NONE && !m.replayed[c as usize] {
                 m.replayed[c as usize] = true;
+                m.shape_left[m.plan.shape_of[c as usize] as usize] -= 1;
             }
             let (src_done, dst_done) = record.done[k];
             m.done_at[t as usize] = (canon.t0 + src_done, canon.t0 + dst_done);

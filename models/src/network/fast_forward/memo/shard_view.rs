@@ -6,23 +6,29 @@
 use super::guard;
 use super::key::Canon;
 use super::resources::{flow_resources, port_resource, Resource};
+use crate::network::transport::Sender;
 use crate::network::Network;
 use crate::telemetry::TelemetrySink;
 use netsim_engine::{Aborted, AllMax, SimTime};
 
 impl<S: TelemetrySink> Network<'_, S> {
+    /// The senders of this shard sending (started, not replayed, not
+    /// ended or given up); `memo_agree` prunes the list of those that
+    /// ended at each check.
+    fn memo_sending(&self) -> impl Iterator<Item = &Sender> + '_ {
+        let m = self.ff.memo.as_ref().expect("memo on");
+        m.sending
+            .iter()
+            .filter_map(|flow| self.transport.sender_of.get(flow))
+            .map(|&i| &self.transport.senders[i as usize])
+            .filter(|s| s.end.is_none() && !s.gave_up)
+    }
+
     /// Per flow sending from this shard (not replayed), the resources it uses.
     pub(super) fn memo_active_resources(&self) -> Vec<Resource> {
-        let m = self.ff.memo.as_ref().expect("memo on");
         let mut out = Vec::new();
-        for s in &self.transport.senders {
-            if s.start != SimTime::MAX
-                && s.end.is_none()
-                && !s.gave_up
-                && !m.replaying.contains(&s.flow)
-            {
-                flow_resources(self.fabric, s.flow, &mut out);
-            }
+        for s in self.memo_sending() {
+            flow_resources(self.fabric, s.flow, &mut out);
         }
         out.sort_unstable();
         out.dedup();
@@ -63,23 +69,18 @@ impl<S: TelemetrySink> Network<'_, S> {
     /// shard's flow starts scheduled, flows sending (not replayed: they
     /// send nothing), compute tasks that will end, flows its hosts
     /// received whole, and its hosts' tasks' missing dependencies; agreed.
-    pub(super) fn memo_dag_view(&self, all_max: AllMax<'_>) -> Result<guard::DagView, Aborted> {
+    pub(super) fn memo_dag_view(&mut self, all_max: AllMax<'_>) -> Result<guard::DagView, Aborted> {
+        let spare = std::mem::take(&mut self.ff.memo.as_mut().expect("memo on").dag_spare);
         let m = self.ff.memo.as_ref().expect("memo on");
         let workload = &self.fabric.workload;
-        let mut dag = guard::DagView::new(workload.tasks.len());
+        let mut dag = guard::DagView::reusing(workload.tasks.len(), spare);
         for (&f, &at) in &m.pending_flows {
             dag.starts(workload.flow_task(f), at);
         }
-        for s in &self.transport.senders {
-            if s.start != SimTime::MAX
-                && s.end.is_none()
-                && !s.gave_up
-                && !m.replaying.contains(&s.flow)
-            {
-                // From its start: the guard bounds its end by its payload
-                // at line rate from there.
-                dag.starts(workload.flow_task(s.flow), s.start);
-            }
+        for s in self.memo_sending() {
+            // From its start: the guard bounds its end by its payload at
+            // line rate from there.
+            dag.starts(workload.flow_task(s.flow), s.start);
         }
         for (&t, &end) in &m.pending_computes {
             dag.ends(t, end);

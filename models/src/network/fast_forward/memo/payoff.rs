@@ -99,3 +99,53 @@ pub(super) fn pays(
 pub(super) fn within_budget(sandbox_events: u64, repaid_events: u64) -> bool {
     u128::from(sandbox_events) * 10 <= u128::from(repaid_events) * 11
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{shapes, within_budget};
+    use crate::workload::{Builder, Collective, CollectiveOp, NONE};
+    use netsim_engine::SimTime;
+
+    /// Two exchanges of `bytes` between `hosts`, as one collective.
+    fn exchange(b: &mut Builder, hosts: (u32, u32), bytes: u64) {
+        let c = b.collective(Collective {
+            name: "x".into(),
+            op: CollectiveOp::AllReduce,
+            algorithm: "ring",
+            group_size: 2,
+            size_bytes: bytes,
+            offloaded: false,
+            fallback_reason: None,
+            tasks: 0,
+            job: NONE,
+        });
+        let first = b.flow(hosts.0, hosts.1, bytes, c, &[]);
+        b.flow(hosts.1, hosts.0, bytes, c, &[first]);
+    }
+
+    #[test]
+    fn collectives_on_other_hosts_share_a_shape_and_other_sizes_do_not() {
+        let mut b = Builder::new(SimTime::ZERO);
+        exchange(&mut b, (0, 1), 1000);
+        exchange(&mut b, (2, 3), 1000);
+        exchange(&mut b, (0, 1), 2000);
+        let w = b.finish();
+        let plan = super::super::key::Plan::new(&w);
+        let (shape_of, count) = (plan.shape_of, plan.shape_count);
+        assert_eq!(shape_of[0], shape_of[1]);
+        assert_ne!(shape_of[0], shape_of[2]);
+        assert_eq!(count[shape_of[0] as usize], 2);
+        assert_eq!(count[shape_of[2] as usize], 1);
+        // A collective that is not memoizable has none.
+        assert_eq!(shapes(&w, &[Vec::new()], &[]).0, [NONE]);
+    }
+
+    #[test]
+    fn the_budget_allows_a_tenth_more_than_was_repaid() {
+        assert!(within_budget(0, 0));
+        assert!(within_budget(110, 100));
+        assert!(!within_budget(111, 100));
+        assert!(!within_budget(1, 0));
+        assert!(within_budget(u64::MAX, u64::MAX));
+    }
+}

@@ -50,6 +50,19 @@ const SCENARIOS: &[Scenario] = &[
         name: "fat-tree-k16-permutation",
         args: &["--config", "runs/scenarios/fat-tree-k16-permutation.toml"],
     },
+    // The same with htsim's buffers (15 packets of 9 KB per port, PFC near
+    // 12 packets): issue 40's comparison beside htsim.
+    Scenario {
+        name: "fat-tree-k16-htsim-buffers",
+        args: &[
+            "--config",
+            "runs/scenarios/fat-tree-k16-permutation.toml",
+            "--buffer-kb",
+            "2160",
+            "--pfc-alpha",
+            "0.05",
+        ],
+    },
     // A 128-GPU AICB-style iteration at packet level: NVLink and fabric hops.
     Scenario {
         name: "repeated-layers-128",

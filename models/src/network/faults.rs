@@ -180,7 +180,8 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
             return;
         }
         p.health.last_down = now;
-        p.ingress.pause_sent = false;
+        self.ingress[gport].pause_sent = false;
+        let p = &mut self.ports[gport];
         let was_paused = std::mem::replace(&mut p.pause.paused, false);
         for prio in 0..PRIORITIES {
             while let Some(pkt) = self.ports[gport].egress.queues[prio].pop_front() {
@@ -192,7 +193,7 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
                     self.buffers[local].used_bytes -= wire;
                     if prio == PRIO_DATA {
                         let gin = self.port_index(local, pkt.in_port);
-                        self.ports[gin].ingress.bytes -= wire;
+                        self.ingress[gin].bytes -= wire;
                     }
                 }
             }
@@ -292,6 +293,24 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
         }
     }
 
+    /// Whether port `gport` is held down by a fault. A fault-free run skips
+    /// the port's health: on every hop the read missed the cache (the
+    /// forwarding check was half of `switch_receive`'s time on k=16).
+    #[inline]
+    pub(crate) fn port_is_down(&self, gport: usize) -> bool {
+        !self.fabric.faults.is_empty() && self.ports[gport].health.down_causes != 0
+    }
+
+    /// Whether port `gport`'s link is down or ever went down (what it
+    /// carried may be lost); false without reading the port in a
+    /// fault-free run, as [`Self::port_is_down`].
+    #[inline]
+    pub(crate) fn link_ever_down(&self, gport: usize) -> bool {
+        let health = || &self.ports[gport].health;
+        !self.fabric.faults.is_empty()
+            && (health().down_causes != 0 || health().last_down != SimTime::ZERO)
+    }
+
     /// The ECMP choice of a switch whose first pick `hops` led to a dead
     /// port: among the live ports of the set, else of the next epochs' sets
     /// (routes recomputed without the dead links); the dead pick if none
@@ -357,7 +376,7 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
         );
         let port = hops.get(self.ecmp_choice(ctx, pkt, hops.len()));
         let local = ctx.local_index();
-        if self.ports[self.port_index(local, port)].health.down_causes == 0 {
+        if !self.port_is_down(self.port_index(local, port)) {
             return port;
         }
         let lo = self.port_base[local] as usize;

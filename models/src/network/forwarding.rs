@@ -100,11 +100,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             "switch {node} has no route to host {toward}"
         );
         let pick = hops[self.ecmp_choice(ctx, pkt, hops.len())];
-        if self.ports[self.port_index(ctx.local_index(), pick)]
-            .health
-            .down_causes
-            == 0
-        {
+        if !self.port_is_down(self.port_index(ctx.local_index(), pick)) {
             return pick;
         }
         self.reroute_around(ctx, pkt, toward, pick)

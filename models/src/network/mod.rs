@@ -13,7 +13,7 @@
 //! | part           | holds (its state in `Network`)                     |
 //! |----------------|----------------------------------------------------|
 //! | `port`         | the ports (`Port`: link, egress queues, serialiser, PFC pause, counters, HPCC meter) |
-//! | `switch`       | buffer admission, ECN, PFC thresholds, egress scheduling (`buffers`, `Port::ingress`, `Port::ecn`) |
+//! | `switch`       | buffer admission, ECN, PFC thresholds, egress scheduling (`buffers`, `ingress`, `Port::ecn`) |
 //! | `forwarding`   | ECMP hash, per-packet spray, dragonfly routing (`Forwarding`) |
 //! | `nic`          | host port scheduling over queue pairs, pacing, CC driver (`Port::host`) |
 //! | `transport`    | queue pairs; RoCE go-back-N; UEC spraying, SACK, NSCC (`Transports`) |
@@ -99,7 +99,7 @@ use forwarding::Forwarding;
 use netsim_engine::{Context, Model, NodeId, SimTime};
 use packet::Packet;
 use port::Port;
-use switch::SharedBuffer;
+use switch::{Ingress, SharedBuffer};
 use tasks::Tasks;
 use transport::Transports;
 
@@ -153,6 +153,9 @@ pub struct Network<'f, S> {
     /// port: ports of local node `i` are `ports[port_base[i]..port_base[i + 1]]`.
     port_base: Vec<u32>,
     ports: Vec<Port>,
+    /// switch: per port (as `ports`), the PFC ingress accounting of its
+    /// link: dense, as every switch hop reads its in-port's.
+    ingress: Vec<Ingress>,
     /// switch: per local node, its shared buffer (unused at hosts).
     buffers: Vec<SharedBuffer>,
     /// forwarding: ECMP seeds and UGAL's choices.
@@ -209,6 +212,7 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
             buffers,
             nodes: nodes.to_vec(),
             port_base,
+            ingress: vec![Ingress::default(); ports.len()],
             ports,
             transport,
             stats: NetStats::default(),
@@ -342,10 +346,7 @@ impl<S: TelemetrySink> Model for Network<'_, S> {
         match event {
             NetEvent::Arrive { port, pkt } => {
                 let gport = self.port_index(local, port);
-                let p = &self.ports[gport];
-                if (p.health.down_causes != 0 || p.health.last_down != SimTime::ZERO)
-                    && self.lost_on_dead_link(gport, &pkt, ctx.now())
-                {
+                if self.link_ever_down(gport) && self.lost_on_dead_link(gport, &pkt, ctx.now()) {
                     self.ports[gport].counters.dropped_pkts[pkt.priority()] += 1;
                     return;
                 }

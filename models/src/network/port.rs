@@ -12,14 +12,17 @@ use super::config::{CcKind, EcnProfile, HpccUtilisation};
 use super::faults::LinkHealth;
 use super::nic::HostQueue;
 use super::packet::{self, Packet, PacketKind, PRIORITIES, PRIO_DATA};
-use super::switch::{EcnMarking, Ingress, SharedBuffer};
+use super::switch::{EcnMarking, SharedBuffer};
 use super::{Fabric, NetEvent, Network};
 use crate::telemetry::{PfcEvent, PfcRecord, TelemetrySink};
 use netsim_engine::{splitmix64, Context, NodeId, SimTime};
 use std::collections::VecDeque;
 
-/// One egress port of a node, and the ingress accounting of the same link:
-/// its state by concern, each part changed by the file that owns it.
+/// One egress port of a node: its state by concern, each part changed by
+/// the file that owns it. The ingress accounting of the same link is
+/// `Network::ingress`, a dense array beside the ports (every switch hop
+/// touches its in-port's; a 16-byte entry misses the cache less than a
+/// whole `Port`).
 #[derive(Debug)]
 pub(crate) struct Port {
     /// The link and its peer (a fault may slow it).
@@ -34,8 +37,6 @@ pub(crate) struct Port {
     pub hpcc: RateMeter,
     /// Switches: ECN marking thresholds (`switch.rs`).
     pub ecn: EcnMarking,
-    /// Switches: ingress accounting of this port for PFC (`switch.rs`).
-    pub ingress: Ingress,
     /// Hosts: the NIC's queue pairs on this port and their pacing (`nic.rs`).
     pub host: HostQueue,
     /// Faults holding the link down, and its bit errors (`faults.rs`).
@@ -120,7 +121,6 @@ impl Port {
                 kmax_bytes: ecn.kmax_bytes,
                 pmax: ecn.pmax,
             },
-            ingress: Ingress::default(),
             host: HostQueue::new(),
             health: LinkHealth::default(),
         }
@@ -137,7 +137,10 @@ pub(crate) fn shard_ports(
     let topo = &fabric.topo;
     let config = &fabric.config;
     let mut port_base = Vec::with_capacity(nodes.len() + 1);
-    let mut ports = Vec::new();
+    // Sized up front: growing a vector of ports reallocates and zeroes
+    // pages again at each doubling.
+    let port_count = nodes.iter().map(|n| topo.ports(n.0).len()).sum();
+    let mut ports = Vec::with_capacity(port_count);
     let mut buffers = Vec::with_capacity(nodes.len());
     for &node in nodes {
         port_base.push(ports.len() as u32);

@@ -5,7 +5,7 @@
 //! scheduling of the egress queues. Where a packet goes is `forwarding.rs`.
 //!
 //! State: per switch, its [`SharedBuffer`]; per port, its [`Ingress`]
-//! (inside `Port`, beside the egress queues).
+//! (`Network::ingress`, a dense array beside the ports).
 
 use super::common::{entropy_salt, five_tuple_hash};
 use super::packet::{Packet, PacketKind, PRIO_CONTROL, PRIO_DATA};
@@ -137,16 +137,16 @@ impl<S: TelemetrySink> Network<'_, S> {
         in_port: u16,
     ) {
         let gin = self.port_index(local, in_port);
-        if !self.ports[gin].ingress.pause_sent {
+        if !self.ingress[gin].pause_sent {
             return;
         }
         let xoff = self.pfc_xoff(local);
         let offset = self.fabric.config.pfc_xon_offset_bytes;
         let reserve = self.fabric.config.pfc_reserve_bytes;
-        let up = &mut self.ports[gin];
-        let shared = up.ingress.bytes.saturating_sub(reserve);
+        let shared = self.ingress[gin].bytes.saturating_sub(reserve);
         if shared + offset <= xoff || shared <= offset {
-            up.ingress.pause_sent = false;
+            self.ingress[gin].pause_sent = false;
+            let up = &self.ports[gin];
             ctx.send(
                 up.link.peer,
                 up.link.latency,
@@ -225,7 +225,7 @@ impl<S: TelemetrySink> Network<'_, S> {
                 }
             }
             let gin = self.port_index(local, in_port);
-            self.ports[gin].ingress.bytes += wire;
+            self.ingress[gin].bytes += wire;
         }
         pkt.in_port = in_port;
         self.buffers[local].used_bytes += wire;
@@ -236,9 +236,10 @@ impl<S: TelemetrySink> Network<'_, S> {
             let gin = self.port_index(local, in_port);
             let xoff = self.pfc_xoff(local);
             let reserve = config.pfc_reserve_bytes;
-            let up = &mut self.ports[gin];
-            if !up.ingress.pause_sent && up.ingress.bytes.saturating_sub(reserve) > xoff {
-                up.ingress.pause_sent = true;
+            let ingress = &mut self.ingress[gin];
+            if !ingress.pause_sent && ingress.bytes.saturating_sub(reserve) > xoff {
+                ingress.pause_sent = true;
+                let up = &self.ports[gin];
                 ctx.send(
                     up.link.peer,
                     up.link.latency,
@@ -285,7 +286,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         self.ports[gout].egress.queued_bytes[PRIO_DATA] -= wire;
         self.buffers[local].used_bytes -= wire;
         let gin = self.port_index(local, pkt.in_port);
-        self.ports[gin].ingress.bytes -= wire;
+        self.ingress[gin].bytes -= wire;
         self.switch_trim(ctx, pkt.in_port, out, pkt);
         true
     }
@@ -322,7 +323,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         }
         if prio == PRIO_DATA {
             let gin = self.port_index(local, pkt.in_port);
-            self.ports[gin].ingress.bytes -= wire;
+            self.ingress[gin].bytes -= wire;
             self.resume_if_below(ctx, local, pkt.in_port);
         }
         self.transmit(ctx, gport, pkt);

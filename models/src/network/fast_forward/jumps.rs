@@ -299,7 +299,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             let ports = self.port_base[local] as usize..self.port_base[local + 1] as usize;
             for gp in ports {
                 let p = &self.ports[gp];
-                if p.pause.paused || p.ingress.pause_sent {
+                if p.pause.paused || self.ingress[gp].pause_sent {
                     return false;
                 }
                 let switch = node.0 >= self.fabric.topo.host_count();

@@ -78,6 +78,11 @@ pub struct UecArgs {
     /// one (htsim's queue) [netsim arriving, uet-htsim queued].
     #[arg(long, value_parser = ["arriving", "queued"])]
     pub trim_victim: Option<String>,
+    /// A `link-rate` fault: the port keeps its queue size and ECN
+    /// thresholds, or scales them with the rate (htsim's `-failed`)
+    /// [netsim keep, uet-htsim scale].
+    #[arg(long, value_parser = ["keep", "scale"])]
+    pub degraded_queue: Option<String>,
 }
 
 impl UecArgs {
@@ -140,6 +145,7 @@ impl UecArgs {
             (false, None) => None,
         };
         c.trim_queued = self.trim_victim.as_deref().map_or(h, |v| v == "queued");
+        c.degraded_queue_scales = self.degraded_queue.as_deref().map_or(h, |v| v == "scale");
         Ok(())
     }
 

@@ -42,9 +42,10 @@ pub struct NetworkArgs {
     /// credits), both, or none (outstanding-packet limit only).
     #[arg(long, default_value = "nscc")]
     pub uec_cc: String,
-    /// UEC: entropy values a flow sprays over (a power of two).
-    #[arg(long, default_value_t = 256)]
-    pub uec_entropies: u32,
+    /// UEC: entropy values a flow sprays over (a power of two) [netsim
+    /// 256, uet-htsim 64].
+    #[arg(long)]
+    pub uec_entropies: Option<u32>,
     /// UEC NSCC: target queueing delay in microseconds [netsim 6,
     /// uet-htsim 0.75 x the fabric's RTT].
     #[arg(long)]
@@ -344,6 +345,7 @@ pub fn config_json(profile: &str, uec_profile: &str, c: &NetConfig) -> serde_jso
     v["uec"] = serde_json::json!({
         "lb": format!("{:?}", u.lb).to_lowercase(),
         "entropies": u.entropies,
+        "entropy_redraw": u.entropy_redraw,
         "cc": format!("{:?}", u.cc).to_lowercase(),
         "target_qdelay_ns": ns(u.target_qdelay),
         "ooo_pkts": u.ooo_pkts,
@@ -360,5 +362,6 @@ pub fn config_json(profile: &str, uec_profile: &str, c: &NetConfig) -> serde_jso
     });
     v["port_buffer_bytes"] = c.port_buffer_bytes.into();
     v["trim_queued"] = c.trim_queued.into();
+    v["degraded_queue_scales"] = c.degraded_queue_scales.into();
     v
 }

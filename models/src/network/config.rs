@@ -275,6 +275,10 @@ pub struct NetConfig {
     /// packet is trimmed and the arriving one queued in its place (htsim's
     /// `CompositeQueue`); off, the arriving one is trimmed.
     pub trim_queued: bool,
+    /// A `link-rate` fault scales the port's fixed queue (`port_buffer_bytes`)
+    /// and ECN thresholds with the rate, as htsim's `-failed` does; off, a
+    /// degraded port keeps them.
+    pub degraded_queue_scales: bool,
     /// Fast-forward of steady states (`None`: off, every packet simulated).
     pub fast_forward: Option<FastForward>,
 }
@@ -379,6 +383,7 @@ impl Default for NetConfig {
             trim: false,
             port_buffer_bytes: None,
             trim_queued: false,
+            degraded_queue_scales: false,
         }
     }
 }

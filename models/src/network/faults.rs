@@ -34,6 +34,9 @@ pub(crate) struct LinkHealth {
     pub error_threshold: u64,
     /// The state of this link direction's random stream.
     pub error_rng: u64,
+    /// A degraded port's fixed queue, scaled with its rate
+    /// (`degraded_queue_scales`); `None`: the configured one.
+    pub queue_limit_bytes: Option<u64>,
 }
 
 /// The faults of a run, and the routing tables the fabric converges to.
@@ -160,7 +163,19 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
                 FaultKind::LinkUp | FaultKind::NodeUp => self.port_up(ctx, port),
                 FaultKind::LinkRate => {
                     let gport = self.port_index(ctx.local_index(), port);
-                    self.ports[gport].link.rate_bps = f.rate_bps;
+                    let state = &mut self.ports[gport];
+                    state.link.rate_bps = f.rate_bps;
+                    if fabric.config.degraded_queue_scales {
+                        // htsim's failed link: queue and ECN thresholds
+                        // shrink with the rate, so the queue's delay stays.
+                        let nominal_bps = fabric.topo.link(p.link).bandwidth_bps.max(1);
+                        let scale =
+                            |b: u64| (b as f64 * f.rate_bps as f64 / nominal_bps as f64) as u64;
+                        let ecn = fabric.config.ecn_for(nominal_bps);
+                        state.ecn.kmin_bytes = scale(ecn.kmin_bytes);
+                        state.ecn.kmax_bytes = scale(ecn.kmax_bytes);
+                        state.health.queue_limit_bytes = fabric.config.port_buffer_bytes.map(scale);
+                    }
                 }
             }
         }

@@ -198,7 +198,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         if prio == PRIO_DATA {
             if !config.pfc {
                 let limit = match config.port_buffer_bytes {
-                    Some(bytes) => bytes,
+                    Some(bytes) => self.ports[gout].health.queue_limit_bytes.unwrap_or(bytes),
                     None => {
                         let free = config
                             .buffer_bytes

@@ -87,7 +87,6 @@ impl NetworkArgs {
         c.retry_limit = self.retry_limit;
         c.link_error_rate = self.link_error_rate;
         let u = &mut c.uec;
-        u.entropies = self.uec_entropies;
         if let Some(v) = self.uec_target_qdelay_us {
             u.target_qdelay = micros("uec-target-qdelay-us", v)?;
         }
@@ -95,7 +94,7 @@ impl NetworkArgs {
         u.window_pkts = self.uec_window_pkts;
         u.rccc_target_bdp = self.uec_rccc_target_bdp;
         u.rccc_initial_bdp = self.uec_rccc_initial_bdp;
-        self.uec.mechanisms(&mut c)?;
+        self.uec.mechanisms(&mut c, self.uec_entropies)?;
         c.validate()
             .map_err(|e| anyhow::anyhow!("--{}: {}", e.field, e.problem))?;
         Ok(c)

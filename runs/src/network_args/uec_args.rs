@@ -19,6 +19,8 @@ const HTSIM_HEADER_BYTES: u32 = 64;
 const HTSIM_ACK_BYTES: u32 = 16_384;
 /// htsim's NSCC starts at its largest window, 1.5 BDP (`initNscc`).
 const HTSIM_INITIAL_WINDOW_BDP: f64 = 1.5;
+/// htsim_uec's `path_entropy_size`: entropies a flow sprays over.
+const HTSIM_ENTROPIES: u32 = 64;
 /// htsim's `_qa_gate` default.
 const HTSIM_QA_GATE: u32 = 3;
 
@@ -78,6 +80,16 @@ pub struct UecArgs {
     /// one (htsim's queue) [netsim arriving, uet-htsim queued].
     #[arg(long, value_parser = ["arriving", "queued"])]
     pub trim_victim: Option<String>,
+    /// A `link-rate` fault: the port keeps its queue size and ECN
+    /// thresholds, or scales them with the rate (htsim's `-failed`)
+    /// [netsim keep, uet-htsim scale].
+    #[arg(long, value_parser = ["keep", "scale"])]
+    pub degraded_queue: Option<String>,
+    /// UEC oblivious and bitmap: the cycle over the entropies starts at one
+    /// point per flow (fixed) or a new random one each pass (redraw, htsim's)
+    /// [netsim fixed, uet-htsim redraw].
+    #[arg(long, value_parser = ["fixed", "redraw"])]
+    pub uec_entropy_cycle: Option<String>,
 }
 
 impl UecArgs {
@@ -97,10 +109,20 @@ impl UecArgs {
         c.ecn_at_dequeue = true;
     }
 
-    /// The mechanism flags over the profile's choices.
-    pub(super) fn mechanisms(&self, c: &mut NetConfig) -> anyhow::Result<()> {
+    /// The mechanism flags over the profile's choices; `entropies` is
+    /// `--uec-entropies`.
+    pub(super) fn mechanisms(
+        &self,
+        c: &mut NetConfig,
+        entropies: Option<u32>,
+    ) -> anyhow::Result<()> {
         let h = self.htsim();
         let u = &mut c.uec;
+        u.entropies = entropies.unwrap_or(if h { HTSIM_ENTROPIES } else { 256 });
+        u.entropy_redraw = self
+            .uec_entropy_cycle
+            .as_deref()
+            .map_or(h, |v| v == "redraw");
         u.ack_bytes = self
             .uec_ack_bytes
             .unwrap_or(if h { HTSIM_ACK_BYTES } else { 0 });
@@ -140,6 +162,7 @@ impl UecArgs {
             (false, None) => None,
         };
         c.trim_queued = self.trim_victim.as_deref().map_or(h, |v| v == "queued");
+        c.degraded_queue_scales = self.degraded_queue.as_deref().map_or(h, |v| v == "scale");
         Ok(())
     }
 

@@ -65,8 +65,11 @@ impl UecCc {
 pub struct UecConfig {
     pub lb: LoadBalancing,
     /// Entropy values a flow sprays over (a power of two; htsim's
-    /// `_path_entropy_size` = 256).
+    /// `path_entropy_size` is 64).
     pub entropies: u32,
+    /// Oblivious and bitmap: a new random start for each pass over the
+    /// entropies (htsim's `UecMpOblivious`); off, one per flow.
+    pub entropy_redraw: bool,
     pub cc: UecCc,
     /// NSCC's target queueing delay (htsim `_target_Qdelay` = 6 us).
     pub target_qdelay: SimTime,
@@ -142,6 +145,7 @@ impl Default for UecConfig {
         UecConfig {
             lb: LoadBalancing::Bitmap,
             entropies: 256,
+            entropy_redraw: false,
             cc: UecCc::Nscc,
             target_qdelay: SimTime::from_us(6),
             ooo_pkts: 64,

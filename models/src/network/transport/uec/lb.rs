@@ -23,6 +23,9 @@ pub(crate) struct EntropyPicker {
     mask: u32,
     counter: u32,
     xor: u32,
+    /// A new `xor` for each pass over the entropies (htsim's
+    /// `UecMpOblivious`), not one per flow.
+    redraw: bool,
     /// Bitmap: entropies to skip once.
     penalised: Vec<u64>,
     /// REPS: entropies to reuse, oldest first.
@@ -36,8 +39,13 @@ pub(crate) struct EntropyPicker {
 
 impl EntropyPicker {
     /// A picker over `entropies` values (a power of two) whose cycle starts
-    /// at `xor`.
-    pub(crate) fn new(mode: LoadBalancing, entropies: u32, xor: u32) -> EntropyPicker {
+    /// at `xor`, redrawn after each pass if `redraw`.
+    pub(crate) fn new(
+        mode: LoadBalancing,
+        entropies: u32,
+        xor: u32,
+        redraw: bool,
+    ) -> EntropyPicker {
         debug_assert!(entropies.is_power_of_two());
         let words = entropies.div_ceil(64) as usize;
         EntropyPicker {
@@ -45,6 +53,7 @@ impl EntropyPicker {
             mask: entropies - 1,
             counter: 0,
             xor: xor & (entropies - 1),
+            redraw,
             penalised: if mode == LoadBalancing::Bitmap {
                 vec![0; words]
             } else {
@@ -63,25 +72,28 @@ impl EntropyPicker {
         self.used_count
     }
 
-    fn cycle(&mut self) -> u32 {
+    fn cycle(&mut self, rng: &mut NodeRng) -> u32 {
         let e = (self.counter ^ self.xor) & self.mask;
         self.counter = self.counter.wrapping_add(1);
+        if self.redraw && self.counter & self.mask == 0 {
+            self.xor = rng.below(u64::from(self.mask) + 1) as u32;
+        }
         e
     }
 
     /// The entropy index (0-based) of the next packet.
     pub(crate) fn next(&mut self, rng: &mut NodeRng) -> u16 {
         let e = match self.mode {
-            LoadBalancing::Oblivious => self.cycle(),
+            LoadBalancing::Oblivious => self.cycle(rng),
             LoadBalancing::Bitmap => {
-                let mut e = self.cycle();
+                let mut e = self.cycle(rng);
                 for _ in 0..=self.mask {
                     let (w, b) = ((e / 64) as usize, 1u64 << (e % 64));
                     if self.penalised[w] & b == 0 {
                         break;
                     }
                     self.penalised[w] &= !b;
-                    e = self.cycle();
+                    e = self.cycle(rng);
                 }
                 e
             }
@@ -144,7 +156,7 @@ mod tests {
     #[test]
     fn oblivious_cycles_through_every_entropy() {
         let mut rng = NodeRng::new(1, netsim_engine::NodeId(0));
-        let mut p = EntropyPicker::new(LoadBalancing::Oblivious, 8, 5);
+        let mut p = EntropyPicker::new(LoadBalancing::Oblivious, 8, 5, false);
         let mut seen: Vec<u16> = (0..8).map(|_| p.next(&mut rng)).collect();
         seen.sort_unstable();
         assert_eq!(seen, (0..8).collect::<Vec<_>>());
@@ -152,9 +164,24 @@ mod tests {
     }
 
     #[test]
+    fn a_redrawn_cycle_still_covers_every_entropy_each_pass() {
+        let mut rng = NodeRng::new(1, netsim_engine::NodeId(0));
+        let mut p = EntropyPicker::new(LoadBalancing::Oblivious, 8, 5, true);
+        let passes: Vec<Vec<u16>> = (0..4)
+            .map(|_| (0..8).map(|_| p.next(&mut rng)).collect())
+            .collect();
+        for pass in &passes {
+            let mut seen = pass.clone();
+            seen.sort_unstable();
+            assert_eq!(seen, (0..8).collect::<Vec<_>>());
+        }
+        assert!(passes.windows(2).any(|w| w[0] != w[1]), "the order changes");
+    }
+
+    #[test]
     fn bitmap_skips_a_penalised_entropy_once() {
         let mut rng = NodeRng::new(1, netsim_engine::NodeId(0));
-        let mut p = EntropyPicker::new(LoadBalancing::Bitmap, 4, 0);
+        let mut p = EntropyPicker::new(LoadBalancing::Bitmap, 4, 0, false);
         p.on_ack(1, true);
         p.on_nack(2);
         let first: Vec<u16> = (0..2).map(|_| p.next(&mut rng)).collect();
@@ -166,7 +193,7 @@ mod tests {
     #[test]
     fn reps_reuses_clean_entropies_in_order() {
         let mut rng = NodeRng::new(1, netsim_engine::NodeId(0));
-        let mut p = EntropyPicker::new(LoadBalancing::Reps, 256, 0);
+        let mut p = EntropyPicker::new(LoadBalancing::Reps, 256, 0, false);
         p.on_ack(7, false);
         p.on_ack(9, true);
         p.on_ack(11, false);

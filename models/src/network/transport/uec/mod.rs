@@ -59,7 +59,7 @@ impl UecSender {
         let xor = netsim_engine::splitmix64(&mut h) as u32;
         UecSender {
             seq: SackSender::new(packets, config.window_pkts),
-            lb: EntropyPicker::new(config.lb, config.entropies, xor),
+            lb: EntropyPicker::new(config.lb, config.entropies, xor, config.entropy_redraw),
             nscc: None,
             credit: None,
             nacked_pending: 0,

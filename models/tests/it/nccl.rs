@@ -166,18 +166,38 @@ fn nvls_in_one_server_takes_one_nvlink_pass_and_its_latency() {
     );
 }
 
-/// NVLS all-gather and reduce-scatter are not modelled: asked for, they
-/// run the ring and say why, rather than an all-reduce of the buffer.
+/// NVLS all-gather and reduce-scatter on one H100 server: one step of
+/// `n(n-1)` flows of `S/n` through the NVSwitch, so the collective takes
+/// NCCL's NVLS latency and one pass of `(n-1)/n S` over a GPU's NVLink
+/// (not the ring's `n-1` steps); across servers they run the ring and
+/// say why.
 #[test]
-fn nvls_gathers_and_scatters_run_the_ring_and_say_why() {
+fn nvls_gathers_and_scatters_take_one_nvlink_pass() {
+    let size: u64 = 16 << 20;
+    let n = 8u64;
+    let nvlink_bps = 2_880_000_000_000u64;
     for op in [CollectiveOp::AllGather, CollectiveOp::ReduceScatter] {
-        let spec = nccl_spec(op, Algorithm::Nvls, 1 << 20, simple(false));
+        let spec = nccl_spec(op, Algorithm::Nvls, size, simple(false));
         let fabric = workload_fabric(&spectrum_x(8), &spec, lossless());
+        assert_eq!(fabric.workload.flows.len() as u64, n * (n - 1), "{op:?}");
+        assert!(fabric.workload.ina_ops.is_empty(), "{op:?}");
+        let run = packets(&fabric);
+        let c = &collectives(&fabric, &run)[0];
+        assert_eq!(c.algorithm, "nvls/simple", "{op:?}");
+        assert!(c.fallback_reason.is_none(), "{op:?}");
+        let took = c.duration_ns.unwrap() as f64;
+        let pass_ns = ((n - 1) * size / n * 8) as f64 / nvlink_bps as f64 * 1e9;
+        let ideal = 23_000.0 + pass_ns;
+        assert!(
+            (took / ideal - 1.0).abs() < 0.05,
+            "{op:?}: {took} ns against {ideal} ns"
+        );
+        // Two servers: the ring, with the reason.
+        let fabric = workload_fabric(&spectrum_x(16), &spec, lossless());
         let c = &fabric.workload.collectives[0];
         assert_eq!(c.algorithm, "ring/simple", "{op:?}");
         let why = c.fallback_reason.as_deref().unwrap_or_default();
-        assert!(why.contains("all-reduce only"), "{op:?}: {why}");
-        assert!(fabric.workload.ina_ops.is_empty(), "{op:?}");
+        assert!(why.contains("inside one server"), "{op:?}: {why}");
     }
 }
 

@@ -11,7 +11,7 @@
 //! ```text
 //!   tuning.rs  NCCL's cost model (base and hardware latencies, bandwidths
 //!              per algorithm and protocol) and the choice it makes
-//!   nvls.rs    NVLS and NVLS-Tree all-reduce over the NVSwitch
+//!   nvls.rs    NVLS (all-reduce, all-gather, reduce-scatter) and NVLS-Tree
 //!   run.rs     one collective: choice, protocol, rings per rail, PXN
 //! ```
 //! PXN is a relay on the rings of [`super::algorithms::relayed_rings`].

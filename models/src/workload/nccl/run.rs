@@ -109,17 +109,24 @@ pub fn collective(
     }
     let nvls = matches!(algo, NcclAlgo::Nvls | NcclAlgo::NvlsTree);
     let reduces = op.op == CollectiveOp::AllReduce;
-    if nvls && (!reduces || !cx.pfc || (algo == NcclAlgo::NvlsTree && !whole)) {
-        // NVLS all-gather and reduce-scatter need the NVSwitch to multicast
-        // one GPU's stores to the others (or to reduce into one GPU), which
-        // the aggregation model, a reduction among all members, cannot say.
-        let why = if !reduces {
-            "NVLS is modelled for all-reduce only: all-gather and reduce-scatter run the ring"
-        } else if cx.pfc {
-            "NVLS-Tree needs whole servers with the same GPUs in each"
-        } else {
-            "NVLS reduces in the NVSwitch as in-network aggregation: it needs a lossless fabric (--pfc on)"
-        };
+    // NVLS all-gather and reduce-scatter are plain NVLink flows (no
+    // in-network state), so they need no lossless fabric, but only one
+    // server's NVSwitch: NCCL's multi-node variants are not modelled.
+    let why = match (nvls, reduces) {
+        (false, _) => None,
+        (true, false) if algo == NcclAlgo::NvlsTree => Some(
+            "NVLS all-gather and reduce-scatter are modelled inside one server: across servers they run the ring",
+        ),
+        (true, false) => None,
+        (true, true) if !cx.pfc => Some(
+            "NVLS reduces in the NVSwitch as in-network aggregation: it needs a lossless fabric (--pfc on)",
+        ),
+        (true, true) if algo == NcclAlgo::NvlsTree && !whole => {
+            Some("NVLS-Tree needs whole servers with the same GPUs in each")
+        }
+        (true, true) => None,
+    };
+    if let Some(why) = why {
         b.collective_mut(coll).fallback_reason = Some(why.into());
         algo = NcclAlgo::Ring;
         proto = best_protocol(&shape, algo, cx.nccl.protocol);
@@ -184,9 +191,12 @@ fn build(
         }
         (NcclAlgo::Nvls, _) => {
             // Checked by the caller: one server's GPUs on its NVSwitch.
-            if let Err(why) =
+            let r = if op == CollectiveOp::AllReduce {
                 nvls::server_all_reduce(b, cx.topo, coll, group, size, cx.mtu_bytes, entry)
-            {
+            } else {
+                nvls::server_exchange(b, cx.topo, coll, group, size, entry)
+            };
+            if let Err(why) = r {
                 fall_back(b, cx, coll, group, size, steps, why, entry);
             }
         }

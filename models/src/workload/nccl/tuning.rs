@@ -167,6 +167,7 @@ pub fn bandwidth_gbps(shape: &Shape, algo: NcclAlgo, p: Protocol) -> f64 {
             };
             n / steps
         }
+        NcclAlgo::Nvls if shape.op != CollectiveOp::AllReduce => n / (n - 1.0),
         NcclAlgo::Nvls | NcclAlgo::NvlsTree => 5.0 / 6.0,
         NcclAlgo::Tree => 0.5,
     };
@@ -183,13 +184,17 @@ pub fn time_us(shape: &Shape, algo: NcclAlgo, p: Protocol) -> f64 {
 /// The algorithms NCCL considers for `shape` (with `nvls` allowed).
 pub fn candidates(shape: &Shape) -> Vec<NcclAlgo> {
     let mut out = vec![NcclAlgo::Ring];
+    let nvls_ok = shape.nvls && shape.hopper && shape.nvlink_bps > 0;
     if shape.op != CollectiveOp::AllReduce {
+        // NCCL 2.19+ runs these with NVLS too; modelled in one server only.
+        if nvls_ok && shape.servers == 1 && shape.ranks > 1 {
+            out.push(NcclAlgo::Nvls);
+        }
         return out;
     }
     if shape.servers > 1 {
         out.push(NcclAlgo::Tree);
     }
-    let nvls_ok = shape.nvls && shape.hopper && shape.nvlink_bps > 0;
     let local = shape.ranks / shape.servers.max(1);
     if nvls_ok && local > 1 {
         out.push(if shape.servers > 1 {

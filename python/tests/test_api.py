@@ -5,6 +5,7 @@ import _thread
 import json
 import os
 import pathlib
+import signal
 import subprocess
 import threading
 import time
@@ -158,6 +159,17 @@ def test_scenario_errors_name_the_file_and_line(tmp_path):
     ],
 )
 def test_ctrl_c_stops_a_long_run_within_a_second(flags):
+    # A shell that starts a job in the background ignores SIGINT in it,
+    # and Python then leaves it ignored (interrupt_main does nothing):
+    # install the handler an interactive session has, as this test needs.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        ctrl_c_stops_a_long_run(flags)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def ctrl_c_stops_a_long_run(flags):
     interrupted = []
 
     def interrupt():

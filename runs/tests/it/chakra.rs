@@ -29,7 +29,10 @@ fn compare(dir: &str, op: &str, n: u32, flags: &str) {
     } else {
         1 << 20
     };
-    let scratch = scratch(&format!("{dir}-{n}"));
+    // The packet- and flow-level tests run at once: their scratch
+    // directories differ, or one would remove the other's.
+    let level = if flags.is_empty() { "packet" } else { "flow" };
+    let scratch = scratch(&format!("{dir}-{n}-{level}"));
     let fabric = format!("--topo fat-tree --k 4 {flags}");
     let traced = run_out(&scratch, &format!("{fabric} --workload {set}"), "traced");
     let direct = format!(

@@ -2,6 +2,7 @@
 //! task DAG for a topology, with offload decisions taken as they are built.
 
 mod job;
+pub mod lazy;
 mod trace;
 
 use super::algorithms::{self as algo, HalvingDoubling, HostTasks, Pieces, Rooted};
@@ -68,20 +69,21 @@ pub fn build_jobs_within(
     config: &NetConfig,
     budget_bytes: u64,
 ) -> Result<Workload, BuildError> {
-    let host_overhead = jobs.first().map_or(SimTime::ZERO, |j| j.spec.host_overhead);
     // Background traffic alone needs no job's settings.
     let none = WorkloadSpec::with_phases(Vec::new());
-    let mut cx = Cx {
-        b: Builder::within(host_overhead, budget_bytes),
-        topo,
-        spec: jobs.first().map_or(&none, |j| &j.spec),
-        config,
-        resources: Resources::new(topo.node_count()),
-        nvswitch: (0..topo.node_count()).any(|n| topo.role(n) == Role::NvSwitch),
-        job: super::NONE,
-    };
-    let hosts = topo.host_count();
-    for job in jobs {
+    let mut cx = Cx::new(jobs, topo, config, &none, budget_bytes);
+    build_into(&mut cx, jobs, background)?;
+    Ok(cx.b.finish())
+}
+
+/// Adds `jobs` then `background` to `cx`'s builder.
+fn build_into<'a>(
+    cx: &mut Cx<'a>,
+    jobs: &'a [Job],
+    background: &[FlowSpec],
+) -> Result<(), BuildError> {
+    let hosts = cx.topo.host_count();
+    for (index, job) in jobs.iter().enumerate() {
         if let Some(&h) = job.hosts.iter().find(|&&h| h >= hosts) {
             return Err(BuildError::Invalid(format!(
                 "placement names host {h} but the topology has {hosts} hosts"
@@ -92,7 +94,10 @@ pub fn build_jobs_within(
             Some(name) => cx.b.job(name.clone()),
             None => super::NONE,
         };
-        job::build_job(&mut cx, job)?;
+        if let Some(plans) = &mut cx.plans {
+            plans.job = index;
+        }
+        job::build_job(cx, job)?;
     }
     for f in background {
         let deps = if f.start > SimTime::ZERO {
@@ -105,7 +110,7 @@ pub fn build_jobs_within(
     if cx.b.over() {
         return Err(BuildError::Invalid(too_large(&cx.b)));
     }
-    Ok(cx.b.finish())
+    Ok(())
 }
 
 /// The error of a workload that does not fit, and what its parts cost.
@@ -130,9 +135,37 @@ struct Cx<'a> {
     nvswitch: bool,
     /// The job being built ([`super::NONE`]: none).
     job: u32,
+    /// Each collective's plan, recorded as it is built when asked
+    /// ([`lazy::plan_jobs`]).
+    plans: Option<lazy::Plans>,
+    /// Set while one planned collective is expanded again alone: the
+    /// fallback decided when it was planned, in place of a new attempt.
+    replay: Option<lazy::Replay>,
 }
 
-impl Cx<'_> {
+impl<'a> Cx<'a> {
+    /// A context building `jobs` (`none`'s settings when there are none).
+    fn new(
+        jobs: &'a [Job],
+        topo: &'a Topology,
+        config: &'a NetConfig,
+        none: &'a WorkloadSpec,
+        budget_bytes: u64,
+    ) -> Cx<'a> {
+        let host_overhead = jobs.first().map_or(SimTime::ZERO, |j| j.spec.host_overhead);
+        Cx {
+            b: Builder::within(host_overhead, budget_bytes),
+            topo,
+            spec: jobs.first().map_or(none, |j| &j.spec),
+            config,
+            resources: Resources::new(topo.node_count()),
+            nvswitch: (0..topo.node_count()).any(|n| topo.role(n) == Role::NvSwitch),
+            job: super::NONE,
+            plans: None,
+            replay: None,
+        }
+    }
+
     fn pieces(&self, size_bytes: u64, tree: bool) -> Pieces {
         let chunks = self.spec.chunks.unwrap_or_else(|| {
             if tree {
@@ -183,8 +216,26 @@ impl Cx<'_> {
     }
 
     /// Adds one collective on `group` (the simulated members of a group of
-    /// `logical` members) and returns each member's exit.
+    /// `logical` members) and returns each member's exit; records its plan
+    /// when plans are asked for.
     fn collective(
+        &mut self,
+        name: &std::sync::Arc<str>,
+        op: &OpSpec,
+        group: &[NodeIndex],
+        logical: usize,
+        entry: &HostTasks,
+    ) -> HostTasks {
+        let base = self.b.next_ids();
+        let exits = self.collective_alone(name, op, group, logical, entry);
+        if self.plans.is_some() {
+            lazy::record(self, base, name, op, group, logical, entry);
+        }
+        exits
+    }
+
+    /// [`Cx::collective`]'s tasks, flows and exits.
+    fn collective_alone(
         &mut self,
         name: &std::sync::Arc<str>,
         op: &OpSpec,
@@ -208,7 +259,13 @@ impl Cx<'_> {
             return algo::exits(&mut self.b, coll, first, group);
         };
         if algorithm == Algorithm::Ina {
-            match self.offload(coll, op, group, entry) {
+            let attempt = match &self.replay {
+                // The decision taken when it was planned (a collective
+                // that was offloaded is not expanded alone).
+                Some(replay) => Err(replay.fallback_reason.clone().unwrap_or_default()),
+                None => self.offload(coll, op, group, entry),
+            };
+            match attempt {
                 Ok(()) => {
                     self.b.collective_mut(coll).offloaded = true;
                     return algo::exits(&mut self.b, coll, first, group);

@@ -1,6 +1,7 @@
 //! [`Builder`]: a [`Workload`] built task by task within a memory budget,
 //! and the dependents' lists it ends with.
 
+use super::build::lazy::{comparable, Expanded};
 use super::chunked::Chunked;
 use super::memory;
 use super::offload::{InaKind, InaOp};
@@ -38,6 +39,17 @@ pub struct Builder {
     bytes: u64,
     budget_bytes: u64,
     over: bool,
+    /// The first ids this builder hands out: zero, or a collective's
+    /// reserved ranges when it is expanded alone ([`Builder::at`]).
+    base: IdBase,
+}
+
+/// The first task, flow and collective ids a [`Builder`] hands out.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IdBase {
+    pub task: u32,
+    pub flow: u32,
+    pub collective: u32,
 }
 
 /// What one flow of plain traffic costs while it is run (its spec and the
@@ -70,6 +82,17 @@ impl Builder {
             bytes: 0,
             budget_bytes,
             over: false,
+            base: IdBase::default(),
+        }
+    }
+
+    /// A builder for one collective expanded alone: its ids start at
+    /// `base` (the ranges the whole build reserved for it), and the tasks
+    /// below `base.task` it depends on were checked when it was planned.
+    pub fn at(host_overhead: SimTime, base: IdBase) -> Builder {
+        Builder {
+            base,
+            ..Builder::within(host_overhead, u64::MAX)
         }
     }
 
@@ -110,7 +133,7 @@ impl Builder {
     pub fn collective(&mut self, c: Collective) -> u32 {
         self.charge(memory::collective_bytes(&c));
         self.collectives.push(c);
-        (self.collectives.len() - 1) as u32
+        self.base.collective + (self.collectives.len() - 1) as u32
     }
 
     /// Records a folded job.
@@ -125,7 +148,7 @@ impl Builder {
     }
 
     pub fn collective_mut(&mut self, id: u32) -> &mut Collective {
-        &mut self.collectives[id as usize]
+        &mut self.collectives[(id - self.base.collective) as usize]
     }
 
     pub fn ina_op(&mut self, op: InaOp) -> u32 {
@@ -171,7 +194,7 @@ impl Builder {
         deps: &[u32],
     ) -> u32 {
         assert!(size_bytes > 0, "a flow carries at least one byte");
-        let flow = self.flows.len() as u32;
+        let flow = self.base.flow + self.flows.len() as u32;
         let task = self.task(src, TaskKind::Flow(flow), collective, deps);
         if self.over {
             return task;
@@ -209,12 +232,12 @@ impl Builder {
     }
 
     fn task(&mut self, host: NodeIndex, kind: TaskKind, collective: u32, deps: &[u32]) -> u32 {
-        if self.over || self.tasks.len() as u64 >= self.max_tasks {
+        if self.over || u64::from(self.task_count()) >= self.max_tasks {
             // Ids handed out from here on are never used: the build fails.
             self.over = true;
             return 0;
         }
-        let id = self.tasks.len() as u32;
+        let id = self.task_count();
         for &d in deps {
             assert!(d < id, "task {id} depends on a later task {d}");
             assert!(
@@ -245,30 +268,54 @@ impl Builder {
             what,
         });
         if collective != NONE {
-            self.collectives[collective as usize].tasks += 1;
+            self.collective_mut(collective).tasks += 1;
         }
         id
     }
 
     /// Whether `host` sees task `task` complete.
     fn observed_at(&self, task: u32, host: NodeIndex) -> bool {
-        let t = &self.tasks[task as usize];
-        match self.kind(t) {
+        if task < self.base.task {
+            // Before a collective expanded alone: checked when planned.
+            return true;
+        }
+        let t = self.task_at(task);
+        match self.kind(&t) {
             TaskKind::Compute(_) => t.host == host,
             TaskKind::Flow(f) => {
-                let f = &self.flows[f as usize];
+                let f = self.flow_spec(f);
                 f.src == host || f.dst == host
             }
         }
     }
 
+    /// The ids the next task, flow and collective get.
+    pub fn next_ids(&self) -> IdBase {
+        IdBase {
+            task: self.task_count(),
+            flow: self.flow_count(),
+            collective: self.collective_count(),
+        }
+    }
+
+    /// The id the next task gets: the number of tasks so far.
     pub fn task_count(&self) -> u32 {
-        self.tasks.len() as u32
+        self.base.task + self.tasks.len() as u32
+    }
+
+    /// The id the next flow gets.
+    pub fn flow_count(&self) -> u32 {
+        self.base.flow + self.flows.len() as u32
+    }
+
+    /// The id the next collective gets.
+    pub fn collective_count(&self) -> u32 {
+        self.base.collective + self.collectives.len() as u32
     }
 
     /// Task `task` as added.
     pub fn task_at(&self, task: u32) -> Task {
-        self.tasks[task as usize]
+        self.tasks[(task - self.base.task) as usize]
     }
 
     /// What `task` does.
@@ -278,7 +325,31 @@ impl Builder {
 
     /// Flow `flow` as added.
     pub fn flow_spec(&self, flow: u32) -> FlowSpec {
-        self.flows[flow as usize]
+        self.flows[(flow - self.base.flow) as usize]
+    }
+
+    /// What this builder added, as one collective expanded alone.
+    pub(crate) fn into_expanded(self) -> Expanded {
+        let mut deps = self.deps.iter().copied();
+        let tasks: Vec<(Task, TaskKind)> = self
+            .tasks
+            .iter()
+            .map(|t| comparable(*t, kind(&self.w.durations, t)))
+            .collect();
+        let deps = tasks
+            .iter()
+            .map(|(t, _)| {
+                let mut d: Vec<u32> = deps.by_ref().take(t.deps as usize).collect();
+                d.sort_unstable();
+                d
+            })
+            .collect();
+        Expanded {
+            tasks,
+            flows: self.flows.iter().copied().collect(),
+            deps,
+            collectives: self.collectives.iter().cloned().collect(),
+        }
     }
 
     /// The workload, every structure moved into a vector of its exact

@@ -45,7 +45,7 @@ use std::sync::Arc;
 
 pub use build::{build, build_jobs, build_jobs_within, Job};
 pub(crate) use builder::{dependent_starts, dependents_csr};
-pub use builder::{Builder, BYTES_PER_TASK};
+pub use builder::{Builder, IdBase, BYTES_PER_TASK};
 pub use memory::WorkloadBytes;
 pub use offload::{Dtype, InaKind, InaOp, ReduceOp, SwitchProfile, TreeNode};
 pub use spec::{Algorithm, CollectiveOp, OpSpec, Phase, PhaseKind, WorkloadSpec};

@@ -20,6 +20,7 @@ mod flow_level;
 mod fold;
 mod goal;
 mod idle_rows;
+mod lazy;
 mod load;
 mod memory;
 mod nccl;

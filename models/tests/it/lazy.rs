@@ -1,0 +1,100 @@
+//! Lazy expansion's ground (issue 32): every collective, expanded alone at
+//! the ids its plan reserved, is exactly the eager build's tasks, flows and
+//! dependencies, and planning changes no id of the eager build.
+
+use netsim_engine::SimTime;
+use netsim_models::network::config::NetConfig;
+use netsim_models::workload::build::lazy::{expand, plan_jobs, CollectivePlan};
+use netsim_models::workload::nccl::Nccl;
+use netsim_models::workload::{build_jobs, simai, Algorithm, Job, Workload};
+use netsim_topo::{FatTreeParams, SimaiParams, SimaiTemplate, TopoSpec, Topology};
+
+const MOE: &str = include_str!("../../../runs/scenarios/workloads/moe-pp4-ep2-tp8-128.txt");
+
+fn fat_tree() -> Topology {
+    netsim_topo::build(&TopoSpec::FatTree(FatTreeParams {
+        k: 8,
+        tiers: 3,
+        ..FatTreeParams::default()
+    }))
+    .unwrap()
+}
+
+fn spectrum_x() -> Topology {
+    let mut p = SimaiParams::defaults(SimaiTemplate::SpectrumX);
+    p.gpus = 128;
+    netsim_topo::build(&TopoSpec::Simai(p)).unwrap()
+}
+
+fn moe(topo: &Topology, algorithm: Algorithm, nccl: bool) -> Job {
+    let mut spec = simai::parse(MOE, "moe.txt", 128, algorithm).unwrap();
+    if nccl {
+        spec.nccl = Some(Nccl::default());
+    }
+    Job {
+        name: None,
+        spec,
+        hosts: (0..topo.host_count()).collect(),
+        start: SimTime::ZERO,
+    }
+}
+
+/// Checks that `plans` tile the eager workload's collectives and flows in
+/// build order and that each expands alone into the eager rows; returns
+/// how many expanded alone.
+fn check_expands_alone(
+    jobs: &[Job],
+    topo: &Topology,
+    w: &Workload,
+    plans: &[CollectivePlan],
+) -> usize {
+    let config = NetConfig::default();
+    let deps = w.dependencies();
+    let (mut collectives, mut flows, mut expanded) = (0, 0, 0);
+    for plan in plans {
+        // Ranges reserved in build order, back to back: the ids are the
+        // eager build's whichever collective is expanded first.
+        assert_eq!(plan.base.collective, collectives);
+        assert_eq!(plan.base.flow, flows);
+        collectives += plan.count.collective;
+        flows += plan.count.flow;
+        let Some(part) = expand(jobs, topo, &config, plan) else {
+            continue;
+        };
+        assert_eq!(
+            part,
+            w.reserved_part(plan, &deps),
+            "collective {}",
+            plan.base.collective
+        );
+        expanded += 1;
+    }
+    assert_eq!(collectives as usize, w.collectives.len());
+    assert_eq!(flows as usize, w.flows.len());
+    expanded
+}
+
+#[test]
+fn every_collective_expanded_alone_is_the_eager_builds() {
+    let cases = [
+        (fat_tree(), Algorithm::Ring, false),
+        (fat_tree(), Algorithm::Tree, false),
+        (fat_tree(), Algorithm::Hd, false),
+        // Falls back (no switch offload): the fallback is replayed.
+        (fat_tree(), Algorithm::Ina, false),
+        (spectrum_x(), Algorithm::Auto, true),
+        (spectrum_x(), Algorithm::Ring, true),
+    ];
+    for (topo, algorithm, nccl) in cases {
+        let jobs = [moe(&topo, algorithm, nccl)];
+        let config = NetConfig::default();
+        let eager = build_jobs(&jobs, &[], &topo, &config).unwrap();
+        let (w, plans) = plan_jobs(&jobs, &[], &topo, &config).unwrap();
+        // Planning changes nothing of the eager build.
+        assert_eq!((&w.tasks, &w.flows), (&eager.tasks, &eager.flows));
+        assert_eq!(w.collectives, eager.collectives);
+        let expanded = check_expands_alone(&jobs, &topo, &w, &plans);
+        assert_eq!(expanded, plans.len(), "{algorithm:?}, nccl {nccl}");
+        assert!(expanded > 100, "{algorithm:?}: {expanded}");
+    }
+}

@@ -95,7 +95,7 @@ fn build_into<'a>(
             None => super::NONE,
         };
         if let Some(plans) = &mut cx.plans {
-            plans.job = index;
+            plans.set_job(index);
         }
         job::build_job(cx, job)?;
     }
@@ -141,6 +141,8 @@ struct Cx<'a> {
     /// Set while one planned collective is expanded again alone: the
     /// fallback decided when it was planned, in place of a new attempt.
     replay: Option<lazy::Replay>,
+    /// Whether collectives are planned only, not kept ([`lazy::plan_only_jobs`]).
+    plan_only: bool,
 }
 
 impl<'a> Cx<'a> {
@@ -163,6 +165,7 @@ impl<'a> Cx<'a> {
             job: super::NONE,
             plans: None,
             replay: None,
+            plan_only: false,
         }
     }
 
@@ -226,10 +229,14 @@ impl<'a> Cx<'a> {
         logical: usize,
         entry: &HostTasks,
     ) -> HostTasks {
+        if self.plan_only {
+            return lazy::plan_alone(self, name, op, group, logical, entry);
+        }
         let base = self.b.next_ids();
         let exits = self.collective_alone(name, op, group, logical, entry);
-        if self.plans.is_some() {
-            lazy::record(self, base, name, op, group, logical, entry);
+        let next = self.b.next_ids();
+        if let Some(plans) = &mut self.plans {
+            plans.record(base, next, name, op, group, logical, entry);
         }
         exits
     }

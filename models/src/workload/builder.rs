@@ -1,7 +1,7 @@
 //! [`Builder`]: a [`Workload`] built task by task within a memory budget,
 //! and the dependents' lists it ends with.
 
-use super::build::lazy::{comparable, Expanded};
+use super::build::lazy::{comparable, Expanded, Skeleton};
 use super::chunked::Chunked;
 use super::memory;
 use super::offload::{InaKind, InaOp};
@@ -42,6 +42,43 @@ pub struct Builder {
     /// The first ids this builder hands out: zero, or a collective's
     /// reserved ranges when it is expanded alone ([`Builder::at`]).
     base: IdBase,
+    /// The task and flow ids of collectives planned but not kept
+    /// ([`Builder::skip_collective`]).
+    task_gaps: Gaps,
+    flow_gaps: Gaps,
+}
+
+/// Id ranges handed out to tasks or flows that a builder does not keep.
+#[derive(Debug, Default)]
+struct Gaps {
+    /// Per gap: its first id, its end, and the ids skipped up to its end.
+    list: Vec<(u32, u32, u32)>,
+}
+
+impl Gaps {
+    fn skipped(&self) -> u32 {
+        self.list.last().map_or(0, |g| g.2)
+    }
+
+    fn push(&mut self, first: u32, len: u32) {
+        if len > 0 {
+            self.list.push((first, first + len, self.skipped() + len));
+        }
+    }
+
+    /// Where id `id` is kept, or `None` for an id in a gap.
+    fn index(&self, id: u32) -> Option<u32> {
+        let k = self.list.partition_point(|g| g.0 <= id);
+        match k.checked_sub(1).map(|k| self.list[k]) {
+            Some((_, end, _)) if id < end => None,
+            Some((_, _, skipped)) => Some(id - skipped),
+            None => Some(id),
+        }
+    }
+
+    fn bytes(&self) -> u64 {
+        (self.list.len() * std::mem::size_of::<(u32, u32, u32)>()) as u64
+    }
 }
 
 /// The first task, flow and collective ids a [`Builder`] hands out.
@@ -83,6 +120,8 @@ impl Builder {
             budget_bytes,
             over: false,
             base: IdBase::default(),
+            task_gaps: Gaps::default(),
+            flow_gaps: Gaps::default(),
         }
     }
 
@@ -112,7 +151,7 @@ impl Builder {
     }
 
     /// Counts `bytes` more; past the budget, refuses every further task.
-    fn charge(&mut self, bytes: u64) {
+    pub(crate) fn charge(&mut self, bytes: u64) {
         self.bytes = self.bytes.saturating_add(bytes);
         if self.bytes > self.budget_bytes {
             self.over = true;
@@ -275,8 +314,9 @@ impl Builder {
 
     /// Whether `host` sees task `task` complete.
     fn observed_at(&self, task: u32, host: NodeIndex) -> bool {
-        if task < self.base.task {
-            // Before a collective expanded alone: checked when planned.
+        if task < self.base.task || self.task_gaps.index(task - self.base.task).is_none() {
+            // Before a collective expanded alone, or a planned collective's
+            // exit: checked when planned.
             return true;
         }
         let t = self.task_at(task);
@@ -300,12 +340,12 @@ impl Builder {
 
     /// The id the next task gets: the number of tasks so far.
     pub fn task_count(&self) -> u32 {
-        self.base.task + self.tasks.len() as u32
+        self.base.task + self.tasks.len() as u32 + self.task_gaps.skipped()
     }
 
     /// The id the next flow gets.
     pub fn flow_count(&self) -> u32 {
-        self.base.flow + self.flows.len() as u32
+        self.base.flow + self.flows.len() as u32 + self.flow_gaps.skipped()
     }
 
     /// The id the next collective gets.
@@ -315,7 +355,8 @@ impl Builder {
 
     /// Task `task` as added.
     pub fn task_at(&self, task: u32) -> Task {
-        self.tasks[(task - self.base.task) as usize]
+        let at = self.task_gaps.index(task - self.base.task);
+        self.tasks[at.expect("a task this builder keeps") as usize]
     }
 
     /// What `task` does.
@@ -325,7 +366,70 @@ impl Builder {
 
     /// Flow `flow` as added.
     pub fn flow_spec(&self, flow: u32) -> FlowSpec {
-        self.flows[(flow - self.base.flow) as usize]
+        let at = self.flow_gaps.index(flow - self.base.flow);
+        self.flows[at.expect("a flow this builder keeps") as usize]
+    }
+
+    /// The per-message host overhead of the workload being built.
+    pub fn host_overhead(&self) -> SimTime {
+        self.w.host_overhead
+    }
+
+    /// Keeps of `scratch`, one collective built alone from this builder's
+    /// next ids, only its rows and fallbacks, and reserves its task and
+    /// flow ids: a plan-only build. Its aggregation trees are not kept
+    /// (the caller refuses an offloaded collective).
+    pub(crate) fn skip_collective(&mut self, scratch: Builder) {
+        let (base, next) = (self.next_ids(), scratch.next_ids());
+        assert_eq!(
+            scratch.base, base,
+            "a collective built from this builder's next ids"
+        );
+        self.task_gaps
+            .push(base.task - self.base.task, next.task - base.task);
+        self.flow_gaps
+            .push(base.flow - self.base.flow, next.flow - base.flow);
+        self.charge(2 * std::mem::size_of::<(u32, u32, u32)>() as u64);
+        for (node, count) in &scratch.w.fallbacks {
+            for _ in 0..count.reductions {
+                self.count_fallback(*node, InaKind::Reduce);
+            }
+            for _ in 0..count.barriers {
+                self.count_fallback(*node, InaKind::Barrier);
+            }
+        }
+        for c in scratch.collectives.into_blocks().flatten() {
+            self.charge(memory::collective_bytes(&c));
+            self.collectives.push(c);
+        }
+    }
+
+    /// The first collective kept whose aggregation tree a plan-only build
+    /// would have dropped.
+    pub(crate) fn offloaded_collective(&self) -> Option<u32> {
+        let at = self.collectives.iter().position(|c| c.offloaded)?;
+        Some(self.base.collective + at as u32)
+    }
+
+    /// What a plan-only build kept: the tasks outside collectives, their
+    /// dependencies, the collectives' rows, and the id ranges.
+    pub(crate) fn into_skeleton(self) -> Skeleton {
+        let next = self.next_ids();
+        let bytes = (self.tasks.len() * std::mem::size_of::<Task>()
+            + self.deps.len() * 4
+            + self.flows.len() * std::mem::size_of::<FlowSpec>()
+            + self.collectives.len() * std::mem::size_of::<Collective>())
+            as u64
+            + self.task_gaps.bytes()
+            + self.flow_gaps.bytes();
+        Skeleton {
+            ids: next,
+            kept_tasks: self.tasks.len() as u64,
+            kept_flows: self.flows.len() as u64,
+            edges: self.deps.len() as u64,
+            collectives: self.collectives.into_vec(),
+            bytes,
+        }
     }
 
     /// What this builder added, as one collective expanded alone.

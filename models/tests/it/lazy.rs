@@ -4,8 +4,9 @@
 
 use netsim_engine::SimTime;
 use netsim_models::network::config::NetConfig;
-use netsim_models::workload::build::lazy::{expand, plan_jobs, CollectivePlan};
+use netsim_models::workload::build::lazy::{expand, plan_jobs, plan_only_jobs, Plans};
 use netsim_models::workload::nccl::Nccl;
+use netsim_models::workload::IdBase;
 use netsim_models::workload::{build_jobs, simai, Algorithm, Job, Workload};
 use netsim_topo::{FatTreeParams, SimaiParams, SimaiTemplate, TopoSpec, Topology};
 
@@ -42,23 +43,19 @@ fn moe(topo: &Topology, algorithm: Algorithm, nccl: bool) -> Job {
 /// Checks that `plans` tile the eager workload's collectives and flows in
 /// build order and that each expands alone into the eager rows; returns
 /// how many expanded alone.
-fn check_expands_alone(
-    jobs: &[Job],
-    topo: &Topology,
-    w: &Workload,
-    plans: &[CollectivePlan],
-) -> usize {
+fn check_expands_alone(jobs: &[Job], topo: &Topology, w: &Workload, plans: &Plans) -> usize {
     let config = NetConfig::default();
     let deps = w.dependencies();
     let (mut collectives, mut flows, mut expanded) = (0, 0, 0);
-    for plan in plans {
+    for (i, plan) in plans.list.iter().enumerate() {
         // Ranges reserved in build order, back to back: the ids are the
         // eager build's whichever collective is expanded first.
         assert_eq!(plan.base.collective, collectives);
         assert_eq!(plan.base.flow, flows);
         collectives += plan.count.collective;
         flows += plan.count.flow;
-        let Some(part) = expand(jobs, topo, &config, plan) else {
+        let row = &w.collectives[plan.base.collective as usize];
+        let Some(part) = expand(jobs, topo, &config, plans, i, row) else {
             continue;
         };
         assert_eq!(
@@ -94,7 +91,34 @@ fn every_collective_expanded_alone_is_the_eager_builds() {
         assert_eq!((&w.tasks, &w.flows), (&eager.tasks, &eager.flows));
         assert_eq!(w.collectives, eager.collectives);
         let expanded = check_expands_alone(&jobs, &topo, &w, &plans);
-        assert_eq!(expanded, plans.len(), "{algorithm:?}, nccl {nccl}");
+        assert_eq!(expanded, plans.list.len(), "{algorithm:?}, nccl {nccl}");
         assert!(expanded > 100, "{algorithm:?}: {expanded}");
+        check_plan_only(&jobs, &topo, &w, &plans);
     }
+}
+
+/// A plan-only build keeps no flow and a fraction of the eager bytes, and
+/// plans what the eager build planned.
+fn check_plan_only(jobs: &[Job], topo: &Topology, w: &Workload, plans: &Plans) {
+    let config = NetConfig::default();
+    let (skeleton, only) = plan_only_jobs(jobs, &[], topo, &config).unwrap();
+    let ids = IdBase {
+        task: w.tasks.len() as u32,
+        flow: w.flows.len() as u32,
+        collective: w.collectives.len() as u32,
+    };
+    assert_eq!(skeleton.ids, ids);
+    assert_eq!(skeleton.collectives, w.collectives);
+    assert_eq!(only.list, plans.list);
+    for i in 0..only.list.len() {
+        assert_eq!(only.entry(i), plans.entry(i));
+        assert_eq!((only.op(i), only.group(i)), (plans.op(i), plans.group(i)));
+    }
+    assert_eq!(skeleton.kept_flows, 0);
+    let eager = w.bytes().total();
+    let lazy = skeleton.bytes + only.bytes();
+    assert!(
+        lazy * 2 < eager,
+        "plan-only {lazy} B against eager {eager} B"
+    );
 }

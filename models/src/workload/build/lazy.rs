@@ -12,15 +12,24 @@ use super::super::{Builder, Collective, Task, TaskKind, Workload, COMPUTE};
 use super::{build_into, Cx, Job};
 use crate::network::config::NetConfig;
 use crate::traffic::FlowSpec;
+use hashbrown::HashMap;
 use netsim_topo::{NodeIndex, Topology};
 use std::sync::Arc;
 
-/// The plans recorded while a workload is built ([`plan_jobs`]).
-#[derive(Debug, Default)]
-pub(super) struct Plans {
+/// Every collective's plan, in build order, with what plans share: the
+/// operations (one per phase), the members and the entries, in pools.
+#[derive(Clone, Debug, Default)]
+pub struct Plans {
     /// The job being built: index into the jobs.
-    pub job: usize,
+    job: usize,
     pub list: Vec<CollectivePlan>,
+    /// Per operation: the job, the phase's name and the operation.
+    ops: Vec<(usize, Arc<str>, OpSpec)>,
+    /// The operation of each (job, phase name) seen, by the name's address.
+    op_ids: HashMap<(usize, usize), u32>,
+    members: Vec<NodeIndex>,
+    /// Per plan, per member in order: how many tasks it waits for, then those.
+    entries: Vec<u32>,
 }
 
 /// What a collective expanded alone keeps of the build that planned it.
@@ -30,68 +39,109 @@ pub(super) struct Replay {
     pub fallback_reason: Option<String>,
 }
 
-/// One collective as planned: what it is, what it waits for at each
-/// member, and the id ranges reserved for it.
-#[derive(Clone, Debug, PartialEq)]
+/// One collective as planned (48 B): the id ranges reserved for it, and
+/// where [`Plans`] keeps its operation, members and entries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CollectivePlan {
     /// Its first task, flow and collective ids.
     pub base: IdBase,
     /// How many task, flow and collective ids it reserved from `base`.
     pub count: IdBase,
-    /// The job it belongs to: index into the jobs planned.
-    pub job: usize,
-    pub name: Arc<str>,
-    pub op: OpSpec,
-    /// Its simulated members, of a group of `logical`.
-    pub group: Vec<NodeIndex>,
-    pub logical: usize,
-    /// Per member, the tasks before the collective it waits for.
-    pub entry: HostTasks,
-    /// Its row as built: the algorithm after any fallback, its task count.
-    pub row: Collective,
+    /// Of a group of `logical` members.
+    pub logical: u32,
+    op: u32,
+    members: (u32, u32),
+    entries: u64,
 }
 
-impl CollectivePlan {
-    /// Whether it can be expanded alone: an offloaded collective's
-    /// aggregation tree holds switch resources in build order.
-    pub fn expands_alone(&self) -> bool {
-        !self.row.offloaded
+impl Plans {
+    pub(super) fn set_job(&mut self, job: usize) {
+        self.job = job;
     }
-}
 
-/// Records the plan of the collective `cx` just built from `base`.
-pub(super) fn record(
-    cx: &mut Cx<'_>,
-    base: IdBase,
-    name: &Arc<str>,
-    op: &OpSpec,
-    group: &[NodeIndex],
-    logical: usize,
-    entry: &HostTasks,
-) {
-    let next = cx.b.next_ids();
-    let row = cx.b.collective_mut(base.collective).clone();
-    let Some(plans) = &mut cx.plans else { return };
-    // Only the members' entries: the builder reads no other host's.
-    let entry = group
-        .iter()
-        .filter_map(|h| entry.get(h).map(|deps| (*h, deps.clone())))
-        .collect();
-    plans.list.push(CollectivePlan {
-        base,
-        count: IdBase {
-            task: next.task - base.task,
-            flow: next.flow - base.flow,
-            collective: next.collective - base.collective,
-        },
-        job: plans.job,
-        name: name.clone(),
-        op: op.clone(),
-        group: group.to_vec(),
-        logical,
-        entry,
-        row,
-    });
+    /// Plan `i`'s job, phase name and operation.
+    pub fn op(&self, i: usize) -> &(usize, Arc<str>, OpSpec) {
+        &self.ops[self.list[i].op as usize]
+    }
+
+    /// Plan `i`'s simulated members.
+    pub fn group(&self, i: usize) -> &[NodeIndex] {
+        let (first, len) = self.list[i].members;
+        &self.members[first as usize..(first + len) as usize]
+    }
+
+    /// Plan `i`'s entry: per member, the tasks before it that it waits for.
+    pub fn entry(&self, i: usize) -> HostTasks {
+        let end = self
+            .list
+            .get(i + 1)
+            .map_or(self.entries.len() as u64, |p| p.entries);
+        let mut at = self.list[i].entries as usize;
+        let mut entry = HostTasks::new();
+        for &h in self.group(i) {
+            let n = self.entries[at] as usize;
+            if n > 0 {
+                entry.insert(h, self.entries[at + 1..at + 1 + n].to_vec());
+            }
+            at += 1 + n;
+        }
+        debug_assert_eq!(at as u64, end);
+        entry
+    }
+
+    /// What the plans hold.
+    pub fn bytes(&self) -> u64 {
+        (self.list.len() * std::mem::size_of::<CollectivePlan>()
+            + self.members.len() * 4
+            + self.entries.len() * 4
+            + self.ops.len() * std::mem::size_of::<(usize, Arc<str>, OpSpec)>()) as u64
+    }
+
+    /// Records the plan of a collective built from `base` to `next`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn record(
+        &mut self,
+        base: IdBase,
+        next: IdBase,
+        name: &Arc<str>,
+        op: &OpSpec,
+        group: &[NodeIndex],
+        logical: usize,
+        entry: &HostTasks,
+    ) {
+        let key = (self.job, Arc::as_ptr(name) as *const u8 as usize);
+        let known = self.op_ids.get(&key).copied();
+        let op_id = match known {
+            Some(i) if self.ops[i as usize].2 == *op => i,
+            _ => {
+                self.ops.push((self.job, name.clone(), op.clone()));
+                let i = (self.ops.len() - 1) as u32;
+                self.op_ids.insert(key, i);
+                i
+            }
+        };
+        let members = (self.members.len() as u32, group.len() as u32);
+        self.members.extend_from_slice(group);
+        let entries = self.entries.len() as u64;
+        for h in group {
+            // Only the members' entries: the builder reads no other host's.
+            let deps = entry.get(h).map_or(&[][..], Vec::as_slice);
+            self.entries.push(deps.len() as u32);
+            self.entries.extend_from_slice(deps);
+        }
+        self.list.push(CollectivePlan {
+            base,
+            count: IdBase {
+                task: next.task - base.task,
+                flow: next.flow - base.flow,
+                collective: next.collective - base.collective,
+            },
+            logical: logical as u32,
+            op: op_id,
+            members,
+            entries,
+        });
+    }
 }
 
 /// [`super::build_jobs`] with every collective's plan, in build order.
@@ -100,14 +150,83 @@ pub fn plan_jobs(
     background: &[FlowSpec],
     topo: &Topology,
     config: &NetConfig,
-) -> Result<(Workload, Vec<CollectivePlan>), BuildError> {
+) -> Result<(Workload, Plans), BuildError> {
     let none = WorkloadSpec::with_phases(Vec::new());
     let budget = super::super::memory::build_budget_bytes();
     let mut cx = Cx::new(jobs, topo, config, &none, budget);
     cx.plans = Some(Plans::default());
     build_into(&mut cx, jobs, background)?;
-    let plans = cx.plans.take().map(|p| p.list).unwrap_or_default();
+    let plans = cx.plans.take().unwrap_or_default();
     Ok((cx.b.finish(), plans))
+}
+
+/// What a plan-only build holds ([`plan_only_jobs`]): the tasks outside
+/// collectives and the collectives' rows, beside the [`Plans`].
+#[derive(Clone, Debug)]
+pub struct Skeleton {
+    /// The ids the whole workload hands out: as many tasks, flows and
+    /// collectives as the eager build.
+    pub ids: IdBase,
+    /// Tasks and flows kept (outside collectives) and their dependencies.
+    pub kept_tasks: u64,
+    pub kept_flows: u64,
+    pub edges: u64,
+    pub collectives: Vec<Collective>,
+    /// What the kept structures hold.
+    pub bytes: u64,
+}
+
+/// [`super::build_jobs`] planned only: every collective is built alone,
+/// its plan recorded, then dropped, so that the build never holds more
+/// than one collective's tasks and flows. An offloaded collective (whose
+/// aggregation tree the run needs) is refused for now.
+pub fn plan_only_jobs(
+    jobs: &[Job],
+    background: &[FlowSpec],
+    topo: &Topology,
+    config: &NetConfig,
+) -> Result<(Skeleton, Plans), BuildError> {
+    let none = WorkloadSpec::with_phases(Vec::new());
+    let budget = super::super::memory::build_budget_bytes();
+    let mut cx = Cx::new(jobs, topo, config, &none, budget);
+    cx.plans = Some(Plans::default());
+    cx.plan_only = true;
+    build_into(&mut cx, jobs, background)?;
+    let plans = cx.plans.take().unwrap_or_default();
+    if let Some(c) = cx.b.offloaded_collective() {
+        return Err(BuildError::Invalid(format!(
+            "collective {c} is offloaded: a plan-only build keeps no aggregation tree yet"
+        )));
+    }
+    Ok((cx.b.into_skeleton(), plans))
+}
+
+/// [`Cx::collective`] in a plan-only build: built alone into a scratch
+/// builder at the next ids, planned, and dropped but for its rows.
+pub(super) fn plan_alone(
+    cx: &mut Cx<'_>,
+    name: &Arc<str>,
+    op: &OpSpec,
+    group: &[NodeIndex],
+    logical: usize,
+    entry: &HostTasks,
+) -> HostTasks {
+    let base = cx.b.next_ids();
+    let scratch = Builder::at(cx.b.host_overhead(), base);
+    let kept = std::mem::replace(&mut cx.b, scratch);
+    let exits = cx.collective_alone(name, op, group, logical, entry);
+    let scratch = std::mem::replace(&mut cx.b, kept);
+    let next = scratch.next_ids();
+    if let Some(plans) = &mut cx.plans {
+        let before = plans.bytes();
+        plans.record(base, next, name, op, group, logical, entry);
+        cx.b.charge(plans.bytes() - before);
+    }
+    if scratch.over() {
+        cx.b.refuse();
+    }
+    cx.b.skip_collective(scratch);
+    exits
 }
 
 /// One collective's tasks, flows and dependencies, ids from its plan's base.
@@ -123,27 +242,33 @@ pub struct Expanded {
     pub collectives: Vec<Collective>,
 }
 
-/// Collective `plan` of `jobs` expanded alone; `None` for one that does
-/// not expand alone ([`CollectivePlan::expands_alone`]).
+/// Plan `i` of `jobs` expanded alone (`row`: its collective's row as
+/// planned); `None` for an offloaded collective, whose aggregation tree
+/// holds switch resources in build order.
 pub fn expand(
     jobs: &[Job],
     topo: &Topology,
     config: &NetConfig,
-    plan: &CollectivePlan,
+    plans: &Plans,
+    i: usize,
+    row: &Collective,
 ) -> Option<Expanded> {
-    if !plan.expands_alone() {
+    if row.offloaded {
         return None;
     }
+    let plan = &plans.list[i];
+    let (job, name, op) = plans.op(i);
     let none = WorkloadSpec::with_phases(Vec::new());
     let mut cx = Cx::new(jobs, topo, config, &none, u64::MAX);
-    let job = &jobs[plan.job];
-    cx.spec = &job.spec;
-    cx.job = plan.row.job;
-    cx.b = Builder::at(job.spec.host_overhead, plan.base);
+    let spec = &jobs[*job].spec;
+    cx.spec = spec;
+    cx.job = row.job;
+    cx.b = Builder::at(spec.host_overhead, plan.base);
     cx.replay = Some(Replay {
-        fallback_reason: plan.row.fallback_reason.clone(),
+        fallback_reason: row.fallback_reason.clone(),
     });
-    cx.collective_alone(&plan.name, &plan.op, &plan.group, plan.logical, &plan.entry);
+    let entry = plans.entry(i);
+    cx.collective_alone(name, op, plans.group(i), plan.logical as usize, &entry);
     Some(cx.b.into_expanded())
 }
 

@@ -202,6 +202,7 @@ impl<P: Copy> Context<'_, P> {
         let state = &mut *self.state;
         let seq = state.next_seq[self.local];
         state.next_seq[self.local] = seq + 1;
+        state.self_events[self.local] += u64::from(target == self.node);
         let event = Event::new(self.now + delay, self.node, seq, target, payload);
         let dest = state.layout.shard_of(target);
         if dest == state.shard {
@@ -225,6 +226,17 @@ impl<P: Copy> Context<'_, P> {
     pub fn schedule_self(&mut self, delay: SimTime, payload: P) {
         self.send(self.node, delay, payload);
     }
+
+    /// How many events `node()` has scheduled at itself so far. Two of its
+    /// self events for the same time with no self event created between
+    /// them are handled back to back (no other source's key falls between
+    /// `(t, node, s1)` and `(t, node, s2)`): a model may fold the second
+    /// into the first, handling both in one call in creation order, and
+    /// the order of everything else stays the same.
+    #[inline]
+    pub fn self_events(&self) -> u64 {
+        self.state.self_events[self.local]
+    }
 }
 
 /// Per-shard engine state that a [`Context`] writes into.
@@ -236,6 +248,8 @@ struct ShardState<P> {
     /// Earliest time among events put in outboxes since the last exchange.
     outbox_next: SimTime,
     next_seq: Vec<u64>,
+    /// Per local node: events it scheduled at itself (`Context::self_events`).
+    self_events: Vec<u64>,
     rngs: Vec<NodeRng>,
 }
 
@@ -388,6 +402,7 @@ impl<P: Copy> ShardState<P> {
             outboxes: (0..layout.shards()).map(|_| Vec::new()).collect(),
             outbox_next: SimTime::MAX,
             next_seq: vec![0; nodes.len()],
+            self_events: vec![0; nodes.len()],
             rngs: nodes.iter().map(|&n| NodeRng::new(seed, n)).collect(),
         };
         for (local, &node) in nodes.iter().enumerate() {

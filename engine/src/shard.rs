@@ -154,6 +154,8 @@ pub struct SkipStats {
 /// What a model sees while handling an event at one node.
 pub struct Context<'a, P> {
     now: SimTime,
+    /// The packed `(source node, source seq)` of the event being handled.
+    order: u64,
     node: NodeId,
     local: usize,
     state: &'a mut ShardState<P>,
@@ -236,6 +238,34 @@ impl<P: Copy> Context<'_, P> {
     #[inline]
     pub fn self_events(&self) -> u64 {
         self.state.self_events[self.local]
+    }
+
+    /// Reserves the next sequence number of `node()` for a self event the
+    /// model may schedule later with [`Context::schedule_reserved`]: one it
+    /// would otherwise schedule now only to find, when it comes, that there
+    /// is nothing to do. Counts as a self event.
+    #[inline]
+    pub fn reserve_self(&mut self) -> u64 {
+        let state = &mut *self.state;
+        let seq = state.next_seq[self.local];
+        state.next_seq[self.local] = seq + 1;
+        state.self_events[self.local] += 1;
+        seq
+    }
+
+    /// Schedules `payload` at the current node at `time` with the reserved
+    /// sequence number `seq`: the event takes the place in the order it
+    /// would have had if scheduled when reserved. False, scheduling
+    /// nothing, when that place is already behind the event being handled
+    /// (the model then acts as if the event had come and gone).
+    #[inline]
+    pub fn schedule_reserved(&mut self, time: SimTime, seq: u64, payload: P) -> bool {
+        let event = Event::new(time, self.node, seq, self.node, payload);
+        if (time, event.order()) <= (self.now, self.order) {
+            return false;
+        }
+        self.state.queue.push(event);
+        true
     }
 }
 
@@ -408,6 +438,7 @@ impl<P: Copy> ShardState<P> {
         for (local, &node) in nodes.iter().enumerate() {
             let mut ctx = Context {
                 now: SimTime::ZERO,
+                order: 0,
                 node,
                 local,
                 state: &mut state,
@@ -430,6 +461,7 @@ impl<P: Copy> ShardState<P> {
         while let Some(event) = self.queue.pop_before(window_end) {
             let mut ctx = Context {
                 now: event.time,
+                order: event.order(),
                 node: event.target,
                 local: self.layout.local_index(event.target),
                 state: self,

@@ -11,7 +11,7 @@ use super::common::serialization;
 use super::config::{CcKind, EcnProfile, HpccUtilisation};
 use super::faults::LinkHealth;
 use super::nic::HostQueue;
-use super::packet::{self, Packet, PacketKind, PRIORITIES, PRIO_DATA};
+use super::packet::{self, Packet, PacketKind, PRIORITIES, PRIO_CONTROL, PRIO_DATA};
 use super::switch::{EcnMarking, SharedBuffer};
 use super::{Fabric, NetEvent, Network};
 use crate::telemetry::{PfcEvent, PfcRecord, TelemetrySink};
@@ -140,7 +140,14 @@ pub(crate) struct TxBatches {
     /// Per local node: its newest `TxDone` chain, still open to ports that
     /// free at `time` while the node's self-event count is `self_events`.
     open: Vec<OpenBatch>,
+    /// Per shard port: the sequence number reserved for a `TxDone` at its
+    /// `busy_until` not scheduled (it would have found nothing to send), or
+    /// `NO_SEQ` (`port_ready`).
+    reserved: Vec<u64>,
 }
+
+/// No reserved `TxDone`.
+const NO_SEQ: u64 = u64::MAX;
 
 #[derive(Clone, Copy, Debug)]
 struct OpenBatch {
@@ -163,6 +170,7 @@ impl TxBatches {
         TxBatches {
             next: vec![NO_PORT; ports],
             open: vec![CLOSED; nodes],
+            reserved: vec![NO_SEQ; ports],
         }
     }
 
@@ -236,7 +244,11 @@ pub(crate) fn shard_ports(
 
 impl<S: TelemetrySink> Network<'_, S> {
     /// Whether port `port` can start a packet now. When it is still
-    /// serialising, makes sure one `TxDone` will call again when it is free.
+    /// serialising, makes sure one `TxDone` will call again when it is free,
+    /// or, while the peer pauses data and no control packet waits (that
+    /// `TxDone` would find nothing to send), reserves its place in the
+    /// order: the next control packet or resume, which calls here again,
+    /// schedules it there.
     #[inline]
     pub(crate) fn port_ready(
         &mut self,
@@ -248,8 +260,20 @@ impl<S: TelemetrySink> Network<'_, S> {
         if p.egress.tx_pending || p.health.down_causes != 0 {
             return false;
         }
+        let reserved = std::mem::replace(&mut self.tx_batches.reserved[gport], NO_SEQ);
+        if reserved != NO_SEQ
+            && ctx.schedule_reserved(p.egress.busy_until, reserved, NetEvent::TxDone { port })
+        {
+            p.egress.tx_pending = true;
+            self.tx_batches.next[gport] = NO_PORT;
+            return false;
+        }
         if ctx.now() >= p.egress.busy_until {
             return true;
+        }
+        if p.pause.paused && p.egress.queues[PRIO_CONTROL].is_empty() {
+            self.tx_batches.reserved[gport] = ctx.reserve_self();
+            return false;
         }
         p.egress.tx_pending = true;
         let at = p.egress.busy_until;

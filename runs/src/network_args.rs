@@ -267,6 +267,11 @@ pub struct NetworkArgs {
     /// key in a sandbox, when nothing else can reach its resources meanwhile.
     #[arg(long, default_value = "off", help_heading = "Engine")]
     pub ff_memo: String,
+    /// Fast-forward: on also jumps congested steady states (DCQCN cutting,
+    /// PFC pausing), judging rates and queues on their averages over half
+    /// windows; off requires every rate and queue flat and no PFC pause.
+    #[arg(long, default_value = "off", help_heading = "Engine")]
+    pub ff_congested: String,
 }
 
 /// The effective network parameters of a run, for `run.json`: the profile

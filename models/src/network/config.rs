@@ -296,6 +296,10 @@ pub struct FastForward {
     pub max_skip: SimTime,
     /// Memoization of repeated collective waves (`--ff-memo`).
     pub memo: bool,
+    /// Congested steady states (`--ff-congested`): PFC pauses do not
+    /// veto a jump, and rates and queues are judged on their averages over
+    /// the window's halves rather than required flat at every check.
+    pub congested: bool,
 }
 
 impl FastForward {
@@ -310,6 +314,7 @@ impl Default for FastForward {
             tolerance: 0.01,
             max_skip: SimTime::from_us(10_000),
             memo: false,
+            congested: false,
         }
     }
 }

@@ -179,15 +179,27 @@ fn telemetry(run: &NetRun<MemorySink>) -> [Vec<String>; 4] {
 
 #[test]
 fn fast_forwarded_runs_are_identical_on_1_2_4_shards() {
-    let fabric = fat_tree(Some(FastForward::default()));
-    let reference = run(&fabric, 1);
+    let flat = FastForward::default();
+    for ff in [
+        flat,
+        FastForward {
+            congested: true,
+            ..flat
+        },
+    ] {
+        identical_on_1_2_4_shards(&fat_tree(Some(ff)));
+    }
+}
+
+fn identical_on_1_2_4_shards(fabric: &Fabric) {
+    let reference = run(fabric, 1);
     let skip = reference.skip();
     assert!(skip.skips > 0, "no jump taken");
     let stats = reference.stats();
     assert_eq!(stats.sent_payload_bytes, stats.delivered_payload_bytes);
     let tables = telemetry(&reference);
     for shards in [2, 4] {
-        let other = run(&fabric, shards);
+        let other = run(fabric, shards);
         assert_eq!(other.skip().skipped, skip.skipped, "{shards} shards");
         assert_eq!(other.skip().skips, skip.skips, "{shards} shards");
         assert_eq!(other.sim_end, reference.sim_end);
@@ -254,4 +266,51 @@ fn a_flow_ending_beside_another_is_not_extrapolated_past() {
         );
         assert!(b.skipped_bytes > 0, "flow {} never jumped", b.flow_id);
     }
+}
+
+/// Hosts 0 and 1 send `size` bytes each to host 2 through one 100 Gb/s
+/// switch port with PFC and a 512 KB buffer: DCQCN keeps cutting both
+/// (CNPs in every window) and their rates swing around their share.
+fn congested_incast(size: u64, fast_forward: Option<FastForward>) -> Fabric {
+    let mut fabric = bottleneck(size, fast_forward);
+    fabric.config.pfc = true;
+    fabric.config.buffer_bytes = 512 * 1024;
+    fabric
+}
+
+#[test]
+fn a_congested_dcqcn_incast_jumps_on_its_averages_within_the_bounds() {
+    let size = 10_000_000;
+    let flat = FastForward::default();
+    let congested = FastForward {
+        congested: true,
+        ..flat
+    };
+    let full = run(&congested_incast(size, None), 1);
+    // Required flat, the swinging rates never make a steady window.
+    let refused = run(&congested_incast(size, Some(flat)), 1);
+    assert_eq!(refused.skip().skips, 0);
+    let skipped = run(&congested_incast(size, Some(congested)), 1);
+    assert!(skipped.skip().skips > 0, "no jump taken");
+    assert!(
+        skipped.events() * 4 < full.events(),
+        "{} events against {} at packet level",
+        skipped.events(),
+        full.events()
+    );
+    let (end, full_end) = (skipped.sim_end.as_ps() as f64, full.sim_end.as_ps() as f64);
+    assert!(
+        (end - full_end).abs() <= 0.01 * full_end,
+        "{end} ps against {full_end} ps"
+    );
+    for (a, b) in flows(&full).iter().zip(&flows(&skipped)) {
+        let (a_fct, b_fct) = (a.fct_ns.unwrap() as f64, b.fct_ns.unwrap() as f64);
+        assert!(
+            (a_fct - b_fct).abs() <= 0.05 * a_fct,
+            "flow {}: {a_fct} ns, {b_fct} ns",
+            a.flow_id
+        );
+    }
+    let stats = skipped.stats();
+    assert_eq!(stats.delivered_payload_bytes, 2 * size);
 }

@@ -174,12 +174,14 @@ impl NetworkArgs {
         let period = micros("ff-period-us", self.ff_period_us)?;
         let max_skip = micros("ff-max-skip-us", self.ff_max_skip_us)?;
         let memo = on_off("ff-memo", &self.ff_memo)?;
+        let congested = on_off("ff-congested", &self.ff_congested)?;
         let on = on_off("fast-forward", &self.fast_forward)?;
         Ok(on.then_some(FastForward {
             period,
             tolerance: self.ff_tolerance,
             max_skip,
             memo,
+            congested,
         }))
     }
 

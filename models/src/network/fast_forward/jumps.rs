@@ -20,6 +20,11 @@ use netsim_engine::{SimTime, SkipProposal};
 const SLOTS: usize = FastForward::WINDOW_PERIODS as usize + 1;
 /// Most CC timer steps a jump applies or looks ahead.
 const MAX_CC_STEPS: u64 = 100_000;
+/// The slot splitting a window into halves (both hold it), when congested.
+const HALF: usize = SLOTS / 2;
+/// Packets a congested switch queue's half-window means may differ by
+/// beyond the tolerance: instants of a queue PFC and ECN keep swinging.
+const CONGESTED_QUEUE_SLACK_PKTS: u64 = 4;
 
 /// DCQCN between cuts: timers running, no CNP since the last decrease check.
 fn d_recovering(cc: &CcState) -> bool {
@@ -144,13 +149,29 @@ impl Steady {
         let span_ps = self.ack_span_ps(i, slot);
         let period_ps = u128::from(self.config.period.as_ps());
         let per_period = acked.windows(2).map(|w| w[1] - w[0]);
-        if total == 0
-            || span_ps.abs_diff(self.window_ps()) > period_ps
-            || !self.steady(per_period, 1)
-        {
+        // Congested, a rate swings within a period (DCQCN's cuts and
+        // recoveries, PFC's pauses): steady when its two half windows
+        // agree, to within a packet.
+        let halves = [acked[HALF] - acked[0], acked[SLOTS - 1] - acked[HALF]];
+        let flat = if self.config.congested {
+            self.steady(halves.into_iter(), 1)
+        } else {
+            self.steady(per_period, 1)
+        };
+        if total == 0 || span_ps.abs_diff(self.window_ps()) > period_ps || !flat {
             return None;
         }
         Some((total, span_ps))
+    }
+
+    /// Whether sender `i` (now at `cnps` CNPs) took cuts in both halves
+    /// of the window ending at `slot`, as many in each to within one: its
+    /// rate's cycle is shorter than a half window, so the halves average it.
+    fn cycling(&self, i: usize, slot: usize, cnps: u64) -> bool {
+        let at = |k: usize| self.cnps[i * SLOTS + (slot + 1 + k) % SLOTS];
+        debug_assert_eq!(at(SLOTS - 1), cnps);
+        let (first, second) = (at(HALF) - at(0), at(SLOTS - 1) - at(HALF));
+        first > 0 && second > 0 && first.abs_diff(second) <= 1
     }
 
     /// How far a flow with `left` packets to go, acknowledging `total` in
@@ -229,8 +250,11 @@ impl<S: TelemetrySink> Network<'_, S> {
         // hold (a ring step ending beside a longer one doubles its rate).
         // Counted on the finished flow's sender shard; the agreed jump is
         // the minimum over shards, so whichever shard it finished on vetoes.
-        let disturbances = dropped + self.stats.pfc_pauses + self.stats.flows_finished;
+        // Congested, PFC pauses are part of the steady state (the rates
+        // and queues they shape are judged on their averages instead).
         let ff = self.ff.steady.as_mut().expect("fast-forward is on");
+        let pauses = self.stats.pfc_pauses * u64::from(!ff.config.congested);
+        let disturbances = dropped + pauses + self.stats.flows_finished;
         let index = ff.checks;
         ff.checks += 1;
         if now != ff.last_check + ff.config.period {
@@ -290,7 +314,8 @@ impl<S: TelemetrySink> Network<'_, S> {
     }
 
     /// Whether no port is paused or pausing and every switch queue stayed
-    /// within two packets over the window ending at `slot`.
+    /// within two packets over the window ending at `slot`; congested,
+    /// whether every switch queue's means over the window's halves agree.
     fn ff_ports_steady(&self, slot: usize) -> bool {
         let ff = self.ff.steady.as_ref().expect("fast-forward is on");
         let config = &self.fabric.config;
@@ -299,12 +324,22 @@ impl<S: TelemetrySink> Network<'_, S> {
             let ports = self.port_base[local] as usize..self.port_base[local + 1] as usize;
             for gp in ports {
                 let p = &self.ports[gp];
-                if p.pause.paused || self.ingress[gp].pause_sent {
+                if !ff.config.congested && (p.pause.paused || self.ingress[gp].pause_sent) {
                     return false;
                 }
-                let switch = node.0 >= self.fabric.topo.host_count();
+                if node.0 < self.fabric.topo.host_count() {
+                    continue;
+                }
                 let queue = oldest_to_newest(gp * SLOTS, slot).map(|k| ff.qlen[k]);
-                if switch && !ff.steady(queue, 2 * packet_bytes) {
+                let steady = if ff.config.congested {
+                    let q: Vec<u64> = queue.collect();
+                    let mean = |s: &[u64]| s.iter().sum::<u64>() / s.len() as u64;
+                    let slack = CONGESTED_QUEUE_SLACK_PKTS * packet_bytes;
+                    ff.steady([mean(&q[..=HALF]), mean(&q[HALF..])].into_iter(), slack)
+                } else {
+                    ff.steady(queue, 2 * packet_bytes)
+                };
+                if !steady {
                     return false;
                 }
             }
@@ -355,6 +390,13 @@ impl<S: TelemetrySink> Network<'_, S> {
                     c.rate_increase_timer.as_ps().saturating_mul(steps.max(1))
                 };
                 max_skip = max_skip.min(SimTime(allowed));
+            } else if ff.config.congested
+                && matches!(s.cc, CcState::Dcqcn(_))
+                && ff.cycling(i, slot, s.cnps)
+            {
+                // DCQCN cutting and recovering within each half window: it
+                // moves at its halves' steady average (its acknowledgements),
+                // its state left at the window's last phase.
             } else if drift > 0 {
                 let allowed = ff.config.tolerance * last as f64 / drift as f64 * window_ps as f64;
                 max_skip = max_skip.min(SimTime(allowed.min(u64::MAX as f64) as u64));
@@ -427,6 +469,9 @@ impl<S: TelemetrySink> Network<'_, S> {
                 skip_packet(pkt, votes);
             }
             p.egress.busy_until += delta;
+            // A pause held over the jump: the `pfc` table's duration is
+            // what was simulated (a jump writes no pause of its own).
+            p.pause.since += delta;
             p.hpcc.window_start += delta;
             if p.host.wake_at != NO_WAKE {
                 p.host.wake_at += delta;

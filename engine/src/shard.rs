@@ -154,8 +154,6 @@ pub struct SkipStats {
 /// What a model sees while handling an event at one node.
 pub struct Context<'a, P> {
     now: SimTime,
-    /// The packed `(source node, source seq)` of the event being handled.
-    order: u64,
     node: NodeId,
     local: usize,
     state: &'a mut ShardState<P>,
@@ -204,7 +202,6 @@ impl<P: Copy> Context<'_, P> {
         let state = &mut *self.state;
         let seq = state.next_seq[self.local];
         state.next_seq[self.local] = seq + 1;
-        state.self_events[self.local] += u64::from(target == self.node);
         let event = Event::new(self.now + delay, self.node, seq, target, payload);
         let dest = state.layout.shard_of(target);
         if dest == state.shard {
@@ -228,45 +225,6 @@ impl<P: Copy> Context<'_, P> {
     pub fn schedule_self(&mut self, delay: SimTime, payload: P) {
         self.send(self.node, delay, payload);
     }
-
-    /// How many events `node()` has scheduled at itself so far. Two of its
-    /// self events for the same time with no self event created between
-    /// them are handled back to back (no other source's key falls between
-    /// `(t, node, s1)` and `(t, node, s2)`): a model may fold the second
-    /// into the first, handling both in one call in creation order, and
-    /// the order of everything else stays the same.
-    #[inline]
-    pub fn self_events(&self) -> u64 {
-        self.state.self_events[self.local]
-    }
-
-    /// Reserves the next sequence number of `node()` for a self event the
-    /// model may schedule later with [`Context::schedule_reserved`]: one it
-    /// would otherwise schedule now only to find, when it comes, that there
-    /// is nothing to do. Counts as a self event.
-    #[inline]
-    pub fn reserve_self(&mut self) -> u64 {
-        let state = &mut *self.state;
-        let seq = state.next_seq[self.local];
-        state.next_seq[self.local] = seq + 1;
-        state.self_events[self.local] += 1;
-        seq
-    }
-
-    /// Schedules `payload` at the current node at `time` with the reserved
-    /// sequence number `seq`: the event takes the place in the order it
-    /// would have had if scheduled when reserved. False, scheduling
-    /// nothing, when that place is already behind the event being handled
-    /// (the model then acts as if the event had come and gone).
-    #[inline]
-    pub fn schedule_reserved(&mut self, time: SimTime, seq: u64, payload: P) -> bool {
-        let event = Event::new(time, self.node, seq, self.node, payload);
-        if (time, event.order()) <= (self.now, self.order) {
-            return false;
-        }
-        self.state.queue.push(event);
-        true
-    }
 }
 
 /// Per-shard engine state that a [`Context`] writes into.
@@ -278,8 +236,6 @@ struct ShardState<P> {
     /// Earliest time among events put in outboxes since the last exchange.
     outbox_next: SimTime,
     next_seq: Vec<u64>,
-    /// Per local node: events it scheduled at itself (`Context::self_events`).
-    self_events: Vec<u64>,
     rngs: Vec<NodeRng>,
 }
 
@@ -432,13 +388,11 @@ impl<P: Copy> ShardState<P> {
             outboxes: (0..layout.shards()).map(|_| Vec::new()).collect(),
             outbox_next: SimTime::MAX,
             next_seq: vec![0; nodes.len()],
-            self_events: vec![0; nodes.len()],
             rngs: nodes.iter().map(|&n| NodeRng::new(seed, n)).collect(),
         };
         for (local, &node) in nodes.iter().enumerate() {
             let mut ctx = Context {
                 now: SimTime::ZERO,
-                order: 0,
                 node,
                 local,
                 state: &mut state,
@@ -461,7 +415,6 @@ impl<P: Copy> ShardState<P> {
         while let Some(event) = self.queue.pop_before(window_end) {
             let mut ctx = Context {
                 now: event.time,
-                order: event.order(),
                 node: event.target,
                 local: self.layout.local_index(event.target),
                 state: self,

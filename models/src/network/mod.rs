@@ -153,8 +153,6 @@ pub struct Network<'f, S> {
     /// port: ports of local node `i` are `ports[port_base[i]..port_base[i + 1]]`.
     port_base: Vec<u32>,
     ports: Vec<Port>,
-    /// port: `TxDone`s of one node and instant folded into one event.
-    tx_batches: port::TxBatches,
     /// switch: per port (as `ports`), the PFC ingress accounting of its
     /// link: dense, as every switch hop reads its in-port's.
     ingress: Vec<Ingress>,
@@ -215,7 +213,6 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
             nodes: nodes.to_vec(),
             port_base,
             ingress: vec![Ingress::default(); ports.len()],
-            tx_batches: port::TxBatches::new(nodes.len(), ports.len()),
             ports,
             transport,
             stats: NetStats::default(),
@@ -399,7 +396,6 @@ impl<S: TelemetrySink> Model for Network<'_, S> {
     }
 
     fn skip(&mut self, now: SimTime, delta: SimTime, votes: &[u64]) {
-        self.tx_batches.close_all();
         self.ff_skip(now, delta, votes);
     }
 

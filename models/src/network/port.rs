@@ -11,7 +11,7 @@ use super::common::serialization;
 use super::config::{CcKind, EcnProfile, HpccUtilisation};
 use super::faults::LinkHealth;
 use super::nic::HostQueue;
-use super::packet::{self, Packet, PacketKind, PRIORITIES, PRIO_CONTROL, PRIO_DATA};
+use super::packet::{self, Packet, PacketKind, PRIORITIES, PRIO_DATA};
 use super::switch::{EcnMarking, SharedBuffer};
 use super::{Fabric, NetEvent, Network};
 use crate::telemetry::{PfcEvent, PfcRecord, TelemetrySink};
@@ -127,59 +127,6 @@ impl Port {
     }
 }
 
-/// `TxDone`s folded together: a port whose serialiser frees at the same
-/// instant as another port of its node, with no self event created between
-/// the two, joins that port's pending `TxDone` instead of scheduling its
-/// own (the engine would handle the two back to back: `Context::self_events`).
-/// The handler walks the chain in the order the ports joined, which is the
-/// order their own events would have had.
-#[derive(Debug)]
-pub(crate) struct TxBatches {
-    /// Per shard port: the next port (shard index) of its chain, or `NO_PORT`.
-    next: Vec<u32>,
-    /// Per local node: its newest `TxDone` chain, still open to ports that
-    /// free at `time` while the node's self-event count is `self_events`.
-    open: Vec<OpenBatch>,
-    /// Per shard port: the sequence number reserved for a `TxDone` at its
-    /// `busy_until` not scheduled (it would have found nothing to send), or
-    /// `NO_SEQ` (`port_ready`).
-    reserved: Vec<u64>,
-}
-
-/// No reserved `TxDone`.
-const NO_SEQ: u64 = u64::MAX;
-
-#[derive(Clone, Copy, Debug)]
-struct OpenBatch {
-    time: SimTime,
-    tail: u32,
-    self_events: u64,
-}
-
-/// End of a `TxDone` chain.
-const NO_PORT: u32 = u32::MAX;
-
-const CLOSED: OpenBatch = OpenBatch {
-    time: SimTime::MAX,
-    tail: NO_PORT,
-    self_events: u64::MAX,
-};
-
-impl TxBatches {
-    pub(crate) fn new(nodes: usize, ports: usize) -> TxBatches {
-        TxBatches {
-            next: vec![NO_PORT; ports],
-            open: vec![CLOSED; nodes],
-            reserved: vec![NO_SEQ; ports],
-        }
-    }
-
-    /// A jump moved every pending event: no chain is open to new ports.
-    pub(crate) fn close_all(&mut self) {
-        self.open.fill(CLOSED);
-    }
-}
-
 /// The ports of the shard's nodes `nodes` (increasing ids), with where
 /// each node's begin (`port_base`, one more entry than nodes), and each
 /// node's shared buffer with its PFC headroom taken off.
@@ -244,11 +191,7 @@ pub(crate) fn shard_ports(
 
 impl<S: TelemetrySink> Network<'_, S> {
     /// Whether port `port` can start a packet now. When it is still
-    /// serialising, makes sure one `TxDone` will call again when it is free,
-    /// or, while the peer pauses data and no control packet waits (that
-    /// `TxDone` would find nothing to send), reserves its place in the
-    /// order: the next control packet or resume, which calls here again,
-    /// schedules it there.
+    /// serialising, makes sure one `TxDone` will call again when it is free.
     #[inline]
     pub(crate) fn port_ready(
         &mut self,
@@ -260,37 +203,11 @@ impl<S: TelemetrySink> Network<'_, S> {
         if p.egress.tx_pending || p.health.down_causes != 0 {
             return false;
         }
-        let reserved = std::mem::replace(&mut self.tx_batches.reserved[gport], NO_SEQ);
-        if reserved != NO_SEQ
-            && ctx.schedule_reserved(p.egress.busy_until, reserved, NetEvent::TxDone { port })
-        {
-            p.egress.tx_pending = true;
-            self.tx_batches.next[gport] = NO_PORT;
-            return false;
-        }
         if ctx.now() >= p.egress.busy_until {
             return true;
         }
-        if p.pause.paused && p.egress.queues[PRIO_CONTROL].is_empty() {
-            self.tx_batches.reserved[gport] = ctx.reserve_self();
-            return false;
-        }
         p.egress.tx_pending = true;
-        let at = p.egress.busy_until;
-        let open = &mut self.tx_batches.open[ctx.local_index()];
-        let g = gport as u32;
-        self.tx_batches.next[gport] = NO_PORT;
-        if open.time == at && open.self_events == ctx.self_events() {
-            self.tx_batches.next[open.tail as usize] = g;
-            open.tail = g;
-        } else {
-            ctx.schedule_self(at - ctx.now(), NetEvent::TxDone { port });
-            *open = OpenBatch {
-                time: at,
-                tail: g,
-                self_events: ctx.self_events(),
-            };
-        }
+        ctx.schedule_self(p.egress.busy_until - ctx.now(), NetEvent::TxDone { port });
         false
     }
 
@@ -365,23 +282,8 @@ impl<S: TelemetrySink> Network<'_, S> {
         );
     }
 
-    /// Port `port` and the ports chained to its `TxDone` finished
-    /// serialising, in the order their events would have come.
-    pub(crate) fn tx_done(&mut self, ctx: &mut Context<'_, NetEvent>, port: u16) {
-        let base = self.port_base[ctx.local_index()];
-        let mut gport = base + u32::from(port);
-        loop {
-            let next = std::mem::replace(&mut self.tx_batches.next[gport as usize], NO_PORT);
-            self.port_free(ctx, (gport - base) as u16);
-            if next == NO_PORT {
-                return;
-            }
-            gport = next;
-        }
-    }
-
     /// Port `port` finished serialising: its owner sends the next packet.
-    fn port_free(&mut self, ctx: &mut Context<'_, NetEvent>, port: u16) {
+    pub(crate) fn tx_done(&mut self, ctx: &mut Context<'_, NetEvent>, port: u16) {
         let gport = self.port_index(ctx.local_index(), port);
         self.ports[gport].egress.tx_pending = false;
         if self.is_host(ctx.node()) {

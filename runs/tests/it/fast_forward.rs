@@ -38,6 +38,7 @@ fn what_fast_forward_does_not_cover_is_refused_with_one_line_and_no_output() {
         ("--topo star --ff-tolerance -1", "--ff-tolerance"),
         ("--topo star --ff-max-skip-us -5", "--ff-max-skip-us"),
         ("--topo star --ff-memo maybe", "--ff-memo"),
+        ("--topo star --ff-congested maybe", "--ff-congested"),
     ];
     for (flags, needle) in cases {
         let args = format!("run --fast-forward on --quiet --out out {flags}");
@@ -87,5 +88,22 @@ fn a_steady_run_reports_its_jumps_and_conserves_bytes() {
     // never counts more than was sent.
     let steady = ff["flow_steady_bytes"].as_u64().unwrap();
     assert!(steady > 0 && steady < bytes, "{run}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_congested_incast_jumps_only_with_ff_congested() {
+    let dir = scratch("congested");
+    // Two DCQCN senders into one port with PFC: cut in every window.
+    let line = "run --topo star --hosts 3 --traffic incast --incast-degree 2 \
+                --flow-size 10000000 --cc dcqcn --pfc on --buffer-kb 512 \
+                --fast-forward on --sample-ns 0";
+    let skips = |extra: &str, out: &str| {
+        let run = common::run_json(&common::run_out(&dir, &format!("{line} {extra}"), out));
+        assert_eq!(run["flows_finished"], run["flows"], "{run}");
+        run["fast_forward"]["skips"].as_u64().unwrap()
+    };
+    assert_eq!(skips("", "flat"), 0);
+    assert!(skips("--ff-congested on", "congested") > 0);
     let _ = std::fs::remove_dir_all(&dir);
 }

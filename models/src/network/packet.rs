@@ -35,7 +35,7 @@ pub const PRIO_CONTROL: usize = 0;
 pub const PRIO_DATA: usize = 1;
 pub const PRIORITIES: usize = 2;
 
-/// One packet on the wire. 32 bytes, so an event carrying it stays small.
+/// One packet on the wire. 40 bytes, so an event carrying it stays small.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Packet {
     pub flow: u32,
@@ -56,12 +56,17 @@ pub struct Packet {
     /// Dragonfly Valiant/UGAL: the intermediate router still to visit, or `u32::MAX`.
     pub via: u32,
     /// HPCC: the highest normalised link utilisation on the path so far, in
-    /// 1/1024 units (data), echoed back (ACK).
+    /// 1/1024 units (data), echoed back (ACK). Ultra Ethernet: a data
+    /// packet's ACK request; a coalesced SACK's window start, this far
+    /// below its psn.
     pub util: u16,
     /// Ultra Ethernet: the entropy value the switches' ECMP hash adds to the
     /// 5-tuple (data), echoed back (SACK, NACK); 0 for RoCE, which leaves
     /// the hash as the 5-tuple alone.
     pub entropy: u16,
+    /// Ultra Ethernet coalesced SACK: bit `i` names psn − `util` + `i` as
+    /// arrived too, as uet-htsim's 64-bit SACK bitmap does; 0 otherwise.
+    pub sack_mask: u64,
 }
 
 /// Fixed-point scale of [`Packet::util`].

@@ -9,7 +9,7 @@ use super::packet::{Packet, PacketKind};
 use super::{FlowTimer, NetEvent};
 use netsim_engine::wire::{Wire, WireReader, WireWriter};
 
-const PACKET_BYTES: usize = 31;
+const PACKET_BYTES: usize = 39;
 
 impl Wire for Packet {
     const WIRE_BYTES: usize = PACKET_BYTES;
@@ -38,6 +38,7 @@ impl Wire for Packet {
         w.u32(self.via);
         w.u16(self.util);
         w.u16(self.entropy);
+        w.u64(self.sack_mask);
     }
 
     fn decode(r: &mut WireReader<'_>) -> Packet {
@@ -66,6 +67,7 @@ impl Wire for Packet {
             via: r.u32(),
             util: r.u16(),
             entropy: r.u16(),
+            sack_mask: r.u64(),
         }
     }
 }
@@ -214,9 +216,10 @@ mod tests {
     use netsim_engine::{Event, NodeId, SimTime};
 
     #[test]
-    fn a_packet_stays_32_bytes_in_memory() {
-        // UEC's entropy took the last two bytes of padding.
-        assert_eq!(std::mem::size_of::<Packet>(), 32);
+    fn a_packet_stays_40_bytes_in_memory() {
+        // UEC's entropy took the last two bytes of padding; its 64-bit
+        // SACK mask the 8 after them.
+        assert_eq!(std::mem::size_of::<Packet>(), 40);
     }
 
     #[test]
@@ -234,6 +237,7 @@ mod tests {
             via: u32::MAX,
             util: 1023,
             entropy: 4097,
+            sack_mask: 0x8000_0000_0000_0001,
         };
         let payloads = [
             NetEvent::Arrive { port: 7, pkt },

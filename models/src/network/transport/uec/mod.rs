@@ -27,7 +27,7 @@ use lb::EntropyPicker;
 use netsim_engine::{Context, NodeRng, SimTime};
 use nscc::Nscc;
 use rccc::CreditWallet;
-use sack::{SackReceiver, SackSender, SackVerdict, ACK_MASK_PSNS};
+use sack::{CoalescedAck, SackReceiver, SackSender, SackVerdict};
 
 /// The sender side of one UEC flow.
 #[derive(Debug)]
@@ -208,13 +208,15 @@ impl UecSender {
                 self.lb.on_ack(entropy, ce);
                 let rtt = self.seq.on_sack(pkt.psn, now);
                 let mut acked = u32::from(rtt.is_some());
-                // A coalesced ACK also names held psns below its own.
-                let mut mask = pkt.util;
+                // A coalesced ACK also names held psns in its window, which
+                // starts `util` below its own psn.
+                let base = pkt.psn.wrapping_sub(u32::from(pkt.util));
+                let mut mask = pkt.sack_mask;
                 while mask != 0 {
-                    let below = mask.trailing_zeros() + 1;
+                    let q = base.wrapping_add(mask.trailing_zeros());
                     mask &= mask - 1;
-                    if below <= ACK_MASK_PSNS && below <= pkt.psn {
-                        acked += u32::from(self.seq.on_sack(pkt.psn - below, now).is_some());
+                    if q != pkt.psn {
+                        acked += u32::from(self.seq.on_sack(q, now).is_some());
                     }
                 }
                 if acked > 0 {
@@ -297,6 +299,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             via: NO_NODE,
             util: 0,
             entropy: pkt.entropy,
+            sack_mask: 0,
         };
         let mut complete = false;
         // ACK coalescing: whether held psns are acknowledged now.
@@ -339,7 +342,9 @@ impl<S: TelemetrySink> Network<'_, S> {
     }
 
     /// ACK coalescing: acknowledges every psn the receiver of `reply.flow`
-    /// holds, `reply.psn` first, in as few SACKs as their masks allow.
+    /// holds, `reply.psn` first, in as few SACKs as their windows allow.
+    /// Only the first echoes the trigger's ECN mark: the others name held
+    /// psns that uet-htsim's cumulative point would cover.
     fn uec_send_coalesced(&mut self, ctx: &mut Context<'_, NetEvent>, mut reply: Packet) {
         let first = reply.psn;
         loop {
@@ -349,11 +354,15 @@ impl<S: TelemetrySink> Network<'_, S> {
             let RxQp::Uec(qp) = &mut rx.qp else {
                 unreachable!("flow {} mixes transports", reply.flow)
             };
-            let Some((psn, mask)) = qp.take_ack(first) else {
+            let Some(CoalescedAck { psn, base, mask }) = qp.take_ack(first) else {
                 return;
             };
+            if psn != first {
+                reply.ce = 0;
+            }
             reply.psn = psn;
-            reply.util = mask;
+            reply.util = (psn - base) as u16;
+            reply.sack_mask = mask;
             self.host_send_control(ctx, reply);
         }
     }
@@ -374,6 +383,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             via: NO_NODE,
             util: 0,
             entropy: pkt.entropy,
+            sack_mask: 0,
         };
         self.host_send_control(ctx, reply);
         if self.fabric.config.uec.cc.rccc() {

@@ -256,9 +256,18 @@ pub(crate) struct SackReceiver {
     pub started: bool,
 }
 
-/// Psns below an ACK's own that its mask (a packet's 16-bit `util`) names:
-/// bit `i` is psn - 1 - `i`.
-pub(crate) const ACK_MASK_PSNS: u32 = 16;
+/// Psns one ACK's mask (a packet's `sack_mask`) spans: bit `i` names psn
+/// `base + i`, as uet-htsim's 64-bit SACK bitmap does.
+pub(crate) const ACK_MASK_PSNS: u32 = 64;
+
+/// One coalesced ACK: the psn that triggered it (its RTT sample and ECN
+/// echo), where its mask's window starts and the held psns it names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct CoalescedAck {
+    pub psn: u32,
+    pub base: u32,
+    pub mask: u64,
+}
 
 impl SackReceiver {
     /// A receiver of a message of `packets` packets.
@@ -280,21 +289,30 @@ impl SackReceiver {
         self.started = true;
     }
 
-    /// ACK coalescing: the next ACK of what is held, if any: its psn (the
-    /// `first` asked for if still held, else the highest) and the mask of
-    /// held psns up to [`ACK_MASK_PSNS`] below it, which it takes.
-    pub(crate) fn take_ack(&mut self, first: u32) -> Option<(u32, u16)> {
-        let top = if self.pending.contains(&first) {
+    /// ACK coalescing: the next ACK of what is held, if any, which takes
+    /// what it names. It is for `first` if still held, else the highest
+    /// held psn; its window of [`ACK_MASK_PSNS`] psns starts at the lowest
+    /// held psn at most 63 below that one, so one ACK names every held psn
+    /// when they span no more than the window (uet-htsim sends one ACK per
+    /// trigger; its cumulative point covers what its bitmap leaves out).
+    pub(crate) fn take_ack(&mut self, first: u32) -> Option<CoalescedAck> {
+        let psn = if self.pending.contains(&first) {
             first
         } else {
             *self.pending.iter().max()?
         };
-        let mut mask = 0u16;
+        let span = ACK_MASK_PSNS - 1;
+        let base = self
+            .pending
+            .iter()
+            .copied()
+            .filter(|&q| q <= psn && psn - q <= span)
+            .min()
+            .unwrap_or(psn);
+        let mut mask = 0u64;
         self.pending.retain(|&q| {
-            if q == top {
-                false
-            } else if q < top && top - q <= ACK_MASK_PSNS {
-                mask |= 1 << (top - q - 1);
+            if q >= base && q - base <= span {
+                mask |= 1 << (q - base);
                 false
             } else {
                 true
@@ -303,7 +321,7 @@ impl SackReceiver {
         if self.pending.is_empty() {
             self.pending_bytes = 0;
         }
-        Some((top, mask))
+        Some(CoalescedAck { psn, base, mask })
     }
 
     /// Data packet `psn` arrived.
@@ -337,13 +355,16 @@ mod tests {
     #[test]
     fn coalesced_acks_name_every_held_psn_once() {
         let mut r = SackReceiver::new(100);
-        for psn in [3, 1, 2, 40, 0] {
+        for psn in [3, 1, 2, 40, 0, 90] {
             r.on_data(psn);
             r.hold(psn, 100);
         }
-        assert_eq!(r.take_ack(2), Some((2, 0b11)));
-        assert_eq!(r.take_ack(2), Some((40, 0)));
-        assert_eq!(r.take_ack(2), Some((3, 0)));
+        let ack = |psn, base, mask| Some(CoalescedAck { psn, base, mask });
+        // The window starts at 0, the lowest held psn, and reaches 40.
+        assert_eq!(r.take_ack(2), ack(2, 0, 0b1111 | 1 << 40));
+        // 90 is 50 above 40 (beyond a 16-bit mask): named alone now.
+        assert_eq!(r.take_ack(2), ack(90, 90, 1));
+        assert_eq!(r.take_ack(2), None);
         assert_eq!(r.take_ack(2), None);
         assert_eq!(r.pending_bytes, 0);
     }

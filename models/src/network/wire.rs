@@ -38,7 +38,8 @@ impl Wire for Packet {
         w.u32(self.via);
         w.u16(self.util);
         w.u16(self.entropy);
-        w.u64(self.sack_mask);
+        w.u32(self.sack_mask[0]);
+        w.u32(self.sack_mask[1]);
     }
 
     fn decode(r: &mut WireReader<'_>) -> Packet {
@@ -67,7 +68,7 @@ impl Wire for Packet {
             via: r.u32(),
             util: r.u16(),
             entropy: r.u16(),
-            sack_mask: r.u64(),
+            sack_mask: [r.u32(), r.u32()],
         }
     }
 }
@@ -220,6 +221,8 @@ mod tests {
         // UEC's entropy took the last two bytes of padding; its 64-bit
         // SACK mask the 8 after them.
         assert_eq!(std::mem::size_of::<Packet>(), 40);
+        // An event carrying it fills one cache line.
+        assert_eq!(std::mem::size_of::<Event<NetEvent>>(), 64);
     }
 
     #[test]
@@ -237,7 +240,7 @@ mod tests {
             via: u32::MAX,
             util: 1023,
             entropy: 4097,
-            sack_mask: 0x8000_0000_0000_0001,
+            sack_mask: [1, 0x8000_0000],
         };
         let payloads = [
             NetEvent::Arrive { port: 7, pkt },

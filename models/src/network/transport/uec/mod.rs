@@ -211,7 +211,7 @@ impl UecSender {
                 // A coalesced ACK also names held psns in its window, which
                 // starts `util` below its own psn.
                 let base = pkt.psn.wrapping_sub(u32::from(pkt.util));
-                let mut mask = pkt.sack_mask;
+                let mut mask = pkt.sack_mask();
                 while mask != 0 {
                     let q = base.wrapping_add(mask.trailing_zeros());
                     mask &= mask - 1;
@@ -299,7 +299,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             via: NO_NODE,
             util: 0,
             entropy: pkt.entropy,
-            sack_mask: 0,
+            sack_mask: [0; 2],
         };
         let mut complete = false;
         // ACK coalescing: whether held psns are acknowledged now.
@@ -362,7 +362,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             }
             reply.psn = psn;
             reply.util = (psn - base) as u16;
-            reply.sack_mask = mask;
+            reply.set_sack_mask(mask);
             self.host_send_control(ctx, reply);
         }
     }
@@ -383,7 +383,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             via: NO_NODE,
             util: 0,
             entropy: pkt.entropy,
-            sack_mask: 0,
+            sack_mask: [0; 2],
         };
         self.host_send_control(ctx, reply);
         if self.fabric.config.uec.cc.rccc() {

@@ -271,7 +271,7 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
                 via: NO_NODE,
                 util: 0,
                 entropy: 0,
-                sack_mask: [0; 2],
+                sack_offset: 0,
             };
             let to = self.host_port_toward(ctx, &probe);
             if to == port {

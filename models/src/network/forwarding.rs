@@ -77,7 +77,9 @@ impl<S: TelemetrySink> Network<'_, S> {
     ) -> u16 {
         let fabric = self.fabric;
         let node = ctx.node().0;
-        if pkt.via == node {
+        // A SACK never takes a Valiant path; its `via` holds its mask.
+        let sack = pkt.kind == PacketKind::Sack;
+        if pkt.via == node && !sack {
             pkt.via = NO_NODE;
         }
         if let Some(index) = &fabric.dragonfly {
@@ -89,7 +91,7 @@ impl<S: TelemetrySink> Network<'_, S> {
                 self.choose_intermediate(ctx, index, pkt);
             }
         }
-        let toward = if pkt.via == NO_NODE {
+        let toward = if pkt.via == NO_NODE || sack {
             pkt.dst
         } else {
             fabric.proxy_host[pkt.via as usize]

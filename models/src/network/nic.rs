@@ -80,7 +80,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             via: NO_NODE,
             util: 0,
             entropy: 0,
-            sack_mask: [0; 2],
+            sack_offset: 0,
         };
         let port = self.host_port_toward(ctx, &probe);
         let local = ctx.local_index();
@@ -219,7 +219,7 @@ impl<S: TelemetrySink> Network<'_, S> {
                 via: NO_NODE,
                 util: s.qp.data_util(),
                 entropy,
-                sack_mask: [0; 2],
+                sack_offset: 0,
             };
             if retransmission {
                 s.retransmitted_pkts += 1;

@@ -352,7 +352,7 @@ mod tests {
             via: u32::MAX,
             util: 0,
             entropy: 0,
-            sack_mask: [0; 2],
+            sack_offset: 0,
         }
     }
 

@@ -9,7 +9,7 @@ use super::packet::{Packet, PacketKind};
 use super::{FlowTimer, NetEvent};
 use netsim_engine::wire::{Wire, WireReader, WireWriter};
 
-const PACKET_BYTES: usize = 39;
+const PACKET_BYTES: usize = 32;
 
 impl Wire for Packet {
     const WIRE_BYTES: usize = PACKET_BYTES;
@@ -35,11 +35,10 @@ impl Wire for Packet {
         });
         w.u8(self.ce);
         w.bool(self.last);
+        w.u8(self.sack_offset);
         w.u32(self.via);
         w.u16(self.util);
         w.u16(self.entropy);
-        w.u32(self.sack_mask[0]);
-        w.u32(self.sack_mask[1]);
     }
 
     fn decode(r: &mut WireReader<'_>) -> Packet {
@@ -65,10 +64,10 @@ impl Wire for Packet {
             },
             ce: r.u8(),
             last: r.bool(),
+            sack_offset: r.u8(),
             via: r.u32(),
             util: r.u16(),
             entropy: r.u16(),
-            sack_mask: [r.u32(), r.u32()],
         }
     }
 }
@@ -217,12 +216,11 @@ mod tests {
     use netsim_engine::{Event, NodeId, SimTime};
 
     #[test]
-    fn a_packet_stays_40_bytes_in_memory() {
-        // UEC's entropy took the last two bytes of padding; its 64-bit
-        // SACK mask the 8 after them.
-        assert_eq!(std::mem::size_of::<Packet>(), 40);
-        // An event carrying it fills one cache line.
-        assert_eq!(std::mem::size_of::<Event<NetEvent>>(), 64);
+    fn a_packet_stays_32_bytes_in_memory() {
+        // UEC's entropy took the last two bytes of padding, a SACK's
+        // window offset the byte after `last`.
+        assert_eq!(std::mem::size_of::<Packet>(), 32);
+        assert!(std::mem::size_of::<Event<NetEvent>>() < 64);
     }
 
     #[test]
@@ -237,10 +235,10 @@ mod tests {
             kind: PacketKind::Nack,
             ce: 200,
             last: true,
+            sack_offset: 47,
             via: u32::MAX,
             util: 1023,
             entropy: 4097,
-            sack_mask: [1, 0x8000_0000],
         };
         let payloads = [
             NetEvent::Arrive { port: 7, pkt },

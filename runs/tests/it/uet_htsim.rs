@@ -143,7 +143,8 @@ fn htsim_figures(name: &str, lb: &str) -> Figures {
 
 /// Issue 33's bounds: FCT p50, p99, max, min and trimmed packets; and
 /// SACKs within 10% of htsim's ACKs (one per trigger, with a 64-bit
-/// bitmap: netsim sent 64% more when a SACK named at most 16 held psns).
+/// bitmap; netsim's is 48 bits: it sent 64% more when a SACK named at
+/// most 16 held psns).
 const BOUNDS: [f64; 6] = [0.05, 0.05, 0.05, 0.10, 0.20, 0.10];
 /// The degraded link's: FCT within 10%; trims unbounded.
 const FAILED_BOUNDS: [f64; 6] = [0.10, 0.10, 0.10, 0.10, f64::INFINITY, 0.10];

@@ -165,7 +165,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             via: NO_NODE,
             util: pkt.util,
             entropy: 0,
-            sack_mask: [0; 2],
+            sack_offset: 0,
         };
         // Under `CnpMode::AckFlag` the ACK's count of marked packets is the
         // CNP flag; no separate packet.

@@ -209,8 +209,8 @@ impl UecSender {
                 let rtt = self.seq.on_sack(pkt.psn, now);
                 let mut acked = u32::from(rtt.is_some());
                 // A coalesced ACK also names held psns in its window, which
-                // starts `util` below its own psn.
-                let base = pkt.psn.wrapping_sub(u32::from(pkt.util));
+                // starts `sack_offset` below its own psn.
+                let base = pkt.psn.wrapping_sub(u32::from(pkt.sack_offset));
                 let mut mask = pkt.sack_mask();
                 while mask != 0 {
                     let q = base.wrapping_add(mask.trailing_zeros());
@@ -296,10 +296,11 @@ impl<S: TelemetrySink> Network<'_, S> {
             kind: PacketKind::Sack,
             ce: pkt.ce,
             last: false,
-            via: NO_NODE,
+            // An empty mask: a SACK keeps its mask in `via` and `util`.
+            via: 0,
             util: 0,
             entropy: pkt.entropy,
-            sack_mask: [0; 2],
+            sack_offset: 0,
         };
         let mut complete = false;
         // ACK coalescing: whether held psns are acknowledged now.
@@ -361,7 +362,7 @@ impl<S: TelemetrySink> Network<'_, S> {
                 reply.ce = 0;
             }
             reply.psn = psn;
-            reply.util = (psn - base) as u16;
+            reply.sack_offset = (psn - base) as u8;
             reply.set_sack_mask(mask);
             self.host_send_control(ctx, reply);
         }
@@ -383,7 +384,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             via: NO_NODE,
             util: 0,
             entropy: pkt.entropy,
-            sack_mask: [0; 2],
+            sack_offset: 0,
         };
         self.host_send_control(ctx, reply);
         if self.fabric.config.uec.cc.rccc() {

@@ -246,7 +246,7 @@ impl<S: TelemetrySink> Network<'_, S> {
                 via: NO_NODE,
                 util: 0,
                 entropy: 0,
-                sack_mask: [0; 2],
+                sack_offset: 0,
             };
             self.host_send_control(ctx, credit);
         }

@@ -159,3 +159,42 @@ fn bad_simai_input_is_one_line_with_file_line_and_field() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// One 16 MiB collective on SimAI's own Spectrum-X topology files against
+/// SimAI 1.6's ns-3 packet backend (`tests/data/simai-packet/`, which says
+/// how SimAI ran): every case marked `asserted` within the file's tolerance.
+/// The others are recorded with the gap and its reason.
+#[test]
+fn spectrum_x_collectives_agree_with_simais_packet_backend() {
+    let dir = runs_file("tests/data/simai-packet");
+    let text = std::fs::read_to_string(format!("{dir}/collectives-spectrum-x.toml")).unwrap();
+    let data: toml::Value = toml::from_str(&text).unwrap();
+    let tolerance = data["tolerance"].as_float().unwrap();
+    let common = data["common"].as_str().unwrap();
+    let cases = data["case"].as_array().unwrap();
+    let asserted: Vec<&toml::Value> = cases
+        .iter()
+        .filter(|c| c["asserted"].as_bool().unwrap())
+        .collect();
+    assert!(asserted.len() >= 6, "the 8- and 16-GPU ring cases are asserted");
+    for case in asserted {
+        let name = case["name"].as_str().unwrap();
+        let out = scratch(name);
+        let o = netsim(format!(
+            "--topo simai:{dir}/{} {} {common} --out {} --quiet",
+            case["topology"].as_str().unwrap(),
+            case["netsim"].as_str().unwrap(),
+            out.display()
+        ));
+        assert!(o.status.success(), "{name}: {}", String::from_utf8_lossy(&o.stderr));
+        let rows = collectives(&out);
+        assert_eq!(rows.len(), 1, "{name}");
+        let ours_us = rows[0].4 as f64 / 1e3;
+        let simai_us = case["simai_us"].as_float().unwrap();
+        assert!(
+            (ours_us - simai_us).abs() / simai_us < tolerance,
+            "{name}: {ours_us:.3} us against SimAI's {simai_us:.3} us"
+        );
+        let _ = std::fs::remove_dir_all(&out);
+    }
+}

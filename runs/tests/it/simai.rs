@@ -176,7 +176,10 @@ fn spectrum_x_collectives_agree_with_simais_packet_backend() {
         .iter()
         .filter(|c| c["asserted"].as_bool().unwrap())
         .collect();
-    assert!(asserted.len() >= 6, "the 8- and 16-GPU ring cases are asserted");
+    assert!(
+        asserted.len() >= 6,
+        "the 8- and 16-GPU ring cases are asserted"
+    );
     for case in asserted {
         let name = case["name"].as_str().unwrap();
         let out = scratch(name);
@@ -186,7 +189,11 @@ fn spectrum_x_collectives_agree_with_simais_packet_backend() {
             case["netsim"].as_str().unwrap(),
             out.display()
         ));
-        assert!(o.status.success(), "{name}: {}", String::from_utf8_lossy(&o.stderr));
+        assert!(
+            o.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
         let rows = collectives(&out);
         assert_eq!(rows.len(), 1, "{name}");
         let ours_us = rows[0].4 as f64 / 1e3;

@@ -88,6 +88,10 @@ pub struct WorkloadArgs {
     /// NCCL's tuning tables) or auto (NCCL's choice).
     #[arg(long)]
     pub protocol: Option<String>,
+    /// NCCL's tuning latency before each collective's first send: on (NCCL)
+    /// or off (as SimAI 1.6, which adds none; for comparing with it).
+    #[arg(long, value_name = "on|off")]
+    pub nccl_latency: Option<String>,
     /// Per-message host overhead before each flow starts, ns.
     #[arg(long, default_value_t = 0)]
     pub host_overhead_ns: u64,
@@ -296,6 +300,7 @@ impl WorkloadArgs {
             }
         };
         let (nvls, pxn) = (on_off("nvls", &self.nvls)?, on_off("pxn", &self.pxn)?);
+        let latency = on_off("nccl-latency", &self.nccl_latency)?;
         let protocol =
             match self.protocol.as_deref() {
                 None | Some("auto") => None,
@@ -304,12 +309,14 @@ impl WorkloadArgs {
                 })?),
             };
         let wants = matches!(self.algo.as_deref(), Some("auto" | "nvls" | "nvls-tree"));
-        if nvls.is_none() && pxn.is_none() && self.protocol.is_none() && !wants {
+        let asked = nvls.is_some() || pxn.is_some() || latency.is_some();
+        if !asked && self.protocol.is_none() && !wants {
             return Ok(current);
         }
         let mut nccl = current.unwrap_or_default();
         nccl.nvls = nvls.unwrap_or(nccl.nvls);
         nccl.pxn = pxn.unwrap_or(nccl.pxn);
+        nccl.tuning_latency = latency.unwrap_or(nccl.tuning_latency);
         if self.protocol.is_some() {
             nccl.protocol = protocol;
         }

@@ -52,6 +52,7 @@ fn simple(pxn: bool) -> Nccl {
         nvls: true,
         pxn,
         protocol: Some(Protocol::Simple),
+        tuning_latency: true,
     }
 }
 

@@ -74,6 +74,11 @@ pub struct Nccl {
     pub pxn: bool,
     /// `None`: chosen by the tuning model with the algorithm.
     pub protocol: Option<Protocol>,
+    /// Whether each member waits NCCL's tuning latency (the algorithm's and
+    /// protocol's base and hardware latencies) before its first send.
+    /// SimAI 1.6 adds none (its only per-flow cost is `AS_SEND_LAT`), so
+    /// comparing against it needs this off.
+    pub tuning_latency: bool,
 }
 
 impl Default for Nccl {
@@ -83,6 +88,7 @@ impl Default for Nccl {
             nvls: true,
             pxn: true,
             protocol: None,
+            tuning_latency: true,
         }
     }
 }

@@ -7,6 +7,7 @@ use super::tuning::{self, Shape};
 use super::{delayed, label, nvls, Nccl, NcclAlgo, Protocol};
 use crate::workload::algorithms::{self as algo, HostTasks, Pieces, RingSpec};
 use crate::workload::{Algorithm, Builder, CollectiveOp, OpSpec};
+use netsim_engine::SimTime;
 use netsim_topo::{NodeIndex, Role, Topology};
 
 /// What the builder knows that NCCL's model needs.
@@ -131,7 +132,12 @@ pub fn collective(
         algo = NcclAlgo::Ring;
         proto = best_protocol(&shape, algo, cx.nccl.protocol);
     }
-    let entry = delayed(b, coll, group, tuning::latency(&shape, algo, proto), entry);
+    let latency = if cx.nccl.tuning_latency {
+        tuning::latency(&shape, algo, proto)
+    } else {
+        SimTime::ZERO
+    };
+    let entry = delayed(b, coll, group, latency, entry);
     let size = proto.wire_bytes(op.size_bytes);
     let pxn = cx.nccl.pxn && whole && algo == NcclAlgo::Ring;
     b.collective_mut(coll).algorithm = label(algo, pxn, proto);

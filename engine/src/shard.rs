@@ -62,6 +62,33 @@ pub trait Model: Send {
         Ok(())
     }
 
+    /// At check instant `now`, when the whole run did not jump: agrees,
+    /// through `all_max` (as [`Model::skip_agree`]), on jumps of parts of
+    /// the model that are steady alone (fast-forward's contention
+    /// domains), given every pending event of this shard (`pending`,
+    /// time and payload, in no order); returns how many parts jump and
+    /// the sum of their jumps (the same on every shard). The default
+    /// jumps none.
+    fn skip_parts(
+        &mut self,
+        _now: SimTime,
+        _end: SimTime,
+        _pending: &mut dyn Iterator<Item = (SimTime, Self::Payload)>,
+        _all_max: AllMax<'_>,
+    ) -> Result<(u64, SimTime), Aborted> {
+        Ok((0, SimTime::ZERO))
+    }
+
+    /// After [`Model::skip_parts`] jumped some: how far the pending event
+    /// for `target` moves (zero: it stays), its payload rewritten as it
+    /// moves. Only events of a jumped part move.
+    fn skip_part_event(&self, _target: NodeId, _payload: &mut Self::Payload) -> SimTime {
+        SimTime::ZERO
+    }
+
+    /// After the parts' events moved: advances their state.
+    fn skip_parts_done(&mut self, _now: SimTime) {}
+
     /// Inputs from outside the simulation (a co-simulator's messages).
     /// Called at every window boundary, `done` being the time before which
     /// every local event is handled: the model hands out what it produced
@@ -346,6 +373,13 @@ pub fn run_shard<M: Model, C: Comm<M::Payload>>(
             model.skip_agree(now, &mut |values: &mut [u64]| comm.all_max(values))?;
             let delta = try_skip(&mut state, &mut model, comm, now, end, &mut votes)?;
             checks.passed(now, delta, global_next, handled_events);
+            if delta == SimTime::ZERO {
+                if let Some(parts) = try_skip_parts(&mut state, &mut model, comm, now, end)? {
+                    // Some parts' events moved later: learn the new global next.
+                    checks.parts_jumped(parts);
+                    continue;
+                }
+            }
             if delta > SimTime::ZERO {
                 // Learn the new global next event time before handling anything.
                 continue;
@@ -469,6 +503,42 @@ impl Checks {
         }
         (self.last, self.events_at_last) = (now + delta, handled_events);
     }
+
+    /// `parts` parts jumped by `skipped` in all at the last check: counted
+    /// as jumps (their events avoided are not estimated); the checks keep
+    /// their period, the rest of the run going on.
+    fn parts_jumped(&mut self, (parts, skipped): (u64, SimTime)) {
+        self.skip.skips += parts;
+        self.skip.skipped += skipped;
+    }
+}
+
+/// After a check at `now` without a whole-run jump: agrees on the jumps of
+/// parts of the model ([`Model::skip_parts`]) and makes them; whether any
+/// part jumped. Moved events keep their keys and land later than `now`;
+/// the others stay: the conservative contract holds as after a jump.
+/// Gives how many parts jumped and the sum of their jumps, if any did.
+fn try_skip_parts<M: Model, C: Comm<M::Payload>>(
+    state: &mut ShardState<M::Payload>,
+    model: &mut M,
+    comm: &mut C,
+    now: SimTime,
+    end: SimTime,
+) -> Result<Option<(u64, SimTime)>, Aborted> {
+    let (parts, skipped) = {
+        let mut pending = state.queue.iter().map(|e| (e.time, e.payload));
+        model.skip_parts(now, end, &mut pending, &mut |values: &mut [u64]| {
+            comm.all_max(values)
+        })?
+    };
+    if parts == 0 {
+        return Ok(None);
+    }
+    state.queue.retime(|event| {
+        event.time += model.skip_part_event(event.target, &mut event.payload);
+    });
+    model.skip_parts_done(now);
+    Ok(Some((parts, skipped)))
 }
 
 /// The check at instant `now`: agrees on a jump with the other shards and

@@ -272,6 +272,11 @@ pub struct NetworkArgs {
     /// windows; off requires every rate and queue flat and no PFC pause.
     #[arg(long, default_value = "off", help_heading = "Engine")]
     pub ff_congested: String,
+    /// Fast-forward: domain also jumps each contention domain (flows and
+    /// the ports and switches they share) steady on its own while the rest
+    /// of the run goes on; run jumps only when the whole run is steady.
+    #[arg(long, default_value = "run", help_heading = "Engine")]
+    pub ff_scope: String,
 }
 
 /// The effective network parameters of a run, for `run.json`: the profile

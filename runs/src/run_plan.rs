@@ -147,7 +147,8 @@ impl RunArgs {
             partition.lookahead,
         )?;
         let owned = owned_nodes(&layout, &partition, rank, ranks);
-        let memo = config.fast_forward.is_some_and(|f| f.memo);
+        // Per-domain jumps trace every flow's path too.
+        let memo = config.fast_forward.is_some_and(|f| f.memo || f.domains);
         let routing = self.rank_routing(&topo, full, memo, owned.as_deref())?;
         let fault_plan = self.faults.plan(&topo, faults, owned.as_deref())?;
         let mut fabric = Fabric::with_workload(topo, routing, workload, config, self.seed);

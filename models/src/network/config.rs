@@ -300,6 +300,10 @@ pub struct FastForward {
     /// veto a jump, and rates and queues are judged on their averages over
     /// the window's halves rather than required flat at every check.
     pub congested: bool,
+    /// Per-domain jumps (`--ff-scope domain`): a contention domain (flows
+    /// and the host ports and switches they share) steady alone jumps
+    /// while the rest of the run goes on (docs/design/fast-forward.md).
+    pub domains: bool,
 }
 
 impl FastForward {
@@ -315,6 +319,7 @@ impl Default for FastForward {
             max_skip: SimTime::from_us(10_000),
             memo: false,
             congested: false,
+            domains: false,
         }
     }
 }

@@ -407,6 +407,24 @@ impl<S: TelemetrySink> Model for Network<'_, S> {
         self.memo_agree(now, all_max)
     }
 
+    fn skip_parts(
+        &mut self,
+        now: SimTime,
+        end: SimTime,
+        pending: &mut dyn Iterator<Item = (SimTime, NetEvent)>,
+        all_max: netsim_engine::AllMax<'_>,
+    ) -> Result<(u64, SimTime), netsim_engine::Aborted> {
+        self.ff_domain_jumps(now, end, pending, all_max)
+    }
+
+    fn skip_part_event(&self, target: NodeId, event: &mut NetEvent) -> SimTime {
+        self.ff_domain_event(target, event)
+    }
+
+    fn skip_parts_done(&mut self, now: SimTime) {
+        self.ff_domain_advance(now);
+    }
+
     fn external(
         &mut self,
         done: SimTime,

@@ -379,7 +379,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             let key = (s.ina_op, s.spec.src);
             self.aggregation.sender_of.insert(key, i as u32);
         }
-        self.ff.sender_opened(i);
+        self.ff.sender_opened(i, flow);
         i
     }
 
@@ -400,6 +400,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         s.end = Some(ctx.now());
         let (flow, port) = (s.flow, s.port);
         self.stats.flows_finished += 1;
+        self.ff.sender_finished(flow);
         let gport = self.port_index(ctx.local_index(), port);
         self.ports[gport].host.flows.retain(|&f| f as usize != i);
         self.record_flow(i);

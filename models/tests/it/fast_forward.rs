@@ -162,7 +162,7 @@ fn fat_tree(fast_forward: Option<FastForward>) -> Fabric {
 }
 
 /// Every row a run wrote, canonically ordered: flows, queues, PFC, links.
-fn telemetry(run: &NetRun<MemorySink>) -> [Vec<String>; 4] {
+pub(crate) fn telemetry(run: &NetRun<MemorySink>) -> [Vec<String>; 4] {
     let mut tables: [Vec<String>; 4] = Default::default();
     for shard in &run.shards {
         let sink = &shard.sink;

@@ -15,6 +15,7 @@ mod collectives;
 mod dpu;
 mod fast_forward;
 mod faults;
+mod ff_domains;
 mod flow_ina;
 mod flow_level;
 mod fold;

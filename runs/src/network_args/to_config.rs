@@ -175,6 +175,11 @@ impl NetworkArgs {
         let max_skip = micros("ff-max-skip-us", self.ff_max_skip_us)?;
         let memo = on_off("ff-memo", &self.ff_memo)?;
         let congested = on_off("ff-congested", &self.ff_congested)?;
+        let domains = match self.ff_scope.as_str() {
+            "run" => false,
+            "domain" => true,
+            other => bail!("--ff-scope: expected run or domain, found `{other}`"),
+        };
         let on = on_off("fast-forward", &self.fast_forward)?;
         Ok(on.then_some(FastForward {
             period,
@@ -182,6 +187,7 @@ impl NetworkArgs {
             max_skip,
             memo,
             congested,
+            domains,
         }))
     }
 

@@ -39,6 +39,7 @@ fn what_fast_forward_does_not_cover_is_refused_with_one_line_and_no_output() {
         ("--topo star --ff-max-skip-us -5", "--ff-max-skip-us"),
         ("--topo star --ff-memo maybe", "--ff-memo"),
         ("--topo star --ff-congested maybe", "--ff-congested"),
+        ("--topo star --ff-scope maybe", "--ff-scope"),
     ];
     for (flags, needle) in cases {
         let args = format!("run --fast-forward on --quiet --out out {flags}");

@@ -204,6 +204,18 @@ impl NetConfig {
                 format!("{why} is not memoized; run it with --ff-memo off"),
             );
         }
+        // A domain is its flows' static paths: routing that moves packets
+        // off them (spraying, Valiant, UGAL) would join domains unseen.
+        let off_path =
+            self.ecmp == EcmpMode::Spray || self.dragonfly_routing != DragonflyRouting::Minimal;
+        if ff.domains && off_path {
+            return invalid(
+                "ff-scope",
+                "domain needs static paths (no --ecmp spray, Valiant or UGAL); \
+                 run it with --ff-scope run"
+                    .into(),
+            );
+        }
         Ok(())
     }
 

@@ -9,17 +9,16 @@
 
 use crate::network::cc::{CcState, IncreaseSource};
 use crate::network::config::FastForward;
-use crate::network::nic::NO_WAKE;
 use crate::network::packet::{Packet, PacketKind, PRIORITIES, PRIO_DATA};
-use crate::network::transport::{Qp, RxQp, SenderReliability};
+use crate::network::transport::{Qp, SenderReliability};
 use crate::network::{NetEvent, Network};
 use crate::telemetry::TelemetrySink;
-use netsim_engine::{SimTime, SkipProposal};
+use netsim_engine::{NodeId, SimTime, SkipProposal};
 
 /// Samples kept per flow and port: the window's `W` periods need `W + 1`.
-const SLOTS: usize = FastForward::WINDOW_PERIODS as usize + 1;
+pub(super) const SLOTS: usize = FastForward::WINDOW_PERIODS as usize + 1;
 /// Most CC timer steps a jump applies or looks ahead.
-const MAX_CC_STEPS: u64 = 100_000;
+pub(super) const MAX_CC_STEPS: u64 = 100_000;
 /// The slot splitting a window into halves (both hold it), when congested.
 const HALF: usize = SLOTS / 2;
 /// Packets a congested switch queue's half-window means may differ by
@@ -27,13 +26,13 @@ const HALF: usize = SLOTS / 2;
 const CONGESTED_QUEUE_SLACK_PKTS: u64 = 4;
 
 /// DCQCN between cuts: timers running, no CNP since the last decrease check.
-fn d_recovering(cc: &CcState) -> bool {
+pub(super) fn d_recovering(cc: &CcState) -> bool {
     matches!(cc, CcState::Dcqcn(d) if d.timers_running && !d.cnp_since_decrease && !d.cnp_since_alpha)
 }
 
 /// The slots of the window ending at `slot`, oldest to newest (the slots
 /// after it, wrapping), offset by `base`.
-fn oldest_to_newest(base: usize, slot: usize) -> impl Iterator<Item = usize> + Clone {
+pub(super) fn oldest_to_newest(base: usize, slot: usize) -> impl Iterator<Item = usize> + Clone {
     (1..=SLOTS).map(move |k| base + (slot + k) % SLOTS)
 }
 
@@ -44,31 +43,34 @@ const UNSAMPLED: u64 = u64::MAX;
 /// check instant.
 #[derive(Debug)]
 pub(crate) struct Steady {
-    config: FastForward,
+    pub(super) config: FastForward,
     /// Check instants seen so far; the current one's slot is `checks % SLOTS`.
-    checks: u64,
+    pub(super) checks: u64,
     /// The first check of the current contiguous history (reset by a jump
     /// or a gap between checks).
-    valid_from: u64,
+    pub(super) valid_from: u64,
     last_check: SimTime,
     /// Per sender, acknowledged packets, when the last of them was
     /// acknowledged, and retransmissions, at each slot.
-    acked: Vec<u32>,
-    ack_time: Vec<SimTime>,
+    pub(super) acked: Vec<u32>,
+    pub(super) ack_time: Vec<SimTime>,
     retransmitted: Vec<u64>,
     /// Per sender, its rate-based CC's rate (b/s; 0 for window-based or
     /// none) and the CNPs it received, at each slot.
     cc_rate: Vec<u64>,
     cnps: Vec<u64>,
     /// Per sender, the check it was first sampled at while active.
-    first_sample: Vec<u64>,
+    pub(super) first_sample: Vec<u64>,
     /// Per port, data-queue bytes, bytes started per priority and bytes
     /// on the wire (pro rata, free of the packet quantum) at each slot.
-    qlen: Vec<u64>,
-    wire: Vec<u64>,
-    tx: Vec<[u64; PRIORITIES]>,
+    pub(super) qlen: Vec<u64>,
+    pub(super) wire: Vec<u64>,
+    pub(super) tx: Vec<[u64; PRIORITIES]>,
     /// Drops, PFC pauses and finished flows on this shard at each slot.
     disturbances: [u64; SLOTS],
+    /// Per port, the check its samples count from again after a domain's
+    /// jump moved it (`--ff-scope domain`; 0 otherwise).
+    pub(super) port_from: Vec<u64>,
 }
 
 impl Steady {
@@ -89,6 +91,7 @@ impl Steady {
             wire: vec![0; ports * SLOTS],
             tx: vec![[0; PRIORITIES]; ports * SLOTS],
             disturbances: [0; SLOTS],
+            port_from: vec![0; ports],
         }
     }
 
@@ -114,13 +117,13 @@ impl Steady {
     }
 
     /// The window's length in picoseconds.
-    fn window_ps(&self) -> u128 {
+    pub(super) fn window_ps(&self) -> u128 {
         u128::from(self.config.period.as_ps()) * u128::from(FastForward::WINDOW_PERIODS)
     }
 
     /// Picoseconds between the last acknowledgements sender `i` had at the
     /// window's first and last check (zero if none moved).
-    fn ack_span_ps(&self, i: usize, slot: usize) -> u128 {
+    pub(super) fn ack_span_ps(&self, i: usize, slot: usize) -> u128 {
         let oldest = (slot + 1) % SLOTS;
         let (new, old) = (
             self.ack_time[i * SLOTS + slot],
@@ -185,7 +188,7 @@ impl Steady {
 
     /// Whether `samples` (oldest first) vary by at most the tolerance of
     /// their mean plus `slack`.
-    fn steady(&self, samples: impl Iterator<Item = u64> + Clone, slack: u64) -> bool {
+    pub(super) fn steady(&self, samples: impl Iterator<Item = u64> + Clone, slack: u64) -> bool {
         let (mut min, mut max, mut sum, mut n) = (u64::MAX, 0u64, 0u128, 0u128);
         for v in samples {
             min = min.min(v);
@@ -200,7 +203,7 @@ impl Steady {
 
 impl<S: TelemetrySink> Network<'_, S> {
     /// Local sender indices of the flows sending now (started, unfinished).
-    fn active_senders(&self) -> impl Iterator<Item = usize> + '_ {
+    pub(super) fn active_senders(&self) -> impl Iterator<Item = usize> + '_ {
         (0..self.nodes.len())
             .filter(|&local| self.is_host(self.nodes[local]))
             .flat_map(move |local| {
@@ -317,90 +320,108 @@ impl<S: TelemetrySink> Network<'_, S> {
     /// within two packets over the window ending at `slot`; congested,
     /// whether every switch queue's means over the window's halves agree.
     fn ff_ports_steady(&self, slot: usize) -> bool {
+        (0..self.nodes.len()).all(|local| {
+            let ports = self.port_base[local] as usize..self.port_base[local + 1] as usize;
+            ports
+                .into_iter()
+                .all(|gp| self.ff_port_steady(gp, self.nodes[local], slot))
+        })
+    }
+
+    /// [`Network::ff_ports_steady`] for port `gp` of node `node`.
+    pub(super) fn ff_port_steady(&self, gp: usize, node: NodeId, slot: usize) -> bool {
         let ff = self.ff.steady.as_ref().expect("fast-forward is on");
         let config = &self.fabric.config;
         let packet_bytes = u64::from(config.mtu_bytes + config.header_bytes);
-        for (local, &node) in self.nodes.iter().enumerate() {
-            let ports = self.port_base[local] as usize..self.port_base[local + 1] as usize;
-            for gp in ports {
-                let p = &self.ports[gp];
-                if !ff.config.congested && (p.pause.paused || self.ingress[gp].pause_sent) {
-                    return false;
-                }
-                if node.0 < self.fabric.topo.host_count() {
-                    continue;
-                }
-                let queue = oldest_to_newest(gp * SLOTS, slot).map(|k| ff.qlen[k]);
-                let steady = if ff.config.congested {
-                    let q: Vec<u64> = queue.collect();
-                    let mean = |s: &[u64]| s.iter().sum::<u64>() / s.len() as u64;
-                    let slack = CONGESTED_QUEUE_SLACK_PKTS * packet_bytes;
-                    ff.steady([mean(&q[..=HALF]), mean(&q[HALF..])].into_iter(), slack)
-                } else {
-                    ff.steady(queue, 2 * packet_bytes)
-                };
-                if !steady {
-                    return false;
-                }
-            }
+        let p = &self.ports[gp];
+        // Moved by a domain's jump: not steady until a window after it.
+        if ff.port_from[gp] + u64::from(FastForward::WINDOW_PERIODS) >= ff.checks {
+            return false;
         }
-        true
+        if !ff.config.congested && (p.pause.paused || self.ingress[gp].pause_sent) {
+            return false;
+        }
+        if node.0 < self.fabric.topo.host_count() {
+            return true;
+        }
+        let queue = oldest_to_newest(gp * SLOTS, slot).map(|k| ff.qlen[k]);
+        if ff.config.congested {
+            let q: Vec<u64> = queue.collect();
+            let mean = |s: &[u64]| s.iter().sum::<u64>() / s.len() as u64;
+            let slack = CONGESTED_QUEUE_SLACK_PKTS * packet_bytes;
+            ff.steady([mean(&q[..=HALF]), mean(&q[HALF..])].into_iter(), slack)
+        } else {
+            ff.steady(queue, 2 * packet_bytes)
+        }
     }
 
     /// The longest jump the `active` senders allow at check `index` (slot
-    /// `slot`): each flow's room before it ends, and how far its rate-based
-    /// CC may drift; `None` if a flow's rate is not steady.
+    /// `slot`); `None` if a flow's rate is not steady.
     fn ff_max_skip(&self, index: u64, slot: usize, active: &[usize]) -> Option<SimTime> {
+        let max_skip = self
+            .ff
+            .steady
+            .as_ref()
+            .expect("fast-forward is on")
+            .config
+            .max_skip;
+        active.iter().try_fold(max_skip, |m, &i| {
+            Some(m.min(self.ff_flow_skip(index, slot, i)?))
+        })
+    }
+
+    /// The longest jump sender `i` allows at check `index` (slot `slot`):
+    /// its room before it ends, and how far its rate-based CC may drift;
+    /// `None` if its rate is not steady.
+    pub(super) fn ff_flow_skip(&self, index: u64, slot: usize, i: usize) -> Option<SimTime> {
         let ff = self.ff.steady.as_ref().expect("fast-forward is on");
         let config = &self.fabric.config;
         let oldest = oldest_to_newest(0, slot).next().expect("SLOTS > 0");
         let window_ps = ff.window_ps();
         let mut max_skip = ff.config.max_skip;
-        for &i in active {
-            let s = &self.transport.senders[i];
-            let (total, span_ps) = ff.flow_rate(i, index, slot, s.retransmitted_pkts)?;
-            let left = u64::from(s.packets - s.qp.acked());
-            let room_ps = ff.room_ps(left, total, span_ps)?;
-            max_skip = max_skip.min(SimTime(room_ps.min(u128::from(u64::MAX)) as u64));
-            // A rate-based CC still moving (recovering after a cut, say):
-            // jump no further than its drift over the window, extrapolated,
-            // stays within the tolerance.
-            let (first, last) = (ff.cc_rate[i * SLOTS + oldest], ff.cc_rate[i * SLOTS + slot]);
-            let drift = first.abs_diff(last);
-            let quiet = ff.cnps[i * SLOTS + oldest] == s.cnps;
-            if let (CcState::Dcqcn(d), true) = (&s.cc, quiet && d_recovering(&s.cc)) {
-                // DCQCN recovering without CNPs: its timers' steps are
-                // known; jump no further than they keep the rate within
-                // the tolerance (the jump applies them, see `ff_skip`).
-                let c = &config.dcqcn;
-                let allowed = if c.byte_counter_bytes != 0 {
-                    // Its byte counter would add increases that a jump
-                    // does not apply: no jump while it recovers.
-                    0
-                } else {
-                    let mut ahead = d.clone();
-                    let mut steps = 0u64;
-                    while steps < MAX_CC_STEPS {
-                        ahead.increase(c, s.line_rate_bps, IncreaseSource::Timer);
-                        if (ahead.rate_bps - d.rate_bps).abs() > ff.config.tolerance * d.rate_bps {
-                            break;
-                        }
-                        steps += 1;
+        let s = &self.transport.senders[i];
+        let (total, span_ps) = ff.flow_rate(i, index, slot, s.retransmitted_pkts)?;
+        let left = u64::from(s.packets - s.qp.acked());
+        let room_ps = ff.room_ps(left, total, span_ps)?;
+        max_skip = max_skip.min(SimTime(room_ps.min(u128::from(u64::MAX)) as u64));
+        // A rate-based CC still moving (recovering after a cut, say):
+        // jump no further than its drift over the window, extrapolated,
+        // stays within the tolerance.
+        let (first, last) = (ff.cc_rate[i * SLOTS + oldest], ff.cc_rate[i * SLOTS + slot]);
+        let drift = first.abs_diff(last);
+        let quiet = ff.cnps[i * SLOTS + oldest] == s.cnps;
+        if let (CcState::Dcqcn(d), true) = (&s.cc, quiet && d_recovering(&s.cc)) {
+            // DCQCN recovering without CNPs: its timers' steps are
+            // known; jump no further than they keep the rate within
+            // the tolerance (the jump applies them, see `ff_skip`).
+            let c = &config.dcqcn;
+            let allowed = if c.byte_counter_bytes != 0 {
+                // Its byte counter would add increases that a jump
+                // does not apply: no jump while it recovers.
+                0
+            } else {
+                let mut ahead = d.clone();
+                let mut steps = 0u64;
+                while steps < MAX_CC_STEPS {
+                    ahead.increase(c, s.line_rate_bps, IncreaseSource::Timer);
+                    if (ahead.rate_bps - d.rate_bps).abs() > ff.config.tolerance * d.rate_bps {
+                        break;
                     }
-                    c.rate_increase_timer.as_ps().saturating_mul(steps.max(1))
-                };
-                max_skip = max_skip.min(SimTime(allowed));
-            } else if ff.config.congested
-                && matches!(s.cc, CcState::Dcqcn(_))
-                && ff.cycling(i, slot, s.cnps)
-            {
-                // DCQCN cutting and recovering within each half window: it
-                // moves at its halves' steady average (its acknowledgements),
-                // its state left at the window's last phase.
-            } else if drift > 0 {
-                let allowed = ff.config.tolerance * last as f64 / drift as f64 * window_ps as f64;
-                max_skip = max_skip.min(SimTime(allowed.min(u64::MAX as f64) as u64));
-            }
+                    steps += 1;
+                }
+                c.rate_increase_timer.as_ps().saturating_mul(steps.max(1))
+            };
+            max_skip = max_skip.min(SimTime(allowed));
+        } else if ff.config.congested
+            && matches!(s.cc, CcState::Dcqcn(_))
+            && ff.cycling(i, slot, s.cnps)
+        {
+            // DCQCN cutting and recovering within each half window: it
+            // moves at its halves' steady average (its acknowledgements),
+            // its state left at the window's last phase.
+        } else if drift > 0 {
+            let allowed = ff.config.tolerance * last as f64 / drift as f64 * window_ps as f64;
+            max_skip = max_skip.min(SimTime(allowed.min(u64::MAX as f64) as u64));
         }
         Some(max_skip)
     }
@@ -435,142 +456,23 @@ impl<S: TelemetrySink> Network<'_, S> {
 
     /// Advances this shard's state over the jump `now -> now + delta`.
     pub(crate) fn ff_skip(&mut self, now: SimTime, delta: SimTime, votes: &[u64]) {
-        let mtu = u64::from(self.fabric.config.mtu_bytes);
-        // Bytes each port sends over the jump, at its windowed rate.
-        let ff = self.ff.steady.as_mut().expect("fast-forward is on");
-        let slot = ((ff.checks - 1) % SLOTS as u64) as usize;
-        let oldest = (slot + 1) % SLOTS;
-        let window_ps = ff.window_ps();
-        // The bytes on the wire over the window (pro rata), shared among the
-        // priorities as the packets started in it were.
         let added: Vec<[u64; PRIORITIES]> = (0..self.ports.len())
-            .map(|gp| {
-                let (new, old) = (ff.tx[gp * SLOTS + slot], ff.tx[gp * SLOTS + oldest]);
-                let started: u64 = (0..PRIORITIES).map(|prio| new[prio] - old[prio]).sum();
-                let wire = ff.wire[gp * SLOTS + slot] - ff.wire[gp * SLOTS + oldest];
-                let bytes = u128::from(wire) * u128::from(delta.as_ps()) / window_ps;
-                std::array::from_fn(|prio| {
-                    let share = u128::from(new[prio] - old[prio]);
-                    (bytes * share)
-                        .checked_div(u128::from(started))
-                        .unwrap_or(0) as u64
-                })
-            })
+            .map(|gp| self.ff_port_added(gp, delta))
             .collect();
+        let ff = self.ff.steady.as_mut().expect("fast-forward is on");
         ff.valid_from = ff.checks;
         for local in 0..self.nodes.len() {
             self.ff_samples(local, now, delta, &added);
         }
-        for (p, added) in self.ports.iter_mut().zip(&added) {
-            for (tx, bytes) in p.counters.tx_bytes.iter_mut().zip(added) {
-                *tx += bytes;
-            }
-            for pkt in p.egress.queues.iter_mut().flatten() {
-                skip_packet(pkt, votes);
-            }
-            p.egress.busy_until += delta;
-            // A pause held over the jump: the `pfc` table's duration is
-            // what was simulated (a jump writes no pause of its own).
-            p.pause.since += delta;
-            p.hpcc.window_start += delta;
-            if p.host.wake_at != NO_WAKE {
-                p.host.wake_at += delta;
-            }
+        for (gp, added) in added.iter().enumerate() {
+            self.ff_advance_port(gp, delta, added, votes);
         }
         let active: Vec<usize> = self.active_senders().collect();
-        let c = &self.fabric.config.dcqcn;
         for i in active {
-            let s = &mut self.transport.senders[i];
-            let k = votes[s.flow as usize] as u32;
-            s.qp.roce().skip_ahead(k);
-            let line_rate_bps = s.line_rate_bps;
-            if d_recovering(&s.cc) {
-                if let CcState::Dcqcn(d) = &mut s.cc {
-                    // The timers that would have fired, without CNPs.
-                    let increases =
-                        (delta.as_ps() / c.rate_increase_timer.as_ps()).min(MAX_CC_STEPS);
-                    for _ in 0..increases {
-                        d.increase(c, line_rate_bps, IncreaseSource::Timer);
-                    }
-                    let updates = (delta.as_ps() / c.alpha_update.as_ps()).min(MAX_CC_STEPS);
-                    for _ in 0..updates {
-                        d.update_alpha(c);
-                    }
-                }
-            }
-            match &mut s.cc {
-                CcState::Dctcp(d) => d.window_end_psn += k,
-                CcState::Hpcc(h) => h.update_psn += k,
-                CcState::Timely(t) => {
-                    t.update_psn += k;
-                    t.probe_sent_at += delta;
-                }
-                CcState::Dcqcn(_) | CcState::LineRate => {}
-            }
-            s.next_send += delta;
-            s.last_ack += delta;
-            s.skipped_bytes += u64::from(k) * mtu;
-            s.skipped += delta;
-            self.stats.sent_payload_bytes += u64::from(k) * mtu;
-            self.stats.ff_flow_steady_bytes += u64::from(k) * mtu;
+            let k = votes[self.transport.senders[i].flow as usize] as u32;
+            self.ff_advance_sender(i, delta, k);
         }
-        for (&flow, rx) in self.transport.receivers.iter_mut() {
-            let k = votes[flow as usize] as u32;
-            if k > 0 {
-                if let RxQp::Roce(qp) = &mut rx.qp {
-                    qp.skip_ahead(k);
-                }
-                self.stats.delivered_payload_bytes += u64::from(k) * mtu;
-            }
-            if let Some(t) = &mut rx.last_cnp {
-                *t += delta;
-            }
-        }
-        // Freed receivers' last CNPs move on with the others.
-        for t in self.transport.received_cnp.values_mut() {
-            *t += delta;
-        }
-    }
-
-    /// Writes local node `local`'s samples due in `(now, now + delta]` as
-    /// the steady state gives them: queues as they are, byte counters and
-    /// the packet on the wire moved on at the windowed rates (`added` over
-    /// the whole jump, per port).
-    fn ff_samples(
-        &mut self,
-        local: usize,
-        now: SimTime,
-        delta: SimTime,
-        added: &[[u64; PRIORITIES]],
-    ) {
-        self.sample_until(local, now);
-        let end = now + delta;
-        if self.next_sample[local] > end {
-            return;
-        }
-        let ports = self.port_base[local] as usize..self.port_base[local + 1] as usize;
-        let base: Vec<([u64; PRIORITIES], SimTime)> = self.ports[ports.clone()]
-            .iter()
-            .map(|p| (p.counters.tx_bytes, p.egress.busy_until))
-            .collect();
-        while self.next_sample[local] <= end {
-            let at = self.next_sample[local];
-            let elapsed = at - now;
-            for (gp, &(tx, busy)) in ports.clone().zip(&base) {
-                let p = &mut self.ports[gp];
-                for prio in 0..PRIORITIES {
-                    let part = u128::from(added[gp][prio]) * u128::from(elapsed.as_ps())
-                        / u128::from(delta.as_ps());
-                    p.counters.tx_bytes[prio] = tx[prio] + part as u64;
-                }
-                p.egress.busy_until = busy + elapsed;
-            }
-            self.sample_until(local, at);
-        }
-        for (gp, &(tx, busy)) in ports.zip(&base) {
-            self.ports[gp].counters.tx_bytes = tx;
-            self.ports[gp].egress.busy_until = busy;
-        }
+        self.ff_advance_receivers(votes, |_| delta);
     }
 
     /// Events whose time is absolute: a flow's or a compute task's start and
@@ -587,7 +489,7 @@ impl<S: TelemetrySink> Network<'_, S> {
 }
 
 /// Moves a packet of a flow that jumped by `votes[flow]` packets.
-fn skip_packet(pkt: &mut Packet, votes: &[u64]) {
+pub(super) fn skip_packet(pkt: &mut Packet, votes: &[u64]) {
     if matches!(
         pkt.kind,
         PacketKind::Data | PacketKind::Ack | PacketKind::Nack | PacketKind::Cnp

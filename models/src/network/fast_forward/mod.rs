@@ -18,6 +18,8 @@
 //! [`FastForwarding::sampled`]: the bytes replays have yet to put on a
 //! port's wire.
 
+mod advance;
+mod domains;
 mod jumps;
 mod memo;
 
@@ -33,6 +35,8 @@ use netsim_engine::SimTime;
 pub(crate) struct FastForwarding {
     steady: Option<jumps::Steady>,
     memo: Option<memo::Memo>,
+    /// Per-domain jumps (`--ff-scope domain`).
+    domains: Option<domains::Domains>,
 }
 
 impl FastForwarding {
@@ -54,7 +58,15 @@ impl FastForwarding {
         let memo = config
             .filter(|ff| ff.memo && workload.has_tasks())
             .map(|_| memo::Memo::new(fabric, ports));
-        FastForwarding { steady, memo }
+        let domains = config.filter(|ff| ff.domains).map(|_| {
+            let nodes = fabric.topo.node_count() as usize;
+            domains::Domains::new(workload.flows.len(), workload.tasks.len(), nodes, ports)
+        });
+        FastForwarding {
+            steady,
+            memo,
+            domains,
+        }
     }
 
     /// Of priority `prio`'s bytes started at port `gport`, those memo
@@ -65,11 +77,22 @@ impl FastForwarding {
             .map_or(0, |m| m.unsent_bytes(gport, prio, at))
     }
 
-    /// Sender slot `i` holds a flow that starts now: its samples start
-    /// afresh.
-    pub(crate) fn sender_opened(&mut self, i: usize) {
+    /// Sender slot `i` holds flow `flow`, which starts now: its samples
+    /// start afresh.
+    pub(crate) fn sender_opened(&mut self, i: usize, flow: u32) {
         if let Some(steady) = &mut self.steady {
             steady.sender_opened(i);
+        }
+        if let Some(d) = &mut self.domains {
+            d.sender_opened(flow);
+        }
+    }
+
+    /// Flow `flow`'s sender on this shard finished: a transient for the
+    /// domains of its resources.
+    pub(crate) fn sender_finished(&mut self, flow: u32) {
+        if let Some(d) = &mut self.domains {
+            d.sender_finished(flow);
         }
     }
 

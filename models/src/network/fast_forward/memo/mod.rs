@@ -21,7 +21,7 @@ mod key;
 mod payoff;
 mod predict;
 mod radix;
-mod resources;
+pub(super) mod resources;
 mod sandbox;
 mod shard_view;
 #[cfg(test)]

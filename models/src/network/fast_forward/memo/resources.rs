@@ -9,7 +9,7 @@ use crate::network::Fabric;
 /// serialiser, carrying one flow's data and another's acknowledgements
 /// alike) or a whole switch (its ports draw on one shared buffer, whose
 /// free space sets every port's PFC and drop thresholds).
-pub(super) type Resource = u64;
+pub(in crate::network::fast_forward) type Resource = u64;
 
 fn host_port(node: u32, port: u16) -> Resource {
     u64::from(node) << 17 | u64::from(port)
@@ -21,7 +21,11 @@ fn switch(node: u32) -> Resource {
 
 /// The resources flow `flow`'s data and acknowledgements use on a
 /// fault-free fabric with hash ECMP, appended to `out`.
-pub(super) fn flow_resources(fabric: &Fabric, flow: u32, out: &mut Vec<Resource>) {
+pub(in crate::network::fast_forward) fn flow_resources(
+    fabric: &Fabric,
+    flow: u32,
+    out: &mut Vec<Resource>,
+) {
     let spec = fabric.workload.flows[flow as usize];
     let mut path = Vec::new();
     for (a, b) in [(spec.src, spec.dst), (spec.dst, spec.src)] {
@@ -36,7 +40,11 @@ pub(super) fn flow_resources(fabric: &Fabric, flow: u32, out: &mut Vec<Resource>
 
 /// The resource an egress port belongs to: a host's port alone, or its
 /// switch.
-pub(super) fn port_resource(fabric: &Fabric, node: u32, port: u16) -> Resource {
+pub(in crate::network::fast_forward) fn port_resource(
+    fabric: &Fabric,
+    node: u32,
+    port: u16,
+) -> Resource {
     if fabric.topo.is_host(node) {
         host_port(node, port)
     } else {

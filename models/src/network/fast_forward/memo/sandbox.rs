@@ -106,11 +106,11 @@ impl<S: TelemetrySink> Network<'_, S> {
         // steady stretch of the domain alone is jumped as
         // `--fast-forward on` would jump it (the DP ring steps'
         // middles: most of the sandboxes' events). No memo inside it.
-        sandbox.config.fast_forward = self
-            .fabric
-            .config
-            .fast_forward
-            .map(|ff| FastForward { memo: false, ..ff });
+        sandbox.config.fast_forward = self.fabric.config.fast_forward.map(|ff| FastForward {
+            memo: false,
+            domains: false,
+            ..ff
+        });
         sandbox.config.sample_period = SimTime::ZERO;
         sandbox
     }

@@ -1,0 +1,440 @@
+//! Per-domain jumps (`--ff-scope domain`, docs/design/fast-forward.md):
+//! at a check without a whole-run jump, the active flows are split into
+//! contention domains (flows united by the host ports and switches they
+//! share, both ways); a domain whose own flows and resources are steady
+//! jumps alone, ending before its next transient, while the rest of the
+//! run goes on. This file agrees on the jumps; `advance.rs` makes them.
+
+use super::jumps::SLOTS;
+use super::memo::resources::{flow_resources, Resource};
+use crate::network::config::FastForward;
+use crate::network::transport::{Qp, SenderReliability};
+use crate::network::{NetEvent, Network};
+use crate::telemetry::TelemetrySink;
+use hashbrown::HashMap;
+use netsim_engine::{Aborted, AllMax, SimTime};
+
+/// Agreed per flow: its sender started it (on some shard) ...
+const STARTED: u64 = 1 << 63;
+/// ... it is sending now ...
+const ACTIVE: u64 = 1 << 62;
+/// ... or its start is pending (a `FlowStart` event), at the low bits.
+const SCHEDULED: u64 = 1 << 61;
+/// The low bits: an active flow's own longest jump (ps; 0: not steady),
+/// or a scheduled flow's start (ps).
+const LOW: u64 = (1 << 61) - 1;
+const UNTRACED: u32 = u32::MAX;
+
+/// A shard's state for per-domain jumps.
+#[derive(Debug)]
+pub(crate) struct Domains {
+    /// Per workload flow: its sender started on this shard.
+    started: Vec<bool>,
+    /// Flows whose sender finished on this shard since the last check.
+    finished: Vec<u32>,
+    /// Per node: `k + 1` where check `k` is the last at which this shard
+    /// saw a flow through it end or a packet dropped at it (0: never).
+    disturbed: Vec<u64>,
+    /// Per local port: its drops at the last check; the run's PFC pauses.
+    dropped: Vec<u64>,
+    pauses: u64,
+    /// Per flow: its resources, `resources[from..from + len]`, traced once.
+    paths: Vec<(u32, u32)>,
+    resources: Vec<Resource>,
+    /// The agreed values of the last check (see [`STARTED`]), reused.
+    values: Vec<u64>,
+    /// Per task, the walk that last reached it (downstream of a domain).
+    mark: Vec<u32>,
+    walk: u32,
+    /// The jumps agreed at the last check, until `advance.rs` made them:
+    /// per flow its shift (ps) and packets moved, the flows, and the
+    /// shift of each resource of a jumped domain.
+    pub(super) shift_ps: Vec<u64>,
+    pub(super) votes: Vec<u64>,
+    pub(super) jumped: Vec<u32>,
+    pub(super) resource_shift: HashMap<Resource, SimTime>,
+}
+
+impl Domains {
+    pub(crate) fn new(flows: usize, tasks: usize, nodes: usize, ports: usize) -> Domains {
+        Domains {
+            started: vec![false; flows],
+            finished: Vec::new(),
+            disturbed: vec![0; nodes],
+            dropped: vec![0; ports],
+            pauses: 0,
+            paths: vec![(0, UNTRACED); flows],
+            resources: Vec::new(),
+            values: Vec::new(),
+            mark: vec![0; tasks],
+            walk: 0,
+            shift_ps: vec![0; flows],
+            votes: vec![0; flows],
+            jumped: Vec::new(),
+            resource_shift: HashMap::new(),
+        }
+    }
+
+    pub(crate) fn sender_opened(&mut self, flow: u32) {
+        self.started[flow as usize] = true;
+    }
+
+    pub(crate) fn sender_finished(&mut self, flow: u32) {
+        self.finished.push(flow);
+    }
+}
+
+/// Union-find over dense resource ids.
+fn find(parent: &mut [u32], mut x: u32) -> u32 {
+    while parent[x as usize] != x {
+        let up = parent[parent[x as usize] as usize];
+        parent[x as usize] = up;
+        x = up;
+    }
+    x
+}
+
+impl<S: TelemetrySink> Network<'_, S> {
+    /// Flow `flow`'s resources (traced at first use).
+    fn ff_flow_path(&mut self, flow: u32) -> (usize, usize) {
+        let d = self.ff.domains.as_mut().expect("domain scope");
+        if d.paths[flow as usize].1 == UNTRACED {
+            let from = d.resources.len();
+            flow_resources(self.fabric, flow, &mut d.resources);
+            let mut own: Vec<Resource> = d.resources.drain(from..).collect();
+            own.sort_unstable();
+            own.dedup();
+            d.resources.extend(&own);
+            d.paths[flow as usize] = (from as u32, own.len() as u32);
+        }
+        let (from, len) = d.paths[flow as usize];
+        (from as usize, len as usize)
+    }
+
+    /// This shard's share of the agreed values at check `index` (slot
+    /// `slot`): a veto, per flow its state, per node whether it is
+    /// unsteady and when it was last disturbed.
+    fn ff_domain_values(
+        &mut self,
+        index: u64,
+        slot: usize,
+        pending: &mut dyn Iterator<Item = (SimTime, NetEvent)>,
+    ) -> Vec<u64> {
+        let (flows, nodes) = (
+            self.fabric.workload.flows.len(),
+            self.fabric.topo.node_count() as usize,
+        );
+        let finished = std::mem::take(&mut self.ff.domains.as_mut().expect("on").finished);
+        for &f in &finished {
+            let (from, len) = self.ff_flow_path(f);
+            let d = self.ff.domains.as_mut().expect("on");
+            for k in from..from + len {
+                d.disturbed[(d.resources[k] >> 17) as usize] = index + 1;
+            }
+        }
+        let congested = self.ff.steady.as_ref().expect("on").config.congested;
+        let replaying = self.memo_replaying();
+        let d = self.ff.domains.as_mut().expect("on");
+        let pauses_now = self.stats.pfc_pauses;
+        let paused = !congested && pauses_now != d.pauses;
+        d.pauses = pauses_now;
+        for (local, &node) in self.nodes.iter().enumerate() {
+            let ports = self.port_base[local] as usize..self.port_base[local + 1] as usize;
+            for gp in ports {
+                let drops: u64 = self.ports[gp].counters.dropped_pkts.iter().sum();
+                if drops != d.dropped[gp] || paused {
+                    d.disturbed[node.0 as usize] = index + 1;
+                }
+                d.dropped[gp] = drops;
+            }
+        }
+        let mut values = std::mem::take(&mut d.values);
+        values.clear();
+        values.resize(1 + flows + 2 * nodes, 0);
+        values[0] = u64::from(replaying);
+        for (f, &started) in d.started.iter().enumerate() {
+            if started {
+                values[1 + f] = STARTED;
+            }
+        }
+        for (n, &at) in d.disturbed.iter().enumerate() {
+            values[1 + flows + nodes + n] = at;
+        }
+        for (at, event) in pending {
+            if let NetEvent::FlowStart { flow } = event {
+                values[1 + flow as usize] |= SCHEDULED | at.as_ps().min(LOW);
+            }
+        }
+        let active: Vec<usize> = self.active_senders().collect();
+        for i in active {
+            let own = self.ff_flow_skip(index, slot, i).map_or(0, |t| t.as_ps());
+            let flow = self.transport.senders[i].flow as usize;
+            values[1 + flow] |= ACTIVE | own.min(LOW);
+        }
+        for (local, &node) in self.nodes.iter().enumerate() {
+            let ports = self.port_base[local] as usize..self.port_base[local + 1] as usize;
+            if ports
+                .into_iter()
+                .any(|gp| !self.ff_port_steady(gp, node, slot))
+            {
+                values[1 + flows + node.0 as usize] = 1;
+            }
+        }
+        values
+    }
+
+    /// At check `now` without a whole-run jump: agrees on the domains that
+    /// jump (each by the least of its flows' own jumps, the time to the
+    /// next start of a flow on its resources and to `end`, at least a
+    /// period) and the packets their flows move by; gives how many jump
+    /// and the sum of their jumps, the same on every shard.
+    pub(crate) fn ff_domain_jumps(
+        &mut self,
+        now: SimTime,
+        end: SimTime,
+        pending: &mut dyn Iterator<Item = (SimTime, NetEvent)>,
+        all_max: AllMax<'_>,
+    ) -> Result<(u64, SimTime), Aborted> {
+        let Some(ff) = self.ff.steady.as_ref() else {
+            return Ok((0, SimTime::ZERO));
+        };
+        let periods = u64::from(FastForward::WINDOW_PERIODS);
+        let (index, period) = (ff.checks - 1, ff.config.period);
+        // The same on every shard: checks and their gaps are agreed.
+        if self.ff.domains.is_none() || index < ff.valid_from + periods {
+            return Ok((0, SimTime::ZERO));
+        }
+        let slot = (index % SLOTS as u64) as usize;
+        let mut values = self.ff_domain_values(index, slot, pending);
+        all_max(&mut values)?;
+        let jumps = if values[0] == 0 {
+            self.ff_decide(now, end, index, period, &values)
+        } else {
+            Vec::new()
+        };
+        self.ff.domains.as_mut().expect("on").values = values;
+        if jumps.is_empty() {
+            return Ok((0, SimTime::ZERO));
+        }
+        self.ff_domain_votes(index, slot, all_max)?;
+        let total = jumps.iter().fold(SimTime::ZERO, |t, &j| t + j);
+        Ok((jumps.len() as u64, total))
+    }
+
+    /// From the agreed `values`: the domains' jumps (their lengths), with
+    /// each jumped flow's shift and each jumped resource's noted.
+    fn ff_decide(
+        &mut self,
+        now: SimTime,
+        end: SimTime,
+        index: u64,
+        period: SimTime,
+        values: &[u64],
+    ) -> Vec<SimTime> {
+        let flows = self.fabric.workload.flows.len();
+        let nodes = self.fabric.topo.node_count() as usize;
+        let flow_value = |f: usize| values[1 + f];
+        // Domains: union-find over the active flows' resources.
+        let mut ids: HashMap<Resource, u32> = HashMap::new();
+        let mut parent: Vec<u32> = Vec::new();
+        let active: Vec<u32> = (0..flows as u32)
+            .filter(|&f| flow_value(f as usize) & ACTIVE != 0)
+            .collect();
+        for &f in &active {
+            let (from, len) = self.ff_flow_path(f);
+            let d = self.ff.domains.as_ref().expect("on");
+            let mut first = None;
+            for &r in &d.resources[from..from + len] {
+                let next = parent.len() as u32;
+                let id = *ids.entry(r).or_insert(next);
+                if id == next {
+                    parent.push(id);
+                }
+                let (a, b) = (
+                    find(&mut parent, id),
+                    find(&mut parent, *first.get_or_insert(id)),
+                );
+                parent[a.max(b) as usize] = a.min(b);
+            }
+        }
+        let mut ok = vec![true; parent.len()];
+        let mut skip = vec![(end - now).as_ps(); parent.len()];
+        let window = u64::from(FastForward::WINDOW_PERIODS);
+        for (&r, &id) in &ids {
+            let node = (r >> 17) as usize;
+            let (unsteady, at) = (values[1 + flows + node], values[1 + flows + nodes + node]);
+            if unsteady != 0 || at + window > index + 1 {
+                ok[find(&mut parent, id) as usize] = false;
+            }
+        }
+        let d = self.ff.domains.as_ref().expect("on");
+        for &f in &active {
+            let root = find(
+                &mut parent,
+                ids[&d.resources[d.paths[f as usize].0 as usize]],
+            );
+            let own = flow_value(f as usize) & LOW;
+            if own == 0 {
+                ok[root as usize] = false;
+            }
+            skip[root as usize] = skip[root as usize].min(own);
+        }
+        self.ff_bound_by_others(now, values, &ids, &mut parent, (&mut ok, &mut skip));
+        let d = self.ff.domains.as_mut().expect("on");
+        let mut jumps = Vec::new();
+        let mut shift = vec![0u64; parent.len()];
+        for root in 0..parent.len() {
+            if find(&mut parent, root as u32) == root as u32
+                && ok[root]
+                && skip[root] >= period.as_ps()
+            {
+                shift[root] = skip[root];
+                jumps.push(SimTime(skip[root]));
+            }
+        }
+        for (&r, &id) in &ids {
+            let s = shift[find(&mut parent, id) as usize];
+            if s > 0 {
+                d.resource_shift.insert(r, SimTime(s));
+            }
+        }
+        for &f in &active {
+            let first = d.resources[d.paths[f as usize].0 as usize];
+            let s = shift[find(&mut parent, ids[&first]) as usize];
+            if s > 0 {
+                d.shift_ps[f as usize] = s;
+                d.jumped.push(f);
+            }
+        }
+        jumps
+    }
+
+    /// Bounds each candidate domain (`ok`, its longest jump `skip`, by
+    /// root) by the flows not sending that touch its resources: one
+    /// scheduled bounds it by its start; one waiting for dependencies
+    /// vetoes it unless it is downstream of one of the domain's flows
+    /// (which end after the jump); a finished one is gone.
+    fn ff_bound_by_others(
+        &mut self,
+        now: SimTime,
+        values: &[u64],
+        ids: &HashMap<Resource, u32>,
+        parent: &mut [u32],
+        (ok, skip): (&mut [bool], &mut [u64]),
+    ) {
+        if !ok.iter().any(|&o| o) {
+            return;
+        }
+        let flows = self.fabric.workload.flows.len();
+        let mut waiting: Vec<(u32, u32)> = Vec::new();
+        for f in 0..flows as u32 {
+            let v = values[1 + f as usize];
+            if v & (ACTIVE | STARTED) != 0 && v & SCHEDULED == 0 {
+                continue;
+            }
+            let (from, len) = self.ff_flow_path(f);
+            let d = self.ff.domains.as_ref().expect("on");
+            for &r in &d.resources[from..from + len] {
+                let Some(&id) = ids.get(&r) else { continue };
+                let root = find(parent, id);
+                if !ok[root as usize] {
+                    continue;
+                }
+                if v & SCHEDULED != 0 {
+                    let to = (v & LOW).saturating_sub(now.as_ps());
+                    skip[root as usize] = skip[root as usize].min(to);
+                } else {
+                    waiting.push((root, f));
+                }
+            }
+        }
+        waiting.sort_unstable();
+        waiting.dedup();
+        let mut walked = u32::MAX;
+        for (root, f) in waiting {
+            if !ok[root as usize] {
+                continue;
+            }
+            if walked != root {
+                self.ff_walk_downstream(root, values, ids, parent);
+                walked = root;
+            }
+            let d = self.ff.domains.as_ref().expect("on");
+            let task = self.fabric.workload.flow_info(f).map(|i| i.task);
+            if task.is_none_or(|t| d.mark[t as usize] != d.walk) {
+                ok[root as usize] = false;
+            }
+        }
+    }
+
+    /// Marks every task downstream of the active flows of the domain
+    /// rooted at `root` with a fresh walk number.
+    fn ff_walk_downstream(
+        &mut self,
+        root: u32,
+        values: &[u64],
+        ids: &HashMap<Resource, u32>,
+        parent: &mut [u32],
+    ) {
+        let workload = &self.fabric.workload;
+        let d = self.ff.domains.as_mut().expect("on");
+        d.walk = d.walk.wrapping_add(1);
+        if d.walk == 0 {
+            d.mark.fill(0);
+            d.walk = 1;
+        }
+        let mut stack: Vec<u32> = Vec::new();
+        for f in 0..workload.flows.len() {
+            if values[1 + f] & ACTIVE == 0 {
+                continue;
+            }
+            let first = d.resources[d.paths[f].0 as usize];
+            if find(parent, ids[&first]) != root {
+                continue;
+            }
+            if let Some(info) = workload.flow_info(f as u32) {
+                stack.push(info.task);
+            }
+        }
+        while let Some(t) = stack.pop() {
+            for &dep in workload.dependents(t) {
+                if d.mark[dep as usize] != d.walk {
+                    d.mark[dep as usize] = d.walk;
+                    stack.push(dep);
+                }
+            }
+        }
+    }
+
+    /// Agrees the packets each jumped flow moves by (its sender's window
+    /// rate times its domain's jump, short of its end).
+    fn ff_domain_votes(
+        &mut self,
+        index: u64,
+        slot: usize,
+        all_max: AllMax<'_>,
+    ) -> Result<(), Aborted> {
+        let ff = self.ff.steady.as_ref().expect("on");
+        let d = self.ff.domains.as_mut().expect("on");
+        let oldest = (slot + 1) % SLOTS;
+        debug_assert_eq!(index % SLOTS as u64, slot as u64);
+        let mut votes = vec![0u64; d.jumped.len()];
+        for (k, &f) in d.jumped.iter().enumerate() {
+            let Some(&i) = self.transport.sender_of.get(&f) else {
+                continue;
+            };
+            let (i, delta_ps) = (i as usize, d.shift_ps[f as usize]);
+            let s = &self.transport.senders[i];
+            let total = ff.acked[i * SLOTS + slot] - ff.acked[i * SLOTS + oldest];
+            let moved = u128::from(total) * u128::from(delta_ps) / ff.ack_span_ps(i, slot);
+            let Qp::Roce(qp) = &s.qp else { continue };
+            let room = s.packets.saturating_sub(qp.next_psn() + 1);
+            votes[k] = (moved as u64).min(u64::from(room));
+        }
+        all_max(&mut votes)?;
+        for (&f, v) in d.jumped.iter().zip(votes) {
+            d.votes[f as usize] = v;
+        }
+        Ok(())
+    }
+}

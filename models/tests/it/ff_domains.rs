@@ -1,0 +1,142 @@
+//! Per-domain jumps (`--ff-scope domain`, docs/design/fast-forward.md):
+//! a steady incast jumps beside a churning one that keeps whole-run jumps
+//! off, within the tolerance of packet level, the churning one's flows
+//! untouched, and the telemetry identical on 1, 2 and 4 shards.
+
+use crate::common::{flows, work_layout};
+use netsim_engine::SimTime;
+use netsim_models::network::config::{CcKind, FastForward, NetConfig};
+use netsim_models::network::{simulate, Fabric, NetRun};
+use netsim_models::telemetry::MemorySink;
+use netsim_models::traffic::FlowSpec;
+use netsim_partition::Strategy;
+use netsim_topo::{build, FatTreeParams, LinkParams, Routing, TopoSpec};
+
+const GBPS: u64 = 1_000_000_000;
+const STEADY_BYTES: u64 = 10_000_000;
+/// The churning incast: this many short flows, one every `CHURN_GAP_US`.
+const CHURN_FLOWS: u64 = 100;
+const CHURN_GAP_US: u64 = 25;
+
+fn run(fabric: &Fabric, shards: u32) -> NetRun<MemorySink> {
+    let layout = work_layout(fabric, shards, Strategy::Structural);
+    simulate(fabric, &layout, SimTime::MAX, None, |_| {
+        MemorySink::default()
+    })
+}
+
+/// A leaf-spine of 4 hosts per leaf at 100 Gb/s, DCQCN. Under leaf 0,
+/// hosts 0 and 1 send 10 MB each to host 2 at once (steady after their
+/// first cuts); under leaf 1, hosts 4 and 5 take turns sending 200 KB to
+/// host 6 every 25 us, for longer than the steady ones last (a flow ends
+/// in almost every window). No flow crosses a
+/// spine: the two incasts share nothing.
+fn two_incasts(fast_forward: Option<FastForward>) -> Fabric {
+    let link = LinkParams {
+        bandwidth_bps: 100 * GBPS,
+        latency_ps: 1_000_000,
+    };
+    let topo = build(&TopoSpec::FatTree(FatTreeParams {
+        k: 4,
+        tiers: 2,
+        oversub: 2,
+        host_link: link,
+        agg_link: link,
+        core_link: link,
+        planes: 1,
+    }))
+    .unwrap();
+    let routing = Routing::build(&topo).unwrap();
+    let steady = |src| FlowSpec {
+        src,
+        dst: 2,
+        size_bytes: STEADY_BYTES,
+        start: SimTime::ZERO,
+    };
+    let churn = (0..CHURN_FLOWS).map(|k| FlowSpec {
+        src: 4 + (k % 2) as u32,
+        dst: 6,
+        size_bytes: 200_000,
+        start: SimTime::from_us(CHURN_GAP_US * k),
+    });
+    let flows = [steady(0), steady(1)].into_iter().chain(churn).collect();
+    let config = NetConfig {
+        cc: CcKind::Dcqcn,
+        sample_period: SimTime::from_us(5),
+        fast_forward,
+        ..NetConfig::default()
+    };
+    Fabric::new(topo, routing, flows, config, 3)
+}
+
+fn domains() -> FastForward {
+    FastForward {
+        domains: true,
+        ..FastForward::default()
+    }
+}
+
+#[test]
+fn a_steady_incast_jumps_beside_a_churning_one() {
+    let full = run(&two_incasts(None), 1);
+    let whole = run(&two_incasts(Some(FastForward::default())), 1);
+    let scoped = run(&two_incasts(Some(domains())), 1);
+    assert!(scoped.skip().skips > 0, "no domain jumped");
+    // (Measured: 62,353 events off, 58,669 with run scope, whose jumps
+    // fall in the few windows without a churning flow's end, 47,022 with
+    // domain scope.)
+    assert!(
+        scoped.events() * 10 < whole.events() * 9,
+        "{} events with domain scope, {} with run scope, {} off",
+        scoped.events(),
+        whole.events(),
+        full.events()
+    );
+    let stats = scoped.stats();
+    let total = 2 * STEADY_BYTES + CHURN_FLOWS * 200_000;
+    assert_eq!(stats.sent_payload_bytes, total);
+    assert_eq!(stats.delivered_payload_bytes, total);
+    for (a, b) in flows(&full).iter().zip(&flows(&scoped)) {
+        assert_eq!(a.flow_id, b.flow_id);
+        assert!(b.finished, "flow {} unfinished", b.flow_id);
+        let (a_fct, b_fct) = (a.fct_ns.unwrap() as f64, b.fct_ns.unwrap() as f64);
+        if a.src < 4 {
+            // The steady incast: jumped, within the tolerance.
+            assert!(b.skipped_bytes > 0, "flow {} never jumped", b.flow_id);
+            assert!(
+                (a_fct - b_fct).abs() <= 0.01 * a_fct,
+                "flow {}: {a_fct} ns packet level, {b_fct} ns",
+                a.flow_id
+            );
+        } else {
+            // The churning one: simulated as without fast-forward.
+            assert_eq!(b.skipped_bytes, 0);
+            assert_eq!(a.fct_ns, b.fct_ns, "flow {}", a.flow_id);
+        }
+    }
+}
+
+#[test]
+fn domain_jumps_are_identical_on_1_2_4_shards() {
+    let fabric = two_incasts(Some(domains()));
+    let reference = run(&fabric, 1);
+    assert!(reference.skip().skips > 0, "no domain jumped");
+    let tables = crate::fast_forward::telemetry(&reference);
+    for shards in [2, 4] {
+        let other = run(&fabric, shards);
+        assert_eq!(
+            other.skip().skips,
+            reference.skip().skips,
+            "{shards} shards"
+        );
+        assert_eq!(other.skip().skipped, reference.skip().skipped);
+        assert_eq!(other.sim_end, reference.sim_end);
+        assert_eq!(other.stats(), reference.stats(), "{shards} shards");
+        for (name, (a, b)) in ["flows", "queues", "pfc", "links"]
+            .iter()
+            .zip(crate::fast_forward::telemetry(&other).iter().zip(&tables))
+        {
+            assert_eq!(a, b, "{name} rows differ on {shards} shards");
+        }
+    }
+}

@@ -351,6 +351,7 @@ pub fn config_json(profile: &str, uec_profile: &str, c: &NetConfig) -> serde_jso
         "lb": format!("{:?}", u.lb).to_lowercase(),
         "entropies": u.entropies,
         "entropy_redraw": u.entropy_redraw,
+        "rto_per_packet": u.rto_per_packet,
         "cc": format!("{:?}", u.cc).to_lowercase(),
         "target_qdelay_ns": ns(u.target_qdelay),
         "ooo_pkts": u.ooo_pkts,

@@ -90,6 +90,11 @@ pub struct UecArgs {
     /// [netsim fixed, uet-htsim redraw].
     #[arg(long, value_parser = ["fixed", "redraw"])]
     pub uec_entropy_cycle: Option<String>,
+    /// UEC retransmission timer: per flow (without progress for an RTO,
+    /// everything outstanding is resent) or per packet (a packet sent an
+    /// RTO ago is resent; htsim's) [netsim flow, uet-htsim packet].
+    #[arg(long, value_parser = ["flow", "packet"])]
+    pub uec_rto: Option<String>,
 }
 
 impl UecArgs {
@@ -149,6 +154,7 @@ impl UecArgs {
             None if h => BaseRtt::Fabric,
             None => BaseRtt::Path,
         };
+        u.rto_per_packet = self.uec_rto.as_deref().map_or(h, |v| v == "packet");
         if self.uec_loss_detect.as_deref().map_or(h, |v| v == "off") {
             u.ooo_pkts = 0;
         }

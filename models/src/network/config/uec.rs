@@ -116,6 +116,11 @@ pub struct UecConfig {
     /// the diameter's latency both ways, a full packet and an ACK serialised
     /// at every hop); set from the topology before the run.
     pub fabric_rtt: SimTime,
+    /// The retransmission timer runs per packet (htsim's: a packet sent at
+    /// least an RTO ago is resent, progress or not), rather than per flow
+    /// (everything outstanding is resent when no packet was acknowledged
+    /// for an RTO, even a resend younger than it).
+    pub rto_per_packet: bool,
 }
 
 /// When NSCC folds its accumulated increase into the window.
@@ -159,6 +164,7 @@ impl Default for UecConfig {
             delay_decay: false,
             base_rtt: BaseRtt::Path,
             fabric_rtt: SimTime::ZERO,
+            rto_per_packet: false,
         }
     }
 }

@@ -255,13 +255,33 @@ impl UecSender {
         }
     }
 
-    /// The retransmission timer fired: without progress, everything
-    /// outstanding is resent.
-    pub(crate) fn on_timeout(&mut self) {
-        let lost = self.seq.on_timeout();
+    /// Whether a packet sent at least `rto` before `now` is outstanding.
+    pub(crate) fn expired(&self, now: SimTime, rto: SimTime) -> bool {
+        self.seq
+            .oldest_outstanding()
+            .is_some_and(|sent| sent + rto <= now)
+    }
+
+    /// The retransmission timer fired at `now`. With one timer per packet
+    /// (`per_packet`), what was sent at least `rto` ago is resent; else,
+    /// without progress since the last firing, everything outstanding.
+    /// How many packets were lost, and when the timer is due again.
+    pub(crate) fn on_timeout(
+        &mut self,
+        now: SimTime,
+        rto: SimTime,
+        per_packet: bool,
+    ) -> (u32, SimTime) {
+        let (lost, due) = if per_packet {
+            let (lost, next) = self.seq.on_packet_timeout(now, rto);
+            (lost, next.unwrap_or(now + rto))
+        } else {
+            (self.seq.on_timeout(), now + rto)
+        };
         if let Some(n) = &mut self.nscc {
             n.on_loss(f64::from(lost) * f64::from(self.mtu_bytes));
         }
+        (lost, due)
     }
 }
 
@@ -314,9 +334,11 @@ impl<S: TelemetrySink> Network<'_, S> {
                 if ack_bytes > 0 {
                     let first = !qp.started;
                     qp.hold(pkt.psn, u32::from(pkt.wire_bytes));
+                    let asked = qp.ack_now_for_request(pkt.util != 0);
                     // htsim's sink: at once for the first packet, a marked
-                    // one or one that asks; else every `ack_bytes`.
-                    let now = first || c || pkt.ce != 0 || pkt.util != 0;
+                    // one, one that asks or fills the holes below one that
+                    // asked; else every `ack_bytes`.
+                    let now = first || c || pkt.ce != 0 || asked;
                     coalesced = Some(now || qp.pending_bytes >= ack_bytes);
                 }
             }

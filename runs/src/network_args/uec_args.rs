@@ -95,6 +95,10 @@ pub struct UecArgs {
     /// RTO ago is resent; htsim's) [netsim flow, uet-htsim packet].
     #[arg(long, value_parser = ["flow", "packet"])]
     pub uec_rto: Option<String>,
+    /// UEC NSCC: a packet goes while the window is not yet full (open) or
+    /// only if it fits in it whole (fit; htsim's) [netsim open, uet-htsim fit].
+    #[arg(long, value_parser = ["open", "fit"])]
+    pub uec_window_gate: Option<String>,
 }
 
 impl UecArgs {
@@ -154,6 +158,7 @@ impl UecArgs {
             None if h => BaseRtt::Fabric,
             None => BaseRtt::Path,
         };
+        u.window_fit = self.uec_window_gate.as_deref().map_or(h, |v| v == "fit");
         u.rto_per_packet = self.uec_rto.as_deref().map_or(h, |v| v == "packet");
         if self.uec_loss_detect.as_deref().map_or(h, |v| v == "off") {
             u.ooo_pkts = 0;

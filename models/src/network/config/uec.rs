@@ -121,6 +121,10 @@ pub struct UecConfig {
     /// (everything outstanding is resent when no packet was acknowledged
     /// for an RTO, even a resend younger than it).
     pub rto_per_packet: bool,
+    /// NSCC: a packet goes only if it fits in the window whole (htsim's
+    /// `can_send_NSCC`), rather than while the window is not yet full (a
+    /// window a little above one packet then holds two).
+    pub window_fit: bool,
 }
 
 /// When NSCC folds its accumulated increase into the window.
@@ -165,6 +169,7 @@ impl Default for UecConfig {
             base_rtt: BaseRtt::Path,
             fabric_rtt: SimTime::ZERO,
             rto_per_packet: false,
+            window_fit: false,
         }
     }
 }

@@ -99,6 +99,11 @@ pub struct UecArgs {
     /// only if it fits in it whole (fit; htsim's) [netsim open, uet-htsim fit].
     #[arg(long, value_parser = ["open", "fit"])]
     pub uec_window_gate: Option<String>,
+    /// UEC NSCC: every NACK cuts the window (always), or only outside the
+    /// bytes quick adapt ignores and when it does not fire (ignore;
+    /// htsim's) [netsim always, uet-htsim ignore].
+    #[arg(long, value_parser = ["always", "ignore"])]
+    pub uec_nack_cut: Option<String>,
 }
 
 impl UecArgs {
@@ -158,6 +163,7 @@ impl UecArgs {
             None if h => BaseRtt::Fabric,
             None => BaseRtt::Path,
         };
+        u.nack_ignore = self.uec_nack_cut.as_deref().map_or(h, |v| v == "ignore");
         u.window_fit = self.uec_window_gate.as_deref().map_or(h, |v| v == "fit");
         u.rto_per_packet = self.uec_rto.as_deref().map_or(h, |v| v == "packet");
         if self.uec_loss_detect.as_deref().map_or(h, |v| v == "off") {

@@ -125,6 +125,10 @@ pub struct UecConfig {
     /// `can_send_NSCC`), rather than while the window is not yet full (a
     /// window a little above one packet then holds two).
     pub window_fit: bool,
+    /// NSCC: a NACK counts toward the bytes quick adapt ignores, and cuts
+    /// the window only outside them and when quick adapt does not fire
+    /// (htsim's `updateCwndOnNack_NSCC`); off, every NACK cuts it.
+    pub nack_ignore: bool,
 }
 
 /// When NSCC folds its accumulated increase into the window.
@@ -170,6 +174,7 @@ impl Default for UecConfig {
             fabric_rtt: SimTime::ZERO,
             rto_per_packet: false,
             window_fit: false,
+            nack_ignore: false,
         }
     }
 }

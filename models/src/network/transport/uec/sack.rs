@@ -433,7 +433,7 @@ mod tests {
     #[test]
     fn an_asked_ack_is_owed_again_when_the_holes_below_fill() {
         let mut r = SackReceiver::new(6);
-        let mut arrive = |r: &mut SackReceiver, psn, asked| {
+        let arrive = |r: &mut SackReceiver, psn, asked| {
             r.on_data(psn);
             r.ack_now_for_request(asked)
         };

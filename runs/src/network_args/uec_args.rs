@@ -90,6 +90,20 @@ pub struct UecArgs {
     /// [netsim fixed, uet-htsim redraw].
     #[arg(long, value_parser = ["fixed", "redraw"])]
     pub uec_entropy_cycle: Option<String>,
+    /// UEC retransmission timer: per flow (without progress for an RTO,
+    /// everything outstanding is resent) or per packet (a packet sent an
+    /// RTO ago is resent; htsim's) [netsim flow, uet-htsim packet].
+    #[arg(long, value_parser = ["flow", "packet"])]
+    pub uec_rto: Option<String>,
+    /// UEC NSCC: a packet goes while the window is not yet full (open) or
+    /// only if it fits in it whole (fit; htsim's) [netsim open, uet-htsim fit].
+    #[arg(long, value_parser = ["open", "fit"])]
+    pub uec_window_gate: Option<String>,
+    /// UEC NSCC: every NACK cuts the window (always), or only outside the
+    /// bytes quick adapt ignores and when it does not fire (ignore;
+    /// htsim's) [netsim always, uet-htsim ignore].
+    #[arg(long, value_parser = ["always", "ignore"])]
+    pub uec_nack_cut: Option<String>,
 }
 
 impl UecArgs {
@@ -149,6 +163,9 @@ impl UecArgs {
             None if h => BaseRtt::Fabric,
             None => BaseRtt::Path,
         };
+        u.nack_ignore = self.uec_nack_cut.as_deref().map_or(h, |v| v == "ignore");
+        u.window_fit = self.uec_window_gate.as_deref().map_or(h, |v| v == "fit");
+        u.rto_per_packet = self.uec_rto.as_deref().map_or(h, |v| v == "packet");
         if self.uec_loss_detect.as_deref().map_or(h, |v| v == "off") {
             u.ooo_pkts = 0;
         }

@@ -116,6 +116,19 @@ pub struct UecConfig {
     /// the diameter's latency both ways, a full packet and an ACK serialised
     /// at every hop); set from the topology before the run.
     pub fabric_rtt: SimTime,
+    /// The retransmission timer runs per packet (htsim's: a packet sent at
+    /// least an RTO ago is resent, progress or not), rather than per flow
+    /// (everything outstanding is resent when no packet was acknowledged
+    /// for an RTO, even a resend younger than it).
+    pub rto_per_packet: bool,
+    /// NSCC: a packet goes only if it fits in the window whole (htsim's
+    /// `can_send_NSCC`), rather than while the window is not yet full (a
+    /// window a little above one packet then holds two).
+    pub window_fit: bool,
+    /// NSCC: a NACK counts toward the bytes quick adapt ignores, and cuts
+    /// the window only outside them and when quick adapt does not fire
+    /// (htsim's `updateCwndOnNack_NSCC`); off, every NACK cuts it.
+    pub nack_ignore: bool,
 }
 
 /// When NSCC folds its accumulated increase into the window.
@@ -159,6 +172,9 @@ impl Default for UecConfig {
             delay_decay: false,
             base_rtt: BaseRtt::Path,
             fabric_rtt: SimTime::ZERO,
+            rto_per_packet: false,
+            window_fit: false,
+            nack_ignore: false,
         }
     }
 }

@@ -148,6 +148,15 @@ impl Qp {
         }
     }
 
+    /// UEC: whether a packet sent at least `rto` before `now` is still
+    /// outstanding (a timer per packet would fire for it).
+    pub(crate) fn uec_expired(&self, now: SimTime, rto: SimTime) -> bool {
+        match self {
+            Qp::Roce(_) => false,
+            Qp::Uec(u) => u.expired(now, rto),
+        }
+    }
+
     /// Packets sent and not acknowledged.
     #[inline]
     pub(crate) fn in_flight(&self) -> u32 {

@@ -325,8 +325,14 @@ impl<S: TelemetrySink> Network<'_, S> {
             );
             return;
         }
+        let per_packet = self.fabric.config.uec.rto_per_packet && matches!(s.qp, Qp::Uec(_));
         let acked_packets = s.qp.acked_packets();
-        if acked_packets == s.timeout_acked_packets {
+        if per_packet
+            && acked_packets == s.timeout_acked_packets
+            && !s.qp.uec_expired(ctx.now(), rto)
+        {
+            // A packet timer that finds nothing expired is no stall.
+        } else if acked_packets == s.timeout_acked_packets {
             s.stalled_timeouts += 1;
         } else {
             s.stalled_timeouts = 0;
@@ -339,14 +345,17 @@ impl<S: TelemetrySink> Network<'_, S> {
             self.ports[gport].host.flows.retain(|&f| f as usize != i);
             return;
         }
-        match &mut s.qp {
-            Qp::Roce(q) => q.on_timeout(s.packets),
-            Qp::Uec(u) => u.on_timeout(),
-        }
+        let due = match &mut s.qp {
+            Qp::Roce(q) => {
+                q.on_timeout(s.packets);
+                rto
+            }
+            Qp::Uec(u) => u.on_timeout(ctx.now(), rto, per_packet).1 - ctx.now(),
+        };
         let flow = s.flow;
         let port = s.port;
         ctx.schedule_self(
-            rto,
+            due,
             NetEvent::Timer {
                 flow,
                 timer: FlowTimer::Retransmit,

@@ -46,6 +46,8 @@ pub(crate) struct UecSender {
     coalesced: bool,
     /// The packet `on_send` last named asks for an ACK at once.
     ack_request: bool,
+    /// NSCC: a packet goes only if it fits in the window whole.
+    window_fit: bool,
     /// NACKs received: packets trimmed on the way.
     pub trimmed_pkts: u64,
     /// Selective acknowledgements received.
@@ -66,6 +68,7 @@ impl UecSender {
             mtu_bytes,
             coalesced: config.ack_bytes > 0,
             ack_request: false,
+            window_fit: config.window_fit,
             trimmed_pkts: 0,
             sacks: 0,
         }
@@ -103,7 +106,15 @@ impl UecSender {
     /// data, nothing to send).
     pub(crate) fn next_psn(&mut self) -> Option<u32> {
         if let Some(n) = &self.nscc {
-            if self.seq.outstanding() > 0 && self.in_flight_bytes() >= n.cwnd_bytes {
+            // The packet must fit in the window (htsim's `can_send_NSCC`),
+            // or the window need only not be full yet.
+            let in_flight = self.in_flight_bytes();
+            let shut = if self.window_fit {
+                in_flight + f64::from(self.mtu_bytes) > n.cwnd_bytes
+            } else {
+                in_flight >= n.cwnd_bytes
+            };
+            if self.seq.outstanding() > 0 && shut {
                 return None;
             }
         }
@@ -137,8 +148,10 @@ impl UecSender {
         }
         let entropy = self.lb.next(rng) + 1;
         if self.coalesced {
+            // htsim asks once the next packet would not fit.
+            let next = if self.window_fit { self.mtu_bytes } else { 0 };
             let window_full = match &self.nscc {
-                Some(n) => self.in_flight_bytes() >= n.cwnd_bytes,
+                Some(n) => self.in_flight_bytes() + f64::from(next) >= n.cwnd_bytes,
                 None => self.seq.next_psn().is_none(),
             };
             self.ack_request = retransmission || self.seq.all_sent() || window_full;
@@ -255,13 +268,33 @@ impl UecSender {
         }
     }
 
-    /// The retransmission timer fired: without progress, everything
-    /// outstanding is resent.
-    pub(crate) fn on_timeout(&mut self) {
-        let lost = self.seq.on_timeout();
+    /// Whether a packet sent at least `rto` before `now` is outstanding.
+    pub(crate) fn expired(&self, now: SimTime, rto: SimTime) -> bool {
+        self.seq
+            .oldest_outstanding()
+            .is_some_and(|sent| sent + rto <= now)
+    }
+
+    /// The retransmission timer fired at `now`. With one timer per packet
+    /// (`per_packet`), what was sent at least `rto` ago is resent; else,
+    /// without progress since the last firing, everything outstanding.
+    /// How many packets were lost, and when the timer is due again.
+    pub(crate) fn on_timeout(
+        &mut self,
+        now: SimTime,
+        rto: SimTime,
+        per_packet: bool,
+    ) -> (u32, SimTime) {
+        let (lost, due) = if per_packet {
+            let (lost, next) = self.seq.on_packet_timeout(now, rto);
+            (lost, next.unwrap_or(now + rto))
+        } else {
+            (self.seq.on_timeout(), now + rto)
+        };
         if let Some(n) = &mut self.nscc {
             n.on_loss(f64::from(lost) * f64::from(self.mtu_bytes));
         }
+        (lost, due)
     }
 }
 
@@ -314,9 +347,11 @@ impl<S: TelemetrySink> Network<'_, S> {
                 if ack_bytes > 0 {
                     let first = !qp.started;
                     qp.hold(pkt.psn, u32::from(pkt.wire_bytes));
+                    let asked = qp.ack_now_for_request(pkt.util != 0);
                     // htsim's sink: at once for the first packet, a marked
-                    // one or one that asks; else every `ack_bytes`.
-                    let now = first || c || pkt.ce != 0 || pkt.util != 0;
+                    // one, one that asks or fills the holes below one that
+                    // asked; else every `ack_bytes`.
+                    let now = first || c || pkt.ce != 0 || asked;
                     coalesced = Some(now || qp.pending_bytes >= ack_bytes);
                 }
             }

@@ -50,6 +50,8 @@ pub(crate) struct Nscc {
     qa_armed: bool,
     adjust: NsccAdjust,
     delay_decay: bool,
+    /// NACKs inside quick adapt's ignore window leave the window as is.
+    nack_ignore: bool,
     /// Fabric base RTT: lowered to the smallest RTT measured, the largest
     /// window with it.
     track_min_rtt: bool,
@@ -118,6 +120,7 @@ impl Nscc {
             qa_armed: false,
             adjust: config.adjust,
             delay_decay: config.delay_decay,
+            nack_ignore: config.nack_ignore,
             track_min_rtt: fabric,
             line_rate_bps: line_rate_bps as f64,
             network_rtt,
@@ -302,6 +305,22 @@ impl Nscc {
             // A trim stands for a full queue: about one network RTT of delay.
             self.avg_delay_ps = (1.0 - DELAY_EWMA) * self.avg_delay_ps
                 + DELAY_EWMA * self.network_rtt.as_ps() as f64;
+        }
+        if self.nack_ignore {
+            // htsim's `updateCwndOnNack_NSCC`: the NACKed bytes count toward
+            // what quick adapt ignores; inside that, or when quick adapt
+            // fires, the window is not cut.
+            self.bytes_ignored += nacked_bytes;
+            self.trigger_qa = true;
+            if self.bytes_ignored < self.bytes_to_ignore {
+                return;
+            }
+            let avg = SimTime(self.avg_delay_ps as u64);
+            if !self.quick_adapt(now, true, avg, in_flight_bytes) {
+                self.cwnd_bytes -= nacked_bytes;
+                self.bound();
+            }
+            return;
         }
         self.cwnd_bytes -= nacked_bytes;
         self.bound();

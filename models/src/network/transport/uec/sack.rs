@@ -218,6 +218,40 @@ impl SackSender {
         lost
     }
 
+    /// When the oldest outstanding packet was sent.
+    pub(crate) fn oldest_outstanding(&self) -> Option<SimTime> {
+        (self.una..self.next_new)
+            .map(|q| self.slot(q))
+            .filter(|&s| self.flags[s] & (ACKED | OUTSTANDING) == OUTSTANDING)
+            .map(|s| self.sent_at[s])
+            .min()
+    }
+
+    /// The retransmission timer fired at `now` with timers per packet
+    /// (htsim's): each outstanding packet sent at least `rto` ago is lost,
+    /// progress or not. How many packets that is, and when the oldest
+    /// still outstanding expires (`None`: nothing is).
+    pub(crate) fn on_packet_timeout(
+        &mut self,
+        now: SimTime,
+        rto: SimTime,
+    ) -> (u32, Option<SimTime>) {
+        let (mut lost, mut next) = (0, None::<SimTime>);
+        for q in self.una..self.next_new {
+            let s = self.slot(q);
+            if self.flags[s] & (ACKED | OUTSTANDING) != OUTSTANDING {
+                continue;
+            }
+            let expiry = self.sent_at[s] + rto;
+            if expiry <= now {
+                lost += u32::from(self.lose(q));
+            } else {
+                next = Some(next.map_or(expiry, |n| n.min(expiry)));
+            }
+        }
+        (lost, next)
+    }
+
     /// The retransmission timer fired: without progress since it last
     /// fired, everything outstanding is lost. How many packets that is.
     pub(crate) fn on_timeout(&mut self) -> u32 {
@@ -254,6 +288,13 @@ pub(crate) struct SackReceiver {
     pub pending_bytes: u32,
     /// ACK coalescing: whether any data packet arrived yet.
     pub started: bool,
+    /// ACK coalescing: a packet asked for an ACK while psns below it were
+    /// missing; another ACK is owed once they arrive (htsim's sink
+    /// `_ack_request`).
+    ack_request: bool,
+    /// Highest psn arrived + 1: psns between `cumulative` and it are
+    /// out of order.
+    received_end: u32,
 }
 
 /// Psns one ACK's mask (a packet's `sack_mask`) spans: bit `i` names psn
@@ -281,7 +322,24 @@ impl SackReceiver {
             pending: Vec::new(),
             pending_bytes: 0,
             started: false,
+            ack_request: false,
+            received_end: 0,
         }
+    }
+
+    /// ACK coalescing: whether the new packet just arrived (`asked`: its
+    /// sender asked for an ACK) is acknowledged at once. An asked packet
+    /// is, and if psns below it are still missing the receiver owes one
+    /// more ACK when they have all arrived: the packets that fill the
+    /// holes may not ask, and without that ACK they wait for the
+    /// retransmission timer (htsim's sink forces it the same way).
+    pub(crate) fn ack_now_for_request(&mut self, asked: bool) -> bool {
+        self.ack_request |= asked;
+        if self.ack_request && self.cumulative == self.received_end {
+            self.ack_request = false;
+            return true;
+        }
+        asked
     }
 
     /// ACK coalescing: `psn` arrived and waits for an ACK.
@@ -335,6 +393,7 @@ impl SackReceiver {
             };
         }
         self.received[word] |= bit;
+        self.received_end = self.received_end.max(psn + 1);
         while self.cumulative < self.packets
             && self.received[(self.cumulative / 64) as usize] & (1 << (self.cumulative % 64)) != 0
         {
@@ -369,6 +428,24 @@ mod tests {
         assert_eq!(r.take_ack(2), None);
         assert_eq!(r.take_ack(2), None);
         assert_eq!(r.pending_bytes, 0);
+    }
+
+    #[test]
+    fn an_asked_ack_is_owed_again_when_the_holes_below_fill() {
+        let mut r = SackReceiver::new(6);
+        let arrive = |r: &mut SackReceiver, psn, asked| {
+            r.on_data(psn);
+            r.ack_now_for_request(asked)
+        };
+        assert!(!arrive(&mut r, 0, false));
+        // 3 asks while 1 and 2 are missing: acknowledged now, and again
+        // when 2 (which does not ask) fills the last hole.
+        assert!(arrive(&mut r, 3, true));
+        assert!(!arrive(&mut r, 1, false));
+        assert!(arrive(&mut r, 2, false), "the owed ACK");
+        assert!(!arrive(&mut r, 4, false), "owed once");
+        // Asking in order is acknowledged once.
+        assert!(arrive(&mut r, 5, true));
     }
 
     #[test]
@@ -411,6 +488,26 @@ mod tests {
         assert_eq!(s.on_cumulative(2), 1);
         assert_eq!(s.next_psn(), Some(2));
         assert_eq!(s.on_timeout(), 0, "progress since the last firing");
+    }
+
+    #[test]
+    fn a_packet_timer_spares_a_resend_younger_than_the_rto() {
+        let mut s = SackSender::new(4, 4);
+        s.on_send(t(0));
+        s.on_send(t(0));
+        assert!(s.on_nack(1));
+        assert_eq!(s.on_send(t(90)), (1, true));
+        // At 100 ns with a 100 ns RTO: psn 0 expired, the resend of 1 (sent
+        // at 90) did not; the timer comes back when it would.
+        assert_eq!(s.on_packet_timeout(t(100), t(100)), (1, Some(t(190))));
+        assert_eq!(s.next_psn(), Some(0));
+        // The flow's timer instead loses both: no progress since it started.
+        let mut f = SackSender::new(4, 4);
+        f.on_send(t(0));
+        f.on_send(t(0));
+        assert!(f.on_nack(1));
+        assert_eq!(f.on_send(t(90)), (1, true));
+        assert_eq!(f.on_timeout(), 2);
     }
 
     #[test]

@@ -235,7 +235,11 @@ impl<S: TelemetrySink> Network<'_, S> {
             if let CcState::Timely(t) = &mut s.cc {
                 t.on_sent(psn, now);
             }
-            p.host.round_robin = (slot + 1) % n;
+            p.host.round_robin = if config.qp_round_robin_after_last {
+                slot + 1
+            } else {
+                (slot + 1) % n
+            };
             self.transmit(ctx, gport, pkt);
             self.host_continue(ctx, gport, port);
             return;

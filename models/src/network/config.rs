@@ -241,10 +241,10 @@ pub struct NetConfig {
     /// ACKs and NACKs have strict priority over data at switches; off, they
     /// queue in the data class and PFC pauses them (SimAI's `ACK_HIGH_PRIO 0`).
     pub ack_high_priority: bool,
-    /// A flow's destination sees it complete when its sender has the last
-    /// ACK (SimAI's `qp_finish`, which notifies the receiver from the
-    /// sender's completion), modelled as the ACK's way back after the last
-    /// byte; off, when the last byte arrives (`--recv-complete`).
+    /// A RoCE flow's destination sees it complete when its sender has the
+    /// last ACK (SimAI's `qp_finish`, which notifies the receiver from the
+    /// sender's completion; the sender's event reaches it 1 ps later, so
+    /// one shard only); off, when the last byte arrives (`--recv-complete`).
     pub recv_complete_at_ack: bool,
     /// A NIC's round robin over its queue pairs resumes after the one it
     /// served last among those present at the next turn, as SimAI's

@@ -131,7 +131,26 @@ fn connection_ports(workload: &Workload) -> Arc<[u32]> {
 /// ACK (what a window must cover to keep the path busy), along a
 /// minimum-latency path.
 pub fn ideal_fct(fabric: &Fabric, spec: &FlowSpec, first_port: u16) -> (SimTime, SimTime) {
-    let hops = path_hops(fabric, spec.src, spec.dst, first_port);
+    let topo = &fabric.topo;
+    let mut hops = Vec::new();
+    let mut at = spec.src;
+    let mut port = first_port;
+    loop {
+        let p = topo.port(at, port);
+        let link = topo.link(p.link);
+        hops.push((link.bandwidth_bps, link.latency_ps));
+        at = p.peer;
+        if at == spec.dst {
+            break;
+        }
+        // The first next hop is known at every switch, also on MPI ranks that
+        // hold full routing rows only for their own.
+        port = fabric
+            .routing
+            .first_next_hop(at, spec.dst)
+            .unwrap_or_else(|| panic!("node {at} has no route to host {}", spec.dst));
+        assert!(hops.len() <= topo.node_count() as usize, "routing loop");
+    }
     let timing = PathTiming::new(&fabric.config, spec.size_bytes, &hops);
     (timing.ideal_fct(), timing.rtt)
 }
@@ -189,43 +208,4 @@ impl PathTiming {
     pub fn ideal_fct(&self) -> SimTime {
         serialization(self.wire_bytes, self.bottleneck_bps) + self.forward_tail + self.ack_return
     }
-}
-
-/// Bandwidth (b/s) and latency (ps) of each link from `src` to host `dst`,
-/// leaving on `first_port`, then on each node's first next hop.
-fn path_hops(fabric: &Fabric, src: u32, dst: u32, first_port: u16) -> Vec<(u64, u64)> {
-    let topo = &fabric.topo;
-    let mut hops = Vec::new();
-    let mut at = src;
-    let mut port = first_port;
-    loop {
-        let p = topo.port(at, port);
-        let link = topo.link(p.link);
-        hops.push((link.bandwidth_bps, link.latency_ps));
-        at = p.peer;
-        if at == dst {
-            return hops;
-        }
-        // The first next hop is known at every switch, also on MPI ranks that
-        // hold full routing rows only for their own.
-        port = fabric
-            .routing
-            .first_next_hop(at, dst)
-            .unwrap_or_else(|| panic!("node {at} has no route to host {dst}"));
-        assert!(hops.len() <= topo.node_count() as usize, "routing loop");
-    }
-}
-
-/// How long a control packet (an ACK) takes alone from host `from` to host
-/// `to`: each hop's latency and serialization.
-pub(crate) fn control_return(fabric: &Fabric, from: u32, to: u32) -> SimTime {
-    let first = fabric
-        .routing
-        .first_next_hop(from, to)
-        .unwrap_or_else(|| panic!("host {from} has no route to host {to}"));
-    let control = u64::from(fabric.config.control_bytes);
-    path_hops(fabric, from, to, first)
-        .iter()
-        .map(|&(rate, latency)| SimTime(latency) + serialization(control, rate))
-        .fold(SimTime::ZERO, |a, b| a + b)
 }

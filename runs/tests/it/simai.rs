@@ -226,6 +226,7 @@ fn simai_mechanisms_move_the_128_gpu_all_gather_toward_simai() {
     let plain = flags
         .replace(" --recv-complete acked", "")
         .replace(" --qp-round-robin after-last", "");
+    assert_ne!(plain, flags);
     let time_us = |name: &str, flags: &str| {
         let out = scratch(name);
         let o = netsim(format!(

@@ -11,7 +11,6 @@ use super::{Qp, Receiver, ReceiverReliability, RxQp, RxVerdict, SenderReliabilit
 use crate::network::cc::CcState;
 use crate::network::common::{serialization, NO_NODE};
 use crate::network::config::{CcKind, CnpMode};
-use crate::network::fabric::control_return;
 use crate::network::packet::{self, Packet, PacketKind};
 use crate::network::{FlowTimer, NetEvent, Network};
 use crate::telemetry::TelemetrySink;
@@ -218,17 +217,10 @@ impl<S: TelemetrySink> Network<'_, S> {
             self.host_send_control(ctx, reply);
         }
         if verdict.in_order && pkt.last {
-            // The destination has the whole message: its dependents may start.
+            // The destination has the whole message: its dependents may start
+            // (as SimAI, once the sender has the last ACK: `sender_finished`).
             if let Some(info) = self.fabric.workload.flow_info(pkt.flow) {
-                if self.fabric.config.recv_complete_at_ack {
-                    // As SimAI: once the last ACK is back at the sender.
-                    let back = control_return(self.fabric, pkt.dst, pkt.src);
-                    let end = NetEvent::MemoEnd {
-                        flow: pkt.flow,
-                        at_source: false,
-                    };
-                    ctx.schedule_self(back, end);
-                } else {
+                if !self.fabric.config.recv_complete_at_ack {
                     self.task_seen_complete(ctx, info.task, false);
                 }
             }

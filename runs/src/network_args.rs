@@ -106,9 +106,10 @@ pub struct NetworkArgs {
     /// data class, paused by PFC) [netsim high; simai, connectx data].
     #[arg(long, value_parser = ["high", "data"])]
     pub ack_priority: Option<String>,
-    /// When a flow's destination sees it complete, so its dependents start:
-    /// delivered (its last byte arrives) or acked (its sender has the last
-    /// ACK, as SimAI's ns-3 notifies the receiver) [all profiles: delivered].
+    /// When a RoCE flow's destination sees it complete, so its dependents
+    /// start: delivered (its last byte arrives) or acked (its sender has the
+    /// last ACK, as SimAI's ns-3 notifies the receiver; one shard, --threads
+    /// 1) [all profiles: delivered].
     #[arg(long, value_parser = ["delivered", "acked"])]
     pub recv_complete: Option<String>,
     /// A NIC's round robin over its queue pairs: fixed (the next turn's

@@ -106,6 +106,18 @@ pub struct NetworkArgs {
     /// data class, paused by PFC) [netsim high; simai, connectx data].
     #[arg(long, value_parser = ["high", "data"])]
     pub ack_priority: Option<String>,
+    /// When a RoCE flow's destination sees it complete, so its dependents
+    /// start: delivered (its last byte arrives) or acked (its sender has the
+    /// last ACK, as SimAI's ns-3 notifies the receiver; one shard, --threads
+    /// 1) [all profiles: delivered].
+    #[arg(long, value_parser = ["delivered", "acked"])]
+    pub recv_complete: Option<String>,
+    /// A NIC's round robin over its queue pairs: fixed (the next turn's
+    /// index is set when a packet leaves, modulo the queue pairs then) or
+    /// after-last (after the one served last among those present at the next
+    /// turn, as SimAI's RdmaEgressQueue) [all profiles: fixed].
+    #[arg(long, value_parser = ["fixed", "after-last"])]
+    pub qp_round_robin: Option<String>,
     /// Sender window of DCQCN and HPCC queue pairs: off, bdp (line rate x
     /// base RTT in flight) or var-bdp (scaled by rate / line rate)
     /// [netsim, connectx off; simai var-bdp].
@@ -296,6 +308,8 @@ pub fn config_json(profile: &str, uec_profile: &str, c: &NetConfig) -> serde_jso
         "control_bytes": c.control_bytes,
         "ack_interval": c.ack_interval,
         "ack_high_priority": c.ack_high_priority,
+        "recv_complete_at_ack": c.recv_complete_at_ack,
+        "qp_round_robin_after_last": c.qp_round_robin_after_last,
         "window": format!("{:?}", c.window),
         "ecn_at_dequeue": c.ecn_at_dequeue,
         "ecn": c.ecn.iter().map(|p| serde_json::json!({

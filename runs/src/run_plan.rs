@@ -87,6 +87,11 @@ impl RunArgs {
             .with_context(|| self.topology.size_context(&self.topo))?;
         let topo = self.workload.with_dpus(topo)?;
         let config = self.network.config()?;
+        if config.recv_complete_at_ack && self.shards() * ranks as u32 > 1 {
+            // The sender tells the receiver 1 ps after its last ACK: below
+            // any lookahead between shards.
+            bail!("--recv-complete acked: runs on one shard; add --threads 1");
+        }
         let faults = self.faults.faults(&topo)?;
         let (workload, note) =
             self.workload

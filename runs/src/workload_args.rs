@@ -92,6 +92,11 @@ pub struct WorkloadArgs {
     /// or off (as SimAI 1.6, which adds none; for comparing with it).
     #[arg(long, value_name = "on|off")]
     pub nccl_latency: Option<String>,
+    /// What --algo auto follows: nccl (NCCL's tuning model, by size) or
+    /// simai (SimAI 1.6's MockNccl: NVLS for a TP all-reduce of 8+ H100
+    /// ranks with --nvls on, otherwise the ring, protocol Simple).
+    #[arg(long, value_parser = ["nccl", "simai"])]
+    pub nccl_tuning: Option<String>,
     /// Per-message host overhead before each flow starts, ns.
     #[arg(long, default_value_t = 0)]
     pub host_overhead_ns: u64,
@@ -309,7 +314,8 @@ impl WorkloadArgs {
                 })?),
             };
         let wants = matches!(self.algo.as_deref(), Some("auto" | "nvls" | "nvls-tree"));
-        let asked = nvls.is_some() || pxn.is_some() || latency.is_some();
+        let simai = self.nccl_tuning.as_deref().map(|t| t == "simai");
+        let asked = nvls.is_some() || pxn.is_some() || latency.is_some() || simai.is_some();
         if !asked && self.protocol.is_none() && !wants {
             return Ok(current);
         }
@@ -317,6 +323,7 @@ impl WorkloadArgs {
         nccl.nvls = nvls.unwrap_or(nccl.nvls);
         nccl.pxn = pxn.unwrap_or(nccl.pxn);
         nccl.tuning_latency = latency.unwrap_or(nccl.tuning_latency);
+        nccl.simai_choice = simai.unwrap_or(nccl.simai_choice);
         if self.protocol.is_some() {
             nccl.protocol = protocol;
         }

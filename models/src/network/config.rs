@@ -241,6 +241,17 @@ pub struct NetConfig {
     /// ACKs and NACKs have strict priority over data at switches; off, they
     /// queue in the data class and PFC pauses them (SimAI's `ACK_HIGH_PRIO 0`).
     pub ack_high_priority: bool,
+    /// A RoCE flow's destination sees it complete when its sender has the
+    /// last ACK (SimAI's `qp_finish`, which notifies the receiver from the
+    /// sender's completion; the sender's event reaches it 1 ps later, so
+    /// one shard only); off, when the last byte arrives (`--recv-complete`).
+    pub recv_complete_at_ack: bool,
+    /// A NIC's round robin over its queue pairs resumes after the one it
+    /// served last among those present at the next turn, as SimAI's
+    /// `RdmaEgressQueue` (new queue pairs appended since then come first);
+    /// off, the next turn's index is fixed when a packet is sent, modulo the
+    /// queue pairs then, so it wraps to the oldest (`--qp-round-robin`).
+    pub qp_round_robin_after_last: bool,
     /// The sender window of DCQCN and HPCC queue pairs.
     pub window: WindowMode,
     /// ECN profiles by link rate; a link uses the profile of the highest rate not above its own.
@@ -379,6 +390,8 @@ impl Default for NetConfig {
             pfc_reserve_bytes: 0,
             ecn_at_dequeue: false,
             ack_high_priority: true,
+            recv_complete_at_ack: false,
+            qp_round_robin_after_last: false,
             window: WindowMode::Off,
             ecn: default_ecn_profiles(),
             ack_interval: 1,

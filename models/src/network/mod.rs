@@ -127,7 +127,8 @@ pub enum NetEvent {
     /// Fault `fault` of the fabric's plan happens at the handling node.
     Fault { fault: u32 },
     /// A replayed flow (DESIGN.md §3c, memoization) ends at its source or
-    /// its destination.
+    /// its destination; or any RoCE flow at its destination once its
+    /// sender has the last ACK (`recv_complete_at_ack`).
     MemoEnd { flow: u32, at_source: bool },
     /// A frame from the handling host's SimBricks peer enters the fabric.
     ExternalSend { pkt: Packet },

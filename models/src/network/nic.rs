@@ -16,8 +16,8 @@ use super::transport::Qp;
 use super::{FlowTimer, NetEvent, Network};
 use crate::telemetry::TelemetrySink;
 use crate::workload::NONE as NO_TASK;
-use netsim_engine::Context;
 use netsim_engine::SimTime;
+use netsim_engine::{Context, NodeId};
 
 /// No `Wake` pending on a host port.
 pub(crate) const NO_WAKE: SimTime = SimTime::MAX;
@@ -235,7 +235,11 @@ impl<S: TelemetrySink> Network<'_, S> {
             if let CcState::Timely(t) = &mut s.cc {
                 t.on_sent(psn, now);
             }
-            p.host.round_robin = (slot + 1) % n;
+            p.host.round_robin = if config.qp_round_robin_after_last {
+                slot + 1
+            } else {
+                (slot + 1) % n
+            };
             self.transmit(ctx, gport, pkt);
             self.host_continue(ctx, gport, port);
             return;
@@ -405,6 +409,16 @@ impl<S: TelemetrySink> Network<'_, S> {
         self.ports[gport].host.flows.retain(|&f| f as usize != i);
         self.record_flow(i);
         if let Some(info) = self.fabric.workload.flow_info(flow) {
+            let config = &self.fabric.config;
+            if config.recv_complete_at_ack && config.transport == Transport::Roce {
+                // SimAI's qp_finish: the receiver learns of the message
+                // from the sender's completion (1 ps: another node).
+                let end = NetEvent::MemoEnd {
+                    flow,
+                    at_source: false,
+                };
+                ctx.send(NodeId(self.transport.senders[i].spec.dst), SimTime(1), end);
+            }
             // (Reads the sender's counters: it is freed after.)
             self.task_seen_complete(ctx, info.task, true);
         }

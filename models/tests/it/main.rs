@@ -25,6 +25,7 @@ mod lazy;
 mod load;
 mod memory;
 mod nccl;
+mod nccl_choice;
 mod network;
 mod network_determinism;
 mod parser_properties;

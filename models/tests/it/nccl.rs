@@ -53,6 +53,7 @@ fn simple(pxn: bool) -> Nccl {
         pxn,
         protocol: Some(Protocol::Simple),
         tuning_latency: true,
+        simai_choice: false,
     }
 }
 

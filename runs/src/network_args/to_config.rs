@@ -293,6 +293,12 @@ impl NetworkArgs {
         if let Some(v) = &self.ack_priority {
             c.ack_high_priority = v == "high";
         }
+        if let Some(v) = &self.recv_complete {
+            c.recv_complete_at_ack = v == "acked";
+        }
+        if let Some(v) = &self.qp_round_robin {
+            c.qp_round_robin_after_last = v == "after-last";
+        }
         if let Some(v) = &self.window {
             c.window = match v.as_str() {
                 "off" => WindowMode::Off,

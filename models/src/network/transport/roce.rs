@@ -217,9 +217,12 @@ impl<S: TelemetrySink> Network<'_, S> {
             self.host_send_control(ctx, reply);
         }
         if verdict.in_order && pkt.last {
-            // The destination has the whole message: its dependents may start.
+            // The destination has the whole message: its dependents may start
+            // (as SimAI, once the sender has the last ACK: `sender_finished`).
             if let Some(info) = self.fabric.workload.flow_info(pkt.flow) {
-                self.task_seen_complete(ctx, info.task, false);
+                if !self.fabric.config.recv_complete_at_ack {
+                    self.task_seen_complete(ctx, info.task, false);
+                }
             }
         }
     }

@@ -79,6 +79,11 @@ pub struct Nccl {
     /// SimAI 1.6 adds none (its only per-flow cost is `AS_SEND_LAT`), so
     /// comparing against it needs this off.
     pub tuning_latency: bool,
+    /// `--algo auto` picks as SimAI 1.6's MockNccl (`get_algo_proto_info`)
+    /// instead of NCCL's tuning model: NVLS for an all-reduce of 8 or more
+    /// H100-class ranks when `nvls`, the ring otherwise, whatever the size;
+    /// protocol Simple unless one is asked for.
+    pub simai_choice: bool,
 }
 
 impl Default for Nccl {
@@ -89,6 +94,7 @@ impl Default for Nccl {
             pxn: true,
             protocol: None,
             tuning_latency: true,
+            simai_choice: false,
         }
     }
 }

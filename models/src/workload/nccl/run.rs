@@ -55,6 +55,17 @@ fn link_bps(topo: &Topology, host: NodeIndex, nvswitch: bool) -> u64 {
         .map_or(0, |p| topo.link(p.link).bandwidth_bps)
 }
 
+/// What SimAI 1.6's MockNccl picks (`get_algo_proto_info`): NVLS for an
+/// all-reduce of 8 or more H100-class ranks with `AS_NVLS_ENABLE`, the
+/// ring for everything else, at any size.
+fn simai_choice(shape: &Shape, nvls: bool) -> NcclAlgo {
+    if shape.op == CollectiveOp::AllReduce && shape.hopper && shape.ranks >= 8 && nvls {
+        NcclAlgo::Nvls
+    } else {
+        NcclAlgo::Ring
+    }
+}
+
 /// Adds `op` on `group` (not folded) as NCCL runs it, or says which host
 /// algorithm to build instead (operations NCCL's model does not cover).
 pub fn collective(
@@ -100,6 +111,10 @@ pub fn collective(
         nvls: cx.nccl.nvls && cx.pfc,
     };
     let (mut algo, mut proto) = match asked {
+        None if cx.nccl.simai_choice => (
+            simai_choice(&shape, cx.nccl.nvls),
+            cx.nccl.protocol.unwrap_or(Protocol::Simple),
+        ),
         None => tuning::choose(&shape, cx.nccl.protocol),
         Some(a) => (a, best_protocol(&shape, a, cx.nccl.protocol)),
     };

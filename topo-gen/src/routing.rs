@@ -22,8 +22,10 @@ mod tables;
 use crate::error::TopoError;
 use crate::graph::{LinkIndex, NodeIndex, PortIndex, Topology};
 
-const NONE_SET: u32 = u32::MAX;
-const DIRECT_SET: u32 = u32::MAX - 1;
+/// Table entries are a switch's own set ids, 16 bits (half the bytes a hop's lookup
+/// misses on); these two mark no route and a direct attachment.
+const NONE_SET: u16 = u16::MAX;
+const DIRECT_SET: u16 = u16::MAX - 1;
 /// First-hop table entries for switches outside the scope.
 const NONE_PORT: PortIndex = PortIndex::MAX;
 const DIRECT_PORT: PortIndex = PortIndex::MAX - 1;
@@ -87,8 +89,11 @@ pub struct Routing {
     /// Start of each switch's row in `entries` (one column per class of its component);
     /// `NO_ROW` for switches outside the scope.
     row_offset: Vec<u32>,
-    /// Global set id, `DIRECT_SET` or `NONE_SET`.
-    entries: Vec<u32>,
+    /// The switch's own set id (global id `set_base[switch] + id`), `DIRECT_SET` or
+    /// `NONE_SET`.
+    entries: Vec<u16>,
+    /// Per switch, the global id of its first set.
+    set_base: Vec<u32>,
     /// `set_ports[set_offsets[s]..set_offsets[s + 1]]` are the ports of set `s`.
     set_offsets: Vec<u32>,
     set_ports: Vec<PortIndex>,
@@ -99,6 +104,9 @@ pub struct Routing {
     /// Per host, its (component, class) pairs sorted by component.
     host_class_offsets: Vec<u32>,
     host_classes: Vec<(u32, u32)>,
+    /// Per host, its first (component, class) pair (`(NO_COMP, 0)` if none): most
+    /// lookups find the class here with one read instead of two dependent ones.
+    host_first_class: Vec<(u32, u32)>,
     /// Per host, its attachments (switch, port at the switch) sorted by switch.
     attach_offsets: Vec<u32>,
     attach_switch: Vec<NodeIndex>,
@@ -207,8 +215,8 @@ impl Routing {
         match self.entries[row as usize + class as usize] {
             NONE_SET => &[],
             DIRECT_SET => self.direct_ports(s, dst),
-            set => {
-                let set = set as usize;
+            id => {
+                let set = self.set_base[s as usize] as usize + id as usize;
                 &self.set_ports[self.set_offsets[set] as usize..self.set_offsets[set + 1] as usize]
             }
         }
@@ -368,13 +376,15 @@ impl Routing {
     pub fn memory_bytes(&self) -> usize {
         self.comp_of.len() * 4
             + self.row_offset.len() * 4
-            + self.entries.len() * 4
+            + self.entries.len() * 2
+            + self.set_base.len() * 4
             + self.set_offsets.len() * 4
             + self.set_ports.len() * 2
             + self.first_offset.len() * 4
             + self.first_ports.len() * 2
             + self.host_class_offsets.len() * 4
             + self.host_classes.len() * 8
+            + self.host_first_class.len() * 8
             + self.attach_offsets.len() * 4
             + self.attach_switch.len() * 6
             + self.host_port_offsets.len() * 4
@@ -384,7 +394,12 @@ impl Routing {
     }
 
     /// Host `dst`'s class in switch component `c`, if it attaches to that component.
+    #[inline]
     fn class_of(&self, dst: NodeIndex, c: u32) -> Option<u32> {
+        let first = self.host_first_class[dst as usize];
+        if first.0 == c {
+            return Some(first.1);
+        }
         let lo = self.host_class_offsets[dst as usize] as usize;
         let hi = self.host_class_offsets[dst as usize + 1] as usize;
         self.host_classes[lo..hi]

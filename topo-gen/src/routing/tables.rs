@@ -89,17 +89,29 @@ impl Routing {
             host_port_latency_ps,
             ..
         } = hosts;
+        let host_first_class = (0..host_class_offsets.len() - 1)
+            .map(|h| {
+                let lo = host_class_offsets[h] as usize;
+                let hi = host_class_offsets[h + 1] as usize;
+                host_classes[lo..hi]
+                    .first()
+                    .copied()
+                    .unwrap_or((super::NO_COMP, 0))
+            })
+            .collect();
         let mut r = Routing {
             comp_of,
             comp_classes: comps.iter().map(|c| c.classes.len() as u32).collect(),
             row_offset: layout.row_offset,
             entries: t.entries,
+            set_base: t.set_base,
             set_offsets: t.set_offsets,
             set_ports: t.set_ports,
             first_offset: layout.first_offset,
             first_ports: t.first_ports,
             host_class_offsets,
             host_classes,
+            host_first_class,
             attach_offsets,
             attach_switch: attach.iter().map(|a| a.0).collect(),
             attach_port: attach.iter().map(|a| a.1).collect(),
@@ -196,7 +208,8 @@ impl Routing {
 
 /// The tables being filled, component by component.
 struct Tables {
-    entries: Vec<u32>,
+    entries: Vec<u16>,
+    set_base: Vec<u32>,
     first_ports: Vec<PortIndex>,
     set_offsets: Vec<u32>,
     set_ports: Vec<PortIndex>,
@@ -209,6 +222,7 @@ impl Tables {
     fn new(n: usize, layout: &TableLayout) -> Tables {
         Tables {
             entries: vec![NONE_SET; layout.total as usize],
+            set_base: vec![0; n],
             first_ports: vec![NONE_PORT; layout.first_total as usize],
             set_offsets: vec![0u32],
             set_ports: Vec::new(),
@@ -271,15 +285,18 @@ impl Tables {
                 }
             }
         }
-        // Local set ids become global ones.
-        for (row, interner) in rows.chunks_mut(m.max(1)).zip(interners) {
+        if interners.iter().any(|i| i.overflow) {
+            return Err(TopoError::TooLarge(
+                "a switch with more than 65,534 distinct next-hop sets".into(),
+            ));
+        }
+        // Each switch's sets follow the sets before; its entries keep their own ids.
+        for (&li, interner) in owned.iter().zip(interners) {
             let base = (self.set_offsets.len() - 1) as u64;
-            if base + interner.offsets.len() as u64 > (u32::MAX - 2) as u64 {
+            if base + interner.offsets.len() as u64 > u64::from(u32::MAX - 1) {
                 return Err(TopoError::TooLarge("too many next-hop sets".into()));
             }
-            for v in row.iter_mut().filter(|v| **v < DIRECT_SET) {
-                *v += base as u32;
-            }
+            self.set_base[comp.switches[li] as usize] = base as u32;
             let port_base = self.set_ports.len() as u32;
             self.set_offsets
                 .extend(interner.offsets.iter().map(|&o| port_base + o));
@@ -412,7 +429,9 @@ fn adj_latencies(comp: &Comp, dist: &[u64]) -> Vec<u64> {
 /// One switch's distinct next-hop sets, interned as the classes come by.
 #[derive(Default)]
 struct SetInterner {
-    index: HashMap<Box<[u64]>, u32>,
+    index: HashMap<Box<[u64]>, u16>,
+    /// More sets than 16-bit ids: the tables cannot be built.
+    overflow: bool,
     /// Set `i` is `ports[offsets[i - 1]..offsets[i]]` (from 0 for the first).
     offsets: Vec<u32>,
     ports: Vec<PortIndex>,
@@ -420,7 +439,9 @@ struct SetInterner {
 
 impl SetInterner {
     /// Writes switch `li`'s entries for the classes of `outs` into `row`: a local set id,
-    /// `DIRECT_SET` or `NONE_SET`.
+    /// `DIRECT_SET` or `NONE_SET`. Fails when the switch has more distinct next-hop sets
+    /// than a 16-bit id tells apart (65,534; a switch of `p` ports has at most
+    /// `2^p - 1`, and in the fabrics built here a few per port).
     fn add(
         &mut self,
         comp: &Comp,
@@ -428,7 +449,7 @@ impl SetInterner {
         classes: &[u32],
         outs: &[ClassOut],
         li: usize,
-        row: &mut [u32],
+        row: &mut [u16],
     ) {
         let s = comp.switches[li];
         let (w0, w1) = (
@@ -446,8 +467,11 @@ impl SetInterner {
                 NONE_SET
             } else if let Some(&id) = self.index.get(words) {
                 id
+            } else if self.offsets.len() >= usize::from(DIRECT_SET) {
+                self.overflow = true;
+                NONE_SET
             } else {
-                let id = self.offsets.len() as u32;
+                let id = self.offsets.len() as u16;
                 for (wi, &w) in words.iter().enumerate() {
                     let mut w = w;
                     while w != 0 {

@@ -324,7 +324,7 @@ impl TableLayout {
             sum.saturating_add(adj).saturating_add(hops)
         });
         let total = self.total;
-        let table_bytes = (total * std::mem::size_of::<u32>() as u64
+        let table_bytes = (total * std::mem::size_of::<u16>() as u64
             + self.first_total * std::mem::size_of::<PortIndex>() as u64)
             .saturating_add(side_bytes);
         if table_bytes > max_bytes {

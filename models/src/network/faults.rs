@@ -384,6 +384,15 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
         pkt: &Packet,
     ) -> u16 {
         let node = ctx.node().0;
+        let local = ctx.local_index();
+        let lo = self.port_base[local] as usize;
+        // A host of one port (every fat-tree host) has that one next hop
+        // toward any other host: no table lookup per ACK. ECMP among one
+        // draws nothing, so nothing else changes.
+        if self.port_base[local + 1] as usize == lo + 1 && pkt.dst != node && !self.port_is_down(lo)
+        {
+            return 0;
+        }
         let hops = self.tables_at(ctx.now()).next_hops(node, pkt.dst);
         assert!(
             !hops.is_empty(),
@@ -391,11 +400,9 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
             pkt.dst
         );
         let port = hops.get(self.ecmp_choice(ctx, pkt, hops.len()));
-        let local = ctx.local_index();
         if !self.port_is_down(self.port_index(local, port)) {
             return port;
         }
-        let lo = self.port_base[local] as usize;
         let ports = (self.port_base[local + 1] - self.port_base[local]) as usize;
         let live = (0..ports)
             .filter(|&i| self.ports[lo + i].health.down_causes == 0)

@@ -123,9 +123,6 @@ pub struct EventQueue<P> {
     buckets: [Vec<Entry>; BUCKETS],
     /// The earliest time in each bucket (`u64::MAX` when empty).
     least: [u64; BUCKETS],
-    /// The slot of an event at `least` in each bucket: the likely next
-    /// event once `current` is spent, whose body `pop` prefetches.
-    least_slot: [u32; BUCKETS],
     /// Bit `b`: bucket `b` is not empty.
     full: u64,
     /// Target and payload of each pending event, by slot; free slots.
@@ -148,7 +145,6 @@ impl<P> Default for EventQueue<P> {
             current: BinaryHeap::new(),
             buckets: std::array::from_fn(|_| Vec::new()),
             least: [u64::MAX; BUCKETS],
-            least_slot: [0; BUCKETS],
             full: 0,
             bodies: Vec::new(),
             free: Vec::new(),
@@ -226,7 +222,6 @@ impl<P: Copy> EventQueue<P> {
         let Reverse((order, slot)) = self.current.pop()?;
         self.free.push(slot);
         let (target, payload) = self.bodies[slot as usize];
-        self.prefetch_next();
         Some(Event::from_parts(
             SimTime(self.last),
             order,
@@ -302,28 +297,8 @@ impl<P: Copy> EventQueue<P> {
     fn push_bucket(&mut self, entry: Entry) {
         let bucket = 63 - (entry.time ^ self.last).leading_zeros() as usize;
         self.buckets[bucket].push(entry);
-        if entry.time < self.least[bucket] {
-            self.least[bucket] = entry.time;
-            self.least_slot[bucket] = entry.slot;
-        }
+        self.least[bucket] = self.least[bucket].min(entry.time);
         self.full |= 1 << bucket;
-    }
-
-    /// Asks the CPU to fetch the body of the event likely to leave next
-    /// (the next at this time, else one at the earliest time of the lowest
-    /// bucket) while the caller handles this one: the slab of bodies is
-    /// larger than the cache, and its read was a quarter of `pop`'s time.
-    /// A hint only: a push before the next pop may change what leaves.
-    #[inline]
-    fn prefetch_next(&self) {
-        let slot = match self.current.peek() {
-            Some(Reverse((_, slot))) => *slot,
-            None if self.full != 0 => self.least_slot[self.full.trailing_zeros() as usize],
-            None => return,
-        };
-        if let Some(body) = self.bodies.get(slot as usize) {
-            prefetch_read(body);
-        }
     }
 
     /// `current` is empty: moves the lowest bucket's events into `current`
@@ -347,21 +322,6 @@ impl<P: Copy> EventQueue<P> {
         // Keep the bucket's capacity for its next fill.
         self.buckets[bucket] = moving;
     }
-}
-
-/// A hint to fetch `value`'s cache line (no effect where the target has
-/// no prefetch instruction).
-#[inline(always)]
-fn prefetch_read<T>(value: &T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch never faults and reads nothing the program sees;
-    // `value` is a live reference anyway.
-    unsafe {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        _mm_prefetch::<_MM_HINT_T0>((value as *const T).cast());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = value;
 }
 
 #[cfg(test)]

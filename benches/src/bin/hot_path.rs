@@ -5,9 +5,14 @@
 //!
 //! Each scenario runs `--repeat` times per thread count; the line carries
 //! the median events/s (of the simulation phase, from `run.json`), the
-//! nanoseconds of simulation per event, the largest peak RSS, and, when
-//! `perf stat` can count them on this machine, cycles and cache misses per
-//! event (of the whole process: setup and table writing included).
+//! nanoseconds of simulation per event, the median CPU seconds of the whole
+//! process (user + system, from `getrusage`: descheduling on a shared
+//! machine does not inflate it), the largest peak RSS, and cycles per
+//! event two ways: counted by `perf stat` where the machine can count them
+//! (with cache misses), and estimated as CPU time x the CPU's nominal
+//! clock from `/proc/cpuinfo` (`cycles_per_event_est`), which a VM without
+//! hardware counters still gives. Both are of the whole process: setup and
+//! table writing included.
 
 use anyhow::{bail, Context as _};
 use clap::Parser;
@@ -87,8 +92,40 @@ struct Sample {
     events_per_s: f64,
     simulate_s: f64,
     peak_rss_bytes: u64,
+    cpu_s: f64,
     cycles: Option<f64>,
     cache_misses: Option<f64>,
+}
+
+/// CPU seconds (user + system) used so far by this process's finished
+/// children.
+fn children_cpu_s() -> f64 {
+    // SAFETY: getrusage only writes the struct it is given.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage);
+        usage
+    };
+    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    seconds(usage.ru_utime) + seconds(usage.ru_stime)
+}
+
+/// The CPU's nominal clock in Hz: the `@ x.xxGHz` of the model name, else
+/// the first `cpu MHz` line of `/proc/cpuinfo` (a VM's reported clock);
+/// `None` where neither is there.
+fn nominal_clock_hz() -> Option<f64> {
+    let info = std::fs::read_to_string("/proc/cpuinfo").ok()?;
+    let field = |key: &str| {
+        info.lines()
+            .find(|l| l.starts_with(key))
+            .and_then(|l| l.split(':').nth(1))
+            .map(str::trim)
+    };
+    let from_name = field("model name")
+        .and_then(|name| name.split('@').nth(1))
+        .and_then(|ghz| ghz.trim().trim_end_matches("GHz").parse::<f64>().ok())
+        .map(|ghz| ghz * 1e9);
+    from_name.or_else(|| field("cpu MHz")?.parse::<f64>().ok().map(|mhz| mhz * 1e6))
 }
 
 fn main() -> anyhow::Result<()> {
@@ -129,9 +166,11 @@ fn run(cli: &Cli, root: &Path, scenario: &Scenario, threads: u32) -> anyhow::Res
         .args(scenario.args)
         .args(["--threads", &threads.to_string(), "--quiet", "--out"])
         .arg(&out);
+    let cpu_before = children_cpu_s();
     let status = command
         .status()
         .with_context(|| format!("running {}", cli.netsim.display()))?;
+    let cpu_s = children_cpu_s() - cpu_before;
     if !status.success() {
         bail!("{} failed: {status}", scenario.name);
     }
@@ -152,6 +191,7 @@ fn run(cli: &Cli, root: &Path, scenario: &Scenario, threads: u32) -> anyhow::Res
         events_per_s: field("events_per_s")?,
         simulate_s: field("simulate_s")?,
         peak_rss_bytes: field("peak_rss_bytes")? as u64,
+        cpu_s,
         cycles: counter(&perf_csv, "cycles"),
         cache_misses: counter(&perf_csv, "cache-misses"),
     })
@@ -182,6 +222,8 @@ fn summary(name: &str, threads: u32, samples: &[Sample]) -> serde_json::Value {
     let per_event = |pick: fn(&Sample) -> Option<f64>| {
         median(samples.iter().filter_map(pick).collect()).map(|v| v / events as f64)
     };
+    let cpu_s = median(samples.iter().map(|s| s.cpu_s).collect());
+    let clock_hz = nominal_clock_hz();
     serde_json::json!({
         "scenario": name,
         "threads": threads,
@@ -190,6 +232,9 @@ fn summary(name: &str, threads: u32, samples: &[Sample]) -> serde_json::Value {
         "events_per_s": median(samples.iter().map(|s| s.events_per_s).collect()),
         "simulate_s": median(samples.iter().map(|s| s.simulate_s).collect()),
         "ns_per_event": median(samples.iter().map(|s| s.simulate_s * 1e9 / events as f64).collect()),
+        "cpu_s": cpu_s,
+        "nominal_clock_hz": clock_hz,
+        "cycles_per_event_est": cpu_s.zip(clock_hz).map(|(cpu, hz)| cpu * hz / events as f64),
         "cycles_per_event": per_event(|s| s.cycles),
         "cache_misses_per_event": per_event(|s| s.cache_misses),
         "peak_rss_bytes": samples.iter().map(|s| s.peak_rss_bytes).max(),

@@ -92,6 +92,7 @@ impl RunArgs {
             // any lookahead between shards.
             bail!("--recv-complete acked: runs on one shard; add --threads 1");
         }
+        crate::lazy_args::check(self, &config)?;
         let faults = self.faults.faults(&topo)?;
         let (workload, note) =
             self.workload

@@ -49,8 +49,8 @@ pub struct Builder {
 }
 
 /// Id ranges handed out to tasks or flows that a builder does not keep.
-#[derive(Debug, Default)]
-struct Gaps {
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Gaps {
     /// Per gap: its first id, its end, and the ids skipped up to its end.
     list: Vec<(u32, u32, u32)>,
 }
@@ -67,7 +67,7 @@ impl Gaps {
     }
 
     /// Where id `id` is kept, or `None` for an id in a gap.
-    fn index(&self, id: u32) -> Option<u32> {
+    pub(crate) fn index(&self, id: u32) -> Option<u32> {
         let k = self.list.partition_point(|g| g.0 <= id);
         match k.checked_sub(1).map(|k| self.list[k]) {
             Some((_, end, _)) if id < end => None,
@@ -76,9 +76,36 @@ impl Gaps {
         }
     }
 
-    fn bytes(&self) -> u64 {
+    /// The ids of the first `n` kept indices, in order.
+    pub(crate) fn ids(&self, n: u32) -> impl Iterator<Item = u32> + '_ {
+        let (mut gap, mut skipped) = (0, 0);
+        (0..n).map(move |i| {
+            while gap < self.list.len() && self.list[gap].0 <= i + skipped {
+                skipped = self.list[gap].2;
+                gap += 1;
+            }
+            i + skipped
+        })
+    }
+
+    pub(crate) fn bytes(&self) -> u64 {
         (self.list.len() * std::mem::size_of::<(u32, u32, u32)>()) as u64
     }
+}
+
+/// The tasks and flows a plan-only build kept (those outside collectives),
+/// by kept index; a global id maps to one through the gaps.
+#[derive(Debug, Default)]
+pub(crate) struct Kept {
+    /// The ids the whole workload hands out.
+    pub ids: IdBase,
+    pub tasks: Vec<Task>,
+    pub flows: Vec<FlowSpec>,
+    pub flow_task: Vec<u32>,
+    /// Every kept task's dependencies (global ids), task after task.
+    pub deps: Vec<u32>,
+    pub task_gaps: Gaps,
+    pub flow_gaps: Gaps,
 }
 
 /// The first task, flow and collective ids a [`Builder`] hands out.
@@ -430,6 +457,36 @@ impl Builder {
             collectives: self.collectives.into_vec(),
             bytes,
         }
+    }
+
+    /// What a plan-only build kept, for a run that expands collectives
+    /// as they become ready: the workload's small structures (jobs,
+    /// durations, fallbacks, the collectives' rows), and the tasks and
+    /// flows outside collectives with their dependencies and id gaps.
+    pub(crate) fn into_kept(self) -> (Workload, Kept) {
+        let ids = self.next_ids();
+        let Builder {
+            mut w,
+            tasks,
+            flows,
+            flow_task,
+            collectives,
+            deps,
+            task_gaps,
+            flow_gaps,
+            ..
+        } = self;
+        w.collectives = collectives.into_vec();
+        let kept = Kept {
+            ids,
+            tasks: tasks.into_vec(),
+            flows: flows.into_vec(),
+            flow_task: flow_task.into_vec(),
+            deps: deps.into_vec(),
+            task_gaps,
+            flow_gaps,
+        };
+        (w, kept)
     }
 
     /// What this builder added, as one collective expanded alone.

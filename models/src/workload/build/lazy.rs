@@ -8,6 +8,7 @@
 use super::super::algorithms::HostTasks;
 use super::super::builder::IdBase;
 use super::super::spec::{BuildError, OpSpec, WorkloadSpec};
+use super::super::on_demand::LazyPlan;
 use super::super::{Builder, Collective, Task, TaskKind, Workload, COMPUTE};
 use super::{build_into, Cx, Job};
 use crate::network::config::NetConfig;
@@ -87,6 +88,16 @@ impl Plans {
         }
         debug_assert_eq!(at as u64, end);
         entry
+    }
+
+    /// Plan `i`'s entry, member by member: `f(member, tasks it waits for)`.
+    pub(crate) fn each_entry(&self, i: usize, mut f: impl FnMut(NodeIndex, &[u32])) {
+        let mut at = self.list[i].entries as usize;
+        for &h in self.group(i) {
+            let n = self.entries[at] as usize;
+            f(h, &self.entries[at + 1..at + 1 + n]);
+            at += 1 + n;
+        }
     }
 
     /// What the plans hold.
@@ -199,6 +210,33 @@ pub fn plan_only_jobs(
         )));
     }
     Ok((cx.b.into_skeleton(), plans))
+}
+
+/// [`plan_only_jobs`] for a run that expands each collective when it
+/// becomes ready: the workload's small structures, its collectives' rows,
+/// and ([`Workload::lazy`]) what it keeps to expand them.
+pub fn lazy_jobs(
+    jobs: &[Job],
+    background: &[FlowSpec],
+    topo: &Topology,
+    config: &NetConfig,
+) -> Result<Workload, BuildError> {
+    let none = WorkloadSpec::with_phases(Vec::new());
+    let budget = super::super::memory::build_budget_bytes();
+    let mut cx = Cx::new(jobs, topo, config, &none, budget);
+    cx.plans = Some(Plans::default());
+    cx.plan_only = true;
+    build_into(&mut cx, jobs, background)?;
+    let plans = cx.plans.take().unwrap_or_default();
+    if let Some(c) = cx.b.offloaded_collective() {
+        return Err(BuildError::Invalid(format!(
+            "--lazy-expansion on: collective {c} is offloaded to the switches, whose \
+             aggregation trees are kept only by the eager build (--lazy-expansion off)"
+        )));
+    }
+    let (mut w, kept) = cx.b.into_kept();
+    w.lazy = Some(Arc::new(LazyPlan::new(jobs.to_vec(), plans, kept)));
+    Ok(w)
 }
 
 /// [`Cx::collective`] in a plan-only build: built alone into a scratch

@@ -417,6 +417,8 @@ impl Builder {
         self.flow_gaps
             .push(base.flow - self.base.flow, next.flow - base.flow);
         self.charge(2 * std::mem::size_of::<(u32, u32, u32)>() as u64);
+        // Kept so that a lazy build can refuse them (their flows stream into switches).
+        self.w.ina_ops.extend_from_slice(&scratch.w.ina_ops);
         for (node, count) in &scratch.w.fallbacks {
             for _ in 0..count.reductions {
                 self.count_fallback(*node, InaKind::Reduce);

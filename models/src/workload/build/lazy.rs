@@ -14,7 +14,8 @@ use super::{build_into, Cx, Job};
 use crate::network::config::NetConfig;
 use crate::traffic::FlowSpec;
 use hashbrown::HashMap;
-use netsim_topo::{NodeIndex, Topology};
+use super::super::offload::Resources;
+use netsim_topo::{NodeIndex, Role, Topology};
 use std::sync::Arc;
 
 /// Every collective's plan, in build order, with what plans share: the
@@ -235,7 +236,14 @@ pub fn lazy_jobs(
         )));
     }
     let (mut w, kept) = cx.b.into_kept();
-    w.lazy = Some(Arc::new(LazyPlan::new(jobs.to_vec(), plans, kept)));
+    if !w.ina_ops.is_empty() {
+        return Err(BuildError::Invalid(
+            "--lazy-expansion on: some flows stream into switches (NVLS or in-network \
+             aggregation), which only the eager build keeps (--lazy-expansion off)"
+                .to_string(),
+        ));
+    }
+    w.lazy = Some(Arc::new(LazyPlan::new(jobs.to_vec(), plans, kept, topo)));
     Ok(w)
 }
 
@@ -291,20 +299,46 @@ pub fn expand(
     i: usize,
     row: &Collective,
 ) -> Option<Expanded> {
+    let nvswitch = has_nvswitch(topo);
+    expand_with(jobs, (topo, nvswitch), config, plans, i, row)
+}
+
+/// Whether `topo` has an NVSwitch (which the build's choices read).
+pub(crate) fn has_nvswitch(topo: &Topology) -> bool {
+    (0..topo.node_count()).any(|n| topo.role(n) == Role::NvSwitch)
+}
+
+/// [`expand`] with `topo`'s [`has_nvswitch`] known: nothing per node is
+/// made (a replayed collective takes no switch resources), so that a run
+/// may expand millions.
+pub(crate) fn expand_with(
+    jobs: &[Job],
+    (topo, nvswitch): (&Topology, bool),
+    config: &NetConfig,
+    plans: &Plans,
+    i: usize,
+    row: &Collective,
+) -> Option<Expanded> {
     if row.offloaded {
         return None;
     }
     let plan = &plans.list[i];
     let (job, name, op) = plans.op(i);
-    let none = WorkloadSpec::with_phases(Vec::new());
-    let mut cx = Cx::new(jobs, topo, config, &none, u64::MAX);
     let spec = &jobs[*job].spec;
-    cx.spec = spec;
-    cx.job = row.job;
-    cx.b = Builder::at(spec.host_overhead, plan.base);
-    cx.replay = Some(Replay {
-        fallback_reason: row.fallback_reason.clone(),
-    });
+    let mut cx = Cx {
+        b: Builder::at(spec.host_overhead, plan.base),
+        topo,
+        spec,
+        config,
+        resources: Resources::new(0),
+        nvswitch,
+        job: row.job,
+        plans: None,
+        replay: Some(Replay {
+            fallback_reason: row.fallback_reason.clone(),
+        }),
+        plan_only: false,
+    };
     let entry = plans.entry(i);
     cx.collective_alone(name, op, plans.group(i), plan.logical as usize, &entry);
     Some(cx.b.into_expanded())

@@ -16,7 +16,7 @@ mod dag;
 
 pub use dag::LazyDag;
 
-use super::build::lazy::{expand, Expanded, Plans};
+use super::build::lazy::{expand_with, has_nvswitch, Expanded, Plans};
 use super::builder::{IdBase, Kept};
 use super::{Job, Task, TaskKind, Workload};
 use crate::network::config::NetConfig;
@@ -36,6 +36,8 @@ pub struct LazyPlan {
     entry_rev: Csr<(u32, u32)>,
     /// Plans of which a member waits for nothing: expanded as a run starts.
     root_plans: Vec<u32>,
+    /// Whether the topology has an NVSwitch (read by the build's choices).
+    nvswitch: bool,
 }
 
 /// Values grouped by a sparse key: `values[base[k]..base[k + 1]]` for
@@ -100,7 +102,7 @@ pub struct Source<'a> {
 }
 
 impl LazyPlan {
-    pub(crate) fn new(jobs: Vec<Job>, plans: Plans, kept: Kept) -> LazyPlan {
+    pub(crate) fn new(jobs: Vec<Job>, plans: Plans, kept: Kept, topo: &Topology) -> LazyPlan {
         let mut pairs = Vec::new();
         let mut at = 0usize;
         let ids = kept.task_gaps.ids(kept.tasks.len() as u32);
@@ -130,6 +132,7 @@ impl LazyPlan {
             kept_rev,
             entry_rev: Csr::from_pairs(pairs),
             root_plans,
+            nvswitch: has_nvswitch(topo),
         }
     }
 
@@ -218,7 +221,32 @@ impl LazyPlan {
     /// Plan `p` expanded at its reserved ids.
     pub(crate) fn expand(&self, src: Source<'_>, p: u32) -> Expanded {
         let row = &src.workload.collectives[self.base(p).collective as usize];
-        expand(&self.jobs, src.topo, src.config, &self.plans, p as usize, row)
+        let topo = (src.topo, self.nvswitch);
+        expand_with(&self.jobs, topo, src.config, &self.plans, p as usize, row)
             .expect("a lazy workload has no offloaded collective")
+    }
+
+    /// Every flow in id order, each collective's expanded in turn (for
+    /// the partition's work estimate, which sums in flow order).
+    pub fn each_flow(&self, src: Source<'_>, mut f: impl FnMut(u32, &FlowSpec)) {
+        let kept = &self.kept;
+        let mut ids = kept.flow_gaps.ids(kept.flows.len() as u32).zip(&kept.flows);
+        let mut next = ids.next();
+        for p in 0..self.plans.list.len() as u32 {
+            let base = self.base(p).flow;
+            while let Some((id, spec)) = next.filter(|(id, _)| *id < base) {
+                f(id, spec);
+                next = ids.next();
+            }
+            if self.plans.list[p as usize].count.flow > 0 {
+                for (k, spec) in self.expand(src, p).flows.iter().enumerate() {
+                    f(base + k as u32, spec);
+                }
+            }
+        }
+        while let Some((id, spec)) = next {
+            f(id, spec);
+            next = ids.next();
+        }
     }
 }

@@ -124,7 +124,7 @@ impl RunArgs {
             ranks,
             self.shards(),
         );
-        let held_bytes = crate::memory_check::check_run_memory(&run_bytes, workload.flows.len())
+        let held_bytes = crate::memory_check::check_run_memory(&run_bytes, workload.flow_count())
             .with_context(|| self.topology.size_context(&self.topo))?;
         // One shard has nothing to balance: no need to walk every flow.
         let partitioned = if partition_config.shards == 1 {

@@ -3,6 +3,7 @@
 
 use super::build::lazy::{comparable, Expanded, Skeleton};
 use super::chunked::Chunked;
+use super::gaps::{Gaps, Kept};
 use super::memory;
 use super::offload::{InaKind, InaOp};
 use super::{kind, Collective, FallbackCount, Fold, Task, TaskKind, Workload, COMPUTE, NONE};
@@ -46,66 +47,6 @@ pub struct Builder {
     /// ([`Builder::skip_collective`]).
     task_gaps: Gaps,
     flow_gaps: Gaps,
-}
-
-/// Id ranges handed out to tasks or flows that a builder does not keep.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct Gaps {
-    /// Per gap: its first id, its end, and the ids skipped up to its end.
-    list: Vec<(u32, u32, u32)>,
-}
-
-impl Gaps {
-    fn skipped(&self) -> u32 {
-        self.list.last().map_or(0, |g| g.2)
-    }
-
-    fn push(&mut self, first: u32, len: u32) {
-        if len > 0 {
-            self.list.push((first, first + len, self.skipped() + len));
-        }
-    }
-
-    /// Where id `id` is kept, or `None` for an id in a gap.
-    pub(crate) fn index(&self, id: u32) -> Option<u32> {
-        let k = self.list.partition_point(|g| g.0 <= id);
-        match k.checked_sub(1).map(|k| self.list[k]) {
-            Some((_, end, _)) if id < end => None,
-            Some((_, _, skipped)) => Some(id - skipped),
-            None => Some(id),
-        }
-    }
-
-    /// The ids of the first `n` kept indices, in order.
-    pub(crate) fn ids(&self, n: u32) -> impl Iterator<Item = u32> + '_ {
-        let (mut gap, mut skipped) = (0, 0);
-        (0..n).map(move |i| {
-            while gap < self.list.len() && self.list[gap].0 <= i + skipped {
-                skipped = self.list[gap].2;
-                gap += 1;
-            }
-            i + skipped
-        })
-    }
-
-    pub(crate) fn bytes(&self) -> u64 {
-        (self.list.len() * std::mem::size_of::<(u32, u32, u32)>()) as u64
-    }
-}
-
-/// The tasks and flows a plan-only build kept (those outside collectives),
-/// by kept index; a global id maps to one through the gaps.
-#[derive(Debug, Default)]
-pub(crate) struct Kept {
-    /// The ids the whole workload hands out.
-    pub ids: IdBase,
-    pub tasks: Vec<Task>,
-    pub flows: Vec<FlowSpec>,
-    pub flow_task: Vec<u32>,
-    /// Every kept task's dependencies (global ids), task after task.
-    pub deps: Vec<u32>,
-    pub task_gaps: Gaps,
-    pub flow_gaps: Gaps,
 }
 
 /// The first task, flow and collective ids a [`Builder`] hands out.

@@ -28,6 +28,7 @@ mod builder;
 pub(crate) mod chunked;
 pub mod dpu;
 pub mod file;
+mod gaps;
 pub mod groups;
 pub mod memory;
 pub mod nccl;

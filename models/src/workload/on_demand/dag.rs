@@ -20,7 +20,7 @@ pub struct LazyDag {
     /// This shard's hosts, sorted.
     local: Vec<u32>,
     /// Per kept task, the dependencies its host has not yet seen complete.
-    kept_left: Vec<u32>,
+    kept_left: Counts,
     spans: Vec<CollectiveSpan>,
     /// Plan -> slot of the collectives expanded here.
     live: HashMap<u32, u32>,
@@ -56,7 +56,7 @@ impl LazyDag {
     /// nothing expanded.
     pub fn new(src: Source<'_>, plan: Arc<LazyPlan>, local: Vec<u32>) -> (LazyDag, Vec<(u32, u32)>) {
         let w = src.workload;
-        let kept_left: Vec<u32> = plan.kept.tasks.iter().map(|t| t.deps).collect();
+        let kept_left = Counts::new(plan.kept.tasks.iter().map(|t| t.deps));
         let mut roots: Vec<(u32, u32)> = plan
             .kept
             .task_gaps
@@ -196,9 +196,7 @@ impl LazyDag {
                 unreachable!("a kept dependent is kept")
             };
             if plan.kept.tasks[i as usize].host == host {
-                let left = &mut self.kept_left[i as usize];
-                *left -= 1;
-                if *left == 0 {
+                if self.kept_left.seen(i) {
                     ready.push(d);
                 }
             }
@@ -292,6 +290,46 @@ impl LazyDag {
     /// Per collective, what this shard saw of it.
     pub fn into_spans(self) -> Vec<CollectiveSpan> {
         self.spans
+    }
+}
+
+/// Per task, one byte: the dependencies left, or [`MANY`] for a task that
+/// waits for more (an iteration's end gathers hundreds), counted in `many`:
+/// a run holds one per kept task of the whole workload.
+#[derive(Debug)]
+struct Counts {
+    left: Vec<u8>,
+    many: HashMap<u32, u32>,
+}
+
+const MANY: u8 = u8::MAX;
+
+impl Counts {
+    fn new(deps: impl Iterator<Item = u32>) -> Counts {
+        let mut many = HashMap::new();
+        let left = deps
+            .enumerate()
+            .map(|(i, d)| {
+                u8::try_from(d).ok().filter(|&d| d != MANY).unwrap_or_else(|| {
+                    many.insert(i as u32, d);
+                    MANY
+                })
+            })
+            .collect();
+        Counts { left, many }
+    }
+
+    /// One of task `i`'s dependencies seen: whether it was the last.
+    fn seen(&mut self, i: u32) -> bool {
+        let left = &mut self.left[i as usize];
+        if *left == MANY {
+            let many = self.many.get_mut(&i).expect("a task waiting for many");
+            *many -= 1;
+            *many == 0
+        } else {
+            *left -= 1;
+            *left == 0
+        }
     }
 }
 

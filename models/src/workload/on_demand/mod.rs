@@ -17,7 +17,8 @@ mod dag;
 pub use dag::LazyDag;
 
 use super::build::lazy::{expand_with, has_nvswitch, Expanded, Plans};
-use super::builder::{IdBase, Kept};
+use super::builder::IdBase;
+use super::gaps::Kept;
 use super::{Job, Task, TaskKind, Workload};
 use crate::network::config::NetConfig;
 use crate::traffic::FlowSpec;
@@ -39,6 +40,14 @@ pub struct LazyPlan {
     /// Whether the topology has an NVSwitch (read by the build's choices).
     nvswitch: bool,
 }
+
+/// Tasks of expanded collectives a host has at once, for the memory
+/// check: a collective is expanded whole when its first member is ready.
+pub const LIVE_TASKS_PER_HOST: u64 = 64;
+/// What an expanded task holds: itself and what it does (32 B), its flow
+/// (28 B), its count and dependents' lists (~20 B), and the expansion's
+/// transient per-task dependency lists.
+pub const BYTES_PER_LIVE_TASK: u64 = 128;
 
 /// Values grouped by a sparse key: `values[base[k]..base[k + 1]]` for
 /// `keys[k]`.
@@ -144,6 +153,19 @@ impl LazyPlan {
     /// How many collectives are planned.
     pub fn plans(&self) -> usize {
         self.plans.list.len()
+    }
+
+    /// Tasks kept outside collectives (a run counts their dependencies).
+    pub fn kept_tasks(&self) -> u64 {
+        self.kept.tasks.len() as u64
+    }
+
+    /// What a shard's expanded collectives may hold at once on `hosts`
+    /// hosts: [`LIVE_TASKS_PER_HOST`] tasks of [`BYTES_PER_LIVE_TASK`]
+    /// each, at most every task of the workload.
+    pub fn live_bytes(&self, hosts: u32) -> u64 {
+        let tasks = u64::from(self.kept.ids.task - self.kept.tasks.len() as u32);
+        tasks.min(u64::from(hosts) * LIVE_TASKS_PER_HOST) * BYTES_PER_LIVE_TASK
     }
 
     /// What it holds (plans, kept tasks and flows, the reverse indices).

@@ -59,7 +59,8 @@ pub(crate) struct Kept {
     pub tasks: Vec<Task>,
     pub flows: Vec<FlowSpec>,
     pub flow_task: Vec<u32>,
-    /// Every kept task's dependencies (global ids), task after task.
+    /// Every kept task's dependencies (global ids), task after task (a
+    /// run keeps them as its dependents' lists instead).
     pub deps: Vec<u32>,
     pub task_gaps: Gaps,
     pub flow_gaps: Gaps,

@@ -101,6 +101,11 @@ impl Plans {
         }
     }
 
+    /// How many tasks the entries list, all plans together.
+    pub(crate) fn entry_tasks(&self) -> usize {
+        self.entries.len() - self.members.len()
+    }
+
     /// What the plans hold.
     pub fn bytes(&self) -> u64 {
         (self.list.len() * std::mem::size_of::<CollectivePlan>()

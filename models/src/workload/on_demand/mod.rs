@@ -111,8 +111,8 @@ pub struct Source<'a> {
 }
 
 impl LazyPlan {
-    pub(crate) fn new(jobs: Vec<Job>, plans: Plans, kept: Kept, topo: &Topology) -> LazyPlan {
-        let mut pairs = Vec::new();
+    pub(crate) fn new(jobs: Vec<Job>, plans: Plans, mut kept: Kept, topo: &Topology) -> LazyPlan {
+        let mut pairs = Vec::with_capacity(kept.deps.len());
         let mut at = 0usize;
         let ids = kept.task_gaps.ids(kept.tasks.len() as u32);
         for (t, id) in kept.tasks.iter().zip(ids) {
@@ -121,8 +121,11 @@ impl LazyPlan {
             }
             at += t.deps as usize;
         }
+        // The dependencies live on as their dependents' lists only.
+        kept.deps = Vec::new();
         let kept_rev = Csr::from_pairs(pairs);
-        let mut pairs = Vec::new();
+        // Sized at once: grown by doubling, the largest would peak at twice.
+        let mut pairs = Vec::with_capacity(plans.entry_tasks());
         let mut root_plans = Vec::new();
         for p in 0..plans.list.len() {
             let mut root = false;

@@ -62,7 +62,14 @@ pub fn node_work(
     };
     match &workload.lazy {
         // Expanded one collective at a time, in flow order: the same sums.
-        Some(lazy) => lazy.each_flow(Source { workload, topo, config }, add),
+        Some(lazy) => lazy.each_flow(
+            Source {
+                workload,
+                topo,
+                config,
+            },
+            add,
+        ),
         None => {
             for (i, flow) in workload.flows.iter().enumerate() {
                 add(i as u32, flow);

@@ -65,4 +65,3 @@ pub(crate) struct Kept {
     pub task_gaps: Gaps,
     pub flow_gaps: Gaps,
 }
-

@@ -18,7 +18,11 @@ fn same_files(a: &Path, b: &Path, names: &[&str]) {
         for f in files {
             let (x, y) = (a.join(name).join(&f), b.join(name).join(&f));
             let (x, y) = (std::fs::read(&x).unwrap(), std::fs::read(&y).unwrap());
-            assert!(x == y, "{name}/{}: lazy differs from eager", f.to_string_lossy());
+            assert!(
+                x == y,
+                "{name}/{}: lazy differs from eager",
+                f.to_string_lossy()
+            );
         }
     }
 }
@@ -79,8 +83,14 @@ fn what_lazy_expansion_cannot_run_yet_is_refused_with_the_reason() {
         ("--fidelity flow", "flow level keeps every flow's state"),
         ("--transport uec", "UEC receivers"),
         ("--fast-forward on", "fast-forward reads the whole task DAG"),
-        ("--algo ina --switch-profile sharp", "kept only by the eager build"),
-        ("--ecmp-entropy connection", "numbers every flow's connection"),
+        (
+            "--algo ina --switch-profile sharp",
+            "kept only by the eager build",
+        ),
+        (
+            "--ecmp-entropy connection",
+            "numbers every flow's connection",
+        ),
     ] {
         rejects(&dir, &format!("{base} {extra}"), &[], needle);
     }

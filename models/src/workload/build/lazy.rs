@@ -7,14 +7,14 @@
 
 use super::super::algorithms::HostTasks;
 use super::super::builder::IdBase;
-use super::super::spec::{BuildError, OpSpec, WorkloadSpec};
+use super::super::offload::Resources;
 use super::super::on_demand::LazyPlan;
+use super::super::spec::{BuildError, OpSpec, WorkloadSpec};
 use super::super::{Builder, Collective, Task, TaskKind, Workload, COMPUTE};
 use super::{build_into, Cx, Job};
 use crate::network::config::NetConfig;
 use crate::traffic::FlowSpec;
 use hashbrown::HashMap;
-use super::super::offload::Resources;
 use netsim_topo::{NodeIndex, Role, Topology};
 use std::sync::Arc;
 

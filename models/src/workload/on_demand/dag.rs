@@ -54,7 +54,11 @@ impl LazyDag {
     /// The shard of hosts `local` (sorted); returns its root tasks as
     /// `(host, task)`, the plans of which a local member waits for
     /// nothing expanded.
-    pub fn new(src: Source<'_>, plan: Arc<LazyPlan>, local: Vec<u32>) -> (LazyDag, Vec<(u32, u32)>) {
+    pub fn new(
+        src: Source<'_>,
+        plan: Arc<LazyPlan>,
+        local: Vec<u32>,
+    ) -> (LazyDag, Vec<(u32, u32)>) {
         let w = src.workload;
         let kept_left = Counts::new(plan.kept.tasks.iter().map(|t| t.deps));
         let mut roots: Vec<(u32, u32)> = plan
@@ -195,10 +199,8 @@ impl LazyDag {
             let Place::Kept(i) = plan.task_place(d) else {
                 unreachable!("a kept dependent is kept")
             };
-            if plan.kept.tasks[i as usize].host == host {
-                if self.kept_left.seen(i) {
-                    ready.push(d);
-                }
+            if plan.kept.tasks[i as usize].host == host && self.kept_left.seen(i) {
+                ready.push(d);
             }
         }
         for &(p, member) in plan.entry_waiters(task) {
@@ -310,10 +312,13 @@ impl Counts {
         let left = deps
             .enumerate()
             .map(|(i, d)| {
-                u8::try_from(d).ok().filter(|&d| d != MANY).unwrap_or_else(|| {
-                    many.insert(i as u32, d);
-                    MANY
-                })
+                u8::try_from(d)
+                    .ok()
+                    .filter(|&d| d != MANY)
+                    .unwrap_or_else(|| {
+                        many.insert(i as u32, d);
+                        MANY
+                    })
             })
             .collect();
         Counts { left, many }

@@ -177,7 +177,8 @@ impl LazyPlan {
         self.plans.bytes()
             + (k.tasks.len() * std::mem::size_of::<Task>()
                 + k.flows.len() * std::mem::size_of::<FlowSpec>()
-                + (k.flow_task.len() + k.deps.len() + self.root_plans.len()) * 4) as u64
+                + (k.flow_task.len() + k.deps.len() + self.root_plans.len()) * 4)
+                as u64
             + k.task_gaps.bytes()
             + k.flow_gaps.bytes()
             + self.kept_rev.bytes()

@@ -85,10 +85,16 @@ impl LazyDag {
                 let slot = dag.slot(src, p);
                 let live = &dag.slots[slot as usize];
                 let base = plan.base(p).task;
+                let before = roots.len();
                 for (i, (t, _)) in live.tasks.iter().enumerate() {
-                    if t.deps == 0 {
+                    if t.deps == 0 && dag.local.binary_search(&t.host).is_ok() {
                         roots.push((t.host, base + i as u32));
                     }
+                }
+                if roots.len() == before && dag.live.contains_key(&p) {
+                    // A member that waits for nothing but starts nothing
+                    // (a send's receiver): expanded again when it is ready.
+                    dag.release(p, slot);
                 }
             }
         }
@@ -170,17 +176,20 @@ impl LazyDag {
         ready: &mut Vec<u32>,
     ) {
         let first = ready.len();
+        let plan = self.plan.clone();
+        // Expanded here if it is not: a destination that waits for nothing
+        // (a send's receiver) sees its flow complete without an entry.
+        let mine = match plan.task_place(task) {
+            Place::Plan(p) => Some((p, self.slot(src, p))),
+            Place::Kept(_) => None,
+        };
         let (t, _) = self.task(src, task);
         if t.collective != NONE {
             let span = &mut self.spans[t.collective as usize];
             span.end = span.end.max(now);
             span.tasks_done += u32::from(at_source);
         }
-        let plan = self.plan.clone();
-        let mine = match plan.task_place(task) {
-            Place::Plan(p) => Some((p, self.live[&p])),
-            Place::Kept(_) => None,
-        };
+
         if let Some((p, slot)) = mine {
             let live = &mut self.slots[slot as usize];
             let i = (task - plan.base(p).task) as usize;

@@ -5,8 +5,9 @@ use crate::run_cmd::{Fidelity, RunArgs};
 use netsim_models::network::config::{EcmpEntropy, NetConfig, Transport};
 
 /// Refuses `--lazy-expansion on` where a run reads flows or tasks that a
-/// lazy workload has not expanded: flow level, UEC, fast-forward, and
-/// per-connection ECMP entropy (all of which read the whole flow list).
+/// lazy workload has not expanded: flow level, UEC, fast-forward,
+/// `--recv-complete acked` and per-connection ECMP entropy (all of which
+/// read the whole flow list or task DAG).
 pub fn check(args: &RunArgs, config: &NetConfig) -> anyhow::Result<()> {
     if args.workload.lazy_expansion != "on" {
         return Ok(());
@@ -17,6 +18,8 @@ pub fn check(args: &RunArgs, config: &NetConfig) -> anyhow::Result<()> {
         Some("UEC receivers read flows the run may have freed")
     } else if config.fast_forward.is_some() {
         Some("fast-forward reads the whole task DAG")
+    } else if config.recv_complete_at_ack {
+        Some("--recv-complete acked reads the whole flow list")
     } else if config.ecmp_entropy == EcmpEntropy::Connection {
         Some("--ecmp-entropy connection numbers every flow's connection up front")
     } else {

@@ -18,6 +18,8 @@
 //! is the source's leaf switch) is charged to the source and that switch, up and down.
 
 use crate::network::config::NetConfig;
+use crate::traffic::FlowSpec;
+use crate::workload::on_demand::Source;
 use crate::workload::{Workload, NONE};
 use netsim_topo::{NodeIndex, Routing, Topology};
 
@@ -41,22 +43,38 @@ pub fn node_work(
     let mut walk = Walk::default();
     let mtu = u64::from(config.mtu_bytes.max(1));
     let ack_interval = u64::from(config.ack_interval.max(1));
-    for (i, flow) in workload.flows.iter().enumerate() {
+    let mut add = |i: u32, flow: &FlowSpec| {
         let packets = flow.size_bytes.div_ceil(mtu).max(1);
-        let into_tree = workload.flow_ina_op(i as u32) != NONE;
+        let into_tree = workload.flow_ina_op(i) != NONE;
         if into_tree || !topo.is_host(flow.dst) {
             // Up into the tree and the result back down, over the host's own link.
             let p = 2.0 * packets as f64;
             work[flow.src as usize] += (SEND + RECEIVE) * p;
             work[flow.dst as usize] += (SEND + RECEIVE) * p;
-            continue;
+            return;
         }
         if flow.src == flow.dst {
-            continue;
+            return;
         }
         let acks = packets.div_ceil(ack_interval);
         walk.spread(topo, routing, flow.src, flow.dst, packets as f64, &mut work);
         walk.spread(topo, routing, flow.dst, flow.src, acks as f64, &mut work);
+    };
+    match &workload.lazy {
+        // Expanded one collective at a time, in flow order: the same sums.
+        Some(lazy) => lazy.each_flow(
+            Source {
+                workload,
+                topo,
+                config,
+            },
+            add,
+        ),
+        None => {
+            for (i, flow) in workload.flows.iter().enumerate() {
+                add(i as u32, flow);
+            }
+        }
     }
     work.into_iter().map(|w| w.ceil() as u64).collect()
 }

@@ -8,6 +8,7 @@ pub mod fast_forward_args;
 pub mod fault_args;
 pub mod fcts;
 pub mod jobs;
+pub mod lazy_args;
 pub mod limits;
 pub mod memory_check;
 pub mod network_args;

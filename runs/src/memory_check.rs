@@ -75,9 +75,16 @@ impl RunBytes {
         shards: u32,
     ) -> RunBytes {
         let ranks = ranks as u64;
-        let flows = workload.flows.len() as u64 / ranks;
-        let dag_per_shard = (workload.tasks.len() as u64 * progress::BYTES_PER_TASK)
-            .saturating_add(workload.collectives.len() as u64 * progress::BYTES_PER_COLLECTIVE);
+        let flows = workload.flow_count() as u64 / ranks;
+        // Under --lazy-expansion on, counts are kept for the tasks outside
+        // collectives only, and the collectives in flight are expanded.
+        let (tasks, live) = match &workload.lazy {
+            Some(lazy) => (lazy.kept_tasks(), lazy.live_bytes(topo.host_count())),
+            None => (workload.tasks.len() as u64, 0),
+        };
+        let dag_per_shard = (tasks * progress::BYTES_PER_TASK)
+            .saturating_add(workload.collectives.len() as u64 * progress::BYTES_PER_COLLECTIVE)
+            .saturating_add(live);
         let all_ports = 2 * u64::from(topo.link_count());
         let ports = all_ports / ranks;
         // Plain traffic may have every flow in flight at once.
@@ -105,7 +112,7 @@ impl RunBytes {
             Fidelity::Packet => RunBytes {
                 ports: ports.saturating_mul(BYTES_PER_PORT),
                 flows: flows.saturating_mul(3 * BYTES_PER_FCT).saturating_add(
-                    (workload.flows.len() as u64)
+                    (workload.flow_count() as u64)
                         .div_ceil(8)
                         .saturating_mul(u64::from(shards)),
                 ),

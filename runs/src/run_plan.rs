@@ -92,6 +92,7 @@ impl RunArgs {
             // any lookahead between shards.
             bail!("--recv-complete acked: runs on one shard; add --threads 1");
         }
+        crate::lazy_args::check(self, &config)?;
         let faults = self.faults.faults(&topo)?;
         let (workload, note) =
             self.workload
@@ -123,7 +124,7 @@ impl RunArgs {
             ranks,
             self.shards(),
         );
-        let held_bytes = crate::memory_check::check_run_memory(&run_bytes, workload.flows.len())
+        let held_bytes = crate::memory_check::check_run_memory(&run_bytes, workload.flow_count())
             .with_context(|| self.topology.size_context(&self.topo))?;
         // One shard has nothing to balance: no need to walk every flow.
         let partitioned = if partition_config.shards == 1 {

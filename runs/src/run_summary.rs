@@ -288,7 +288,7 @@ impl RunArgs {
             "peak_rss_bytes": totals.peak_rss_per_rank.iter().max(),
             "per_rank": totals.ranks_json,
             "sim_end_ns": run.sim_end.as_ns(),
-            "flows": plan.fabric.workload.flows.len(),
+            "flows": plan.fabric.workload.flow_count(),
             "collectives": written.collectives,
             "collectives_finished": written.collectives_finished,
             "flows_finished": stats.flows_finished,
@@ -330,7 +330,7 @@ impl RunArgs {
         );
         summary["retransmitted_pkts"] = stats.retransmitted_pkts.into();
         summary["faults"] = plan.fabric.faults.faults.len().into();
-        summary["tasks"] = plan.fabric.workload.tasks.len().into();
+        summary["tasks"] = plan.fabric.workload.task_count().into();
         summary["edges"] = plan.fabric.workload.edge_count().into();
         summary["workload_bytes"] = crate::memory_check::workload_bytes_json(&plan.fabric.workload);
         summary["run_bytes_predicted"] = plan.run_bytes.json();
@@ -358,7 +358,7 @@ impl RunArgs {
              output {}",
             events as f64 / sim_s / 1e6,
             totals.stats.flows_finished,
-            plan.fabric.workload.flows.len(),
+            plan.fabric.workload.flow_count(),
             fct_p50_ns.map_or("-".into(), |f| format!("{:.1}", f as f64 / 1e3)),
             fct_p99_ns.map_or("-".into(), |f| format!("{:.1}", f as f64 / 1e3)),
             run.sim_end.as_ps() as f64 / 1e6,

@@ -130,6 +130,11 @@ pub struct WorkloadArgs {
     /// `{name = "train", workload = "w.txt", hosts = "consecutive", ranks = 32, start_us = 10}`.
     #[arg(long, value_name = "TABLE")]
     pub job: Vec<String>,
+    /// Expand each collective into its tasks and flows when it becomes
+    /// ready and free it after, so that memory follows what is in flight
+    /// (packet level, RoCE; same tables as off: docs/design/lazy-expansion.md).
+    #[arg(long, value_parser = ["on", "off"], default_value = "off")]
+    pub lazy_expansion: String,
 }
 
 impl WorkloadArgs {
@@ -202,7 +207,12 @@ impl WorkloadArgs {
         } else {
             "--job"
         };
-        let built = workload::build_jobs(&jobs, &background, topo, config).context(what)?;
+        let built = if self.lazy_expansion == "on" {
+            workload::build::lazy::lazy_jobs(&jobs, &background, topo, config)
+        } else {
+            workload::build_jobs(&jobs, &background, topo, config)
+        };
+        let built = built.context(what)?;
         Ok(Some((built, note)))
     }
 

@@ -264,7 +264,7 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
                 self.sink.switch_offload(record);
             }
         }
-        (self.sink, self.stats, self.tasks.dag.into_spans())
+        (self.sink, self.stats, self.tasks.into_spans())
     }
 
     #[inline]

@@ -54,8 +54,8 @@ impl<S: TelemetrySink> Network<'_, S> {
         let i = self.open_sender(flow);
         let fabric = self.fabric;
         self.transport.senders[i].start = ctx.now();
-        if let Some(info) = fabric.workload.flow_info(flow) {
-            self.tasks.dag.span_started(info.collective, ctx.now());
+        if let Some(info) = self.flow_info(flow) {
+            self.span_started(info.collective, ctx.now());
         }
         if self.memo_flow_start(ctx, i, flow) {
             return;
@@ -377,7 +377,8 @@ impl<S: TelemetrySink> Network<'_, S> {
     /// A sender for flow `flow`, made as it starts: its slot, known to the
     /// aggregation stream it feeds and to fast-forward's samples.
     pub(crate) fn open_sender(&mut self, flow: u32) -> usize {
-        let i = self.transport.open(flow, self.fabric);
+        let (spec, info) = (self.flow_spec(flow), self.flow_info(flow));
+        let i = self.transport.open(flow, spec, info, self.fabric);
         let s = &self.transport.senders[i];
         if s.ina_op != NO_TASK {
             let key = (s.ina_op, s.spec.src);
@@ -408,7 +409,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         let gport = self.port_index(ctx.local_index(), port);
         self.ports[gport].host.flows.retain(|&f| f as usize != i);
         self.record_flow(i);
-        if let Some(info) = self.fabric.workload.flow_info(flow) {
+        if let Some(info) = self.flow_info(flow) {
             let config = &self.fabric.config;
             if config.recv_complete_at_ack && config.transport == Transport::Roce {
                 // SimAI's qp_finish: the receiver learns of the message

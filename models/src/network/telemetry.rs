@@ -194,7 +194,8 @@ impl<S: TelemetrySink> Network<'_, S> {
         for k in 0..self.transport.traffic.len() {
             let flow = self.transport.traffic[k];
             if !self.transport.started(flow) {
-                let i = self.transport.open(flow, self.fabric);
+                let spec = self.fabric.workload.flows[flow as usize];
+                let i = self.transport.open(flow, spec, None, self.fabric);
                 let s = &self.transport.senders[i];
                 unfinished.push((s.spec.src, flow, i));
             }
@@ -216,6 +217,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             Qp::Uec(u) => Some(u),
             Qp::Roce(_) => None,
         };
+        let (collective_id, job) = (self.flow_collective(s.flow), self.flow_job(s.flow));
         self.sink.flow(FlowRecord {
             flow_id: s.flow,
             src: s.spec.src,
@@ -238,8 +240,8 @@ impl<S: TelemetrySink> Network<'_, S> {
             sacks: uec.map_or(0, |u| u.sacks),
             paths_used: uec.map_or(1, |u| u.paths_used()),
             finished: s.end.is_some(),
-            collective_id: self.fabric.workload.flow_collective(s.flow),
-            job: self.fabric.workload.flow_job(s.flow).cloned(),
+            collective_id,
+            job,
             reason: match (s.end, s.gave_up) {
                 (Some(_), _) => None,
                 (None, true) => Some("retry-limit"),

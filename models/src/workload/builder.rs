@@ -3,6 +3,7 @@
 
 use super::build::lazy::{comparable, Expanded, Skeleton};
 use super::chunked::Chunked;
+use super::gaps::{Gaps, Kept};
 use super::memory;
 use super::offload::{InaKind, InaOp};
 use super::{kind, Collective, FallbackCount, Fold, Task, TaskKind, Workload, COMPUTE, NONE};
@@ -46,39 +47,6 @@ pub struct Builder {
     /// ([`Builder::skip_collective`]).
     task_gaps: Gaps,
     flow_gaps: Gaps,
-}
-
-/// Id ranges handed out to tasks or flows that a builder does not keep.
-#[derive(Debug, Default)]
-struct Gaps {
-    /// Per gap: its first id, its end, and the ids skipped up to its end.
-    list: Vec<(u32, u32, u32)>,
-}
-
-impl Gaps {
-    fn skipped(&self) -> u32 {
-        self.list.last().map_or(0, |g| g.2)
-    }
-
-    fn push(&mut self, first: u32, len: u32) {
-        if len > 0 {
-            self.list.push((first, first + len, self.skipped() + len));
-        }
-    }
-
-    /// Where id `id` is kept, or `None` for an id in a gap.
-    fn index(&self, id: u32) -> Option<u32> {
-        let k = self.list.partition_point(|g| g.0 <= id);
-        match k.checked_sub(1).map(|k| self.list[k]) {
-            Some((_, end, _)) if id < end => None,
-            Some((_, _, skipped)) => Some(id - skipped),
-            None => Some(id),
-        }
-    }
-
-    fn bytes(&self) -> u64 {
-        (self.list.len() * std::mem::size_of::<(u32, u32, u32)>()) as u64
-    }
 }
 
 /// The first task, flow and collective ids a [`Builder`] hands out.
@@ -390,6 +358,8 @@ impl Builder {
         self.flow_gaps
             .push(base.flow - self.base.flow, next.flow - base.flow);
         self.charge(2 * std::mem::size_of::<(u32, u32, u32)>() as u64);
+        // Kept so that a lazy build can refuse them (their flows stream into switches).
+        self.w.ina_ops.extend_from_slice(&scratch.w.ina_ops);
         for (node, count) in &scratch.w.fallbacks {
             for _ in 0..count.reductions {
                 self.count_fallback(*node, InaKind::Reduce);
@@ -430,6 +400,36 @@ impl Builder {
             collectives: self.collectives.into_vec(),
             bytes,
         }
+    }
+
+    /// What a plan-only build kept, for a run that expands collectives
+    /// as they become ready: the workload's small structures (jobs,
+    /// durations, fallbacks, the collectives' rows), and the tasks and
+    /// flows outside collectives with their dependencies and id gaps.
+    pub(crate) fn into_kept(self) -> (Workload, Kept) {
+        let ids = self.next_ids();
+        let Builder {
+            mut w,
+            tasks,
+            flows,
+            flow_task,
+            collectives,
+            deps,
+            task_gaps,
+            flow_gaps,
+            ..
+        } = self;
+        w.collectives = collectives.into_vec();
+        let kept = Kept {
+            ids,
+            tasks: tasks.into_vec(),
+            flows: flows.into_vec(),
+            flow_task: flow_task.into_vec(),
+            deps: deps.into_vec(),
+            task_gaps,
+            flow_gaps,
+        };
+        (w, kept)
     }
 
     /// What this builder added, as one collective expanded alone.

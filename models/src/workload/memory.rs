@@ -66,6 +66,10 @@ impl Workload {
             .map(|c| c.fallback_reason.as_ref().map_or(0, String::len))
             .sum();
         b.collectives = b.collectives.saturating_add(names as u64);
+        if let Some(lazy) = &self.lazy {
+            // Under `--lazy-expansion on`: the plans and the kept tasks.
+            b.tasks = b.tasks.saturating_add(lazy.bytes());
+        }
         b
     }
 

@@ -28,10 +28,12 @@ mod builder;
 pub(crate) mod chunked;
 pub mod dpu;
 pub mod file;
+mod gaps;
 pub mod groups;
 pub mod memory;
 pub mod nccl;
 pub mod offload;
+pub mod on_demand;
 pub mod progress;
 mod sandbox;
 pub mod simai;
@@ -144,6 +146,10 @@ pub struct Workload {
     /// The folded jobs that run as classes at flow level (`--fold-dp` with
     /// `--fold-classes`).
     pub folds: Vec<Fold>,
+    /// Under `--lazy-expansion on`: the collectives' plans and the tasks
+    /// outside them, from which a run expands each collective when it
+    /// becomes ready (`tasks` and `flows` are then empty).
+    pub lazy: Option<Arc<on_demand::LazyPlan>>,
 }
 
 /// A job of which only the first data-parallel replicas are built
@@ -171,7 +177,21 @@ impl Workload {
 
     /// Whether the flows form a DAG of tasks (a workload) rather than traffic.
     pub fn has_tasks(&self) -> bool {
-        !self.tasks.is_empty()
+        !self.tasks.is_empty() || self.lazy.is_some()
+    }
+
+    /// How many flow ids the workload hands out (expanded or not).
+    pub fn flow_count(&self) -> usize {
+        self.lazy
+            .as_ref()
+            .map_or(self.flows.len(), |l| l.ids().flow as usize)
+    }
+
+    /// How many task ids the workload hands out (expanded or not).
+    pub fn task_count(&self) -> usize {
+        self.lazy
+            .as_ref()
+            .map_or(self.tasks.len(), |l| l.ids().task as usize)
     }
 
     /// What task `task` does.

@@ -78,6 +78,7 @@ impl Workload {
             fallbacks: Vec::new(),
             host_overhead: self.host_overhead,
             folds: Vec::new(),
+            lazy: None,
         }
     }
 }

@@ -22,6 +22,7 @@ mod fold;
 mod goal;
 mod idle_rows;
 mod lazy;
+mod lazy_dag;
 mod load;
 mod memory;
 mod nccl;

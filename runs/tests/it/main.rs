@@ -23,6 +23,7 @@ mod flow_level;
 mod fuzz;
 mod golden;
 mod jobs;
+mod lazy;
 mod memo;
 mod memo_draws;
 mod memo_guard;

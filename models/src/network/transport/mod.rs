@@ -20,7 +20,7 @@ use super::config::Transport;
 use super::packet::{Packet, PacketKind};
 use super::Fabric;
 use crate::traffic::FlowSpec;
-use crate::workload::NONE as NO_TASK;
+use crate::workload::{FlowInfo, NONE as NO_TASK};
 use hashbrown::HashMap;
 use netsim_engine::SimTime;
 use netsim_engine::{NodeId, NodeRng};
@@ -345,7 +345,7 @@ impl Transports {
             released_retransmitted_pkts: 0,
             receivers: HashMap::new(),
             received: match fabric.config.transport {
-                Transport::Roce => vec![0u64; workload.flows.len().div_ceil(64)],
+                Transport::Roce => vec![0u64; workload.flow_count().div_ceil(64)],
                 Transport::Uec => Vec::new(),
             },
             received_cnp: HashMap::new(),
@@ -357,10 +357,16 @@ impl Transports {
     /// A sender for flow `flow` in a free slot (the slab grows only when
     /// none is free); returns the slot. Its `start` is the flow's own
     /// (`SimTime::MAX` for a workload task's: it starts when the task does).
-    pub(crate) fn open(&mut self, flow: u32, fabric: &Fabric) -> usize {
+    pub(crate) fn open(
+        &mut self,
+        flow: u32,
+        spec: FlowSpec,
+        info: Option<FlowInfo>,
+        fabric: &Fabric,
+    ) -> usize {
         let workload = &fabric.workload;
-        let mut sender = Sender::new(flow, workload.flows[flow as usize], &fabric.config);
-        if let Some(info) = workload.flow_info(flow) {
+        let mut sender = Sender::new(flow, spec, &fabric.config);
+        if let Some(info) = info {
             sender.start = SimTime::MAX;
             if info.ina_op != NO_TASK {
                 let op = &workload.ina_ops[info.ina_op as usize];

@@ -173,7 +173,8 @@ impl<S: TelemetrySink> Network<'_, S> {
         let (verdict, cnp) = if self.transport.received(pkt.flow) {
             // A late duplicate of a message received whole: what its freed
             // receiver would answer (its cumulative ACK again).
-            let packets = self.fabric.workload.flows[pkt.flow as usize]
+            let packets = self
+                .flow_spec(pkt.flow)
                 .size_bytes
                 .div_ceil(u64::from(self.fabric.config.mtu_bytes)) as u32;
             let verdict = RxVerdict {
@@ -219,7 +220,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         if verdict.in_order && pkt.last {
             // The destination has the whole message: its dependents may start
             // (as SimAI, once the sender has the last ACK: `sender_finished`).
-            if let Some(info) = self.fabric.workload.flow_info(pkt.flow) {
+            if let Some(info) = self.flow_info(pkt.flow) {
                 if !self.fabric.config.recv_complete_at_ack {
                     self.task_seen_complete(ctx, info.task, false);
                 }

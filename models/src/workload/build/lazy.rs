@@ -7,13 +7,15 @@
 
 use super::super::algorithms::HostTasks;
 use super::super::builder::IdBase;
+use super::super::offload::Resources;
+use super::super::on_demand::LazyPlan;
 use super::super::spec::{BuildError, OpSpec, WorkloadSpec};
 use super::super::{Builder, Collective, Task, TaskKind, Workload, COMPUTE};
 use super::{build_into, Cx, Job};
 use crate::network::config::NetConfig;
 use crate::traffic::FlowSpec;
 use hashbrown::HashMap;
-use netsim_topo::{NodeIndex, Topology};
+use netsim_topo::{NodeIndex, Role, Topology};
 use std::sync::Arc;
 
 /// Every collective's plan, in build order, with what plans share: the
@@ -87,6 +89,21 @@ impl Plans {
         }
         debug_assert_eq!(at as u64, end);
         entry
+    }
+
+    /// Plan `i`'s entry, member by member: `f(member, tasks it waits for)`.
+    pub(crate) fn each_entry(&self, i: usize, mut f: impl FnMut(NodeIndex, &[u32])) {
+        let mut at = self.list[i].entries as usize;
+        for &h in self.group(i) {
+            let n = self.entries[at] as usize;
+            f(h, &self.entries[at + 1..at + 1 + n]);
+            at += 1 + n;
+        }
+    }
+
+    /// How many tasks the entries list, all plans together.
+    pub(crate) fn entry_tasks(&self) -> usize {
+        self.entries.len() - self.members.len()
     }
 
     /// What the plans hold.
@@ -201,6 +218,40 @@ pub fn plan_only_jobs(
     Ok((cx.b.into_skeleton(), plans))
 }
 
+/// [`plan_only_jobs`] for a run that expands each collective when it
+/// becomes ready: the workload's small structures, its collectives' rows,
+/// and ([`Workload::lazy`]) what it keeps to expand them.
+pub fn lazy_jobs(
+    jobs: &[Job],
+    background: &[FlowSpec],
+    topo: &Topology,
+    config: &NetConfig,
+) -> Result<Workload, BuildError> {
+    let none = WorkloadSpec::with_phases(Vec::new());
+    let budget = super::super::memory::build_budget_bytes();
+    let mut cx = Cx::new(jobs, topo, config, &none, budget);
+    cx.plans = Some(Plans::default());
+    cx.plan_only = true;
+    build_into(&mut cx, jobs, background)?;
+    let plans = cx.plans.take().unwrap_or_default();
+    if let Some(c) = cx.b.offloaded_collective() {
+        return Err(BuildError::Invalid(format!(
+            "--lazy-expansion on: collective {c} is offloaded to the switches, whose \
+             aggregation trees are kept only by the eager build (--lazy-expansion off)"
+        )));
+    }
+    let (mut w, kept) = cx.b.into_kept();
+    if !w.ina_ops.is_empty() {
+        return Err(BuildError::Invalid(
+            "--lazy-expansion on: some flows stream into switches (NVLS or in-network \
+             aggregation), which only the eager build keeps (--lazy-expansion off)"
+                .to_string(),
+        ));
+    }
+    w.lazy = Some(Arc::new(LazyPlan::new(jobs.to_vec(), plans, kept, topo)));
+    Ok(w)
+}
+
 /// [`Cx::collective`] in a plan-only build: built alone into a scratch
 /// builder at the next ids, planned, and dropped but for its rows.
 pub(super) fn plan_alone(
@@ -253,20 +304,46 @@ pub fn expand(
     i: usize,
     row: &Collective,
 ) -> Option<Expanded> {
+    let nvswitch = has_nvswitch(topo);
+    expand_with(jobs, (topo, nvswitch), config, plans, i, row)
+}
+
+/// Whether `topo` has an NVSwitch (which the build's choices read).
+pub(crate) fn has_nvswitch(topo: &Topology) -> bool {
+    (0..topo.node_count()).any(|n| topo.role(n) == Role::NvSwitch)
+}
+
+/// [`expand`] with `topo`'s [`has_nvswitch`] known: nothing per node is
+/// made (a replayed collective takes no switch resources), so that a run
+/// may expand millions.
+pub(crate) fn expand_with(
+    jobs: &[Job],
+    (topo, nvswitch): (&Topology, bool),
+    config: &NetConfig,
+    plans: &Plans,
+    i: usize,
+    row: &Collective,
+) -> Option<Expanded> {
     if row.offloaded {
         return None;
     }
     let plan = &plans.list[i];
     let (job, name, op) = plans.op(i);
-    let none = WorkloadSpec::with_phases(Vec::new());
-    let mut cx = Cx::new(jobs, topo, config, &none, u64::MAX);
     let spec = &jobs[*job].spec;
-    cx.spec = spec;
-    cx.job = row.job;
-    cx.b = Builder::at(spec.host_overhead, plan.base);
-    cx.replay = Some(Replay {
-        fallback_reason: row.fallback_reason.clone(),
-    });
+    let mut cx = Cx {
+        b: Builder::at(spec.host_overhead, plan.base),
+        topo,
+        spec,
+        config,
+        resources: Resources::new(0),
+        nvswitch,
+        job: row.job,
+        plans: None,
+        replay: Some(Replay {
+            fallback_reason: row.fallback_reason.clone(),
+        }),
+        plan_only: false,
+    };
     let entry = plans.entry(i);
     cx.collective_alone(name, op, plans.group(i), plan.logical as usize, &entry);
     Some(cx.b.into_expanded())

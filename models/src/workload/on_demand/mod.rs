@@ -1,0 +1,278 @@
+//! Lazy expansion's run side (issue 32): what a run keeps of a workload
+//! whose collectives are expanded only when they become ready, and how a
+//! task or flow id finds what it belongs to.
+//!
+//! ```text
+//! LazyPlan (shared, read-only)          LazyDag (one per shard, dag.rs)
+//!   plans      one per collective  -->    live collectives, expanded at
+//!   kept       tasks outside them         their reserved ids when a local
+//!   kept_rev   their dependents           member's entry is first met,
+//!   entry_rev  who waits on a task        freed once every local
+//! ```                                     completion of theirs is seen
+//!
+//! The ids are those the eager build hands out, so the rows are the same.
+
+mod dag;
+
+pub use dag::LazyDag;
+
+use super::build::lazy::{expand_with, has_nvswitch, Expanded, Plans};
+use super::builder::IdBase;
+use super::gaps::Kept;
+use super::{Job, Task, TaskKind, Workload};
+use crate::network::config::NetConfig;
+use crate::traffic::FlowSpec;
+use netsim_topo::Topology;
+
+/// What a run needs to expand any collective of a planned workload: the
+/// plans, the tasks outside collectives, and who depends on what.
+#[derive(Debug)]
+pub struct LazyPlan {
+    jobs: Vec<Job>,
+    plans: Plans,
+    kept: Kept,
+    /// Per task (global id): the kept tasks that depend on it, ascending.
+    kept_rev: Csr<u32>,
+    /// Per task (global id): `(plan, member)` whose entry lists it.
+    entry_rev: Csr<(u32, u32)>,
+    /// Plans of which a member waits for nothing: expanded as a run starts.
+    root_plans: Vec<u32>,
+    /// Whether the topology has an NVSwitch (read by the build's choices).
+    nvswitch: bool,
+}
+
+/// Tasks of expanded collectives a host has at once, for the memory
+/// check: a collective is expanded whole when its first member is ready.
+pub const LIVE_TASKS_PER_HOST: u64 = 64;
+/// What an expanded task holds: itself and what it does (32 B), its flow
+/// (28 B), its count and dependents' lists (~20 B), and the expansion's
+/// transient per-task dependency lists.
+pub const BYTES_PER_LIVE_TASK: u64 = 128;
+
+/// Values grouped by a sparse key: `values[base[k]..base[k + 1]]` for
+/// `keys[k]`.
+#[derive(Debug, Default)]
+struct Csr<V> {
+    keys: Vec<u32>,
+    base: Vec<u32>,
+    values: Vec<V>,
+}
+
+impl<V: Copy + Ord> Csr<V> {
+    /// From `(key, value)` pairs in any order; values of a key ascending.
+    fn from_pairs(mut pairs: Vec<(u32, V)>) -> Csr<V> {
+        pairs.sort_unstable();
+        pairs.dedup();
+        let mut csr = Csr {
+            keys: Vec::new(),
+            base: Vec::new(),
+            values: Vec::with_capacity(pairs.len()),
+        };
+        for (k, v) in pairs {
+            if csr.keys.last() != Some(&k) {
+                csr.keys.push(k);
+                csr.base.push(csr.values.len() as u32);
+            }
+            csr.values.push(v);
+        }
+        csr.base.push(csr.values.len() as u32);
+        csr.keys.shrink_to_fit();
+        csr.base.shrink_to_fit();
+        csr
+    }
+
+    fn get(&self, key: u32) -> &[V] {
+        match self.keys.binary_search(&key) {
+            Ok(k) => &self.values[self.base[k] as usize..self.base[k + 1] as usize],
+            Err(_) => &[],
+        }
+    }
+
+    fn bytes(&self) -> u64 {
+        (self.keys.len() * 4 + self.base.len() * 4 + self.values.len() * std::mem::size_of::<V>())
+            as u64
+    }
+}
+
+/// Where a task or flow id lives: kept (its index) or in a plan.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Place {
+    Kept(u32),
+    Plan(u32),
+}
+
+/// What a run expands with: the workload (its rows), the fabric and the
+/// configuration the plans were built for.
+#[derive(Clone, Copy)]
+pub struct Source<'a> {
+    pub workload: &'a Workload,
+    pub topo: &'a Topology,
+    pub config: &'a NetConfig,
+}
+
+impl LazyPlan {
+    pub(crate) fn new(jobs: Vec<Job>, plans: Plans, mut kept: Kept, topo: &Topology) -> LazyPlan {
+        let mut pairs = Vec::with_capacity(kept.deps.len());
+        let mut at = 0usize;
+        let ids = kept.task_gaps.ids(kept.tasks.len() as u32);
+        for (t, id) in kept.tasks.iter().zip(ids) {
+            for &d in &kept.deps[at..at + t.deps as usize] {
+                pairs.push((d, id));
+            }
+            at += t.deps as usize;
+        }
+        // The dependencies live on as their dependents' lists only.
+        kept.deps = Vec::new();
+        let kept_rev = Csr::from_pairs(pairs);
+        // Sized at once: grown by doubling, the largest would peak at twice.
+        let mut pairs = Vec::with_capacity(plans.entry_tasks());
+        let mut root_plans = Vec::new();
+        for p in 0..plans.list.len() {
+            let mut root = false;
+            plans.each_entry(p, |member, deps| {
+                root |= deps.is_empty();
+                pairs.extend(deps.iter().map(|&d| (d, (p as u32, member))));
+            });
+            if root {
+                root_plans.push(p as u32);
+            }
+        }
+        LazyPlan {
+            jobs,
+            plans,
+            kept,
+            kept_rev,
+            entry_rev: Csr::from_pairs(pairs),
+            root_plans,
+            nvswitch: has_nvswitch(topo),
+        }
+    }
+
+    /// The ids the whole workload hands out.
+    pub fn ids(&self) -> IdBase {
+        self.kept.ids
+    }
+
+    /// How many collectives are planned.
+    pub fn plans(&self) -> usize {
+        self.plans.list.len()
+    }
+
+    /// Tasks kept outside collectives (a run counts their dependencies).
+    pub fn kept_tasks(&self) -> u64 {
+        self.kept.tasks.len() as u64
+    }
+
+    /// What a shard's expanded collectives may hold at once on `hosts`
+    /// hosts: [`LIVE_TASKS_PER_HOST`] tasks of [`BYTES_PER_LIVE_TASK`]
+    /// each, at most every task of the workload.
+    pub fn live_bytes(&self, hosts: u32) -> u64 {
+        let tasks = u64::from(self.kept.ids.task - self.kept.tasks.len() as u32);
+        tasks.min(u64::from(hosts) * LIVE_TASKS_PER_HOST) * BYTES_PER_LIVE_TASK
+    }
+
+    /// What it holds (plans, kept tasks and flows, the reverse indices).
+    pub fn bytes(&self) -> u64 {
+        let k = &self.kept;
+        self.plans.bytes()
+            + (k.tasks.len() * std::mem::size_of::<Task>()
+                + k.flows.len() * std::mem::size_of::<FlowSpec>()
+                + (k.flow_task.len() + k.deps.len() + self.root_plans.len()) * 4)
+                as u64
+            + k.task_gaps.bytes()
+            + k.flow_gaps.bytes()
+            + self.kept_rev.bytes()
+            + self.entry_rev.bytes()
+    }
+
+    /// Where task `task` lives.
+    pub(crate) fn task_place(&self, task: u32) -> Place {
+        match self.kept.task_gaps.index(task) {
+            Some(i) => Place::Kept(i),
+            None => {
+                let p = self.plans.list.partition_point(|p| p.base.task <= task) - 1;
+                Place::Plan(p as u32)
+            }
+        }
+    }
+
+    /// Where flow `flow` lives.
+    pub(crate) fn flow_place(&self, flow: u32) -> Place {
+        match self.kept.flow_gaps.index(flow) {
+            Some(i) => Place::Kept(i),
+            None => {
+                let p = self.plans.list.partition_point(|p| p.base.flow <= flow) - 1;
+                Place::Plan(p as u32)
+            }
+        }
+    }
+
+    /// Kept task `i`, and what it does.
+    pub(crate) fn kept_task(&self, workload: &Workload, i: u32) -> (Task, TaskKind) {
+        let t = self.kept.tasks[i as usize];
+        (t, workload.kind(&t))
+    }
+
+    /// Kept flow `i` and its task.
+    pub(crate) fn kept_flow(&self, i: u32) -> (FlowSpec, u32) {
+        (self.kept.flows[i as usize], self.kept.flow_task[i as usize])
+    }
+
+    /// The kept tasks that depend on task `task`, ascending.
+    pub(crate) fn kept_dependents(&self, task: u32) -> &[u32] {
+        self.kept_rev.get(task)
+    }
+
+    /// The `(plan, member)` pairs whose entry lists task `task`.
+    pub(crate) fn entry_waiters(&self, task: u32) -> &[(u32, u32)] {
+        self.entry_rev.get(task)
+    }
+
+    /// Plans expanded as a run starts (a member waits for nothing).
+    pub(crate) fn root_plans(&self) -> &[u32] {
+        &self.root_plans
+    }
+
+    /// The first task, flow and collective ids of plan `p`.
+    pub(crate) fn base(&self, p: u32) -> IdBase {
+        self.plans.list[p as usize].base
+    }
+
+    /// Whether plan `p` has a member among `local` (sorted).
+    pub(crate) fn has_member_in(&self, p: u32, local: &[u32]) -> bool {
+        let group = self.plans.group(p as usize);
+        group.iter().any(|h| local.binary_search(h).is_ok())
+    }
+
+    /// Plan `p` expanded at its reserved ids.
+    pub(crate) fn expand(&self, src: Source<'_>, p: u32) -> Expanded {
+        let row = &src.workload.collectives[self.base(p).collective as usize];
+        let topo = (src.topo, self.nvswitch);
+        expand_with(&self.jobs, topo, src.config, &self.plans, p as usize, row)
+            .expect("a lazy workload has no offloaded collective")
+    }
+
+    /// Every flow in id order, each collective's expanded in turn (for
+    /// the partition's work estimate, which sums in flow order).
+    pub fn each_flow(&self, src: Source<'_>, mut f: impl FnMut(u32, &FlowSpec)) {
+        let kept = &self.kept;
+        let mut ids = kept.flow_gaps.ids(kept.flows.len() as u32).zip(&kept.flows);
+        let mut next = ids.next();
+        for p in 0..self.plans.list.len() as u32 {
+            let base = self.base(p).flow;
+            while let Some((id, spec)) = next.filter(|(id, _)| *id < base) {
+                f(id, spec);
+                next = ids.next();
+            }
+            if self.plans.list[p as usize].count.flow > 0 {
+                for (k, spec) in self.expand(src, p).flows.iter().enumerate() {
+                    f(base + k as u32, spec);
+                }
+            }
+        }
+        while let Some((id, spec)) = next {
+            f(id, spec);
+            next = ids.next();
+        }
+    }
+}

@@ -1,0 +1,150 @@
+//! Lazy expansion's task driver (issue 32) against the eager one, without
+//! a network: on the 128-GPU MoE, with every task taking a fixed time, the
+//! lazy DAG starts the same tasks at the same instants in the same order,
+//! expands each collective once, frees each, and holds no more at once
+//! when the chain of iterations grows.
+
+use netsim_engine::SimTime;
+use netsim_models::network::config::NetConfig;
+use netsim_models::traffic::FlowSpec;
+use netsim_models::workload::build::lazy::lazy_jobs;
+use netsim_models::workload::on_demand::{LazyDag, Source};
+use netsim_models::workload::progress::{DagProgress, Start};
+use netsim_models::workload::{build_jobs, simai, Algorithm, Job, Workload};
+use netsim_topo::{SimaiParams, SimaiTemplate, TopoSpec, Topology};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+const MOE: &str = include_str!("../../../runs/scenarios/workloads/moe-pp4-ep2-tp8-128.txt");
+
+enum Driver<'a> {
+    Eager(&'a Workload, DagProgress),
+    Lazy(Source<'a>, LazyDag),
+}
+
+impl Driver<'_> {
+    /// Starts `task`: how long it takes, and its flow if it is one.
+    fn start(&mut self, task: u32, now: SimTime) -> (SimTime, Option<(u32, FlowSpec)>) {
+        let start = match self {
+            Driver::Eager(w, d) => d.start(w, task, now),
+            Driver::Lazy(src, d) => d.start(*src, task, now),
+        };
+        match start {
+            Start::Compute { after, .. } => (after, None),
+            Start::Flow { flow, after } => {
+                let (spec, info) = match self {
+                    Driver::Eager(w, _) => (w.flows[flow as usize], w.flow_info(flow).unwrap()),
+                    Driver::Lazy(src, d) => (d.flow_spec(*src, flow), d.flow_info(*src, flow)),
+                };
+                assert_eq!(info.task, task);
+                // 10 Gb/s: 800 ps a byte.
+                (after + SimTime(spec.size_bytes * 800), Some((flow, spec)))
+            }
+        }
+    }
+
+    fn seen(&mut self, task: u32, host: u32, at_source: bool, now: SimTime, ready: &mut Vec<u32>) {
+        match self {
+            Driver::Eager(w, d) => d.seen_complete(w, task, host, at_source, now, ready),
+            Driver::Lazy(src, d) => d.seen_complete(*src, task, host, at_source, now, ready),
+        }
+    }
+}
+
+/// Every start of a run, in order: `(time, host, task, flow)`.
+type Log = Vec<(SimTime, u32, u32, Option<u32>)>;
+
+/// Runs the DAG from `roots` (`(host, task)`): its starts, and for a lazy
+/// DAG the collectives it expanded and the most live at once.
+fn run(mut driver: Driver<'_>, roots: &[(u32, u32)]) -> (Log, (u64, u64)) {
+    let mut log = Vec::new();
+    let mut queue = BinaryHeap::new();
+    let mut seq = 0u64;
+    let mut start = |driver: &mut Driver<'_>, queue: &mut BinaryHeap<_>, host, task, now| {
+        let (after, flow) = driver.start(task, now);
+        log.push((now, host, task, flow.map(|f| f.0)));
+        let (src, dst) = flow.map_or((host, host), |(_, s)| (s.src, s.dst));
+        seq += 1;
+        queue.push(Reverse((now + after, seq, task, src, dst, flow.is_some())));
+    };
+    for &(host, task) in roots {
+        start(&mut driver, &mut queue, host, task, SimTime::ZERO);
+    }
+    let mut ready = Vec::new();
+    while let Some(Reverse((now, _, task, src, dst, is_flow))) = queue.pop() {
+        let sides: &[(u32, bool)] = if is_flow {
+            &[(src, true), (dst, false)]
+        } else {
+            &[(src, true)]
+        };
+        for &(host, at_source) in sides {
+            driver.seen(task, host, at_source, now, &mut ready);
+            for t in ready.drain(..) {
+                start(&mut driver, &mut queue, host, t, now);
+            }
+        }
+    }
+    let counters = match &driver {
+        Driver::Lazy(_, d) => {
+            assert_eq!(d.live(), 0, "every collective freed at the end");
+            (d.expansions, d.peak_live)
+        }
+        Driver::Eager(..) => (0, 0),
+    };
+    (log, counters)
+}
+
+/// The MoE repeated `iterations` times, run eager and lazy on one shard:
+/// the same starts; returns the lazy run's expansions and peak live.
+fn lazy_against_eager(iterations: u32) -> (u64, u64) {
+    let mut p = SimaiParams::defaults(SimaiTemplate::SpectrumX);
+    p.gpus = 128;
+    let topo: Topology = netsim_topo::build(&TopoSpec::Simai(p)).unwrap();
+    let config = NetConfig::default();
+    let mut spec = simai::parse(MOE, "moe.txt", 128, Algorithm::Ring).unwrap();
+    spec.iterations = iterations;
+    let job = Job {
+        name: None,
+        spec,
+        hosts: (0..topo.host_count()).collect(),
+        start: SimTime::ZERO,
+    };
+    let jobs = std::slice::from_ref(&job);
+    let eager = build_jobs(jobs, &[], &topo, &config).unwrap();
+    let lazy = lazy_jobs(jobs, &[], &topo, &config).unwrap();
+    let plan = lazy.lazy.clone().unwrap();
+    let src = Source {
+        workload: &lazy,
+        topo: &topo,
+        config: &config,
+    };
+    let (dag, mut lazy_roots) = LazyDag::new(src, plan.clone(), (0..topo.node_count()).collect());
+    let mut roots: Vec<(u32, u32)> = (eager.tasks.iter().enumerate())
+        .filter(|(_, t)| t.deps == 0)
+        .map(|(i, t)| (t.host, i as u32))
+        .collect();
+    roots.sort_unstable();
+    lazy_roots.sort_unstable();
+    assert_eq!(lazy_roots, roots);
+    let (eager_log, _) = run(Driver::Eager(&eager, DagProgress::new(&eager)), &roots);
+    let (lazy_log, (expansions, peak_live)) = run(Driver::Lazy(src, dag), &roots);
+    assert_eq!(lazy_log.len(), eager.tasks.len(), "every task started");
+    assert!(lazy_log == eager_log, "the lazy DAG starts other tasks");
+    // One shard: each collective expanded once, some of those whose
+    // member waits for nothing a second time (probed as the run starts).
+    assert!(expansions as usize >= plan.plans());
+    (expansions, peak_live)
+}
+
+#[test]
+fn the_lazy_dag_starts_the_eager_tasks_and_holds_as_many_collectives_for_a_longer_chain() {
+    let (one, live_one) = lazy_against_eager(1);
+    let (_, live_four) = lazy_against_eager(4);
+    // Iterations wait for each other: a chain four times longer holds no
+    // more collectives at once.
+    assert_eq!(
+        live_four, live_one,
+        "{live_one} live for 1 iteration, {live_four} for 4"
+    );
+    assert!(live_one < one, "{live_one} of {one} live at once");
+}

@@ -1,0 +1,98 @@
+//! `--lazy-expansion on` against the eager build: collectives expanded
+//! when they become ready write the same tables, byte for byte, and what
+//! it cannot run yet is refused with the reason.
+
+use std::path::Path;
+
+use crate::common::{rejects, run_json, run_out, runs_file, scratch};
+
+/// Every file of the tables `names` under `a` and `b`, byte for byte.
+fn same_files(a: &Path, b: &Path, names: &[&str]) {
+    for name in names {
+        let mut files: Vec<_> = std::fs::read_dir(a.join(name))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        files.sort();
+        assert!(!files.is_empty(), "{name}: no parts");
+        for f in files {
+            let (x, y) = (a.join(name).join(&f), b.join(name).join(&f));
+            let (x, y) = (std::fs::read(&x).unwrap(), std::fs::read(&y).unwrap());
+            assert!(
+                x == y,
+                "{name}/{}: lazy differs from eager",
+                f.to_string_lossy()
+            );
+        }
+    }
+}
+
+/// `line` eager and lazy: the flows and collectives tables (and the
+/// queues and links) are the same bytes; returns the lazy run.json.
+fn lazy_equals_eager(dir: &Path, line: &str) -> serde_json::Value {
+    let eager = run_out(dir, &format!("{line} --lazy-expansion off"), "eager");
+    let lazy = run_out(dir, &format!("{line} --lazy-expansion on"), "lazy");
+    same_files(&eager, &lazy, &["flows", "collectives", "queues", "links"]);
+    run_json(&lazy)
+}
+
+#[test]
+fn the_128_gpu_moe_lazily_expanded_writes_the_eager_tables_on_1_and_2_threads() {
+    let moe = runs_file("scenarios/workloads/moe-pp4-ep2-tp8-128.txt");
+    for threads in [1, 2] {
+        let dir = scratch(&format!("moe-{threads}"));
+        let run = lazy_equals_eager(
+            &dir,
+            &format!("run --topo spectrum-x --gpus 128 --workload {moe} --threads {threads}"),
+        );
+        assert_eq!(run["collectives"], run["collectives_finished"]);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+#[test]
+fn trees_halving_doubling_nccl_rings_and_repeats_lazily_expanded_are_the_eager_runs() {
+    let moe = runs_file("scenarios/workloads/moe-pp4-ep2-tp8-128.txt");
+    for (name, line) in [
+        ("tree", "--topo fat-tree --k 8 --workload allreduce --algo tree --size 4MiB"),
+        (
+            "hd",
+            "--topo fat-tree --k 8 --workload allreduce --algo hd --size 4MiB --iterations 2",
+        ),
+        (
+            "rings",
+            "--topo spectrum-x --gpus 64 --workload allgather --channels 2 --size 8MiB --iterations 3",
+        ),
+        ("a2a", "--topo fat-tree --k 8 --workload alltoall --size 1MiB"),
+        (
+            "nccl",
+            &format!("--topo spectrum-x --gpus 128 --workload {moe} --algo ring --sample-ns 0"),
+        ),
+    ] {
+        let dir = scratch(name);
+        lazy_equals_eager(&dir, &format!("run {line} --threads 2"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+#[test]
+fn what_lazy_expansion_cannot_run_yet_is_refused_with_the_reason() {
+    let dir = scratch("refused");
+    let base = "run --topo fat-tree --k 4 --workload allreduce --lazy-expansion on";
+    for (extra, needle) in [
+        ("--fidelity flow", "flow level keeps every flow's state"),
+        ("--transport uec", "UEC receivers"),
+        ("--fast-forward on", "fast-forward reads the whole task DAG"),
+        (
+            "--algo ina --switch-profile sharp",
+            "kept only by the eager build",
+        ),
+        (
+            "--ecmp-entropy connection",
+            "numbers every flow's connection",
+        ),
+    ] {
+        rejects(&dir, &format!("{base} {extra}"), &[], needle);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -5,6 +5,7 @@
 //! jumps alone, ending before its next transient, while the rest of the
 //! run goes on. This file agrees on the jumps; `advance.rs` makes them.
 
+use super::domain_wait::WaitBound;
 use super::jumps::SLOTS;
 use super::memo::resources::{flow_resources, Resource};
 use crate::network::config::FastForward;
@@ -39,13 +40,15 @@ pub(crate) struct Domains {
     dropped: Vec<u64>,
     pauses: u64,
     /// Per flow: its resources, `resources[from..from + len]`, traced once.
-    paths: Vec<(u32, u32)>,
-    resources: Vec<Resource>,
+    pub(super) paths: Vec<(u32, u32)>,
+    pub(super) resources: Vec<Resource>,
     /// The agreed values of the last check (see [`STARTED`]), reused.
     values: Vec<u64>,
     /// Per task, the walk that last reached it (downstream of a domain).
     mark: Vec<u32>,
     walk: u32,
+    /// What bounds a jump by the flows waiting on its resources.
+    pub(super) wait: WaitBound,
     /// The jumps agreed at the last check, until `advance.rs` made them:
     /// per flow its shift (ps) and packets moved, the flows, and the
     /// shift of each resource of a jumped domain.
@@ -68,6 +71,7 @@ impl Domains {
             values: Vec::new(),
             mark: vec![0; tasks],
             walk: 0,
+            wait: WaitBound::new(tasks),
             shift_ps: vec![0; flows],
             votes: vec![0; flows],
             jumped: Vec::new(),
@@ -82,10 +86,15 @@ impl Domains {
     pub(crate) fn sender_finished(&mut self, flow: u32) {
         self.finished.push(flow);
     }
+
+    /// Flow task `task` was seen complete at its destination on this shard.
+    pub(crate) fn delivered(&mut self, task: u32) {
+        self.wait.delivered(task);
+    }
 }
 
 /// Union-find over dense resource ids.
-fn find(parent: &mut [u32], mut x: u32) -> u32 {
+pub(super) fn find(parent: &mut [u32], mut x: u32) -> u32 {
     while parent[x as usize] != x {
         let up = parent[parent[x as usize] as usize];
         parent[x as usize] = up;
@@ -160,7 +169,9 @@ impl<S: TelemetrySink> Network<'_, S> {
         for (n, &at) in d.disturbed.iter().enumerate() {
             values[1 + flows + nodes + n] = at;
         }
+        d.wait.clear_pending();
         for (at, event) in pending {
+            d.wait.pending(at, &event);
             if let NetEvent::FlowStart { flow } = event {
                 values[1 + flow as usize] |= SCHEDULED | at.as_ps().min(LOW);
             }
@@ -208,7 +219,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         let mut values = self.ff_domain_values(index, slot, pending);
         all_max(&mut values)?;
         let jumps = if values[0] == 0 {
-            self.ff_decide(now, end, index, period, &values)
+            self.ff_decide((now, end), index, period, &values, all_max)?
         } else {
             Vec::new()
         };
@@ -225,12 +236,12 @@ impl<S: TelemetrySink> Network<'_, S> {
     /// each jumped flow's shift and each jumped resource's noted.
     fn ff_decide(
         &mut self,
-        now: SimTime,
-        end: SimTime,
+        (now, end): (SimTime, SimTime),
         index: u64,
         period: SimTime,
         values: &[u64],
-    ) -> Vec<SimTime> {
+        all_max: AllMax<'_>,
+    ) -> Result<Vec<SimTime>, Aborted> {
         let flows = self.fabric.workload.flows.len();
         let nodes = self.fabric.topo.node_count() as usize;
         let flow_value = |f: usize| values[1 + f];
@@ -279,7 +290,11 @@ impl<S: TelemetrySink> Network<'_, S> {
             }
             skip[root as usize] = skip[root as usize].min(own);
         }
-        self.ff_bound_by_others(now, values, &ids, &mut parent, (&mut ok, &mut skip));
+        let waited = self.ff_bound_by_others(now, values, &ids, &mut parent, (&mut ok, &mut skip));
+        if !waited.is_empty() {
+            let view = (active.as_slice(), &ids, parent.as_mut_slice());
+            self.ff_wait_bound(now, &waited, view, &mut skip, all_max)?;
+        }
         let d = self.ff.domains.as_mut().expect("on");
         let mut jumps = Vec::new();
         let mut shift = vec![0u64; parent.len()];
@@ -306,14 +321,16 @@ impl<S: TelemetrySink> Network<'_, S> {
                 d.jumped.push(f);
             }
         }
-        jumps
+        Ok(jumps)
     }
 
     /// Bounds each candidate domain (`ok`, its longest jump `skip`, by
     /// root) by the flows not sending that touch its resources: one
-    /// scheduled bounds it by its start; one waiting for dependencies
-    /// vetoes it unless it is downstream of one of the domain's flows
-    /// (which end after the jump); a finished one is gone.
+    /// scheduled bounds it by its start; a finished one is gone; one
+    /// waiting for dependencies does not bound it if it is downstream of
+    /// one of the domain's flows (which end after the jump), and otherwise
+    /// gives its root, returned (in order, once), for `ff_wait_bound` to
+    /// bound by when it can start.
     fn ff_bound_by_others(
         &mut self,
         now: SimTime,
@@ -321,9 +338,10 @@ impl<S: TelemetrySink> Network<'_, S> {
         ids: &HashMap<Resource, u32>,
         parent: &mut [u32],
         (ok, skip): (&mut [bool], &mut [u64]),
-    ) {
+    ) -> Vec<u32> {
+        let mut waited = Vec::new();
         if !ok.iter().any(|&o| o) {
-            return;
+            return waited;
         }
         let flows = self.fabric.workload.flows.len();
         let mut waiting: Vec<(u32, u32)> = Vec::new();
@@ -355,16 +373,23 @@ impl<S: TelemetrySink> Network<'_, S> {
             if !ok[root as usize] {
                 continue;
             }
+            // A flow that is no task's: no DAG bounds its start.
+            let Some(task) = self.fabric.workload.flow_info(f).map(|i| i.task) else {
+                ok[root as usize] = false;
+                continue;
+            };
             if walked != root {
                 self.ff_walk_downstream(root, values, ids, parent);
                 walked = root;
             }
             let d = self.ff.domains.as_ref().expect("on");
-            let task = self.fabric.workload.flow_info(f).map(|i| i.task);
-            if task.is_none_or(|t| d.mark[t as usize] != d.walk) {
-                ok[root as usize] = false;
+            if d.mark[task as usize] != d.walk && waited.last() != Some(&root) {
+                waited.push(root);
             }
         }
+        // Vetoed since by a flow that is no task's: not bounded.
+        waited.retain(|&root| ok[root as usize]);
+        waited
     }
 
     /// Marks every task downstream of the active flows of the domain

@@ -1,12 +1,14 @@
 //! The memo's guard (DESIGN.md §3c, "Guard"): from the DAG's state agreed
 //! at a check, the earliest instant a flow outside a domain can start on
-//! one of its resources, and lower bounds on flows' completions.
+//! one of its resources, and lower bounds on flows' completions. Shared
+//! with per-domain jumps (`domain_wait.rs`), which bound a jump by it.
 
-use super::key::{source, start_delay, Canon};
+use super::key::{source, start_delay};
 use super::radix::RadixHeap;
 use super::resources::{first_port, flow_resources, Resource};
 use crate::network::Fabric;
 use crate::workload::{TaskKind, Workload};
+use hashbrown::HashSet;
 use netsim_engine::SimTime;
 
 /// What the memo's guard knows of the whole DAG at a check instant, agreed
@@ -15,8 +17,8 @@ use netsim_engine::SimTime;
 /// end (`MAX - end`) and which flows their destination has seen complete
 /// (1: delivered, the last acknowledgement maybe not back), and how many
 /// dependencies each task's host has not seen complete yet.
-pub(super) struct DagView {
-    pub(super) values: Vec<u64>,
+pub(in crate::network::fast_forward) struct DagView {
+    pub(in crate::network::fast_forward) values: Vec<u64>,
 }
 
 impl DagView {
@@ -28,7 +30,7 @@ impl DagView {
     /// A view for `tasks` tasks in `values`, a buffer an earlier view
     /// left (zeroed here: three values per task each check would
     /// otherwise be fresh pages for the kernel to clear).
-    pub(super) fn reusing(tasks: usize, mut values: Vec<u64>) -> DagView {
+    pub(in crate::network::fast_forward) fn reusing(tasks: usize, mut values: Vec<u64>) -> DagView {
         values.clear();
         values.resize(3 * tasks, 0);
         DagView { values }
@@ -38,12 +40,12 @@ impl DagView {
         self.values.len() / 3
     }
 
-    pub(super) fn starts(&mut self, task: u32, at: SimTime) {
+    pub(in crate::network::fast_forward) fn starts(&mut self, task: u32, at: SimTime) {
         let v = &mut self.values[task as usize];
         *v = (*v).max(u64::MAX - at.as_ps());
     }
 
-    pub(super) fn ends(&mut self, task: u32, at: SimTime) {
+    pub(in crate::network::fast_forward) fn ends(&mut self, task: u32, at: SimTime) {
         let n = self.tasks();
         let v = &mut self.values[n + task as usize];
         *v = (*v).max(u64::MAX - at.as_ps());
@@ -51,12 +53,12 @@ impl DagView {
 
     /// Flow task `task`'s destination has seen it complete (the second
     /// value, a compute task's end, is unused for a flow).
-    pub(super) fn delivered(&mut self, task: u32) {
+    pub(in crate::network::fast_forward) fn delivered(&mut self, task: u32) {
         let n = self.tasks();
         self.values[n + task as usize] = 1;
     }
 
-    pub(super) fn remaining(&mut self, task: u32, deps: u32) {
+    pub(in crate::network::fast_forward) fn remaining(&mut self, task: u32, deps: u32) {
         let n = self.tasks();
         self.values[2 * n + task as usize] = u64::from(deps);
     }
@@ -110,7 +112,7 @@ const EMPTY: Slot = Slot {
 /// view and the replayed tasks' completions, and scratch reused by each
 /// walk, so a walk costs what it visits, not the whole workload.
 #[derive(Debug)]
-pub(super) struct Guard {
+pub(in crate::network::fast_forward) struct Guard {
     slots: Vec<Slot>,
     /// Per task: replayed (its completions are known, it sends nothing),
     /// apart from the slots: a walk tests it before touching a slot.
@@ -159,7 +161,7 @@ const _: () = assert!(std::mem::size_of::<Path>() == 16);
 
 impl Guard {
     /// Empty walks for `workload`'s tasks, to [`Guard::prepare`].
-    pub(super) fn new(workload: &Workload) -> Guard {
+    pub(in crate::network::fast_forward) fn new(workload: &Workload) -> Guard {
         let mut slots = vec![EMPTY; workload.tasks.len()];
         for (t, slot) in slots.iter_mut().enumerate() {
             slot.delay = start_delay(workload, t as u32);
@@ -195,7 +197,7 @@ impl Guard {
     /// `same_view`: the last preparation was from `dag` too (a round after
     /// a replay, at the same check): then only the slots it set are reset.
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn prepare(
+    pub(in crate::network::fast_forward) fn prepare(
         &mut self,
         fabric: &Fabric,
         dag: &DagView,
@@ -358,13 +360,12 @@ impl Guard {
         self.walk
     }
 
-    /// The earliest a flow outside `canon`'s domain that uses its
-    /// resources could start, before `horizon` (`SimTime::MAX`: at or
-    /// after it, or never), given the round's DAG state and the replayed
-    /// tasks' completions, and the domain's own (`own`, per canonical
-    /// task, absolute; `None` before its record exists: then what waits
-    /// for the domain is not followed, and the bound is no lower than with
-    /// them).
+    /// The earliest a flow outside a domain (its tasks `tasks`) that uses
+    /// its `resources` could start, before `horizon` (`SimTime::MAX`: at
+    /// or after it, or never), given the round's DAG state and the
+    /// replayed tasks' completions, and the domain's own (`own`, per task
+    /// of `tasks`, absolute; `None` when unknown: then what waits for the
+    /// domain is not followed, and the bound is no lower than with them).
     ///
     /// Tasks are followed in time order from what starts or ends: a task
     /// starts once its host has seen every dependency it still waits for
@@ -375,10 +376,10 @@ impl Guard {
     /// domain's own tasks and replayed ones are not followed as flows
     /// (they send nothing), their completions are. The same on every
     /// shard.
-    pub(super) fn earliest_touching(
+    pub(in crate::network::fast_forward) fn earliest_touching(
         &mut self,
         fabric: &Fabric,
-        canon: &Canon,
+        (tasks, resources): (&[u32], &HashSet<Resource>),
         own: Option<&[(SimTime, SimTime)]>,
         now: SimTime,
         horizon: SimTime,
@@ -386,11 +387,11 @@ impl Guard {
         let workload = &fabric.workload;
         let walk = self.next_walk();
         self.heap.clear();
-        for &t in &canon.tasks {
+        for &t in tasks {
             self.slots[t as usize].seen = walk;
         }
         if let Some(own) = own {
-            for (k, &t) in canon.tasks.iter().enumerate() {
+            for (k, &t) in tasks.iter().enumerate() {
                 let source = source(workload, t);
                 for &d in workload.dependents(t) {
                     let seen = seen_by(workload, d, source, own[k]);
@@ -436,12 +437,14 @@ impl Guard {
                 TaskKind::Flow(f) => {
                     let path = self.path(fabric, f, &mut scratch);
                     let touched = if path.len == LONG {
-                        canon.touched_by(fabric, f, &mut scratch)
+                        scratch.clear();
+                        flow_resources(fabric, f, &mut scratch);
+                        scratch.iter().any(|r| resources.contains(r))
                     } else {
                         let from = path.from as usize;
                         self.resources[from..from + path.len as usize]
                             .iter()
-                            .any(|r| canon.resources.contains(r))
+                            .any(|r| resources.contains(r))
                     };
                     if touched {
                         found = at;
@@ -524,7 +527,13 @@ mod tests {
     fn walks_past_2_pow_32_restart_with_cleared_marks() {
         let (fabric, mut guard, canon) = prepared(1000, true);
         let walk = |guard: &mut super::Guard, horizon| {
-            guard.earliest_touching(&fabric, &canon, None, NOW, horizon)
+            guard.earliest_touching(
+                &fabric,
+                (&canon.tasks, &canon.resources),
+                None,
+                NOW,
+                horizon,
+            )
         };
         // Walk 1 pushes X, which touches the domain.
         let touches = KB_FCT + OVERHEAD;

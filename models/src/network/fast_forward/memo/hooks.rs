@@ -134,6 +134,9 @@ impl<S: TelemetrySink> Network<'_, S> {
 
     /// Host `host` saw task `task` complete (hook of `task_seen_complete`).
     pub(crate) fn memo_seen(&mut self, task: u32, at_source: bool, now: SimTime) {
+        if let Some(d) = self.ff.domains.as_mut().filter(|_| !at_source) {
+            d.delivered(task);
+        }
         let Some(m) = self.ff.memo.as_mut() else {
             return;
         };

@@ -357,18 +357,6 @@ impl Canon {
         }
     }
 
-    /// Whether flow `flow`'s packets would use one of the domain's resources.
-    pub(super) fn touched_by(
-        &self,
-        fabric: &Fabric,
-        flow: u32,
-        scratch: &mut Vec<Resource>,
-    ) -> bool {
-        scratch.clear();
-        flow_resources(fabric, flow, scratch);
-        scratch.iter().any(|r| self.resources.contains(r))
-    }
-
     pub(super) fn task_index(&self, task: u32) -> Option<usize> {
         self.task_index.get(&task).map(|&k| k as usize)
     }

@@ -15,7 +15,7 @@
 //! shard, so runs stay byte-identical for 1 to N shards.
 
 mod decide;
-mod guard;
+pub(super) mod guard;
 mod hooks;
 mod key;
 mod payoff;

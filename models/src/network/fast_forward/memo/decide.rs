@@ -456,8 +456,7 @@ impl<S: TelemetrySink> Network<'_, S> {
                 .unwrap_or(SimTime::ZERO);
             let until = canon.t0 + least;
             let held = m.held(canon, until);
-            let b =
-                guard.earliest_touching(fabric, (&canon.tasks, &canon.resources), None, now, until);
+            let b = guard.earliest_touching(fabric, canon.region(), None, now, until);
             if held || b < until {
                 if !held {
                     refused.push(fabric.workload.tasks[canon.tasks[0] as usize].collective);
@@ -562,13 +561,8 @@ impl<S: TelemetrySink> Network<'_, S> {
                     .iter()
                     .map(|&(a, b)| (canon.t0 + a, canon.t0 + b))
                     .collect();
-                guard.earliest_touching(
-                    fabric,
-                    (&canon.tasks, &canon.resources),
-                    Some(&own),
-                    now,
-                    canon.t0 + record.span,
-                )
+                let until = canon.t0 + record.span;
+                guard.earliest_touching(fabric, canon.region(), Some(&own), now, until)
             })
             .collect();
         for ((canon, fresh), b) in ready.into_iter().zip(bound) {

@@ -527,13 +527,7 @@ mod tests {
     fn walks_past_2_pow_32_restart_with_cleared_marks() {
         let (fabric, mut guard, canon) = prepared(1000, true);
         let walk = |guard: &mut super::Guard, horizon| {
-            guard.earliest_touching(
-                &fabric,
-                (&canon.tasks, &canon.resources),
-                None,
-                NOW,
-                horizon,
-            )
+            guard.earliest_touching(&fabric, canon.region(), None, NOW, horizon)
         };
         // Walk 1 pushes X, which touches the domain.
         let touches = KB_FCT + OVERHEAD;

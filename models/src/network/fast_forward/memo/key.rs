@@ -357,6 +357,11 @@ impl Canon {
         }
     }
 
+    /// Its tasks and resources, as the guard's walks take them.
+    pub(super) fn region(&self) -> (&[u32], &HashSet<Resource>) {
+        (&self.tasks, &self.resources)
+    }
+
     pub(super) fn task_index(&self, task: u32) -> Option<usize> {
         self.task_index.get(&task).map(|&k| k as usize)
     }

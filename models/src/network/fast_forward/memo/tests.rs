@@ -98,13 +98,7 @@ pub(super) fn prepared(c_bytes: u64, delivered: bool) -> (Fabric, Guard, Canon) 
 /// The guard's verdict for Y's domain up to `horizon` (see [`prepared`]).
 fn verdict(c_bytes: u64, delivered: bool, horizon: SimTime) -> SimTime {
     let (fabric, mut guard, canon) = prepared(c_bytes, delivered);
-    guard.earliest_touching(
-        &fabric,
-        (&canon.tasks, &canon.resources),
-        None,
-        NOW,
-        horizon,
-    )
+    guard.earliest_touching(&fabric, canon.region(), None, NOW, horizon)
 }
 
 #[test]
@@ -195,13 +189,7 @@ fn a_preparation_from_the_same_view_resets_what_the_last_one_set() {
     );
     let touches = NOW + SimTime(US) + OVERHEAD;
     assert_eq!(
-        guard.earliest_touching(
-            &fabric,
-            (&canon.tasks, &canon.resources),
-            None,
-            NOW,
-            horizon
-        ),
+        guard.earliest_touching(&fabric, canon.region(), None, NOW, horizon),
         touches
     );
     // Without A's completion X never starts: its count from the last
@@ -217,13 +205,7 @@ fn a_preparation_from_the_same_view_resets_what_the_last_one_set() {
             &[],
             NOW,
         );
-        let walk = guard.earliest_touching(
-            &fabric,
-            (&canon.tasks, &canon.resources),
-            None,
-            NOW,
-            horizon,
-        );
+        let walk = guard.earliest_touching(&fabric, canon.region(), None, NOW, horizon);
         assert_eq!(walk, SimTime::MAX);
     }
 }

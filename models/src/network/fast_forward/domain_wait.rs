@@ -90,7 +90,7 @@ impl<S: TelemetrySink> Network<'_, S> {
                     let first = d.resources[d.paths[f as usize].0 as usize];
                     super::domains::find(parent, ids[&first]) == root
                 })
-                .map(|&f| workload.flow_task(f))
+                .filter_map(|&f| workload.flow_info(f).map(|i| i.task))
                 .collect();
             let resources: HashSet<Resource> = ids
                 .iter()
@@ -116,13 +116,18 @@ impl<S: TelemetrySink> Network<'_, S> {
         let workload = &self.fabric.workload;
         let spare = std::mem::take(&mut self.ff.domains.as_mut().expect("on").wait.spare);
         let mut dag = DagView::reusing(workload.tasks.len(), spare);
+        // (A flow that is no task's, background traffic, is not in it.)
         for i in self.active_senders() {
             let s = &self.transport.senders[i];
-            dag.starts(workload.flow_task(s.flow), s.start);
+            if let Some(info) = workload.flow_info(s.flow) {
+                dag.starts(info.task, s.start);
+            }
         }
         let w = &self.ff.domains.as_ref().expect("on").wait;
         for &(f, at) in &w.flow_starts {
-            dag.starts(workload.flow_task(f), at);
+            if let Some(info) = workload.flow_info(f) {
+                dag.starts(info.task, at);
+            }
         }
         for &(t, at) in &w.compute_ends {
             dag.ends(t, at);

@@ -5,9 +5,10 @@
 use netsim_engine::SimTime;
 use netsim_models::network::config::NetConfig;
 use netsim_models::workload::build::lazy::{
-    expand, plan_jobs, plan_only_jobs, plan_only_shaped, Plans,
+    expand, lazy_jobs, plan_jobs, plan_only_jobs, plan_only_shaped, Plans,
 };
 use netsim_models::workload::nccl::Nccl;
+use netsim_models::workload::on_demand::Source;
 use netsim_models::workload::IdBase;
 use netsim_models::workload::{build_jobs, simai, Algorithm, Job, Workload};
 use netsim_topo::{FatTreeParams, SimaiParams, SimaiTemplate, TopoSpec, Topology};
@@ -170,5 +171,30 @@ fn shaped_plans_are_the_plans_built_one_by_one() {
         let kept = (skeleton.kept_tasks, skeleton.kept_flows, skeleton.edges);
         assert_eq!(kept, (one.kept_tasks, one.kept_flows, one.edges));
         assert_eq!(skeleton.bytes, one.bytes);
+    }
+}
+
+/// The partition's walk over a lazy workload (flows of a shape expanded
+/// once, relabelled) gives the eager build's flows, in id order.
+#[test]
+fn the_lazy_flow_walk_is_the_eager_flows() {
+    for (text, topo) in [(MOE, spectrum_x()), (MIXTRAL, fat_tree())] {
+        let jobs = [simai_job(text, &topo, Algorithm::Ring, false)];
+        let config = NetConfig::default();
+        let eager = build_jobs(&jobs, &[], &topo, &config).unwrap();
+        let w = lazy_jobs(&jobs, &[], &topo, &config).unwrap();
+        let src = Source {
+            workload: &w,
+            topo: &topo,
+            config: &config,
+        };
+        let mut flows = Vec::new();
+        let lazy = w.lazy.as_ref().unwrap();
+        lazy.each_flow(src, |id, flow| flows.push((id, *flow)));
+        let ids = 0..eager.flows.len() as u32;
+        assert_eq!(
+            flows,
+            ids.zip(eager.flows.iter().copied()).collect::<Vec<_>>()
+        );
     }
 }

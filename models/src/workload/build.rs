@@ -3,6 +3,7 @@
 
 mod job;
 pub mod lazy;
+pub(crate) mod shape;
 mod trace;
 
 use super::algorithms::{self as algo, HalvingDoubling, HostTasks, Pieces, Rooted};

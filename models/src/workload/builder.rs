@@ -353,11 +353,11 @@ impl Builder {
             scratch.base, base,
             "a collective built from this builder's next ids"
         );
-        self.task_gaps
-            .push(base.task - self.base.task, next.task - base.task);
-        self.flow_gaps
-            .push(base.flow - self.base.flow, next.flow - base.flow);
-        self.charge(2 * std::mem::size_of::<(u32, u32, u32)>() as u64);
+        self.skip_ids(IdBase {
+            task: next.task - base.task,
+            flow: next.flow - base.flow,
+            collective: 0,
+        });
         // Kept so that a lazy build can refuse them (their flows stream into switches).
         self.w.ina_ops.extend_from_slice(&scratch.w.ina_ops);
         for (node, count) in &scratch.w.fallbacks {
@@ -372,6 +372,32 @@ impl Builder {
             self.charge(memory::collective_bytes(&c));
             self.collectives.push(c);
         }
+    }
+
+    /// [`Builder::skip_collective`] of a collective whose shape was built
+    /// before (issue 32): `count` ids skipped, `rows` kept.
+    pub(crate) fn skip_shape(&mut self, count: IdBase, rows: &[Collective]) {
+        self.skip_ids(count);
+        for c in rows {
+            self.charge(memory::collective_bytes(c));
+            self.collectives.push(c.clone());
+        }
+    }
+
+    /// This scratch builder's rows, when what it built can stand for every
+    /// collective of its shape: within bounds, no flow into a switch and no
+    /// offload fallback counted.
+    pub(crate) fn shape_rows(&self) -> Option<Vec<Collective>> {
+        let plain = !self.over && self.w.ina_ops.is_empty() && self.w.fallbacks.is_empty();
+        plain.then(|| self.collectives.iter().cloned().collect())
+    }
+
+    /// Skips `count`'s tasks and flows (its collectives are pushed apart).
+    fn skip_ids(&mut self, count: IdBase) {
+        let base = self.next_ids();
+        self.task_gaps.push(base.task - self.base.task, count.task);
+        self.flow_gaps.push(base.flow - self.base.flow, count.flow);
+        self.charge(2 * std::mem::size_of::<(u32, u32, u32)>() as u64);
     }
 
     /// The first collective kept whose aggregation tree a plan-only build

@@ -4,13 +4,18 @@
 
 use netsim_engine::SimTime;
 use netsim_models::network::config::NetConfig;
-use netsim_models::workload::build::lazy::{expand, plan_jobs, plan_only_jobs, Plans};
+use netsim_models::workload::build::lazy::{
+    expand, lazy_jobs, plan_jobs, plan_only_jobs, plan_only_shaped, Plans,
+};
 use netsim_models::workload::nccl::Nccl;
+use netsim_models::workload::on_demand::Source;
 use netsim_models::workload::IdBase;
 use netsim_models::workload::{build_jobs, simai, Algorithm, Job, Workload};
 use netsim_topo::{FatTreeParams, SimaiParams, SimaiTemplate, TopoSpec, Topology};
 
 const MOE: &str = include_str!("../../../runs/scenarios/workloads/moe-pp4-ep2-tp8-128.txt");
+const MIXTRAL: &str =
+    include_str!("../../../runs/scenarios/workloads/mixtral-8x7b-ep8-tp2-128.txt");
 
 fn fat_tree() -> Topology {
     netsim_topo::build(&TopoSpec::FatTree(FatTreeParams {
@@ -28,7 +33,11 @@ fn spectrum_x() -> Topology {
 }
 
 fn moe(topo: &Topology, algorithm: Algorithm, nccl: bool) -> Job {
-    let mut spec = simai::parse(MOE, "moe.txt", 128, algorithm).unwrap();
+    simai_job(MOE, topo, algorithm, nccl)
+}
+
+fn simai_job(text: &str, topo: &Topology, algorithm: Algorithm, nccl: bool) -> Job {
+    let mut spec = simai::parse(text, "workload.txt", 128, algorithm).unwrap();
     if nccl {
         spec.nccl = Some(Nccl::default());
     }
@@ -121,4 +130,71 @@ fn check_plan_only(jobs: &[Job], topo: &Topology, w: &Workload, plans: &Plans) {
         lazy * 2 < eager,
         "plan-only {lazy} B against eager {eager} B"
     );
+}
+
+/// Collectives of one shape built once (their ids, rows and exits reused,
+/// relabelled) plan exactly what building each alone plans: every plan's
+/// ids, counts, operation, members and entry, and the rows.
+#[test]
+fn shaped_plans_are_the_plans_built_one_by_one() {
+    let cases = [
+        (MOE, fat_tree(), Algorithm::Ring, false),
+        (MOE, fat_tree(), Algorithm::Tree, false),
+        (MOE, fat_tree(), Algorithm::Hd, false),
+        (MOE, fat_tree(), Algorithm::Ina, false),
+        (MOE, spectrum_x(), Algorithm::Ring, false),
+        (MOE, spectrum_x(), Algorithm::Ring, true),
+        (MIXTRAL, fat_tree(), Algorithm::Ring, false),
+        (MIXTRAL, spectrum_x(), Algorithm::Ring, false),
+        (MIXTRAL, spectrum_x(), Algorithm::Hd, false),
+    ];
+    for (text, topo, algorithm, nccl) in cases {
+        let jobs = [simai_job(text, &topo, algorithm, nccl)];
+        let config = NetConfig::default();
+        let (one, alone) = plan_only_shaped(&jobs, &[], &topo, &config, false).unwrap();
+        let (skeleton, shaped) = plan_only_shaped(&jobs, &[], &topo, &config, true).unwrap();
+        assert!(
+            alone.list.len() > 100,
+            "{algorithm:?}: {}",
+            alone.list.len()
+        );
+        assert_eq!(shaped.list, alone.list, "{algorithm:?}, nccl {nccl}");
+        for i in 0..alone.list.len() {
+            assert_eq!(shaped.entry(i), alone.entry(i));
+            assert_eq!(
+                (shaped.op(i), shaped.group(i)),
+                (alone.op(i), alone.group(i))
+            );
+        }
+        assert_eq!(skeleton.ids, one.ids);
+        assert_eq!(skeleton.collectives, one.collectives);
+        let kept = (skeleton.kept_tasks, skeleton.kept_flows, skeleton.edges);
+        assert_eq!(kept, (one.kept_tasks, one.kept_flows, one.edges));
+        assert_eq!(skeleton.bytes, one.bytes);
+    }
+}
+
+/// The partition's walk over a lazy workload (flows of a shape expanded
+/// once, relabelled) gives the eager build's flows, in id order.
+#[test]
+fn the_lazy_flow_walk_is_the_eager_flows() {
+    for (text, topo) in [(MOE, spectrum_x()), (MIXTRAL, fat_tree())] {
+        let jobs = [simai_job(text, &topo, Algorithm::Ring, false)];
+        let config = NetConfig::default();
+        let eager = build_jobs(&jobs, &[], &topo, &config).unwrap();
+        let w = lazy_jobs(&jobs, &[], &topo, &config).unwrap();
+        let src = Source {
+            workload: &w,
+            topo: &topo,
+            config: &config,
+        };
+        let mut flows = Vec::new();
+        let lazy = w.lazy.as_ref().unwrap();
+        lazy.each_flow(src, |id, flow| flows.push((id, *flow)));
+        let ids = 0..eager.flows.len() as u32;
+        assert_eq!(
+            flows,
+            ids.zip(eager.flows.iter().copied()).collect::<Vec<_>>()
+        );
+    }
 }

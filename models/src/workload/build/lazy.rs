@@ -11,6 +11,7 @@ use super::super::offload::Resources;
 use super::super::on_demand::LazyPlan;
 use super::super::spec::{BuildError, OpSpec, WorkloadSpec};
 use super::super::{Builder, Collective, Task, TaskKind, Workload, COMPUTE};
+use super::shape::{self, Shapes};
 use super::{build_into, Cx, Job};
 use crate::network::config::NetConfig;
 use crate::traffic::FlowSpec;
@@ -20,7 +21,7 @@ use std::sync::Arc;
 
 /// Every collective's plan, in build order, with what plans share: the
 /// operations (one per phase), the members and the entries, in pools.
-#[derive(Clone, Debug, Default)]
+#[derive(Debug, Default)]
 pub struct Plans {
     /// The job being built: index into the jobs.
     job: usize,
@@ -32,6 +33,8 @@ pub struct Plans {
     members: Vec<NodeIndex>,
     /// Per plan, per member in order: how many tasks it waits for, then those.
     entries: Vec<u32>,
+    /// Shapes built so far, while a plan-only build reuses them.
+    shapes: Option<Shapes>,
 }
 
 /// What a collective expanded alone keeps of the build that planned it.
@@ -203,13 +206,29 @@ pub fn plan_only_jobs(
     topo: &Topology,
     config: &NetConfig,
 ) -> Result<(Skeleton, Plans), BuildError> {
+    plan_only_shaped(jobs, background, topo, config, true)
+}
+
+/// [`plan_only_jobs`], building each collective of a shape seen before
+/// again (`shapes` false) or not (true): the same plans either way.
+pub fn plan_only_shaped(
+    jobs: &[Job],
+    background: &[FlowSpec],
+    topo: &Topology,
+    config: &NetConfig,
+    shapes: bool,
+) -> Result<(Skeleton, Plans), BuildError> {
     let none = WorkloadSpec::with_phases(Vec::new());
     let budget = super::super::memory::build_budget_bytes();
     let mut cx = Cx::new(jobs, topo, config, &none, budget);
-    cx.plans = Some(Plans::default());
+    cx.plans = Some(Plans {
+        shapes: shapes.then(Shapes::default),
+        ..Plans::default()
+    });
     cx.plan_only = true;
     build_into(&mut cx, jobs, background)?;
-    let plans = cx.plans.take().unwrap_or_default();
+    let mut plans = cx.plans.take().unwrap_or_default();
+    plans.shapes = None;
     if let Some(c) = cx.b.offloaded_collective() {
         return Err(BuildError::Invalid(format!(
             "collective {c} is offloaded: a plan-only build keeps no aggregation tree yet"
@@ -230,10 +249,14 @@ pub fn lazy_jobs(
     let none = WorkloadSpec::with_phases(Vec::new());
     let budget = super::super::memory::build_budget_bytes();
     let mut cx = Cx::new(jobs, topo, config, &none, budget);
-    cx.plans = Some(Plans::default());
+    cx.plans = Some(Plans {
+        shapes: Some(Shapes::default()),
+        ..Plans::default()
+    });
     cx.plan_only = true;
     build_into(&mut cx, jobs, background)?;
-    let plans = cx.plans.take().unwrap_or_default();
+    let mut plans = cx.plans.take().unwrap_or_default();
+    plans.shapes = None;
     if let Some(c) = cx.b.offloaded_collective() {
         return Err(BuildError::Invalid(format!(
             "--lazy-expansion on: collective {c} is offloaded to the switches, whose \
@@ -263,21 +286,67 @@ pub(super) fn plan_alone(
     entry: &HostTasks,
 ) -> HostTasks {
     let base = cx.b.next_ids();
-    let scratch = Builder::at(cx.b.host_overhead(), base);
-    let kept = std::mem::replace(&mut cx.b, scratch);
-    let exits = cx.collective_alone(name, op, group, logical, entry);
-    let scratch = std::mem::replace(&mut cx.b, kept);
-    let next = scratch.next_ids();
+    let key = cx
+        .plans
+        .as_ref()
+        .and_then(|p| p.shapes.as_ref())
+        .and_then(|_| {
+            let entry_len = |_, h| entry.get(&h).map_or(0, Vec::len);
+            shape::key(
+                cx.topo, cx.spec, cx.job, name, op, group, logical, entry_len,
+            )
+        });
+    let known = key.as_ref().and_then(|k| {
+        let shapes = cx.plans.as_ref()?.shapes.as_ref()?;
+        shapes.get(k, name, op).cloned()
+    });
+    let (next, exits) = match known {
+        Some(shape) => {
+            // Built before: the same ids, rows and exits, relabelled.
+            cx.b.skip_shape(shape.count, &shape.rows);
+            (add(base, shape.count), shape.exits(group, base.task))
+        }
+        None => {
+            let scratch = Builder::at(cx.b.host_overhead(), base);
+            let kept = std::mem::replace(&mut cx.b, scratch);
+            let exits = cx.collective_alone(name, op, group, logical, entry);
+            let scratch = std::mem::replace(&mut cx.b, kept);
+            let next = scratch.next_ids();
+            let rows = scratch.shape_rows();
+            let shapes = cx.plans.as_mut().and_then(|p| p.shapes.as_mut());
+            if let (Some(shapes), Some(key), Some(rows)) = (shapes, key, rows) {
+                let count = sub(next, base);
+                shapes.insert(key, name, op, (base, count), rows, group, &exits);
+            }
+            if scratch.over() {
+                cx.b.refuse();
+            }
+            cx.b.skip_collective(scratch);
+            (next, exits)
+        }
+    };
     if let Some(plans) = &mut cx.plans {
         let before = plans.bytes();
         plans.record(base, next, name, op, group, logical, entry);
         cx.b.charge(plans.bytes() - before);
     }
-    if scratch.over() {
-        cx.b.refuse();
-    }
-    cx.b.skip_collective(scratch);
     exits
+}
+
+fn add(a: IdBase, b: IdBase) -> IdBase {
+    IdBase {
+        task: a.task + b.task,
+        flow: a.flow + b.flow,
+        collective: a.collective + b.collective,
+    }
+}
+
+fn sub(a: IdBase, b: IdBase) -> IdBase {
+    IdBase {
+        task: a.task - b.task,
+        flow: a.flow - b.flow,
+        collective: a.collective - b.collective,
+    }
 }
 
 /// One collective's tasks, flows and dependencies, ids from its plan's base.

@@ -13,6 +13,7 @@
 //! The ids are those the eager build hands out, so the rows are the same.
 
 mod dag;
+mod walk;
 
 pub use dag::LazyDag;
 
@@ -250,29 +251,5 @@ impl LazyPlan {
         let topo = (src.topo, self.nvswitch);
         expand_with(&self.jobs, topo, src.config, &self.plans, p as usize, row)
             .expect("a lazy workload has no offloaded collective")
-    }
-
-    /// Every flow in id order, each collective's expanded in turn (for
-    /// the partition's work estimate, which sums in flow order).
-    pub fn each_flow(&self, src: Source<'_>, mut f: impl FnMut(u32, &FlowSpec)) {
-        let kept = &self.kept;
-        let mut ids = kept.flow_gaps.ids(kept.flows.len() as u32).zip(&kept.flows);
-        let mut next = ids.next();
-        for p in 0..self.plans.list.len() as u32 {
-            let base = self.base(p).flow;
-            while let Some((id, spec)) = next.filter(|(id, _)| *id < base) {
-                f(id, spec);
-                next = ids.next();
-            }
-            if self.plans.list[p as usize].count.flow > 0 {
-                for (k, spec) in self.expand(src, p).flows.iter().enumerate() {
-                    f(base + k as u32, spec);
-                }
-            }
-        }
-        while let Some((id, spec)) = next {
-            f(id, spec);
-            next = ids.next();
-        }
     }
 }

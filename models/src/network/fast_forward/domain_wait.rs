@@ -132,19 +132,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         for &(t, at) in &w.compute_ends {
             dag.ends(t, at);
         }
-        let mut local = vec![false; self.fabric.topo.node_count() as usize];
-        for &n in &self.nodes {
-            local[n.0 as usize] = true;
-        }
-        for (t, task) in workload.tasks.iter().enumerate() {
-            if local[task.host as usize] {
-                dag.remaining(t as u32, self.tasks.dag.remaining(t as u32));
-            }
-            // Set on the destination's shard only.
-            if w.delivered[t] {
-                dag.delivered(t as u32);
-            }
-        }
+        self.dag_view_locals(&mut dag, &w.delivered);
         all_max(&mut dag.values)?;
         Ok(dag)
     }

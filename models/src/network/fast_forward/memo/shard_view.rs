@@ -85,20 +85,31 @@ impl<S: TelemetrySink> Network<'_, S> {
         for (&t, &end) in &m.pending_computes {
             dag.ends(t, end);
         }
+        self.dag_view_locals(&mut dag, &m.delivered);
+        all_max(&mut dag.values)?;
+        Ok(dag)
+    }
+
+    /// What only this shard knows of the DAG, for a view before it is
+    /// agreed: its hosts' tasks' missing dependencies, and the tasks whose
+    /// flows its hosts received whole (`delivered`, set on the
+    /// destination's shard only). Memo's view and domain scope's share it.
+    pub(in crate::network::fast_forward) fn dag_view_locals(
+        &self,
+        dag: &mut guard::DagView,
+        delivered: &[bool],
+    ) {
         let mut local = vec![false; self.fabric.topo.node_count() as usize];
         for &n in &self.nodes {
             local[n.0 as usize] = true;
         }
-        for (t, task) in workload.tasks.iter().enumerate() {
+        for (t, task) in self.fabric.workload.tasks.iter().enumerate() {
             if local[task.host as usize] {
                 dag.remaining(t as u32, self.tasks.dag.remaining(t as u32));
             }
-            // Set on the destination's shard only.
-            if m.delivered[t] {
+            if delivered[t] {
                 dag.delivered(t as u32);
             }
         }
-        all_max(&mut dag.values)?;
-        Ok(dag)
     }
 }

@@ -21,6 +21,7 @@ use crate::network::config::NetConfig;
 use crate::traffic::FlowSpec;
 use crate::workload::on_demand::Source;
 use crate::workload::{Workload, NONE};
+use hashbrown::HashMap;
 use netsim_topo::{NodeIndex, Routing, Topology};
 
 /// Work charged per packet to the node that sends it, forwards it, or receives it.
@@ -32,7 +33,8 @@ const RECEIVE: f64 = 1.0;
 /// `topo` with `config`, in packet events, rounded up. `routing` must hold full rows for
 /// every switch (from [`Routing::build`], or [`Routing::build_for`] with every node owned).
 ///
-/// Deterministic: flows are walked in order and the sums do not depend on any shard count.
+/// Deterministic: host pairs are walked in order and the sums do not depend on any shard
+/// count.
 pub fn node_work(
     topo: &Topology,
     routing: &Routing,
@@ -40,9 +42,13 @@ pub fn node_work(
     config: &NetConfig,
 ) -> Vec<u64> {
     let mut work = vec![0f64; topo.node_count() as usize];
-    let mut walk = Walk::default();
     let mtu = u64::from(config.mtu_bytes.max(1));
     let ack_interval = u64::from(config.ack_interval.max(1));
+    // Packets per (from, to) host pair, data and ACKs alike: the walk of
+    // a pair is linear in its packets, so each pair is walked once with
+    // its total (a 9,216-GPU workload has 138 M flows over a few hundred
+    // thousand pairs, issue 32).
+    let mut pairs: HashMap<(NodeIndex, NodeIndex), u64> = HashMap::new();
     let mut add = |i: u32, flow: &FlowSpec| {
         let packets = flow.size_bytes.div_ceil(mtu).max(1);
         let into_tree = workload.flow_ina_op(i) != NONE;
@@ -57,11 +63,12 @@ pub fn node_work(
             return;
         }
         let acks = packets.div_ceil(ack_interval);
-        walk.spread(topo, routing, flow.src, flow.dst, packets as f64, &mut work);
-        walk.spread(topo, routing, flow.dst, flow.src, acks as f64, &mut work);
+        *pairs.entry((flow.src, flow.dst)).or_default() += packets;
+        *pairs.entry((flow.dst, flow.src)).or_default() += acks;
     };
     match &workload.lazy {
-        // Expanded one collective at a time, in flow order: the same sums.
+        // Expanded one collective at a time: a collective's flows are
+        // never all held at once.
         Some(lazy) => lazy.each_flow(
             Source {
                 workload,
@@ -75,6 +82,13 @@ pub fn node_work(
                 add(i as u32, flow);
             }
         }
+    }
+    // In pair order, so that the sums do not depend on the map's order.
+    let mut pairs: Vec<_> = pairs.into_iter().collect();
+    pairs.sort_unstable();
+    let mut walk = Walk::default();
+    for ((src, dst), packets) in pairs {
+        walk.spread(topo, routing, src, dst, packets as f64, &mut work);
     }
     work.into_iter().map(|w| w.ceil() as u64).collect()
 }

@@ -282,12 +282,13 @@ impl Builder {
 
     /// Whether `host` sees task `task` complete.
     fn observed_at(&self, task: u32, host: NodeIndex) -> bool {
-        if task < self.base.task || self.task_gaps.index(task - self.base.task).is_none() {
+        let at = task.checked_sub(self.base.task);
+        let Some(at) = at.and_then(|at| self.task_gaps.index(at)) else {
             // Before a collective expanded alone, or a planned collective's
             // exit: checked when planned.
             return true;
-        }
-        let t = self.task_at(task);
+        };
+        let t = self.tasks[at as usize];
         match self.kind(&t) {
             TaskKind::Compute(_) => t.host == host,
             TaskKind::Flow(f) => {

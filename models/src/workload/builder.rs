@@ -11,6 +11,7 @@ use crate::traffic::FlowSpec;
 use netsim_engine::SimTime;
 use netsim_topo::NodeIndex;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// Builds a [`Workload`] task by task; dependencies must already exist, so
 /// the DAG is acyclic by construction.
@@ -376,12 +377,15 @@ impl Builder {
     }
 
     /// [`Builder::skip_collective`] of a collective whose shape was built
-    /// before (issue 32): `count` ids skipped, `rows` kept.
-    pub(crate) fn skip_shape(&mut self, count: IdBase, rows: &[Collective]) {
+    /// before (issue 32): `count` ids skipped, `rows` kept under `name`.
+    pub(crate) fn skip_shape(&mut self, count: IdBase, rows: &[Collective], name: &Arc<str>) {
         self.skip_ids(count);
         for c in rows {
             self.charge(memory::collective_bytes(c));
-            self.collectives.push(c.clone());
+            self.collectives.push(Collective {
+                name: name.clone(),
+                ..c.clone()
+            });
         }
     }
 
@@ -435,6 +439,23 @@ impl Builder {
     /// flows outside collectives with their dependencies and id gaps.
     pub(crate) fn into_kept(self) -> (Workload, Kept) {
         let ids = self.next_ids();
+        let p = self.into_parts();
+        let kept = Kept {
+            ids,
+            tasks: p.tasks,
+            flows: p.flows,
+            flow_task: p.flow_task,
+            deps: p.deps.into_vec(),
+            task_gaps: p.task_gaps,
+            flow_gaps: p.flow_gaps,
+        };
+        (p.w, kept)
+    }
+
+    /// The workload's small structures with the collectives' rows moved
+    /// in, and its large ones apart, each moved into a vector of its exact
+    /// length but the dependencies, which a caller may free as it reads.
+    fn into_parts(self) -> Parts {
         let Builder {
             mut w,
             tasks,
@@ -447,16 +468,15 @@ impl Builder {
             ..
         } = self;
         w.collectives = collectives.into_vec();
-        let kept = Kept {
-            ids,
+        Parts {
+            w,
             tasks: tasks.into_vec(),
             flows: flows.into_vec(),
             flow_task: flow_task.into_vec(),
-            deps: deps.into_vec(),
+            deps,
             task_gaps,
             flow_gaps,
-        };
-        (w, kept)
+        }
     }
 
     /// What this builder added, as one collective expanded alone.
@@ -489,25 +509,28 @@ impl Builder {
     /// peak is what the workload holds and a block or two, not a vector's
     /// spare half or the dependencies twice.
     pub fn finish(self) -> Workload {
-        let Builder {
-            mut w,
-            tasks,
-            flows,
-            flow_task,
-            collectives,
-            deps,
-            ..
-        } = self;
-        w.flows = flows.into_vec();
-        w.flow_task = flow_task.into_vec();
-        w.collectives = collectives.into_vec();
-        w.tasks = tasks.into_vec();
-        let base = dependent_starts(w.tasks.len(), deps.iter().copied());
-        let (dependents, base) = dependents_csr(&w.tasks, base, deps.into_blocks().flatten());
+        let p = self.into_parts();
+        let mut w = p.w;
+        w.flows = p.flows;
+        w.flow_task = p.flow_task;
+        w.tasks = p.tasks;
+        let base = dependent_starts(w.tasks.len(), p.deps.iter().copied());
+        let (dependents, base) = dependents_csr(&w.tasks, base, p.deps.into_blocks().flatten());
         w.dependents = dependents;
         w.dependent_base = base;
         w
     }
+}
+
+/// A finished [`Builder`]'s structures ([`Builder::into_parts`]).
+struct Parts {
+    w: Workload,
+    tasks: Vec<Task>,
+    flows: Vec<FlowSpec>,
+    flow_task: Vec<u32>,
+    deps: Chunked<u32>,
+    task_gaps: Gaps,
+    flow_gaps: Gaps,
 }
 
 /// Where each of `n` tasks' dependents' list starts (and, last, their

@@ -17,6 +17,7 @@ use crate::network::config::NetConfig;
 use crate::traffic::FlowSpec;
 use hashbrown::HashMap;
 use netsim_topo::{NodeIndex, Role, Topology};
+use std::hash::BuildHasher;
 use std::sync::Arc;
 
 /// Every collective's plan, in build order, with what plans share: the
@@ -30,11 +31,19 @@ pub struct Plans {
     ops: Vec<(usize, Arc<str>, OpSpec)>,
     /// The operation of each (job, phase name) seen, by the name's address.
     op_ids: HashMap<(usize, usize), u32>,
+    /// Every distinct group, once: plans of a group seen before (the same
+    /// ring in every micro-batch) share its members.
     members: Vec<NodeIndex>,
+    /// Where each distinct group is in `members`, by the group's hash.
+    groups: HashMap<u64, Vec<(u32, u32)>>,
+    /// Members listed by the plans, shared or not (for `entry_tasks`).
+    listed: usize,
     /// Per plan, per member in order: how many tasks it waits for, then those.
     entries: Vec<u32>,
     /// Shapes built so far, while a plan-only build reuses them.
     shapes: Option<Shapes>,
+    /// Collectives planned from a shape built before, not built again.
+    shape_hits: u64,
 }
 
 /// What a collective expanded alone keeps of the build that planned it.
@@ -104,9 +113,14 @@ impl Plans {
         }
     }
 
+    /// How many collectives were planned from a shape built before.
+    pub fn shape_hits(&self) -> u64 {
+        self.shape_hits
+    }
+
     /// How many tasks the entries list, all plans together.
     pub(crate) fn entry_tasks(&self) -> usize {
-        self.entries.len() - self.members.len()
+        self.entries.len() - self.listed
     }
 
     /// What the plans hold.
@@ -114,7 +128,25 @@ impl Plans {
         (self.list.len() * std::mem::size_of::<CollectivePlan>()
             + self.members.len() * 4
             + self.entries.len() * 4
+            + self.groups.len() * 32
             + self.ops.len() * std::mem::size_of::<(usize, Arc<str>, OpSpec)>()) as u64
+    }
+
+    /// Where `group` is in `members`, added if not seen before.
+    fn intern(&mut self, group: &[NodeIndex]) -> (u32, u32) {
+        let hash = self.groups.hasher().hash_one(group);
+        let seen = self.groups.entry(hash).or_default();
+        let members = &self.members;
+        let same = |&&(first, len): &&(u32, u32)| {
+            members[first as usize..(first + len) as usize] == *group
+        };
+        if let Some(&at) = seen.iter().find(same) {
+            return at;
+        }
+        let at = (self.members.len() as u32, group.len() as u32);
+        seen.push(at);
+        self.members.extend_from_slice(group);
+        at
     }
 
     /// Records the plan of a collective built from `base` to `next`.
@@ -140,8 +172,8 @@ impl Plans {
                 i
             }
         };
-        let members = (self.members.len() as u32, group.len() as u32);
-        self.members.extend_from_slice(group);
+        let members = self.intern(group);
+        self.listed += group.len();
         let entries = self.entries.len() as u64;
         for h in group {
             // Only the members' entries: the builder reads no other host's.
@@ -218,6 +250,24 @@ pub fn plan_only_shaped(
     config: &NetConfig,
     shapes: bool,
 ) -> Result<(Skeleton, Plans), BuildError> {
+    let (b, plans) = build_planned(jobs, background, topo, config, shapes)?;
+    if let Some(c) = b.offloaded_collective() {
+        return Err(BuildError::Invalid(format!(
+            "collective {c} is offloaded: a plan-only build keeps no aggregation tree yet"
+        )));
+    }
+    Ok((b.into_skeleton(), plans))
+}
+
+/// `jobs` built planned only, each shape built once when `shapes`: the
+/// builder with what it kept, and the plans.
+fn build_planned(
+    jobs: &[Job],
+    background: &[FlowSpec],
+    topo: &Topology,
+    config: &NetConfig,
+    shapes: bool,
+) -> Result<(Builder, Plans), BuildError> {
     let none = WorkloadSpec::with_phases(Vec::new());
     let budget = super::super::memory::build_budget_bytes();
     let mut cx = Cx::new(jobs, topo, config, &none, budget);
@@ -229,12 +279,7 @@ pub fn plan_only_shaped(
     build_into(&mut cx, jobs, background)?;
     let mut plans = cx.plans.take().unwrap_or_default();
     plans.shapes = None;
-    if let Some(c) = cx.b.offloaded_collective() {
-        return Err(BuildError::Invalid(format!(
-            "collective {c} is offloaded: a plan-only build keeps no aggregation tree yet"
-        )));
-    }
-    Ok((cx.b.into_skeleton(), plans))
+    Ok((cx.b, plans))
 }
 
 /// [`plan_only_jobs`] for a run that expands each collective when it
@@ -246,24 +291,14 @@ pub fn lazy_jobs(
     topo: &Topology,
     config: &NetConfig,
 ) -> Result<Workload, BuildError> {
-    let none = WorkloadSpec::with_phases(Vec::new());
-    let budget = super::super::memory::build_budget_bytes();
-    let mut cx = Cx::new(jobs, topo, config, &none, budget);
-    cx.plans = Some(Plans {
-        shapes: Some(Shapes::default()),
-        ..Plans::default()
-    });
-    cx.plan_only = true;
-    build_into(&mut cx, jobs, background)?;
-    let mut plans = cx.plans.take().unwrap_or_default();
-    plans.shapes = None;
-    if let Some(c) = cx.b.offloaded_collective() {
+    let (b, plans) = build_planned(jobs, background, topo, config, true)?;
+    if let Some(c) = b.offloaded_collective() {
         return Err(BuildError::Invalid(format!(
             "--lazy-expansion on: collective {c} is offloaded to the switches, whose \
              aggregation trees are kept only by the eager build (--lazy-expansion off)"
         )));
     }
-    let (mut w, kept) = cx.b.into_kept();
+    let (mut w, kept) = b.into_kept();
     if !w.ina_ops.is_empty() {
         return Err(BuildError::Invalid(
             "--lazy-expansion on: some flows stream into switches (NVLS or in-network \
@@ -292,18 +327,19 @@ pub(super) fn plan_alone(
         .and_then(|p| p.shapes.as_ref())
         .and_then(|_| {
             let entry_len = |_, h| entry.get(&h).map_or(0, Vec::len);
-            shape::key(
-                cx.topo, cx.spec, cx.job, name, op, group, logical, entry_len,
-            )
+            shape::key(cx.topo, cx.spec, cx.job, op, group, logical, entry_len)
         });
     let known = key.as_ref().and_then(|k| {
         let shapes = cx.plans.as_ref()?.shapes.as_ref()?;
-        shapes.get(k, name, op).cloned()
+        shapes.get(k, op).cloned()
     });
     let (next, exits) = match known {
         Some(shape) => {
             // Built before: the same ids, rows and exits, relabelled.
-            cx.b.skip_shape(shape.count, &shape.rows);
+            cx.b.skip_shape(shape.count, &shape.rows, name);
+            if let Some(plans) = &mut cx.plans {
+                plans.shape_hits += 1;
+            }
             (add(base, shape.count), shape.exits(group, base.task))
         }
         None => {
@@ -316,7 +352,7 @@ pub(super) fn plan_alone(
             let shapes = cx.plans.as_mut().and_then(|p| p.shapes.as_mut());
             if let (Some(shapes), Some(key), Some(rows)) = (shapes, key, rows) {
                 let count = sub(next, base);
-                shapes.insert(key, name, op, (base, count), rows, group, &exits);
+                shapes.insert(key, op, (base, count), rows, group, &exits);
             }
             if scratch.over() {
                 cx.b.refuse();

@@ -9,10 +9,9 @@ use super::super::spec::{Algorithm, OpSpec, WorkloadSpec};
 use super::super::Collective;
 use hashbrown::HashMap;
 use netsim_topo::{NodeIndex, Topology};
-use std::sync::Arc;
 
 /// What the builder reads of a collective beyond its operation: who runs
-/// it (spec and job), the phase's name, the group's size, and per member
+/// it (spec and job), the group's size, and per member
 /// in group order: its rank among the members' ids (exits are made in id
 /// order), its server's rank among theirs (whole-server rings group by
 /// server, in server order), and how many tasks its entry lists.
@@ -20,7 +19,6 @@ use std::sync::Arc;
 pub(crate) struct ShapeKey {
     spec: usize,
     job: u32,
-    name: usize,
     logical: u32,
     layout: Vec<(u32, u32, u32)>,
 }
@@ -34,23 +32,23 @@ pub(crate) struct Shape {
     exits: Vec<(u32, Vec<u32>)>,
 }
 
-/// Shapes seen so far; a key's operations beside it (an operation may
-/// differ under one phase name).
+/// Shapes seen so far; a key's operations beside it. The phase's name is
+/// in no key: the builder reads it only into the rows, which take the
+/// name of the collective they stand for, so the phases that repeat in
+/// every micro-batch share their shapes.
 #[derive(Debug, Default)]
 pub(crate) struct Shapes {
-    known: HashMap<ShapeKey, Vec<(Arc<str>, OpSpec, Shape)>>,
+    known: HashMap<ShapeKey, Vec<(OpSpec, Shape)>>,
 }
 
 /// The key of `op` on `group`, or `None` where the builder reads more of
 /// the fabric or of the build than a key holds: NCCL's model (links and
 /// rails), NVLS, DPU staging, offloads (switch resources in build order),
 /// or a group naming a member twice.
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn key(
     topo: &Topology,
     spec: &WorkloadSpec,
     job: u32,
-    name: &Arc<str>,
     op: &OpSpec,
     group: &[NodeIndex],
     logical: usize,
@@ -88,18 +86,16 @@ pub(crate) fn key(
     Some(ShapeKey {
         spec: spec as *const WorkloadSpec as usize,
         job,
-        name: Arc::as_ptr(name) as *const u8 as usize,
         logical: logical as u32,
         layout,
     })
 }
 
 impl Shapes {
-    /// The shape of `key` with operation `op` named `name`, if built before.
-    pub fn get(&self, key: &ShapeKey, name: &str, op: &OpSpec) -> Option<&Shape> {
+    /// The shape of `key` with operation `op`, if built before.
+    pub fn get(&self, key: &ShapeKey, op: &OpSpec) -> Option<&Shape> {
         let known = self.known.get(key)?;
-        let hit = known.iter().find(|(n, o, _)| **n == *name && o == op);
-        hit.map(|(_, _, s)| s)
+        known.iter().find(|(o, _)| o == op).map(|(_, s)| s)
     }
 
     /// Records what a collective of `key` built from `base`: `None` (and
@@ -108,7 +104,6 @@ impl Shapes {
     pub fn insert(
         &mut self,
         key: ShapeKey,
-        name: &Arc<str>,
         op: &OpSpec,
         (base, count): (IdBase, IdBase),
         rows: Vec<Collective>,
@@ -132,7 +127,7 @@ impl Shapes {
             exits: relative,
         };
         let known = self.known.entry(key).or_default();
-        known.push((name.clone(), op.clone(), shape));
+        known.push((op.clone(), shape));
         Some(())
     }
 }

@@ -4,12 +4,13 @@
 
 use super::{LazyPlan, Source};
 use crate::traffic::FlowSpec;
+use crate::workload::spec::OpSpec;
 use crate::workload::build::shape::{self, ShapeKey};
 use hashbrown::HashMap;
 
-/// Flows of each shape seen, by key and operation (its address in the
-/// plans' pool), their ends as positions in the group.
-type Cache = HashMap<(ShapeKey, usize), Vec<FlowSpec>>;
+/// Flows of each shape seen, by key and operation, their ends as
+/// positions in the group.
+type Cache = HashMap<ShapeKey, Vec<(OpSpec, Vec<FlowSpec>)>>;
 
 impl LazyPlan {
     /// Every flow in id order, each collective's expanded in turn (for
@@ -47,7 +48,7 @@ impl LazyPlan {
     ) {
         let i = p as usize;
         let op = self.plans.op(i);
-        let (job, name, spec) = (op.0, &op.1, &op.2);
+        let (job, spec) = (op.0, &op.2);
         let group = self.plans.group(i);
         let mut entry_lens = Vec::with_capacity(group.len());
         self.plans
@@ -57,14 +58,14 @@ impl LazyPlan {
             src.topo,
             &self.jobs[job].spec,
             job as u32,
-            name,
             spec,
             group,
             logical,
             |at, _| entry_lens[at],
-        )
-        .map(|k| (k, op as *const _ as usize));
-        if let Some(flows) = key.as_ref().and_then(|k| cache.get(k)) {
+        );
+        let known = key.as_ref().and_then(|k| cache.get(k));
+        let known = known.and_then(|ops| ops.iter().find(|(o, _)| o == spec));
+        if let Some((_, flows)) = known {
             for (k, flow) in flows.iter().enumerate() {
                 let at = |end: u32| group[end as usize];
                 let (src, dst) = (at(flow.src), at(flow.dst));
@@ -89,7 +90,7 @@ impl LazyPlan {
             })
         };
         if let Some(relative) = flows.iter().map(relabel).collect::<Option<Vec<_>>>() {
-            cache.insert(key, relative);
+            cache.entry(key).or_default().push((spec.clone(), relative));
         }
     }
 }

@@ -4,8 +4,8 @@
 
 use super::{LazyPlan, Source};
 use crate::traffic::FlowSpec;
-use crate::workload::spec::OpSpec;
 use crate::workload::build::shape::{self, ShapeKey};
+use crate::workload::spec::OpSpec;
 use hashbrown::HashMap;
 
 /// Flows of each shape seen, by key and operation, their ends as

@@ -115,11 +115,16 @@ pub struct EventQueue<P> {
     /// Time of the events in `current`, or of the last event taken out;
     /// every pending event is at or after it.
     last: u64,
-    /// The events at `last` as `(order, slot)`, least order on top: a heap,
-    /// since a shard can schedule a million events at one instant (every
-    /// flow of a large traffic matrix at time zero), where keeping a sorted
-    /// vector by insertion costs the square of that.
-    current: BinaryHeap<Reverse<(u64, u32)>>,
+    /// The events at `last` as `(order, slot)`, sorted greatest order
+    /// first when their bucket empties, so that the next leaves from the
+    /// end (a packet-level GPU run takes out batches of 128 to 256 at one
+    /// instant; popping them from a binary heap was a fifth of its time).
+    current: Vec<(u64, u32)>,
+    /// Events pushed at `last` while `current` was not empty, least order
+    /// on top: a heap, since a shard can schedule a million events at one
+    /// instant (every flow of a large traffic matrix at time zero), where
+    /// inserting each into a sorted vector costs the square of that.
+    late: BinaryHeap<Reverse<(u64, u32)>>,
     buckets: [Vec<Entry>; BUCKETS],
     /// The earliest time in each bucket (`u64::MAX` when empty).
     least: [u64; BUCKETS],
@@ -142,7 +147,8 @@ impl<P> Default for EventQueue<P> {
     fn default() -> Self {
         EventQueue {
             last: 0,
-            current: BinaryHeap::new(),
+            current: Vec::new(),
+            late: BinaryHeap::new(),
             buckets: std::array::from_fn(|_| Vec::new()),
             least: [u64::MAX; BUCKETS],
             full: 0,
@@ -166,7 +172,7 @@ impl<P: Copy> EventQueue<P> {
     /// Time of the earliest event, or `SimTime::MAX` when empty.
     #[inline]
     pub fn next_time(&self) -> SimTime {
-        if !self.current.is_empty() {
+        if !(self.current.is_empty() && self.late.is_empty()) {
             SimTime(self.last)
         } else if self.full == 0 {
             SimTime::MAX
@@ -204,7 +210,7 @@ impl<P: Copy> EventQueue<P> {
             slot,
         };
         if at == self.last {
-            self.current.push(Reverse((entry.order, entry.slot)));
+            self.push_current(entry.order, entry.slot);
         } else {
             self.push_bucket(entry);
         }
@@ -213,13 +219,22 @@ impl<P: Copy> EventQueue<P> {
     /// Removes and returns the earliest event.
     #[inline]
     pub fn pop(&mut self) -> Option<Event<P>> {
-        if self.current.is_empty() {
+        if self.current.is_empty() && self.late.is_empty() {
             if self.full == 0 {
                 return None;
             }
             self.refill();
         }
-        let Reverse((order, slot)) = self.current.pop()?;
+        let from_late = match (self.current.last(), self.late.peek()) {
+            (_, None) => false,
+            (None, Some(_)) => true,
+            (Some(&(order, _)), Some(&Reverse((late, _)))) => late < order,
+        };
+        let (order, slot) = if from_late {
+            self.late.pop().expect("peeked").0
+        } else {
+            self.current.pop().expect("current checked non-empty")
+        };
         self.free.push(slot);
         let (target, payload) = self.bodies[slot as usize];
         Some(Event::from_parts(
@@ -249,7 +264,8 @@ impl<P: Copy> EventQueue<P> {
         let last = self.last;
         let mut entries: Vec<Entry> = std::mem::take(&mut self.current)
             .into_iter()
-            .map(|Reverse((order, slot))| Entry {
+            .chain(std::mem::take(&mut self.late).into_iter().map(|r| r.0))
+            .map(|(order, slot)| Entry {
                 time: last,
                 order,
                 slot,
@@ -268,7 +284,7 @@ impl<P: Copy> EventQueue<P> {
             self.bodies[entry.slot as usize] = (event.target, event.payload);
             entry.time = event.time.0;
             if entry.time == self.last {
-                self.current.push(Reverse((entry.order, entry.slot)));
+                self.late.push(Reverse((entry.order, entry.slot)));
             } else {
                 self.push_bucket(entry);
             }
@@ -280,7 +296,8 @@ impl<P: Copy> EventQueue<P> {
         let last = self.last;
         self.current
             .iter()
-            .map(move |&Reverse((order, slot))| Entry {
+            .chain(self.late.iter().map(|r| &r.0))
+            .map(move |&(order, slot)| Entry {
                 time: last,
                 order,
                 slot,
@@ -290,6 +307,17 @@ impl<P: Copy> EventQueue<P> {
                 let (target, payload) = self.bodies[entry.slot as usize];
                 Event::from_parts(SimTime(entry.time), entry.order, target, payload)
             })
+    }
+
+    /// Files an event at `last`: into `current` while that is sorted
+    /// trivially, else into `late`.
+    #[inline]
+    fn push_current(&mut self, order: u64, slot: u32) {
+        if self.current.is_empty() && self.late.is_empty() {
+            self.current.push((order, slot));
+        } else {
+            self.late.push(Reverse((order, slot)));
+        }
     }
 
     /// Files an entry later than `last`.
@@ -313,12 +341,15 @@ impl<P: Copy> EventQueue<P> {
         let mut moving = std::mem::take(&mut self.buckets[bucket]);
         for &entry in &moving {
             if entry.time == self.last {
-                self.current.push(Reverse((entry.order, entry.slot)));
+                self.current.push((entry.order, entry.slot));
             } else {
                 self.push_bucket(entry);
             }
         }
         moving.clear();
+        if self.current.len() > 1 {
+            self.current.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+        }
         // Keep the bucket's capacity for its next fill.
         self.buckets[bucket] = moving;
     }
@@ -343,7 +374,7 @@ mod tests {
     /// Seeded random pushes (never before the last event taken out, as in a
     /// shard), pops and bounded pops against a BTreeMap, with many equal
     /// times so that the tie-breakers are exercised and with delays from
-    /// zero to 2^40 ps so that every bucket fills.
+    /// zero to 2^48 ps so that most buckets fill.
     #[test]
     fn matches_btreemap_reference() {
         for seed in 0..20 {
@@ -355,11 +386,12 @@ mod tests {
             for _ in 0..20_000 {
                 let op = rng.below(10);
                 let src = rng.below(16) as u32;
-                let delay = match rng.below(4) {
+                let delay = match rng.below(5) {
                     0 => 0,
                     1 => rng.below(64),
                     2 => rng.below(1 << 21),
-                    _ => rng.below(1 << 40),
+                    3 => rng.below(1 << 40),
+                    _ => rng.below(1 << 48),
                 };
                 if op < 5 {
                     let fresh = event(now + delay, src, next_seq[src as usize]);

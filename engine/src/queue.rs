@@ -348,7 +348,8 @@ impl<P: Copy> EventQueue<P> {
         }
         moving.clear();
         if self.current.len() > 1 {
-            self.current.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+            self.current
+                .sort_unstable_by_key(|&(order, _)| Reverse(order));
         }
         // Keep the bucket's capacity for its next fill.
         self.buckets[bucket] = moving;

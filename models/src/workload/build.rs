@@ -498,6 +498,7 @@ impl<'a> Cx<'a> {
             chunks,
             slots,
             processing: self.spec.profile.processing,
+            engine_bps: None,
             members: members.clone(),
         });
         for (host, port) in members {

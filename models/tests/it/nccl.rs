@@ -207,7 +207,8 @@ fn nvls_gathers_and_scatters_take_one_nvlink_pass() {
 }
 
 /// NVLS-Tree over 2 servers completes, each NVSwitch reducing the buffer; auto on
-/// a lossless H100 fabric picks what the tuning model says.
+/// a lossless H100 fabric picks what the tuning model says, and an
+/// all-to-all's row names the direct exchange that runs.
 #[test]
 fn nvls_tree_runs_across_servers_and_auto_follows_the_model() {
     let size: u64 = 4 << 20;
@@ -251,6 +252,16 @@ fn nvls_tree_runs_across_servers_and_auto_follows_the_model() {
     };
     let fabric = workload_fabric(&spectrum_x(8), &spec, lossy);
     assert_eq!(fabric.workload.collectives[0].algorithm, "ring/simple");
+    // An all-to-all, which NCCL's model leaves to the direct exchange,
+    // says so rather than `auto`.
+    let spec = nccl_spec(
+        CollectiveOp::AllToAll,
+        Algorithm::Auto,
+        1 << 20,
+        Nccl::default(),
+    );
+    let fabric = workload_fabric(&spectrum_x(16), &spec, lossless());
+    assert_eq!(fabric.workload.collectives[0].algorithm, "direct");
 }
 
 /// `count src dst bytes parent_src parent_dst` of every flow of `w`: the

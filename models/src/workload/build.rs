@@ -266,11 +266,6 @@ impl<'a> Cx<'a> {
         let Some(mut algorithm) = self.nccl_collective(coll, op, group, logical, entry) else {
             return algo::exits(&mut self.b, coll, first, group);
         };
-        if algorithm != op.algorithm {
-            // The row says what runs, not what was asked: `auto` on an
-            // all-to-all runs the direct exchange.
-            self.b.collective_mut(coll).algorithm = algorithm.name();
-        }
         if algorithm == Algorithm::Ina {
             let attempt = match &self.replay {
                 // The decision taken when it was planned (a collective
@@ -289,12 +284,11 @@ impl<'a> Cx<'a> {
                     } else {
                         self.spec.fallback
                     };
-                    let c = self.b.collective_mut(coll);
-                    c.algorithm = algorithm.name();
-                    c.fallback_reason = Some(reason);
+                    self.b.collective_mut(coll).fallback_reason = Some(reason);
                 }
             }
         }
+        self.b.collective_mut(coll).algorithm = algorithm.name(); // what runs, not what was asked
         if !self.host_collective(coll, op, algorithm, group, logical, entry) {
             return HostTasks::new();
         }

@@ -9,7 +9,7 @@ use netsim_models::workload::nccl::{Nccl, Protocol};
 use netsim_models::workload::{Algorithm, CollectiveOp, Dtype, OpSpec, ReduceOp, WorkloadSpec};
 use netsim_topo::{SimaiParams, SimaiTemplate, TopoSpec};
 
-use crate::common::{collectives, packets, workload_fabric};
+use crate::common::{collectives, fluid, packets, workload_fabric};
 
 /// NCCL's point-to-point NVLink bandwidth of an H100: 20.6 GB/s per link
 /// (`SM90_NVLINK_BW`, NCCL `src/graph/topo.h`; SimAI 1.6 `calbusbw.h`)
@@ -19,11 +19,11 @@ use crate::common::{collectives, packets, workload_fabric};
 /// in NCCL issue 1054).
 const H100_NVLINK_NCCL_BPS: u64 = 2_966_400_000_000;
 
-/// Bus bandwidth (GB/s) of a 64 MiB all-reduce by `algorithm` on one
-/// server of `n` H100s, without NCCL's fixed latency (the published
-/// figures are at 2-4 GiB, where it is under 1%).
-fn all_reduce_busbw(n: u32, algorithm: Algorithm) -> f64 {
-    let size: u64 = 64 << 20;
+/// A 64 MiB all-reduce by `algorithm` on one server of `n` H100s,
+/// without NCCL's fixed latency (the published figures are at 2-4 GiB,
+/// where it is under 1%).
+fn all_reduce_fabric(n: u32, algorithm: Algorithm) -> netsim_models::network::Fabric {
+    let size: u64 = ALL_REDUCE_BYTES;
     let mut p = SimaiParams::defaults(SimaiTemplate::SpectrumX);
     p.gpus = n;
     p.gpus_per_server = n;
@@ -50,11 +50,17 @@ fn all_reduce_busbw(n: u32, algorithm: Algorithm) -> f64 {
         sample_period: SimTime::ZERO,
         ..NetConfig::default()
     };
-    let fabric = workload_fabric(&TopoSpec::Simai(p), &spec, config);
+    workload_fabric(&TopoSpec::Simai(p), &spec, config)
+}
+
+const ALL_REDUCE_BYTES: u64 = 64 << 20;
+
+/// Bus bandwidth (GB/s) of [`all_reduce_fabric`] at packet level.
+fn all_reduce_busbw(n: u32, algorithm: Algorithm) -> f64 {
+    let fabric = all_reduce_fabric(n, algorithm);
     let run = packets(&fabric);
-    let c = &collectives(&fabric, &run)[0];
-    let took_ns = c.duration_ns.unwrap() as f64;
-    2.0 * f64::from(n - 1) / f64::from(n) * size as f64 / took_ns
+    let took_ns = collectives(&fabric, &run)[0].duration_ns.unwrap() as f64;
+    2.0 * f64::from(n - 1) / f64::from(n) * ALL_REDUCE_BYTES as f64 / took_ns
 }
 
 /// NCCL-tests `all_reduce_perf` on one H100 SXM server, 2-4 GiB (NCCL
@@ -76,5 +82,22 @@ fn nvls_bus_bandwidth_on_5_to_8_h100s_matches_nccl_tests() {
     assert!(
         (ring / 367.5 - 1.0).abs() < 0.05,
         "ring {ring:.1} GB/s against 365-370"
+    );
+}
+
+/// The flow-level model holds the stream to the NVSwitch engine's rate
+/// too: the same NVLS all-reduce within 2% of the packet level.
+#[test]
+fn the_nvswitch_engine_bounds_nvls_at_flow_level_too() {
+    let fabric = all_reduce_fabric(8, Algorithm::Nvls);
+    let packet = collectives(&fabric, &packets(&fabric))[0]
+        .duration_ns
+        .unwrap() as f64;
+    let flow = collectives(&fabric, &fluid(&fabric))[0]
+        .duration_ns
+        .unwrap() as f64;
+    assert!(
+        (flow / packet - 1.0).abs() < 0.02,
+        "flow level {flow} ns, packet level {packet} ns"
     );
 }

@@ -154,6 +154,9 @@ impl InaTrees {
                     .unwrap_or(u64::MAX)
                     .max(1)
             };
+            // The switch's engine, when slower than the ports, bounds the
+            // stream as the window does.
+            let window_bps = window_bps.min(op.engine_bps.unwrap_or(u64::MAX));
             path.push(u32::try_from(capacity_bps.len()).expect("under 2^32 channels"));
             capacity_bps.push(window_bps);
             trees.paths.push(path);

@@ -30,6 +30,9 @@ pub(super) struct Aggregator {
     /// Per slot: copies of the chunk received so far, and which chunk.
     copies: Vec<u16>,
     chunk: Vec<u32>,
+    /// When the switch's engine is done with the chunks it has taken
+    /// (operations with an [`InaOp::engine_bps`]).
+    engine_free: SimTime,
 }
 
 impl Aggregator {
@@ -38,6 +41,7 @@ impl Aggregator {
             tree_index,
             copies: vec![0; slots as usize],
             chunk: vec![0; slots as usize],
+            engine_free: SimTime::ZERO,
         }
     }
 }
@@ -80,7 +84,8 @@ pub(crate) fn chunk_tail(
         .iter()
         .map(|l| l.bandwidth_bps)
         .min()
-        .expect("a path has a link");
+        .expect("a path has a link")
+        .min(op.engine_bps.unwrap_or(u64::MAX));
     // One switch per link up: the leaf, then each parent.
     let mut t = op.processing.saturating_mul(links.len() as u64);
     let mut bottleneck_counted = false;
@@ -193,9 +198,18 @@ impl<S: TelemetrySink> Network<'_, S> {
         );
         agg.copies[slot] += 1;
         if agg.copies[slot] == children {
+            let mut delay = op.processing;
+            if let Some(engine_bps) = op.engine_bps {
+                // The engine takes complete chunks in turn, each for its
+                // wire time at the engine's rate, behind the ports.
+                let wire = op.chunk_payload_bytes(pkt.psn) + u64::from(fabric.config.header_bytes);
+                let start = agg.engine_free.max(ctx.now());
+                agg.engine_free = start + serialization(wire, engine_bps);
+                delay += agg.engine_free - ctx.now();
+            }
             self.aggregation.offload[ctx.local_index()].chunks_aggregated += 1;
             ctx.schedule_self(
-                op.processing,
+                delay,
                 NetEvent::InaEmit {
                     op: pkt.flow,
                     chunk: pkt.psn,

@@ -284,12 +284,11 @@ impl<'a> Cx<'a> {
                     } else {
                         self.spec.fallback
                     };
-                    let c = self.b.collective_mut(coll);
-                    c.algorithm = algorithm.name();
-                    c.fallback_reason = Some(reason);
+                    self.b.collective_mut(coll).fallback_reason = Some(reason);
                 }
             }
         }
+        self.b.collective_mut(coll).algorithm = algorithm.name(); // what runs, not what was asked
         if !self.host_collective(coll, op, algorithm, group, logical, entry) {
             return HostTasks::new();
         }
@@ -498,6 +497,7 @@ impl<'a> Cx<'a> {
             chunks,
             slots,
             processing: self.spec.profile.processing,
+            engine_bps: None,
             members: members.clone(),
         });
         for (host, port) in members {

@@ -29,6 +29,7 @@ mod nccl;
 mod nccl_choice;
 mod network;
 mod network_determinism;
+mod nvls;
 mod parser_properties;
 mod pipeline;
 mod planes;

@@ -7,14 +7,19 @@
 //! every server and a double binary tree across servers per rail.
 //!
 //! ```text
-//!   NVLS:       GPU --S--> NVSwitch (sums) --S--> every GPU
+//!   NVLS:       GPU --S(n+1)/n--> NVSwitch engine --S(n+1)/n--> every GPU
+//!               (reduce-scatter by ld_reduce: S up, S/n down; all-gather
+//!               by multicast store: S/n up, S down; both share each port)
 //!   NVLS-Tree:  NVLS in each server, then for local rank k a tree of the
 //!               servers' GPU k over rail k all-reduces shard k (S/L),
 //!               then each GPU sends its shard to its server's others
 //! ```
+//! The NVSwitch's reduction and multicast engine passes at most
+//! [`NVLS_ENGINE_PERMILLE`] of a port's NVLink rate: chunks queue for it
+//! behind the ports ([`crate::workload::InaOp::engine_bps`]).
 //! SimAI 1.6 runs NVLS as flows into and out of the NVSwitch in 4 chunks
 //! of S/4 (single server only; NVLS-Tree is not generated): the same
-//! bytes on every GPU-NVSwitch link each way.
+//! bytes on every GPU-NVSwitch link each way, no engine.
 
 use crate::workload::algorithms::{self as algo, HostTasks, Pieces};
 use crate::workload::{Builder, InaKind, InaOp, TreeNode};
@@ -24,6 +29,28 @@ use netsim_topo::{NodeIndex, PortIndex, Role, Topology};
 /// The NVSwitch's time to reduce a chunk: an assumption (NVIDIA publishes
 /// no figure), small beside a chunk's serialisation.
 pub const NVLS_PROCESSING: SimTime = SimTime::from_ns(100);
+
+/// The NVSwitch's NVLink SHARP engine throughput behind each NVLink port,
+/// in thousandths of the port's rate: NCCL's `nvlsEfficiency` for Hopper
+/// (0.85, NCCL `src/graph/tuning.cc`). The limit is per port, not one
+/// engine shared by the switch: the NVLS traffic a GPU's NVLinks carry
+/// stays at 307-310 GB/s each way from 5 to 8 GPUs on an H100 server
+/// (NCCL issue 1455's measurements, `busbw (n+1) / (2(n-1))`), where a
+/// shared engine would give each port less as GPUs are added; it is 0.83
+/// of the 370 GB/s point-to-point traffic reaches (NCCL's 20.6 GB/s per
+/// H100 NVLink times 18). NVIDIA publishes no engine figure of its own.
+pub const NVLS_ENGINE_PERMILLE: u64 = 850;
+
+/// Bytes each direction of a GPU's NVLink carries in NCCL's NVLS
+/// all-reduce of `size_bytes` over `n` GPUs: the reduce-scatter
+/// (`multimem.ld_reduce`) sends the whole buffer up and its reduced shard
+/// `S/n` down, the all-gather (`multimem.st`) sends the shard up and the
+/// switch multicasts every shard down, `S` (NCCL's maintainers:
+/// "send S, receive S/N" and back, NCCL issue 1083; nccl-tests issue 212:
+/// `algbw = busbw n / (n+1)` for NVLS).
+pub fn all_reduce_port_bytes(size_bytes: u64, n: usize) -> u64 {
+    size_bytes.saturating_add(size_bytes.div_ceil(n.max(1) as u64))
+}
 
 /// Chunks a GPU keeps in flight into the NVSwitch: enough that the
 /// window never limits an NVLink (a few microseconds of 9 KB chunks).
@@ -51,21 +78,29 @@ fn nvswitch_of(
     Some((switch?, ports))
 }
 
-/// NVLS all-reduce of `size_bytes` among `members` (GPUs of one server),
-/// streamed in chunks of `chunk_bytes` after `entry`; the reason when
-/// they share no NVSwitch.
+/// NVLS all-reduce among `members` (GPUs of one server): each streams
+/// `stream_bytes` into the NVSwitch in chunks of `chunk_bytes` after
+/// `entry` and receives as much back, through the switch's engine; the
+/// reason when they share no NVSwitch.
 pub fn server_all_reduce(
     b: &mut Builder,
     topo: &Topology,
     coll: u32,
     members: &[NodeIndex],
-    size_bytes: u64,
+    stream_bytes: u64,
     chunk_bytes: u32,
     entry: &HostTasks,
 ) -> Result<(), String> {
     let (switch, uplinks) = nvswitch_of(topo, members)
         .ok_or("NVLS needs the group's GPUs on one NVSwitch of their server")?;
-    let chunks = size_bytes.div_ceil(u64::from(chunk_bytes));
+    let port_bps = uplinks
+        .iter()
+        .map(|&(m, p)| topo.link(topo.port(m, p).link).bandwidth_bps)
+        .min()
+        .unwrap_or(0);
+    let engine_bps = u64::try_from(u128::from(port_bps) * u128::from(NVLS_ENGINE_PERMILLE) / 1000)
+        .expect("below the port's rate");
+    let chunks = stream_bytes.div_ceil(u64::from(chunk_bytes));
     let chunks = u32::try_from(chunks).map_err(|_| "too many chunks".to_string())?;
     let mut child_ports: Vec<PortIndex> = uplinks
         .iter()
@@ -80,16 +115,17 @@ pub fn server_all_reduce(
             parent_port: None,
             child_ports,
         }],
-        size_bytes,
+        size_bytes: stream_bytes,
         chunk_bytes,
         chunks,
         slots: NVLS_SLOTS,
         processing: NVLS_PROCESSING,
+        engine_bps: Some(engine_bps.max(1)),
         members: uplinks.clone(),
     });
     for (m, _) in uplinks {
         let deps = entry.get(&m).map_or(&[][..], Vec::as_slice);
-        b.flow_into(m, switch, size_bytes, coll, op, deps);
+        b.flow_into(m, switch, stream_bytes, coll, op, deps);
     }
     Ok(())
 }

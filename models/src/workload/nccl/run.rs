@@ -213,7 +213,8 @@ fn build(
         (NcclAlgo::Nvls, _) => {
             // Checked by the caller: one server's GPUs on its NVSwitch.
             let r = if op == CollectiveOp::AllReduce {
-                nvls::server_all_reduce(b, cx.topo, coll, group, size, cx.mtu_bytes, entry)
+                let stream = nvls::all_reduce_port_bytes(size, group.len());
+                nvls::server_all_reduce(b, cx.topo, coll, group, stream, cx.mtu_bytes, entry)
             } else {
                 nvls::server_exchange(b, cx.topo, coll, group, size, entry)
             };

@@ -47,6 +47,12 @@ pub struct InaOp {
     /// Chunks a member may have outstanding (= aggregation slots per switch).
     pub slots: u32,
     pub processing: SimTime,
+    /// Throughput of the switch's reduction and multicast engine behind
+    /// each member's port, when it is below the port's rate (the NVSwitch's
+    /// NVLink SHARP engine, see [`crate::workload::nccl::nvls`]): a chunk is
+    /// reduced and multicast only after the engine has passed every chunk
+    /// before it. `None`: the engine keeps up with the ports (Tofino, SHARP).
+    pub engine_bps: Option<u64>,
     pub members: Members,
 }
 

@@ -373,6 +373,7 @@ pub fn config_json(profile: &str, uec_profile: &str, c: &NetConfig) -> serde_jso
         "rto_per_packet": u.rto_per_packet,
         "window_fit": u.window_fit,
         "nack_ignore": u.nack_ignore,
+        "sleek": u.sleek,
         "cc": format!("{:?}", u.cc).to_lowercase(),
         "target_qdelay_ns": ns(u.target_qdelay),
         "ooo_pkts": u.ooo_pkts,

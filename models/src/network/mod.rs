@@ -139,8 +139,12 @@ pub enum NetEvent {
 pub enum FlowTimer {
     DcqcnAlpha,
     DcqcnDecrease,
-    DcqcnIncrease { generation: u32 },
+    DcqcnIncrease {
+        generation: u32,
+    },
     Retransmit,
+    /// UEC SLEEK: a probe may be due.
+    Probe,
 }
 
 /// The network nodes owned by one shard: every part's per-node state, in
@@ -365,6 +369,7 @@ impl<S: TelemetrySink> Model for Network<'_, S> {
                 let i = self.transport.sender_of[&flow] as usize;
                 match timer {
                     FlowTimer::Retransmit => self.retransmit_timer(ctx, i),
+                    FlowTimer::Probe => self.uec_probe_timer(ctx, i),
                     _ => self.cc_timer(ctx, i, timer),
                 }
             }

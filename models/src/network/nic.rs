@@ -304,6 +304,8 @@ impl<S: TelemetrySink> Network<'_, S> {
             PacketKind::Nack if uec => self.uec_receive_feedback(ctx, pkt),
             PacketKind::Sack => self.uec_receive_feedback(ctx, pkt),
             PacketKind::Trimmed => self.uec_receive_trimmed(ctx, pkt),
+            PacketKind::Probe => self.uec_receive_probe(ctx, pkt),
+            PacketKind::ProbeAck => self.uec_receive_feedback(ctx, pkt),
             PacketKind::Credit => self.uec_receive_credit(ctx, pkt),
             PacketKind::Ack | PacketKind::Nack => self.receive_ack(ctx, pkt),
             PacketKind::Cnp => self.receive_cnp(ctx, pkt),

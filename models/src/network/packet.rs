@@ -27,6 +27,12 @@ pub enum PacketKind {
     Credit,
     /// A frame from a SimBricks peer (`external`).
     External,
+    /// Ultra Ethernet SLEEK: a header-sized probe `psn` of flow `flow`,
+    /// queued with data so that its ACK measures the data queues.
+    Probe,
+    /// Ultra Ethernet SLEEK: the receiver's answer to probe `util`, with its
+    /// cumulative point in `psn` and the probe's ECN mark.
+    ProbeAck,
 }
 
 /// Egress priority classes. Control packets (ACK, NACK, CNP) have strict
@@ -96,7 +102,9 @@ impl Packet {
     #[inline]
     pub fn priority(&self) -> usize {
         match self.kind {
-            PacketKind::Data | PacketKind::InaUp | PacketKind::InaDown => PRIO_DATA,
+            PacketKind::Data | PacketKind::InaUp | PacketKind::InaDown | PacketKind::Probe => {
+                PRIO_DATA
+            }
             _ => PRIO_CONTROL,
         }
     }

@@ -32,6 +32,8 @@ impl Wire for Packet {
             PacketKind::Trimmed => 7,
             PacketKind::Credit => 8,
             PacketKind::External => 9,
+            PacketKind::Probe => 10,
+            PacketKind::ProbeAck => 11,
         });
         w.u8(self.ce);
         w.bool(self.last);
@@ -60,6 +62,8 @@ impl Wire for Packet {
                 7 => PacketKind::Trimmed,
                 8 => PacketKind::Credit,
                 9 => PacketKind::External,
+                10 => PacketKind::Probe,
+                11 => PacketKind::ProbeAck,
                 k => panic!("invalid packet kind {k} on the wire"),
             },
             ce: r.u8(),
@@ -110,6 +114,7 @@ impl Wire for NetEvent {
                     FlowTimer::DcqcnDecrease => (1, 0),
                     FlowTimer::DcqcnIncrease { generation } => (2, generation),
                     FlowTimer::Retransmit => (3, 0),
+                    FlowTimer::Probe => (4, 0),
                 };
                 w.u8(tag);
                 w.u32(generation);
@@ -174,6 +179,7 @@ impl Wire for NetEvent {
                     (1, _) => FlowTimer::DcqcnDecrease,
                     (2, generation) => FlowTimer::DcqcnIncrease { generation },
                     (3, _) => FlowTimer::Retransmit,
+                    (4, _) => FlowTimer::Probe,
                     (t, _) => panic!("invalid flow timer {t} on the wire"),
                 };
                 (NetEvent::Timer { flow, timer }, 10)

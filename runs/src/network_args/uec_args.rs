@@ -63,9 +63,11 @@ pub struct UecArgs {
     /// lowered to the smallest measured [netsim path, uet-htsim fabric].
     #[arg(long, value_parser = ["path", "fabric"])]
     pub uec_base_rtt: Option<String>,
-    /// UEC: loss detection by reordering (`--uec-ooo-pkts`) or off (NACKs
-    /// and the timer only) [netsim reorder, uet-htsim off].
-    #[arg(long, value_parser = ["reorder", "off"])]
+    /// UEC: loss detection by reordering (`--uec-ooo-pkts`), off (NACKs
+    /// and the timer only), or SLEEK (htsim's `-sleek`: recovery once 1.5
+    /// windows arrived out of order, probes when ACKs stop; NSCC only)
+    /// [netsim reorder, uet-htsim off].
+    #[arg(long, value_parser = ["reorder", "off", "sleek"])]
     pub uec_loss_detect: Option<String>,
     /// Lossy switch buffers: shared (dynamic thresholds, --buffer-kb) or
     /// per-port (a fixed queue of --port-buffer-bytes per egress port)
@@ -166,7 +168,9 @@ impl UecArgs {
         u.nack_ignore = self.uec_nack_cut.as_deref().map_or(h, |v| v == "ignore");
         u.window_fit = self.uec_window_gate.as_deref().map_or(h, |v| v == "fit");
         u.rto_per_packet = self.uec_rto.as_deref().map_or(h, |v| v == "packet");
-        if self.uec_loss_detect.as_deref().map_or(h, |v| v == "off") {
+        let detect = self.uec_loss_detect.as_deref();
+        u.sleek = detect == Some("sleek");
+        if u.sleek || detect.map_or(h, |v| v == "off") {
             u.ooo_pkts = 0;
         }
         let per_port = self.buffer_model.as_deref().map_or(h, |v| v == "per-port");

@@ -129,6 +129,10 @@ pub struct UecConfig {
     /// the window only outside them and when quick adapt does not fire
     /// (htsim's `updateCwndOnNack_NSCC`); off, every NACK cuts it.
     pub nack_ignore: bool,
+    /// SLEEK loss recovery (htsim's `-sleek`, `sleek.rs`): recovery once
+    /// 1.5 windows arrived out of order, and probes when ACKs stop; it
+    /// replaces detection by reordering (`ooo_pkts`). NSCC only.
+    pub sleek: bool,
 }
 
 /// When NSCC folds its accumulated increase into the window.
@@ -175,6 +179,7 @@ impl Default for UecConfig {
             rto_per_packet: false,
             window_fit: false,
             nack_ignore: false,
+            sleek: false,
         }
     }
 }

@@ -14,8 +14,10 @@
 
 mod lb;
 mod nscc;
+mod probe;
 pub(crate) mod rccc;
 pub(crate) mod sack;
+mod sleek;
 
 use super::{Qp, Receiver, RxQp};
 use crate::network::common::NO_NODE;
@@ -28,6 +30,7 @@ use netsim_engine::{Context, NodeRng, SimTime};
 use nscc::Nscc;
 use rccc::CreditWallet;
 use sack::{CoalescedAck, SackReceiver, SackSender, SackVerdict};
+use sleek::Sleek;
 
 /// The sender side of one UEC flow.
 #[derive(Debug)]
@@ -48,6 +51,8 @@ pub(crate) struct UecSender {
     ack_request: bool,
     /// NSCC: a packet goes only if it fits in the window whole.
     window_fit: bool,
+    /// SLEEK loss recovery, if on (it runs with NSCC only, as in htsim).
+    sleek: Option<Sleek>,
     /// NACKs received: packets trimmed on the way.
     pub trimmed_pkts: u64,
     /// Selective acknowledgements received.
@@ -69,6 +74,7 @@ impl UecSender {
             coalesced: config.ack_bytes > 0,
             ack_request: false,
             window_fit: config.window_fit,
+            sleek: config.sleek.then(Sleek::default),
             trimmed_pkts: 0,
             sacks: 0,
         }
@@ -114,7 +120,10 @@ impl UecSender {
             } else {
                 in_flight >= n.cwnd_bytes
             };
-            if self.seq.outstanding() > 0 && shut {
+            // SLEEK's recovery resends whatever the window.
+            let recovery =
+                self.sleek.as_ref().is_some_and(Sleek::recovering) && self.seq.resend_pending();
+            if self.seq.outstanding() > 0 && shut && !recovery {
                 return None;
             }
         }
@@ -213,14 +222,21 @@ impl UecSender {
                         n.on_ack(now, SimTime::ZERO, false, f64::from(acked) * mtu, in_flight);
                     }
                 }
-                0
+                self.run_sleek(now)
             }
+            PacketKind::ProbeAck => self.on_probe_ack(pkt, now),
             PacketKind::Sack => {
                 self.sacks += 1;
                 let ce = pkt.ce != 0;
                 self.lb.on_ack(entropy, ce);
+                // SLEEK resends packets still in flight, so the ACK of a
+                // resent psn may be the first copy's: no RTT sample then
+                // (htsim's `validateSendTs`; a too-small sample would lower
+                // the base RTT).
+                let resent = self.sleek.is_some() && self.seq.was_resent(pkt.psn);
                 let rtt = self.seq.on_sack(pkt.psn, now);
                 let mut acked = u32::from(rtt.is_some());
+                let rtt = rtt.filter(|_| !resent);
                 // A coalesced ACK also names held psns in its window, which
                 // starts `sack_offset` below its own psn.
                 let base = pkt.psn.wrapping_sub(u32::from(pkt.sack_offset));
@@ -240,6 +256,9 @@ impl UecSender {
                         let rtt = rtt.unwrap_or_else(|| n.average_rtt());
                         n.on_ack(now, rtt, ce, f64::from(acked) * mtu, in_flight);
                     }
+                }
+                if self.sleek.is_some() {
+                    return self.run_sleek(now);
                 }
                 if ooo == 0 {
                     return 0;
@@ -268,6 +287,60 @@ impl UecSender {
         }
     }
 
+    /// SLEEK's window, if SLEEK and NSCC run.
+    fn sleek_window(&self) -> Option<sleek::Window> {
+        let n = self.nscc.as_ref()?;
+        self.sleek.as_ref()?;
+        let (base_rtt, target, max_cwnd_bytes) = n.limits();
+        Some(sleek::Window {
+            cwnd_bytes: n.cwnd_bytes,
+            max_cwnd_bytes,
+            mtu_bytes: f64::from(self.mtu_bytes),
+            base_rtt,
+            target,
+        })
+    }
+
+    /// SLEEK after an ACK at `now`: how many packets recovery declared lost.
+    fn run_sleek(&mut self, now: SimTime) -> u32 {
+        match (self.sleek_window(), &mut self.sleek) {
+            (Some(w), Some(k)) => k.on_ack(&mut self.seq, w, now),
+            _ => 0,
+        }
+    }
+
+    /// A probe's ACK: its cumulative point, then whether the path it
+    /// measured is empty enough that what is missing was lost.
+    fn on_probe_ack(&mut self, pkt: &Packet, now: SimTime) -> u32 {
+        self.seq.on_cumulative(pkt.psn);
+        let (Some(k), Some(n)) = (&mut self.sleek, &mut self.nscc) else {
+            return 0;
+        };
+        let delay = match k.last_probe(pkt.util) {
+            Some(sent) => n.on_probe_rtt(now - sent, pkt.ce != 0),
+            None => n.average_delay_now(),
+        };
+        k.on_probe_ack(&self.seq, delay, n.limits().1);
+        self.run_sleek(now)
+    }
+
+    /// SLEEK: when a probe timer event must be scheduled, if one must.
+    pub(crate) fn probe_timer_request(&mut self) -> Option<SimTime> {
+        self.sleek.as_mut()?.timer_request()
+    }
+
+    /// SLEEK's probe timer fired at `now`: the probe to send (its number
+    /// and entropy) if one is due, and when the timer fires next.
+    pub(crate) fn on_probe_timer(
+        &mut self,
+        now: SimTime,
+        rng: &mut NodeRng,
+    ) -> Option<(Option<(u16, u16)>, SimTime)> {
+        let base_rtt = self.sleek_window()?.base_rtt;
+        let (probe, next) = self.sleek.as_mut()?.on_timer(now, base_rtt)?;
+        Some((probe.map(|p| (p, self.lb.next(rng) + 1)), next))
+    }
+
     /// Whether a packet sent at least `rto` before `now` is outstanding.
     pub(crate) fn expired(&self, now: SimTime, rto: SimTime) -> bool {
         self.seq
@@ -286,7 +359,11 @@ impl UecSender {
         per_packet: bool,
     ) -> (u32, SimTime) {
         let (lost, due) = if per_packet {
-            let (lost, next) = self.seq.on_packet_timeout(now, rto);
+            let recovering = self.sleek.as_ref().is_some_and(Sleek::recovering);
+            let (lost, next, rewind) = self.seq.on_packet_timeout(now, rto, recovering);
+            if let (Some(k), Some(psn)) = (&mut self.sleek, rewind) {
+                k.rewind(psn);
+            }
             (lost, next.unwrap_or(now + rto))
         } else {
             (self.seq.on_timeout(), now + rto)
@@ -448,6 +525,8 @@ impl<S: TelemetrySink> Network<'_, S> {
         u.on_feedback(&pkt, ctx.now(), ooo);
         if u.done() {
             self.sender_finished(ctx, i);
+        } else {
+            self.uec_arm_probe(ctx, i);
         }
         self.host_try_send(ctx, port);
     }

@@ -202,13 +202,7 @@ impl Nscc {
             self.lower_base_rtt(rtt);
         }
         let delay = SimTime(rtt.as_ps().saturating_sub(self.base_rtt.as_ps()));
-        let sample_ps = if self.delay_decay && !ce && delay > self.target {
-            // Unmarked yet late: the queue is draining elsewhere; decay.
-            self.base_rtt.as_ps() as f64 / 4.0
-        } else {
-            delay.as_ps() as f64
-        };
-        self.avg_delay_ps = (1.0 - DELAY_EWMA) * self.avg_delay_ps + DELAY_EWMA * sample_ps;
+        self.average_delay(delay, ce);
         self.achieved_bytes += acked_bytes;
         self.received_bytes += acked_bytes;
         if self.bytes_ignored < self.bytes_to_ignore {
@@ -329,6 +323,39 @@ impl Nscc {
             let avg = SimTime(self.avg_delay_ps as u64);
             self.quick_adapt(now, true, avg, in_flight_bytes);
         }
+    }
+
+    /// Folds a queueing delay sample into the average (htsim's `update_delay`).
+    fn average_delay(&mut self, delay: SimTime, ce: bool) {
+        let sample_ps = if self.delay_decay && !ce && delay > self.target {
+            // Unmarked yet late: the queue is draining elsewhere; decay.
+            self.base_rtt.as_ps() as f64 / 4.0
+        } else {
+            delay.as_ps() as f64
+        };
+        self.avg_delay_ps = (1.0 - DELAY_EWMA) * self.avg_delay_ps + DELAY_EWMA * sample_ps;
+    }
+
+    /// SLEEK: a probe came back after `rtt`: its queueing delay, folded
+    /// into the average unless below the base RTT (then 0; htsim's
+    /// `processAck` for a probe ACK).
+    pub(crate) fn on_probe_rtt(&mut self, rtt: SimTime, ce: bool) -> SimTime {
+        if rtt < self.base_rtt {
+            return SimTime::ZERO;
+        }
+        let delay = rtt - self.base_rtt;
+        self.average_delay(delay, ce);
+        delay
+    }
+
+    /// The average queueing delay (htsim's `get_avg_delay`).
+    pub(crate) fn average_delay_now(&self) -> SimTime {
+        SimTime(self.avg_delay_ps as u64)
+    }
+
+    /// The base RTT, the target delay and the largest window (bytes).
+    pub(crate) fn limits(&self) -> (SimTime, SimTime, f64) {
+        (self.base_rtt, self.target, self.max_cwnd_bytes)
     }
 
     /// The base RTT plus the average queueing delay: what an ACK without

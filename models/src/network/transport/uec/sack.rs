@@ -15,6 +15,11 @@ use std::collections::VecDeque;
 const ACKED: u8 = 1;
 const OUTSTANDING: u8 = 2;
 const QUEUED: u8 = 4;
+/// SLEEK: this transmission of the psn is a retransmission.
+const RESENT: u8 = 8;
+/// SLEEK: the retransmission timer no longer watches this transmission
+/// (htsim drops its send time and leaves the psn to loss recovery).
+const UNTIMED: u8 = 16;
 
 /// Sender side: a ring of `window` slots over psns `[una, una + window)`.
 #[derive(Debug)]
@@ -124,7 +129,7 @@ impl SackSender {
         let retransmission = psn < self.next_new;
         if retransmission {
             self.rtx.pop_front();
-            self.flags[s] = OUTSTANDING;
+            self.flags[s] = OUTSTANDING | RESENT;
         } else {
             self.flags[s] = OUTSTANDING;
             self.next_new += 1;
@@ -218,11 +223,49 @@ impl SackSender {
         lost
     }
 
+    /// Psns acknowledged above the first missing one: the receiver's
+    /// out-of-order count as the sender knows it.
+    #[inline]
+    pub(crate) fn out_of_order(&self) -> u32 {
+        self.acked_count - self.una
+    }
+
+    /// Whether `psn`'s last transmission was a resend.
+    pub(crate) fn was_resent(&self, psn: u32) -> bool {
+        psn >= self.una && psn < self.next_new && self.flags[self.slot(psn)] & RESENT != 0
+    }
+
+    /// Next psn never sent (htsim's `_highest_sent`).
+    #[inline]
+    pub(crate) fn next_new(&self) -> u32 {
+        self.next_new
+    }
+
+    /// Whether a psn waits to be resent.
+    pub(crate) fn resend_pending(&self) -> bool {
+        self.rtx
+            .iter()
+            .any(|&q| q >= self.una && self.flags[self.slot(q)] & ACKED == 0)
+    }
+
+    /// SLEEK: marks lost every outstanding psn in `[from, end)`; how many,
+    /// and the highest.
+    pub(crate) fn lose_range(&mut self, from: u32, end: u32) -> (u32, Option<u32>) {
+        let (mut lost, mut highest) = (0, None);
+        for q in from..end.min(self.next_new) {
+            if self.lose(q) {
+                lost += 1;
+                highest = Some(q);
+            }
+        }
+        (lost, highest)
+    }
+
     /// When the oldest outstanding packet was sent.
     pub(crate) fn oldest_outstanding(&self) -> Option<SimTime> {
         (self.una..self.next_new)
             .map(|q| self.slot(q))
-            .filter(|&s| self.flags[s] & (ACKED | OUTSTANDING) == OUTSTANDING)
+            .filter(|&s| self.flags[s] & (ACKED | OUTSTANDING | UNTIMED) == OUTSTANDING)
             .map(|s| self.sent_at[s])
             .min()
     }
@@ -231,25 +274,35 @@ impl SackSender {
     /// (htsim's): each outstanding packet sent at least `rto` ago is lost,
     /// progress or not. How many packets that is, and when the oldest
     /// still outstanding expires (`None`: nothing is).
+    /// In SLEEK's loss recovery (`recovering`), an expired packet is not
+    /// resent: it leaves the timer's watch, and the lowest expired one that
+    /// was itself a resend is returned for recovery to send again
+    /// (htsim's `rtxTimerExpired` under `-sleek`).
     pub(crate) fn on_packet_timeout(
         &mut self,
         now: SimTime,
         rto: SimTime,
-    ) -> (u32, Option<SimTime>) {
-        let (mut lost, mut next) = (0, None::<SimTime>);
+        recovering: bool,
+    ) -> (u32, Option<SimTime>, Option<u32>) {
+        let (mut lost, mut next, mut rewind) = (0, None::<SimTime>, None);
         for q in self.una..self.next_new {
             let s = self.slot(q);
-            if self.flags[s] & (ACKED | OUTSTANDING) != OUTSTANDING {
+            if self.flags[s] & (ACKED | OUTSTANDING | UNTIMED) != OUTSTANDING {
                 continue;
             }
             let expiry = self.sent_at[s] + rto;
-            if expiry <= now {
+            if expiry <= now && recovering {
+                self.flags[s] |= UNTIMED;
+                if self.flags[s] & RESENT != 0 {
+                    rewind = rewind.or(Some(q));
+                }
+            } else if expiry <= now {
                 lost += u32::from(self.lose(q));
             } else {
                 next = Some(next.map_or(expiry, |n| n.min(expiry)));
             }
         }
-        (lost, next)
+        (lost, next, rewind)
     }
 
     /// The retransmission timer fired: without progress since it last
@@ -384,6 +437,12 @@ impl SackReceiver {
         Some(CoalescedAck { psn, base, mask })
     }
 
+    /// Every psn before it arrived.
+    #[inline]
+    pub(crate) fn cumulative(&self) -> u32 {
+        self.cumulative
+    }
+
     /// Data packet `psn` arrived.
     pub(crate) fn on_data(&mut self, psn: u32) -> SackVerdict {
         let (word, bit) = ((psn / 64) as usize, 1u64 << (psn % 64));
@@ -499,7 +558,10 @@ mod tests {
         assert_eq!(s.on_send(t(90)), (1, true));
         // At 100 ns with a 100 ns RTO: psn 0 expired, the resend of 1 (sent
         // at 90) did not; the timer comes back when it would.
-        assert_eq!(s.on_packet_timeout(t(100), t(100)), (1, Some(t(190))));
+        assert_eq!(
+            s.on_packet_timeout(t(100), t(100), false),
+            (1, Some(t(190)), None)
+        );
         assert_eq!(s.next_psn(), Some(0));
         // The flow's timer instead loses both: no progress since it started.
         let mut f = SackSender::new(4, 4);

@@ -374,6 +374,7 @@ pub fn config_json(profile: &str, uec_profile: &str, c: &NetConfig) -> serde_jso
         "window_fit": u.window_fit,
         "nack_ignore": u.nack_ignore,
         "sleek": u.sleek,
+        "bitmap_scores": u.bitmap_scores,
         "cc": format!("{:?}", u.cc).to_lowercase(),
         "target_qdelay_ns": ns(u.target_qdelay),
         "ooo_pkts": u.ooo_pkts,

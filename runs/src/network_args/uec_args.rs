@@ -106,6 +106,12 @@ pub struct UecArgs {
     /// htsim's) [netsim always, uet-htsim ignore].
     #[arg(long, value_parser = ["always", "ignore"])]
     pub uec_nack_cut: Option<String>,
+    /// UEC bitmap load balancing: a marked or NACKed entropy is skipped
+    /// once, or scored as htsim's (1 per marked ACK, 4 per NACK, at most
+    /// 15; each pick takes one off the first scored entropy it meets)
+    /// [netsim once, uet-htsim scores].
+    #[arg(long, value_parser = ["once", "scores"])]
+    pub uec_bitmap_penalty: Option<String>,
 }
 
 impl UecArgs {
@@ -168,6 +174,10 @@ impl UecArgs {
         u.nack_ignore = self.uec_nack_cut.as_deref().map_or(h, |v| v == "ignore");
         u.window_fit = self.uec_window_gate.as_deref().map_or(h, |v| v == "fit");
         u.rto_per_packet = self.uec_rto.as_deref().map_or(h, |v| v == "packet");
+        u.bitmap_scores = self
+            .uec_bitmap_penalty
+            .as_deref()
+            .map_or(h, |v| v == "scores");
         let detect = self.uec_loss_detect.as_deref();
         u.sleek = detect == Some("sleek");
         if u.sleek || detect.map_or(h, |v| v == "off") {

@@ -133,6 +133,11 @@ pub struct UecConfig {
     /// 1.5 windows arrived out of order, and probes when ACKs stop; it
     /// replaces detection by reordering (`ooo_pkts`). NSCC only.
     pub sleek: bool,
+    /// Bitmap load balancing scores entropies as htsim's `UecMpBitmap`
+    /// (1 per ECN-marked ACK, 4 per NACK, at most 15; a pick that meets
+    /// scored entropies takes one off the first) rather than skipping a
+    /// penalised entropy once.
+    pub bitmap_scores: bool,
 }
 
 /// When NSCC folds its accumulated increase into the window.
@@ -180,6 +185,7 @@ impl Default for UecConfig {
             window_fit: false,
             nack_ignore: false,
             sleek: false,
+            bitmap_scores: false,
         }
     }
 }

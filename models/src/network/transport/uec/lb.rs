@@ -5,7 +5,9 @@
 //! - oblivious: cycle through the entropy set (a flow-specific XOR spreads
 //!   flows that start together);
 //! - bitmap: the same cycle, but an entropy whose ACK came back ECN-marked,
-//!   or whose packet was NACKed, is skipped once;
+//!   or whose packet was NACKed, is skipped once; or, as htsim's
+//!   `UecMpBitmap`, it scores 1 per marked ACK and 4 per NACK (at most 15)
+//!   and each pick that meets scored entropies takes one off the first;
 //! - REPS: reuse the entropies of unmarked ACKs (eight kept, a few bytes per
 //!   connection), explore a random one when none is left.
 
@@ -14,6 +16,11 @@ use netsim_engine::NodeRng;
 
 /// Entropies REPS keeps for reuse.
 const REPS_BUFFER: usize = 8;
+/// htsim's bitmap scores (`UecMpBitmap::processEv`): an ECN-marked ACK, a
+/// NACK, and the most an entropy holds.
+const ECN_SCORE: u8 = 1;
+const NACK_SCORE: u8 = 4;
+const MAX_SCORE: u8 = 15;
 
 /// One flow's entropy choice and its feedback state.
 #[derive(Debug)]
@@ -28,6 +35,8 @@ pub(crate) struct EntropyPicker {
     redraw: bool,
     /// Bitmap: entropies to skip once.
     penalised: Vec<u64>,
+    /// Bitmap with htsim's scores: each entropy's (empty without them).
+    scores: Vec<u8>,
     /// REPS: entropies to reuse, oldest first.
     recycled: [u16; REPS_BUFFER],
     recycled_len: u8,
@@ -45,6 +54,7 @@ impl EntropyPicker {
         entropies: u32,
         xor: u32,
         redraw: bool,
+        scored: bool,
     ) -> EntropyPicker {
         debug_assert!(entropies.is_power_of_two());
         let words = entropies.div_ceil(64) as usize;
@@ -54,8 +64,13 @@ impl EntropyPicker {
             counter: 0,
             xor: xor & (entropies - 1),
             redraw,
-            penalised: if mode == LoadBalancing::Bitmap {
+            penalised: if mode == LoadBalancing::Bitmap && !scored {
                 vec![0; words]
+            } else {
+                Vec::new()
+            },
+            scores: if mode == LoadBalancing::Bitmap && scored {
+                vec![0; entropies as usize]
             } else {
                 Vec::new()
             },
@@ -85,6 +100,21 @@ impl EntropyPicker {
     pub(crate) fn next(&mut self, rng: &mut NodeRng) -> u16 {
         let e = match self.mode {
             LoadBalancing::Oblivious => self.cycle(rng),
+            LoadBalancing::Bitmap if !self.scores.is_empty() => {
+                let mut e = self.cycle(rng);
+                let mut first = true;
+                for _ in 0..=self.mask {
+                    let score = &mut self.scores[e as usize];
+                    if *score == 0 {
+                        break;
+                    }
+                    if std::mem::take(&mut first) {
+                        *score -= 1;
+                    }
+                    e = self.cycle(rng);
+                }
+                e
+            }
             LoadBalancing::Bitmap => {
                 let mut e = self.cycle(rng);
                 for _ in 0..=self.mask {
@@ -122,7 +152,7 @@ impl EntropyPicker {
             LoadBalancing::Oblivious => {}
             LoadBalancing::Bitmap => {
                 if ce {
-                    self.penalise(e);
+                    self.penalise(e, ECN_SCORE);
                 }
             }
             LoadBalancing::Reps => {
@@ -139,13 +169,17 @@ impl EntropyPicker {
     /// The packet sent with entropy `e` was trimmed (NACK).
     pub(crate) fn on_nack(&mut self, e: u16) {
         if self.mode == LoadBalancing::Bitmap {
-            self.penalise(e);
+            self.penalise(e, NACK_SCORE);
         }
     }
 
-    fn penalise(&mut self, e: u16) {
+    fn penalise(&mut self, e: u16, score: u8) {
         let e = u32::from(e) & self.mask;
-        self.penalised[(e / 64) as usize] |= 1 << (e % 64);
+        if let Some(s) = self.scores.get_mut(e as usize) {
+            *s = (*s + score).min(MAX_SCORE);
+        } else {
+            self.penalised[(e / 64) as usize] |= 1 << (e % 64);
+        }
     }
 }
 
@@ -156,7 +190,7 @@ mod tests {
     #[test]
     fn oblivious_cycles_through_every_entropy() {
         let mut rng = NodeRng::new(1, netsim_engine::NodeId(0));
-        let mut p = EntropyPicker::new(LoadBalancing::Oblivious, 8, 5, false);
+        let mut p = EntropyPicker::new(LoadBalancing::Oblivious, 8, 5, false, false);
         let mut seen: Vec<u16> = (0..8).map(|_| p.next(&mut rng)).collect();
         seen.sort_unstable();
         assert_eq!(seen, (0..8).collect::<Vec<_>>());
@@ -166,7 +200,7 @@ mod tests {
     #[test]
     fn a_redrawn_cycle_still_covers_every_entropy_each_pass() {
         let mut rng = NodeRng::new(1, netsim_engine::NodeId(0));
-        let mut p = EntropyPicker::new(LoadBalancing::Oblivious, 8, 5, true);
+        let mut p = EntropyPicker::new(LoadBalancing::Oblivious, 8, 5, true, false);
         let passes: Vec<Vec<u16>> = (0..4)
             .map(|_| (0..8).map(|_| p.next(&mut rng)).collect())
             .collect();
@@ -181,7 +215,7 @@ mod tests {
     #[test]
     fn bitmap_skips_a_penalised_entropy_once() {
         let mut rng = NodeRng::new(1, netsim_engine::NodeId(0));
-        let mut p = EntropyPicker::new(LoadBalancing::Bitmap, 4, 0, false);
+        let mut p = EntropyPicker::new(LoadBalancing::Bitmap, 4, 0, false, false);
         p.on_ack(1, true);
         p.on_nack(2);
         let first: Vec<u16> = (0..2).map(|_| p.next(&mut rng)).collect();
@@ -191,9 +225,22 @@ mod tests {
     }
 
     #[test]
+    fn htsims_bitmap_scores_skip_a_nacked_entropy_for_four_picks() {
+        let mut rng = NodeRng::new(1, netsim_engine::NodeId(0));
+        let mut p = EntropyPicker::new(LoadBalancing::Bitmap, 4, 0, false, true);
+        p.on_nack(1);
+        p.on_ack(2, true);
+        // Each pick that meets scored entropies takes one off the first
+        // only: 1 goes 4 -> 0 over four picks while 2 (score 1) is passed
+        // untouched; then 2 is met first and cleared.
+        let picks: Vec<u16> = (0..12).map(|_| p.next(&mut rng)).collect();
+        assert_eq!(picks, vec![0, 3, 0, 3, 0, 3, 0, 3, 0, 1, 3, 0]);
+    }
+
+    #[test]
     fn reps_reuses_clean_entropies_in_order() {
         let mut rng = NodeRng::new(1, netsim_engine::NodeId(0));
-        let mut p = EntropyPicker::new(LoadBalancing::Reps, 256, 0, false);
+        let mut p = EntropyPicker::new(LoadBalancing::Reps, 256, 0, false, false);
         p.on_ack(7, false);
         p.on_ack(9, true);
         p.on_ack(11, false);

@@ -66,7 +66,13 @@ impl UecSender {
         let xor = netsim_engine::splitmix64(&mut h) as u32;
         UecSender {
             seq: SackSender::new(packets, config.window_pkts),
-            lb: EntropyPicker::new(config.lb, config.entropies, xor, config.entropy_redraw),
+            lb: EntropyPicker::new(
+                config.lb,
+                config.entropies,
+                xor,
+                config.entropy_redraw,
+                config.bitmap_scores,
+            ),
             nscc: None,
             credit: None,
             nacked_pending: 0,

@@ -375,6 +375,7 @@ pub fn config_json(profile: &str, uec_profile: &str, c: &NetConfig) -> serde_jso
         "nack_ignore": u.nack_ignore,
         "sleek": u.sleek,
         "bitmap_scores": u.bitmap_scores,
+        "fair_above_target": u.fair_above_target,
         "cc": format!("{:?}", u.cc).to_lowercase(),
         "target_qdelay_ns": ns(u.target_qdelay),
         "ooo_pkts": u.ooo_pkts,

@@ -138,6 +138,10 @@ pub struct UecConfig {
     /// scored entropies takes one off the first) rather than skipping a
     /// penalised entropy once.
     pub bitmap_scores: bool,
+    /// NSCC: the fair increase only at or above the target delay, the
+    /// proportional one alone below it (htsim's `updateCwndOnAck_NSCC`);
+    /// off, both below the target.
+    pub fair_above_target: bool,
 }
 
 /// When NSCC folds its accumulated increase into the window.
@@ -186,6 +190,7 @@ impl Default for UecConfig {
             nack_ignore: false,
             sleek: false,
             bitmap_scores: false,
+            fair_above_target: false,
         }
     }
 }

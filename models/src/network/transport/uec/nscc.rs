@@ -52,6 +52,9 @@ pub(crate) struct Nscc {
     delay_decay: bool,
     /// NACKs inside quick adapt's ignore window leave the window as is.
     nack_ignore: bool,
+    /// Below the target, the proportional increase alone (htsim's
+    /// `proportional_increase`); off, the fair increase is added too.
+    fair_above_target: bool,
     /// Fabric base RTT: lowered to the smallest RTT measured, the largest
     /// window with it.
     track_min_rtt: bool,
@@ -121,6 +124,7 @@ impl Nscc {
             adjust: config.adjust,
             delay_decay: config.delay_decay,
             nack_ignore: config.nack_ignore,
+            fair_above_target: config.fair_above_target,
             track_min_rtt: fabric,
             line_rate_bps: line_rate_bps as f64,
             network_rtt,
@@ -230,8 +234,10 @@ impl Nscc {
                 }
                 if !self.fast {
                     let headroom_ps = (self.target - delay).as_ps() as f64;
-                    self.inc_bytes += self.alpha * headroom_ps * acked_bytes
-                        + self.fair_increase * self.mtu_bytes * acked_bytes;
+                    self.inc_bytes += self.alpha * headroom_ps * acked_bytes;
+                    if !self.fair_above_target {
+                        self.inc_bytes += self.fair_increase * self.mtu_bytes * acked_bytes;
+                    }
                 }
             }
             (true, true) => {

@@ -1,6 +1,6 @@
 //! NVLS (NVLink SHARP) all-reduce: the NVSwitch of a server reduces what
 //! its GPUs write into it and multicasts the sum back (all-gather and
-//! reduce-scatter: one step of direct NVLink flows, see [`server_exchange`]), as an in-network
+//! reduce-scatter through the same engine, see [`server_exchange`]), as an in-network
 //! aggregation tree of one switch ([`crate::network::aggregation`]: the
 //! same chunks, slots and multicast as a Tofino or SHARP switch, on the
 //! NVSwitch's own NVLink ports and bandwidth). NVLS-Tree is NVLS inside
@@ -131,31 +131,25 @@ pub fn server_all_reduce(
 }
 
 /// NVLS all-gather or reduce-scatter of `size_bytes` (the whole buffer)
-/// among `members` (GPUs of one server) after `entry`, as one step: every
-/// GPU sends its shard of `S/n` to each other GPU through the NVSwitch.
-/// NCCL's NVLS multicasts a GPU's shard (all-gather) or reduces the
-/// shards in the switch (reduce-scatter), so one direction of each
-/// NVLink carries `S/n`; the other carries `(n-1)/n S` either way and
-/// sets the time. Direct flows load that busy direction exactly and
-/// over-count the idle one, which on full-duplex NVLink costs no time.
+/// among `members` (GPUs of one server) after `entry`, through the same
+/// NVSwitch engine as [`server_all_reduce`]. NCCL's all-gather stores a
+/// GPU's shard once (`multimem.st`, `S/n` up) and the switch multicasts
+/// every shard down (`S`); its reduce-scatter loads the whole buffer
+/// reduced by the switch (`multimem.ld_reduce`, `S` up, `S/n` down)
+/// (NCCL `src/device/all_gather.h`, `reduce_scatter.h`, NVLS branches).
+/// Either way the loaded direction of each NVLink carries `S` through the
+/// engine, so both stream `S` each way: the idle direction is over-counted,
+/// which on full-duplex NVLink costs no time.
 pub fn server_exchange(
     b: &mut Builder,
     topo: &Topology,
     coll: u32,
     members: &[NodeIndex],
     size_bytes: u64,
+    chunk_bytes: u32,
     entry: &HostTasks,
 ) -> Result<(), String> {
-    nvswitch_of(topo, members)
-        .ok_or("NVLS needs the group's GPUs on one NVSwitch of their server")?;
-    let shard = size_bytes.div_ceil(members.len() as u64).max(1);
-    for &src in members {
-        let deps = entry.get(&src).map_or(&[][..], Vec::as_slice);
-        for &dst in members.iter().filter(|&&d| d != src) {
-            b.flow(src, dst, shard, coll, deps);
-        }
-    }
-    Ok(())
+    server_all_reduce(b, topo, coll, members, size_bytes, chunk_bytes, entry)
 }
 
 /// NVLS-Tree all-reduce over whole servers (`servers`: each server's GPUs

@@ -136,7 +136,9 @@ pub fn server_all_reduce(
 /// GPU's shard once (`multimem.st`, `S/n` up) and the switch multicasts
 /// every shard down (`S`); its reduce-scatter loads the whole buffer
 /// reduced by the switch (`multimem.ld_reduce`, `S` up, `S/n` down)
-/// (NCCL `src/device/all_gather.h`, `reduce_scatter.h`, NVLS branches).
+/// (NCCL `src/device/all_gather.h`, NVLS one-node branch: a send of the
+/// rank's `count` to `nvls->down`, a gather of `nHeads x count` from
+/// `nvls->up`; reduce-scatter: "send S, receive S/N", NCCL issue 1083).
 /// Either way the loaded direction of each NVLink carries `S` through the
 /// engine, so both stream `S` each way: the idle direction is over-counted,
 /// which on full-duplex NVLink costs no time.

@@ -56,6 +56,8 @@ pub struct RunBytes {
     pub in_flight: u64,
     /// Memoization's (`--ff-memo on`, see [`memo_bytes`]).
     pub memo: u64,
+    /// Per-domain jumps' (`--ff-scope domain`, see [`domain_bytes`]).
+    pub domains: u64,
     /// Packet level: event queues, queued packets, writers' buffers
     /// ([`PACKET_RUNTIME_BYTES`]).
     pub runtime: u64,
@@ -102,6 +104,7 @@ impl RunBytes {
                 in_flight: in_flight(FLOWS_IN_FLIGHT_PER_HOST)
                     .saturating_mul(flow::BYTES_PER_FLOW_IN_FLIGHT),
                 memo: 0,
+                domains: 0,
                 runtime: 0,
             },
             // A packet-level run makes a flow's sender when it starts and
@@ -124,6 +127,8 @@ impl RunBytes {
                 // A sandbox holds the whole fabric on every rank.
                 memo: memo_bytes(config, topo, routing_bytes, workload, all_ports)
                     .saturating_mul(u64::from(shards)),
+                domains: domain_bytes(config, workload, all_ports)
+                    .saturating_mul(u64::from(shards)),
             },
         }
     }
@@ -134,6 +139,7 @@ impl RunBytes {
             .saturating_add(self.dag)
             .saturating_add(self.in_flight)
             .saturating_add(self.memo)
+            .saturating_add(self.domains)
             .saturating_add(self.runtime)
     }
 
@@ -145,6 +151,7 @@ impl RunBytes {
             "dag": self.dag,
             "in_flight": self.in_flight,
             "memo": self.memo,
+            "domains": self.domains,
             "runtime": self.runtime,
             "total": self.total(),
         })
@@ -200,6 +207,31 @@ fn memo_bytes(
         .saturating_add(topology_bytes(topo))
         .saturating_add(routing_bytes)
         .saturating_add(ports.saturating_mul(BYTES_PER_PORT))
+}
+
+/// What per-domain jumps hold per task (`fast_forward/domains.rs`,
+/// `domain_wait.rs`): the downstream walk's mark (4 B), the delivered and
+/// "none replayed" flags (2 B), the agreed DAG view (three 8-byte values)
+/// and the guard's walk slot (64 B, one cache line), replayed flag (1 B),
+/// starting tasks and heap (16 B each) and view lists (4 + 4 B).
+const DOMAIN_BYTES_PER_TASK: u64 = 4 + 2 + 24 + 64 + 1 + 2 * 16 + 4 + 4;
+/// Per flow of the workload: its traced resources' span (8 B), shift and
+/// vote (16 B), agreed start flag (1 B), at most 8 resources of 8 B and
+/// its place in the per-resource index (4 B each), and the guard's traced
+/// path (16 B and at most 8 resources of 8 B).
+const DOMAIN_BYTES_PER_FLOW: u64 = 8 + 16 + 1 + 8 * (8 + 4) + 16 + 8 * 8;
+
+/// What per-domain jumps add per shard, 0 unless `--ff-scope domain`:
+/// [`DOMAIN_BYTES_PER_TASK`], [`DOMAIN_BYTES_PER_FLOW`] and a drop count
+/// per port (all `ports`, a bound for any rank's).
+fn domain_bytes(config: &NetConfig, workload: &Workload, ports: u64) -> u64 {
+    if !config.fast_forward.is_some_and(|ff| ff.domains) {
+        return 0;
+    }
+    (workload.tasks.len() as u64)
+        .saturating_mul(DOMAIN_BYTES_PER_TASK)
+        .saturating_add((workload.flows.len() as u64).saturating_mul(DOMAIN_BYTES_PER_FLOW))
+        .saturating_add(ports.saturating_mul(8))
 }
 
 /// A topology's nodes, links and ports (two per link), as it holds them.
@@ -281,6 +313,7 @@ mod tests {
                 dag: 3,
                 in_flight: 2 * flow::BYTES_PER_FLOW_IN_FLIGHT,
                 memo: 0,
+                domains: 0,
                 runtime: 0,
             }
         );
@@ -339,5 +372,20 @@ mod tests {
         // whole fabric, whatever the rank owns.
         let rank = RunBytes::of(Fidelity::Packet, &memo, &topo, 1000, &w, 2, 4);
         assert_eq!(rank.memo, packet.memo);
+        assert_eq!(rank.domains, 0);
+        // Per-domain jumps, per shard: 135 B per task, 201 B per flow and
+        // a drop count per port.
+        let mut domains = config.clone();
+        domains.fast_forward = Some(FastForward {
+            domains: true,
+            ..FastForward::default()
+        });
+        let packet = RunBytes::of(Fidelity::Packet, &domains, &topo, 1000, &w, 1, 4);
+        let all_ports = 2 * u64::from(topo.link_count());
+        assert_eq!(packet.domains, 4 * (3 * 135 + 2 * 201 + 8 * all_ports));
+        assert_eq!(
+            packet.total(),
+            RunBytes { domains: 0, ..packet }.total() + packet.domains
+        );
     }
 }

@@ -5,6 +5,7 @@
 //! jumps alone, ending before its next transient, while the rest of the
 //! run goes on. This file agrees on the jumps; `advance.rs` makes them.
 
+use super::domain_agree::{Agreed, FlowIndex};
 use super::domain_wait::WaitBound;
 use super::jumps::SLOTS;
 use super::memo::resources::{flow_resources, Resource};
@@ -15,22 +16,13 @@ use crate::telemetry::TelemetrySink;
 use hashbrown::HashMap;
 use netsim_engine::{Aborted, AllMax, SimTime};
 
-/// Agreed per flow: its sender started it (on some shard) ...
-const STARTED: u64 = 1 << 63;
-/// ... it is sending now ...
-const ACTIVE: u64 = 1 << 62;
-/// ... or its start is pending (a `FlowStart` event), at the low bits.
-const SCHEDULED: u64 = 1 << 61;
-/// The low bits: an active flow's own longest jump (ps; 0: not steady),
-/// or a scheduled flow's start (ps).
-const LOW: u64 = (1 << 61) - 1;
 const UNTRACED: u32 = u32::MAX;
 
 /// A shard's state for per-domain jumps.
 #[derive(Debug)]
 pub(crate) struct Domains {
-    /// Per workload flow: its sender started on this shard.
-    started: Vec<bool>,
+    /// Flows whose sender started on this shard since the last agreement.
+    opened: Vec<u32>,
     /// Flows whose sender finished on this shard since the last check.
     finished: Vec<u32>,
     /// Per node: `k + 1` where check `k` is the last at which this shard
@@ -42,8 +34,8 @@ pub(crate) struct Domains {
     /// Per flow: its resources, `resources[from..from + len]`, traced once.
     pub(super) paths: Vec<(u32, u32)>,
     pub(super) resources: Vec<Resource>,
-    /// The agreed values of the last check (see [`STARTED`]), reused.
-    values: Vec<u64>,
+    /// The workload's flows by resource, and which have started.
+    pub(super) index: FlowIndex,
     /// Per task, the walk that last reached it (downstream of a domain).
     mark: Vec<u32>,
     walk: u32,
@@ -61,14 +53,14 @@ pub(crate) struct Domains {
 impl Domains {
     pub(crate) fn new(flows: usize, tasks: usize, nodes: usize, ports: usize) -> Domains {
         Domains {
-            started: vec![false; flows],
+            opened: Vec::new(),
             finished: Vec::new(),
             disturbed: vec![0; nodes],
             dropped: vec![0; ports],
             pauses: 0,
             paths: vec![(0, UNTRACED); flows],
             resources: Vec::new(),
-            values: Vec::new(),
+            index: FlowIndex::new(flows),
             mark: vec![0; tasks],
             walk: 0,
             wait: WaitBound::new(tasks),
@@ -80,7 +72,7 @@ impl Domains {
     }
 
     pub(crate) fn sender_opened(&mut self, flow: u32) {
-        self.started[flow as usize] = true;
+        self.opened.push(flow);
     }
 
     pub(crate) fn sender_finished(&mut self, flow: u32) {
@@ -91,6 +83,14 @@ impl Domains {
     pub(crate) fn delivered(&mut self, task: u32) {
         self.wait.delivered(task);
     }
+}
+
+/// A shard's share of a check's agreement (see [`Agreed`]).
+pub(super) struct Local {
+    pub(super) replaying: bool,
+    pub(super) active: Vec<(u32, u64)>,
+    pub(super) opened: Vec<u32>,
+    pub(super) node_values: Vec<u64>,
 }
 
 /// Union-find over dense resource ids.
@@ -105,7 +105,7 @@ pub(super) fn find(parent: &mut [u32], mut x: u32) -> u32 {
 
 impl<S: TelemetrySink> Network<'_, S> {
     /// Flow `flow`'s resources (traced at first use).
-    fn ff_flow_path(&mut self, flow: u32) -> (usize, usize) {
+    pub(super) fn ff_flow_path(&mut self, flow: u32) -> (usize, usize) {
         let d = self.ff.domains.as_mut().expect("domain scope");
         if d.paths[flow as usize].1 == UNTRACED {
             let from = d.resources.len();
@@ -120,19 +120,12 @@ impl<S: TelemetrySink> Network<'_, S> {
         (from as usize, len as usize)
     }
 
-    /// This shard's share of the agreed values at check `index` (slot
-    /// `slot`): a veto, per flow its state, per node whether it is
-    /// unsteady and when it was last disturbed.
-    fn ff_domain_values(
-        &mut self,
-        index: u64,
-        slot: usize,
-        pending: &mut dyn Iterator<Item = (SimTime, NetEvent)>,
-    ) -> Vec<u64> {
-        let (flows, nodes) = (
-            self.fabric.workload.flows.len(),
-            self.fabric.topo.node_count() as usize,
-        );
+    /// This shard's share of check `index`'s (slot `slot`) agreement: a
+    /// veto, its flows sending with their own jumps, those started since
+    /// the last agreement, and per node (`node_values`: whether a port of
+    /// it is unsteady, then when it was last disturbed).
+    pub(super) fn ff_domain_local(&mut self, index: u64, slot: usize) -> Local {
+        let nodes = self.fabric.topo.node_count() as usize;
         let finished = std::mem::take(&mut self.ff.domains.as_mut().expect("on").finished);
         for &f in &finished {
             let (from, len) = self.ff_flow_path(f);
@@ -157,41 +150,32 @@ impl<S: TelemetrySink> Network<'_, S> {
                 d.dropped[gp] = drops;
             }
         }
-        let mut values = std::mem::take(&mut d.values);
-        values.clear();
-        values.resize(1 + flows + 2 * nodes, 0);
-        values[0] = u64::from(replaying);
-        for (f, &started) in d.started.iter().enumerate() {
-            if started {
-                values[1 + f] = STARTED;
-            }
-        }
-        for (n, &at) in d.disturbed.iter().enumerate() {
-            values[1 + flows + nodes + n] = at;
-        }
-        d.wait.clear_pending();
-        for (at, event) in pending {
-            d.wait.pending(at, &event);
-            if let NetEvent::FlowStart { flow } = event {
-                values[1 + flow as usize] |= SCHEDULED | at.as_ps().min(LOW);
-            }
-        }
+        let mut node_values = vec![0u64; 2 * nodes];
+        node_values[nodes..].copy_from_slice(&d.disturbed);
+        let opened = std::mem::take(&mut d.opened);
         let active: Vec<usize> = self.active_senders().collect();
-        for i in active {
-            let own = self.ff_flow_skip(index, slot, i).map_or(0, |t| t.as_ps());
-            let flow = self.transport.senders[i].flow as usize;
-            values[1 + flow] |= ACTIVE | own.min(LOW);
-        }
+        let active = active
+            .into_iter()
+            .map(|i| {
+                let own = self.ff_flow_skip(index, slot, i).map_or(0, |t| t.as_ps());
+                (self.transport.senders[i].flow, own)
+            })
+            .collect();
         for (local, &node) in self.nodes.iter().enumerate() {
             let ports = self.port_base[local] as usize..self.port_base[local + 1] as usize;
             if ports
                 .into_iter()
                 .any(|gp| !self.ff_port_steady(gp, node, slot))
             {
-                values[1 + flows + node.0 as usize] = 1;
+                node_values[node.0 as usize] = 1;
             }
         }
-        values
+        Local {
+            replaying,
+            active,
+            opened,
+            node_values,
+        }
     }
 
     /// At check `now` without a whole-run jump: agrees on the domains that
@@ -216,14 +200,12 @@ impl<S: TelemetrySink> Network<'_, S> {
             return Ok((0, SimTime::ZERO));
         }
         let slot = (index % SLOTS as u64) as usize;
-        let mut values = self.ff_domain_values(index, slot, pending);
-        all_max(&mut values)?;
-        let jumps = if values[0] == 0 {
-            self.ff_decide((now, end), index, period, &values, all_max)?
-        } else {
+        let agreed = self.ff_domain_agree(index, slot, all_max)?;
+        let jumps = if agreed.replaying {
             Vec::new()
+        } else {
+            self.ff_decide((now, end), (index, period), &agreed, pending, all_max)?
         };
-        self.ff.domains.as_mut().expect("on").values = values;
         if jumps.is_empty() {
             return Ok((0, SimTime::ZERO));
         }
@@ -232,25 +214,20 @@ impl<S: TelemetrySink> Network<'_, S> {
         Ok((jumps.len() as u64, total))
     }
 
-    /// From the agreed `values`: the domains' jumps (their lengths), with
+    /// From the `agreed` values: the domains' jumps (their lengths), with
     /// each jumped flow's shift and each jumped resource's noted.
     fn ff_decide(
         &mut self,
         (now, end): (SimTime, SimTime),
-        index: u64,
-        period: SimTime,
-        values: &[u64],
+        (index, period): (u64, SimTime),
+        agreed: &Agreed,
+        pending: &mut dyn Iterator<Item = (SimTime, NetEvent)>,
         all_max: AllMax<'_>,
     ) -> Result<Vec<SimTime>, Aborted> {
-        let flows = self.fabric.workload.flows.len();
-        let nodes = self.fabric.topo.node_count() as usize;
-        let flow_value = |f: usize| values[1 + f];
         // Domains: union-find over the active flows' resources.
         let mut ids: HashMap<Resource, u32> = HashMap::new();
         let mut parent: Vec<u32> = Vec::new();
-        let active: Vec<u32> = (0..flows as u32)
-            .filter(|&f| flow_value(f as usize) & ACTIVE != 0)
-            .collect();
+        let active: Vec<u32> = agreed.active.iter().map(|&(f, _)| f).collect();
         for &f in &active {
             let (from, len) = self.ff_flow_path(f);
             let d = self.ff.domains.as_ref().expect("on");
@@ -273,24 +250,24 @@ impl<S: TelemetrySink> Network<'_, S> {
         let window = u64::from(FastForward::WINDOW_PERIODS);
         for (&r, &id) in &ids {
             let node = (r >> 17) as usize;
-            let (unsteady, at) = (values[1 + flows + node], values[1 + flows + nodes + node]);
+            let (unsteady, at) = (agreed.unsteady[node], agreed.disturbed[node]);
             if unsteady != 0 || at + window > index + 1 {
                 ok[find(&mut parent, id) as usize] = false;
             }
         }
         let d = self.ff.domains.as_ref().expect("on");
-        for &f in &active {
+        for &(f, own) in &agreed.active {
             let root = find(
                 &mut parent,
                 ids[&d.resources[d.paths[f as usize].0 as usize]],
             );
-            let own = flow_value(f as usize) & LOW;
             if own == 0 {
                 ok[root as usize] = false;
             }
             skip[root as usize] = skip[root as usize].min(own);
         }
-        let waited = self.ff_bound_by_others(now, values, &ids, &mut parent, (&mut ok, &mut skip));
+        let view = (active.as_slice(), &ids, parent.as_mut_slice());
+        let waited = self.ff_bound_by_others(now, view, (&mut ok, &mut skip), pending, all_max)?;
         if !waited.is_empty() {
             let view = (active.as_slice(), &ids, parent.as_mut_slice());
             self.ff_wait_bound(now, &waited, view, &mut skip, all_max)?;
@@ -325,49 +302,46 @@ impl<S: TelemetrySink> Network<'_, S> {
     }
 
     /// Bounds each candidate domain (`ok`, its longest jump `skip`, by
-    /// root) by the flows not sending that touch its resources: one
-    /// scheduled bounds it by its start; a finished one is gone; one
-    /// waiting for dependencies does not bound it if it is downstream of
-    /// one of the domain's flows (which end after the jump), and otherwise
-    /// gives its root, returned (in order, once), for `ff_wait_bound` to
-    /// bound by when it can start.
+    /// root) by the flows not started that use its resources: one
+    /// scheduled bounds it by its start; one waiting for dependencies does
+    /// not bound it if it is downstream of one of the domain's flows (the
+    /// `active` ones, which end after the jump), and otherwise gives its
+    /// root, returned (in order, once), for `ff_wait_bound` to bound by
+    /// when it can start. Agrees the pending starts only at a check with a
+    /// candidate.
     fn ff_bound_by_others(
         &mut self,
         now: SimTime,
-        values: &[u64],
-        ids: &HashMap<Resource, u32>,
-        parent: &mut [u32],
+        (active, ids, parent): (&[u32], &HashMap<Resource, u32>, &mut [u32]),
         (ok, skip): (&mut [bool], &mut [u64]),
-    ) -> Vec<u32> {
+        pending: &mut dyn Iterator<Item = (SimTime, NetEvent)>,
+        all_max: AllMax<'_>,
+    ) -> Result<Vec<u32>, Aborted> {
         let mut waited = Vec::new();
         if !ok.iter().any(|&o| o) {
-            return waited;
+            return Ok(waited);
         }
-        let flows = self.fabric.workload.flows.len();
+        let mut candidates: Vec<(Resource, u32)> = ids
+            .iter()
+            .map(|(&r, &id)| (r, find(parent, id)))
+            .filter(|&(_, root)| ok[root as usize])
+            .collect();
+        candidates.sort_unstable();
+        let not_started = self.ff_not_started_on(&candidates);
+        let mut flows: Vec<u32> = not_started.iter().map(|&(_, f)| f).collect();
+        flows.sort_unstable();
+        flows.dedup();
+        let starts = self.ff_agree_starts(&flows, pending, all_max)?;
         let mut waiting: Vec<(u32, u32)> = Vec::new();
-        for f in 0..flows as u32 {
-            let v = values[1 + f as usize];
-            if v & (ACTIVE | STARTED) != 0 && v & SCHEDULED == 0 {
-                continue;
-            }
-            let (from, len) = self.ff_flow_path(f);
-            let d = self.ff.domains.as_ref().expect("on");
-            for &r in &d.resources[from..from + len] {
-                let Some(&id) = ids.get(&r) else { continue };
-                let root = find(parent, id);
-                if !ok[root as usize] {
-                    continue;
-                }
-                if v & SCHEDULED != 0 {
-                    let to = (v & LOW).saturating_sub(now.as_ps());
-                    skip[root as usize] = skip[root as usize].min(to);
-                } else {
-                    waiting.push((root, f));
-                }
+        for (root, f) in not_started {
+            let at = starts[flows.binary_search(&f).expect("listed")];
+            if at != 0 {
+                let to = (at - 1).saturating_sub(now.as_ps());
+                skip[root as usize] = skip[root as usize].min(to);
+            } else {
+                waiting.push((root, f));
             }
         }
-        waiting.sort_unstable();
-        waiting.dedup();
         let mut walked = u32::MAX;
         for (root, f) in waiting {
             if !ok[root as usize] {
@@ -379,7 +353,7 @@ impl<S: TelemetrySink> Network<'_, S> {
                 continue;
             };
             if walked != root {
-                self.ff_walk_downstream(root, values, ids, parent);
+                self.ff_walk_downstream(root, active, ids, parent);
                 walked = root;
             }
             let d = self.ff.domains.as_ref().expect("on");
@@ -389,15 +363,15 @@ impl<S: TelemetrySink> Network<'_, S> {
         }
         // Vetoed since by a flow that is no task's: not bounded.
         waited.retain(|&root| ok[root as usize]);
-        waited
+        Ok(waited)
     }
 
-    /// Marks every task downstream of the active flows of the domain
+    /// Marks every task downstream of the `active` flows of the domain
     /// rooted at `root` with a fresh walk number.
     fn ff_walk_downstream(
         &mut self,
         root: u32,
-        values: &[u64],
+        active: &[u32],
         ids: &HashMap<Resource, u32>,
         parent: &mut [u32],
     ) {
@@ -409,15 +383,12 @@ impl<S: TelemetrySink> Network<'_, S> {
             d.walk = 1;
         }
         let mut stack: Vec<u32> = Vec::new();
-        for f in 0..workload.flows.len() {
-            if values[1 + f] & ACTIVE == 0 {
-                continue;
-            }
-            let first = d.resources[d.paths[f].0 as usize];
+        for &f in active {
+            let first = d.resources[d.paths[f as usize].0 as usize];
             if find(parent, ids[&first]) != root {
                 continue;
             }
-            if let Some(info) = workload.flow_info(f as u32) {
+            if let Some(info) = workload.flow_info(f) {
                 stack.push(info.task);
             }
         }

@@ -19,6 +19,7 @@
 //! port's wire.
 
 mod advance;
+mod domain_agree;
 mod domain_wait;
 mod domains;
 mod jumps;

@@ -385,7 +385,12 @@ mod tests {
         assert_eq!(packet.domains, 4 * (3 * 135 + 2 * 201 + 8 * all_ports));
         assert_eq!(
             packet.total(),
-            RunBytes { domains: 0, ..packet }.total() + packet.domains
+            RunBytes {
+                domains: 0,
+                ..packet
+            }
+            .total()
+                + packet.domains
         );
     }
 }

@@ -224,36 +224,24 @@ fn a_waiting_flow_bounds_a_domain_jump_instead_of_vetoing_it() {
     }
 }
 
-/// At a 1 us check period, which the per-check agreement's cost (the
-/// flows sending and the nodes, not the workload) makes affordable, the
-/// waiting flow's domain jumps more than at 10 us, within the same
-/// bounds, and the tables are identical on 1, 2 and 4 shards.
+/// At a 1 us check period, where the per-check agreement carries only
+/// the flows sending and the nodes, domains still jump and the tables
+/// are identical on 1, 2 and 4 shards. Accuracy is not claimed there:
+/// the steady window (four periods) is then too short to judge, and the
+/// waiting flow finishes 3.7-5.2x late at 1-2 us against packet level
+/// (at 10 us, the test above holds it within 1%).
 #[test]
-fn a_short_check_period_jumps_more_and_alike_on_1_2_4_shards() {
-    let full = run(&incasts_and_a_waiting_flow(None), 1);
-    let at_10_us = run(&incasts_and_a_waiting_flow(Some(domains())), 1);
+fn a_1_us_check_period_jumps_alike_on_1_2_4_shards() {
     let short = FastForward {
         period: SimTime::from_us(1),
         ..domains()
     };
     let fabric = incasts_and_a_waiting_flow(Some(short));
     let scoped = run(&fabric, 1);
-    eprintln!(
-        "events: off {}, 10 us {}, 1 us {}; jumps {} / {}",
-        full.events(),
-        at_10_us.events(),
-        scoped.events(),
-        at_10_us.skip().skips,
-        scoped.skip().skips
-    );
-    assert!(scoped.events() < at_10_us.events());
+    assert!(scoped.skip().skips > 0, "no domain jumped");
     let total = 2 * STEADY_BYTES + WAITING_BYTES + CHURN_FLOWS * 200_000;
     assert_eq!(scoped.stats().delivered_payload_bytes, total);
-    for (a, b) in flows(&full).iter().zip(&flows(&scoped)) {
-        assert!(b.finished, "flow {} unfinished", b.flow_id);
-        let (a_fct, b_fct) = (a.fct_ns.unwrap() as f64, b.fct_ns.unwrap() as f64);
-        eprintln!("flow {}: {a_fct} {b_fct}", a.flow_id);
-    }
+    assert!(flows(&scoped).iter().all(|f| f.finished));
     let tables = crate::fast_forward::telemetry(&scoped);
     for shards in [2, 4] {
         let other = run(&fabric, shards);

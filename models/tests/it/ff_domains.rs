@@ -128,14 +128,12 @@ fn a_steady_incast_jumps_beside_a_churning_one() {
     }
 }
 
-#[test]
-fn domain_jumps_are_identical_on_1_2_4_shards() {
-    let fabric = two_incasts(Some(domains()));
-    let reference = run(&fabric, 1);
-    assert!(reference.skip().skips > 0, "no domain jumped");
-    let tables = crate::fast_forward::telemetry(&reference);
+/// Runs `fabric` on 2 and 4 shards and asserts the same jumps, end,
+/// counters and telemetry rows as `reference`, its 1-shard run.
+fn assert_alike_on_2_and_4_shards(fabric: &Fabric, reference: &NetRun<MemorySink>) {
+    let tables = crate::fast_forward::telemetry(reference);
     for shards in [2, 4] {
-        let other = run(&fabric, shards);
+        let other = run(fabric, shards);
         assert_eq!(
             other.skip().skips,
             reference.skip().skips,
@@ -151,6 +149,14 @@ fn domain_jumps_are_identical_on_1_2_4_shards() {
             assert_eq!(a, b, "{name} rows differ on {shards} shards");
         }
     }
+}
+
+#[test]
+fn domain_jumps_are_identical_on_1_2_4_shards() {
+    let fabric = two_incasts(Some(domains()));
+    let reference = run(&fabric, 1);
+    assert!(reference.skip().skips > 0, "no domain jumped");
+    assert_alike_on_2_and_4_shards(&fabric, &reference);
 }
 
 /// How long host 3 computes before its flow into host 2 starts: past
@@ -211,17 +217,7 @@ fn a_waiting_flow_bounds_a_domain_jump_instead_of_vetoing_it() {
         .filter(|f| f.skipped_bytes > 0)
         .count();
     assert!(jumped >= 2, "the steady incast never jumped");
-    let tables = crate::fast_forward::telemetry(&scoped);
-    for shards in [2, 4] {
-        let other = run(&fabric, shards);
-        assert_eq!(other.skip().skipped, scoped.skip().skipped);
-        assert_eq!(other.stats(), scoped.stats(), "{shards} shards");
-        assert_eq!(
-            crate::fast_forward::telemetry(&other),
-            tables,
-            "{shards} shards"
-        );
-    }
+    assert_alike_on_2_and_4_shards(&fabric, &scoped);
 }
 
 /// At a 1 us check period, where the per-check agreement carries only
@@ -242,15 +238,5 @@ fn a_1_us_check_period_jumps_alike_on_1_2_4_shards() {
     let total = 2 * STEADY_BYTES + WAITING_BYTES + CHURN_FLOWS * 200_000;
     assert_eq!(scoped.stats().delivered_payload_bytes, total);
     assert!(flows(&scoped).iter().all(|f| f.finished));
-    let tables = crate::fast_forward::telemetry(&scoped);
-    for shards in [2, 4] {
-        let other = run(&fabric, shards);
-        assert_eq!(other.skip().skipped, scoped.skip().skipped);
-        assert_eq!(other.stats(), scoped.stats(), "{shards} shards");
-        assert_eq!(
-            crate::fast_forward::telemetry(&other),
-            tables,
-            "{shards} shards"
-        );
-    }
+    assert_alike_on_2_and_4_shards(&fabric, &scoped);
 }

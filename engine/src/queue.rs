@@ -342,6 +342,7 @@ impl<P: Copy> EventQueue<P> {
         for &entry in &moving {
             if entry.time == self.last {
                 self.current.push((entry.order, entry.slot));
+                prefetch(&self.bodies[entry.slot as usize]);
             } else {
                 self.push_bucket(entry);
             }
@@ -354,6 +355,22 @@ impl<P: Copy> EventQueue<P> {
         // Keep the bucket's capacity for its next fill.
         self.buckets[bucket] = moving;
     }
+}
+
+/// A hint to bring `value`'s cache line in (no effect where the target has
+/// no prefetch instruction): the bodies of a batch, read one per pop, miss
+/// one after another on a fat-tree run, where their lines could come in
+/// together.
+#[inline(always)]
+fn prefetch<T>(value: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch never faults and reads nothing the program sees.
+    unsafe {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        _mm_prefetch::<_MM_HINT_T0>((value as *const T).cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = value;
 }
 
 #[cfg(test)]

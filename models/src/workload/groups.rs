@@ -101,44 +101,57 @@ impl Parallelism {
             GroupSpec::All => vec![(0..self.ranks())
                 .filter(|&r| self.stage_of(r) == s)
                 .collect()],
-            _ => self
+            GroupSpec::Ranks(_) => self
                 .groups(spec)
                 .into_iter()
                 .filter(|g| g.first().is_some_and(|&r| self.stage_of(r) == s))
                 .collect(),
+            // Only the stage's groups are made (a SimAI job of 12 stages
+            // made and dropped eleven in twelve for each phase): those of
+            // `groups` whose first rank is on stage `s`, in its order.
+            _ => self.groups_on(spec, s.min(self.pp)..(s + 1).min(self.pp)),
         }
     }
 
     /// The groups of kind `spec`, each a list of ranks in group order.
     pub fn groups(&self, spec: &GroupSpec) -> Vec<Vec<NodeIndex>> {
+        self.groups_on(spec, 0..self.pp)
+    }
+
+    /// [`Parallelism::groups`] whose first rank is on a stage of `stages`
+    /// (every stage for `All` and `Ranks`).
+    fn groups_on(&self, spec: &GroupSpec, stages: std::ops::Range<u32>) -> Vec<Vec<NodeIndex>> {
         let (tp, dp, pp, ep) = (self.tp, self.dp, self.pp, self.ep);
         let mut out = Vec::new();
         match spec {
+            // [`Parallelism::groups_in`] filters these two itself.
             GroupSpec::All => out.push((0..self.ranks()).collect()),
             GroupSpec::Ranks(r) => out.push(r.clone()),
             GroupSpec::Tp => {
                 for d in 0..dp {
-                    for p in 0..pp {
+                    for p in stages.clone() {
                         out.push((0..tp).map(|t| self.rank(t, d, p)).collect());
                     }
                 }
             }
             GroupSpec::Dp => {
-                for p in 0..pp {
+                for p in stages {
                     for t in 0..tp {
                         out.push((0..dp).map(|d| self.rank(t, d, p)).collect());
                     }
                 }
             }
-            GroupSpec::Pp => {
+            // A pipeline group's first rank is on stage 0.
+            GroupSpec::Pp if stages.contains(&0) => {
                 for d in 0..dp {
                     for t in 0..tp {
                         out.push((0..pp).map(|p| self.rank(t, d, p)).collect());
                     }
                 }
             }
+            GroupSpec::Pp => {}
             GroupSpec::Ep => {
-                for p in 0..pp {
+                for p in stages {
                     for t in 0..tp {
                         for e0 in (0..dp).step_by(ep as usize) {
                             out.push((e0..e0 + ep).map(|d| self.rank(t, d, p)).collect());
@@ -147,7 +160,7 @@ impl Parallelism {
                 }
             }
             GroupSpec::DpEp => {
-                for p in 0..pp {
+                for p in stages {
                     for t in 0..tp {
                         for e in 0..ep {
                             out.push(
@@ -250,6 +263,39 @@ fn check_rank(rank: u32) -> Result<(), GroupError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A stage's groups are those of every stage whose first rank is on
+    /// it, in the same order, for each kind and for a stage past the last.
+    #[test]
+    fn a_stage_s_groups_are_the_whole_layout_s_filtered() {
+        let p = Parallelism::new(96, 2, 3, 4).unwrap();
+        let kinds = [
+            GroupSpec::All,
+            GroupSpec::Ranks(vec![5, 1, 40]),
+            GroupSpec::Tp,
+            GroupSpec::Dp,
+            GroupSpec::Pp,
+            GroupSpec::Ep,
+            GroupSpec::DpEp,
+        ];
+        for kind in &kinds {
+            for s in 0..5 {
+                let filtered: Vec<Vec<u32>> = match kind {
+                    GroupSpec::All => vec![(0..96).filter(|&r| p.stage_of(r) == s).collect()],
+                    _ => p
+                        .groups(kind)
+                        .into_iter()
+                        .filter(|g| p.stage_of(g[0]) == s)
+                        .collect(),
+                };
+                assert_eq!(
+                    p.groups_in(kind, Some(s)),
+                    filtered,
+                    "{kind:?} on stage {s}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn tp_groups_are_consecutive_and_dp_groups_strided() {

@@ -64,9 +64,12 @@ impl<V: Copy + Ord> Csr<V> {
     fn from_pairs(mut pairs: Vec<(u32, V)>) -> Csr<V> {
         pairs.sort_unstable();
         pairs.dedup();
+        // Sized at once: grown by doubling, they would copy and touch
+        // twice what they keep.
+        let keys = 1 + pairs.windows(2).filter(|w| w[0].0 != w[1].0).count();
         let mut csr = Csr {
-            keys: Vec::new(),
-            base: Vec::new(),
+            keys: Vec::with_capacity(keys),
+            base: Vec::with_capacity(keys + 1),
             values: Vec::with_capacity(pairs.len()),
         };
         for (k, v) in pairs {
@@ -77,8 +80,6 @@ impl<V: Copy + Ord> Csr<V> {
             csr.values.push(v);
         }
         csr.base.push(csr.values.len() as u32);
-        csr.keys.shrink_to_fit();
-        csr.base.shrink_to_fit();
         csr
     }
 

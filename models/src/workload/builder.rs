@@ -246,10 +246,11 @@ impl Builder {
             return 0;
         }
         let id = self.task_count();
+        let mut gap = 0;
         for &d in deps {
             assert!(d < id, "task {id} depends on a later task {d}");
             assert!(
-                self.observed_at(d, host),
+                self.observed_at(d, host, &mut gap),
                 "task {id} on host {host} depends on task {d}, whose completion host {host} cannot see"
             );
         }
@@ -281,10 +282,11 @@ impl Builder {
         id
     }
 
-    /// Whether `host` sees task `task` complete.
-    fn observed_at(&self, task: u32, host: NodeIndex) -> bool {
+    /// Whether `host` sees task `task` complete (`gap`: a hint for the
+    /// id gaps' look-up, [`Gaps::index_near`]).
+    fn observed_at(&self, task: u32, host: NodeIndex, gap: &mut usize) -> bool {
         let at = task.checked_sub(self.base.task);
-        let Some(at) = at.and_then(|at| self.task_gaps.index(at)) else {
+        let Some(at) = at.and_then(|at| self.task_gaps.index_near(at, gap)) else {
             // Before a collective expanded alone, or a planned collective's
             // exit: checked when planned.
             return true;

@@ -41,6 +41,32 @@ impl Gaps {
             Some(last) if last.0 <= id => self.list.len(),
             _ => self.list.partition_point(|g| g.0 <= id),
         };
+        self.at(id, k)
+    }
+
+    /// [`Gaps::index`], `hint` the gaps starting at or before the id
+    /// asked before (updated): ids asked in increasing order (a task's
+    /// dependencies) find theirs without a search.
+    pub(crate) fn index_near(&self, id: u32, hint: &mut usize) -> Option<u32> {
+        let starts_after = |k: usize| self.list.get(k).is_none_or(|g| g.0 > id);
+        let k = *hint;
+        let k = if k <= self.list.len() && (k == 0 || self.list[k - 1].0 <= id) {
+            if starts_after(k) {
+                k
+            } else if starts_after(k + 1) {
+                k + 1
+            } else {
+                self.list.partition_point(|g| g.0 <= id)
+            }
+        } else {
+            self.list.partition_point(|g| g.0 <= id)
+        };
+        *hint = k;
+        self.at(id, k)
+    }
+
+    /// Where `id` is kept, `k` the gaps starting at or before it.
+    fn at(&self, id: u32, k: usize) -> Option<u32> {
         match k.checked_sub(1).map(|k| self.list[k]) {
             Some((_, end, _)) if id < end => None,
             Some((_, _, skipped)) => Some(id - skipped),
@@ -79,4 +105,31 @@ pub(crate) struct Kept {
     pub deps: Vec<u32>,
     pub task_gaps: Gaps,
     pub flow_gaps: Gaps,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A hinted look-up finds what a search finds, whatever the hint and
+    /// the order of the ids asked.
+    #[test]
+    fn a_hinted_index_is_the_searched_one() {
+        let mut gaps = Gaps::default();
+        for (first, len) in [(3, 2), (5, 1), (9, 4), (20, 1), (30, 5)] {
+            gaps.push(first, len);
+        }
+        let ids: Vec<u32> = (0..40)
+            .chain((0..40).rev())
+            .chain([7, 31, 2, 33, 9])
+            .collect();
+        for start in 0..8 {
+            let mut hint = start;
+            for &id in &ids {
+                assert_eq!(gaps.index_near(id, &mut hint), gaps.index(id), "id {id}");
+            }
+        }
+        assert_eq!(gaps.index(4), None);
+        assert_eq!(gaps.index(8), Some(5));
+    }
 }

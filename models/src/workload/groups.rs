@@ -98,9 +98,11 @@ impl Parallelism {
             return self.groups(spec);
         };
         match spec {
-            GroupSpec::All => vec![(0..self.ranks())
-                .filter(|&r| self.stage_of(r) == s)
+            // The stage's ranks, ascending: rank(t, d, s) grows with d, then t.
+            GroupSpec::All if s < self.pp => vec![(0..self.dp)
+                .flat_map(|d| (0..self.tp).map(move |t| self.rank(t, d, s)))
                 .collect()],
+            GroupSpec::All => vec![Vec::new()],
             GroupSpec::Ranks(_) => self
                 .groups(spec)
                 .into_iter()

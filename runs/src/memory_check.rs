@@ -5,12 +5,13 @@
 
 use crate::run_cmd::Fidelity;
 use anyhow::bail;
+use netsim_engine::SimTime;
 use netsim_models::flow;
 use netsim_models::network;
 use netsim_models::network::config::{CcKind, NetConfig};
 use netsim_models::traffic::FlowSpec;
-use netsim_models::workload::progress;
 use netsim_models::workload::Workload;
+use netsim_models::workload::{on_demand, progress};
 use netsim_process::{human_bytes, memory_in_use_bytes, memory_limit_bytes};
 
 /// What the network model holds per port (queues, counters, pause state),
@@ -61,32 +62,47 @@ pub struct RunBytes {
     /// Packet level: event queues, queued packets, writers' buffers
     /// ([`PACKET_RUNTIME_BYTES`]).
     pub runtime: u64,
+    /// Flows whose completion a run may keep: all of them, or under
+    /// `--lazy-expansion on` those that can start before the run's end
+    /// ([`netsim_models::workload::on_demand::LazyPlan::reach_by`]).
+    pub finishing_flows: u64,
 }
 
 impl RunBytes {
     /// What a run of `workload` on `topo` (with routing tables of
-    /// `routing_bytes`) at `fidelity` adds, on one of `ranks` ranks of
-    /// `shards` shards each.
+    /// `routing_bytes`) at `fidelity` until `end` adds, on one of `ranks`
+    /// ranks of `shards` shards each.
     pub fn of(
         fidelity: Fidelity,
         config: &NetConfig,
         topo: &netsim_topo::Topology,
         routing_bytes: u64,
         workload: &Workload,
-        ranks: usize,
-        shards: u32,
+        (ranks, shards): (usize, u32),
+        end: SimTime,
     ) -> RunBytes {
         let ranks = ranks as u64;
         let flows = workload.flow_count() as u64 / ranks;
         // Under --lazy-expansion on, counts are kept for the tasks outside
-        // collectives only, and the collectives in flight are expanded.
+        // collectives only, and the collectives in flight are expanded:
+        // no more than can start by `end`, whose flows are the only ones
+        // that can finish.
         let (tasks, live) = match &workload.lazy {
             Some(lazy) => (lazy.kept_tasks(), lazy.live_bytes(topo.host_count())),
             None => (workload.tasks.len() as u64, 0),
         };
-        let dag_per_shard = (tasks * progress::BYTES_PER_TASK)
-            .saturating_add(workload.collectives.len() as u64 * progress::BYTES_PER_COLLECTIVE)
-            .saturating_add(live);
+        let all_shards = (ranks as u32).saturating_mul(shards);
+        let reach = workload.lazy.as_ref().map(|l| l.reach_by(end, all_shards));
+        let finishing = reach.map_or(flows, |r| r.flows.min(flows * ranks) / ranks);
+        // Every shard's allowance, or every task that can be expanded.
+        let live_all = reach.map_or(live.saturating_mul(u64::from(shards)), |r| {
+            let tasks = r.tasks / ranks;
+            live.saturating_mul(u64::from(shards))
+                .min(tasks.saturating_mul(on_demand::BYTES_PER_LIVE_TASK))
+        });
+        let state_per_shard = (tasks * progress::BYTES_PER_TASK)
+            .saturating_add(workload.collectives.len() as u64 * progress::BYTES_PER_COLLECTIVE);
+        let dag_per_shard = state_per_shard.saturating_add(live);
         let all_ports = 2 * u64::from(topo.link_count());
         let ports = all_ports / ranks;
         // Plain traffic may have every flow in flight at once.
@@ -106,6 +122,7 @@ impl RunBytes {
                 memo: 0,
                 domains: 0,
                 runtime: 0,
+                finishing_flows: flows,
             },
             // A packet-level run makes a flow's sender when it starts and
             // its receiver when its first packet arrives, and frees them
@@ -114,15 +131,20 @@ impl RunBytes {
             // does (three times).
             Fidelity::Packet => RunBytes {
                 ports: ports.saturating_mul(BYTES_PER_PORT),
-                flows: flows.saturating_mul(3 * BYTES_PER_FCT).saturating_add(
+                flows: finishing.saturating_mul(3 * BYTES_PER_FCT).saturating_add(
                     (workload.flow_count() as u64)
                         .div_ceil(8)
                         .saturating_mul(u64::from(shards)),
                 ),
-                dag: dag_per_shard.saturating_mul(u64::from(shards)),
-                in_flight: in_flight(PACKET_FLOWS_IN_FLIGHT_PER_HOST).saturating_mul(
-                    network::bytes_per_sender(config.transport) + network::BYTES_PER_RECEIVER,
-                ),
+                dag: state_per_shard
+                    .saturating_mul(u64::from(shards))
+                    .saturating_add(live_all),
+                in_flight: in_flight(PACKET_FLOWS_IN_FLIGHT_PER_HOST)
+                    .min(finishing)
+                    .saturating_mul(
+                        network::bytes_per_sender(config.transport) + network::BYTES_PER_RECEIVER,
+                    ),
+                finishing_flows: finishing,
                 runtime: PACKET_RUNTIME_BYTES,
                 // A sandbox holds the whole fabric on every rank.
                 memo: memo_bytes(config, topo, routing_bytes, workload, all_ports)
@@ -154,6 +176,7 @@ impl RunBytes {
             "domains": self.domains,
             "runtime": self.runtime,
             "total": self.total(),
+            "finishing_flows": self.finishing_flows,
         })
     }
 }
@@ -302,7 +325,7 @@ mod tests {
         let w = b.finish();
         let config = NetConfig::default();
         let ports = 2 * u64::from(topo.link_count()) * 192;
-        let flow = RunBytes::of(Fidelity::Flow, &config, &topo, 0, &w, 1, 1);
+        let flow = RunBytes::of(Fidelity::Flow, &config, &topo, 0, &w, (1, 1), SimTime::MAX);
         // Two flows: 8 B of slot indices and 4 B of completion time each,
         // both allowed in flight; three tasks at a byte each, no collective.
         assert_eq!(
@@ -315,12 +338,21 @@ mod tests {
                 memo: 0,
                 domains: 0,
                 runtime: 0,
+                finishing_flows: 2,
             }
         );
         assert_eq!(flow.total(), ports + 24 + 3 + 1024);
         // Plain traffic: every flow may be in flight, no DAG.
         let traffic = Workload::from_flows(w.flows.clone());
-        let traffic = RunBytes::of(Fidelity::Flow, &config, &topo, 0, &traffic, 1, 1);
+        let traffic = RunBytes::of(
+            Fidelity::Flow,
+            &config,
+            &topo,
+            0,
+            &traffic,
+            (1, 1),
+            SimTime::MAX,
+        );
         assert_eq!(
             (traffic.flows, traffic.dag, traffic.in_flight),
             (2 * 12, 0, 2 * flow::BYTES_PER_FLOW_IN_FLIGHT)
@@ -328,7 +360,15 @@ mod tests {
         // Packet level: per flow its completion time and a bit per shard,
         // a sender and a receiver per flow in flight (both may be), the
         // DAG's progress per shard.
-        let packet = RunBytes::of(Fidelity::Packet, &config, &topo, 0, &w, 1, 4);
+        let packet = RunBytes::of(
+            Fidelity::Packet,
+            &config,
+            &topo,
+            0,
+            &w,
+            (1, 4),
+            SimTime::MAX,
+        );
         let sender = network::bytes_per_sender(config.transport);
         let in_flight = sender + network::BYTES_PER_RECEIVER;
         assert_eq!(
@@ -337,7 +377,15 @@ mod tests {
         );
         // Under mpirun a process holds its own shards' progress: 4 of them
         // on each of 2 ranks, and half the flows.
-        let rank = RunBytes::of(Fidelity::Packet, &config, &topo, 0, &w, 2, 4);
+        let rank = RunBytes::of(
+            Fidelity::Packet,
+            &config,
+            &topo,
+            0,
+            &w,
+            (2, 4),
+            SimTime::MAX,
+        );
         assert_eq!(
             (rank.flows, rank.in_flight, rank.dag),
             (12 + 4, in_flight, 4 * 3)
@@ -350,7 +398,15 @@ mod tests {
             memo: true,
             ..FastForward::default()
         });
-        let packet = RunBytes::of(Fidelity::Packet, &memo, &topo, 1000, &w, 1, 4);
+        let packet = RunBytes::of(
+            Fidelity::Packet,
+            &memo,
+            &topo,
+            1000,
+            &w,
+            (1, 4),
+            SimTime::MAX,
+        );
         let flow_bytes = std::mem::size_of_val(&w.flows[0]) as u64;
         assert_eq!(
             packet.memo,
@@ -370,7 +426,15 @@ mod tests {
         );
         // Under mpirun each rank's shards hold as much: a sandbox is the
         // whole fabric, whatever the rank owns.
-        let rank = RunBytes::of(Fidelity::Packet, &memo, &topo, 1000, &w, 2, 4);
+        let rank = RunBytes::of(
+            Fidelity::Packet,
+            &memo,
+            &topo,
+            1000,
+            &w,
+            (2, 4),
+            SimTime::MAX,
+        );
         assert_eq!(rank.memo, packet.memo);
         assert_eq!(rank.domains, 0);
         // Per-domain jumps, per shard: 135 B per task, 201 B per flow and
@@ -380,7 +444,15 @@ mod tests {
             domains: true,
             ..FastForward::default()
         });
-        let packet = RunBytes::of(Fidelity::Packet, &domains, &topo, 1000, &w, 1, 4);
+        let packet = RunBytes::of(
+            Fidelity::Packet,
+            &domains,
+            &topo,
+            1000,
+            &w,
+            (1, 4),
+            SimTime::MAX,
+        );
         let all_ports = 2 * u64::from(topo.link_count());
         assert_eq!(packet.domains, 4 * (3 * 135 + 2 * 201 + 8 * all_ports));
         assert_eq!(

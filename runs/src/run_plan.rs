@@ -121,8 +121,8 @@ impl RunArgs {
             &topo,
             full.memory_bytes() as u64,
             &workload,
-            ranks,
-            self.shards(),
+            (ranks, self.shards()),
+            self.end()?,
         );
         let held_bytes = crate::memory_check::check_run_memory(&run_bytes, workload.flow_count())
             .with_context(|| self.topology.size_context(&self.topo))?;

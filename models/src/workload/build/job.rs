@@ -35,9 +35,15 @@ pub(super) fn build_job(cx: &mut Cx<'_>, job: &Job) -> Result<(), BuildError> {
         }
     }
     let released = released_after(spec);
+    // No task of an iteration starts before this, counting compute alone.
+    let mut begin = job.start;
     for iteration in 0..spec.iterations {
-        previous_iteration =
-            build_iteration(cx, &layout, &released, iteration, &previous_iteration)?;
+        let at = Start {
+            iteration,
+            begin,
+            previous: &previous_iteration,
+        };
+        (previous_iteration, begin) = build_iteration(cx, &layout, &released, at)?;
         // Every iteration adds as much as the first.
         let per_iteration = cx.b.bytes() - job_first_bytes;
         let needed = job_first_bytes
@@ -186,16 +192,28 @@ impl JobLayout<'_> {
     }
 }
 
-/// Adds iteration `iteration` after `previous` (each host's last task of
-/// the iteration before) and returns each host's last task of this one.
+/// Where an iteration starts: after `previous` (each host's last task of
+/// the iteration before), none of which completes before `begin`.
+struct Start<'p> {
+    iteration: u32,
+    begin: SimTime,
+    previous: &'p HostTasks,
+}
+
+/// Adds iteration `at.iteration` and returns each host's last task of it,
+/// and a time none of those completes before (counting compute alone).
 fn build_iteration(
     cx: &mut Cx<'_>,
     layout: &JobLayout<'_>,
     released: &[Vec<usize>],
-    iteration: u32,
-    previous: &HostTasks,
-) -> Result<HostTasks, BuildError> {
+    at: Start<'_>,
+) -> Result<(HostTasks, SimTime), BuildError> {
+    let (iteration, previous) = (at.iteration, at.previous);
     let spec = cx.spec;
+    // Per phase: none of its exits completes before this. A lower bound
+    // on when each collective can start (its flows finish no sooner),
+    // which the memory check reads ([`super::lazy::Plans::earliest`]).
+    let mut low: Vec<SimTime> = Vec::with_capacity(spec.phases.len());
     let mut exits: Vec<HostTasks> = Vec::with_capacity(spec.phases.len());
     // Per host, every phase's exits in phase order: what the next
     // iteration waits for. Indexed by host (a B-tree of every host was a
@@ -207,6 +225,16 @@ fn build_iteration(
         // previous iteration for a phase that waits for none. One source
         // (most phases) is read where it is, not copied.
         let merged: HostTasks;
+        // A member's entry lists the exits of one phase at least.
+        let start = phase
+            .after
+            .iter()
+            .map(|&i| low[i])
+            .min()
+            .unwrap_or(at.begin);
+        if let Some(plans) = &mut cx.plans {
+            plans.set_earliest(start);
+        }
         let entry = match phase.after.as_slice() {
             [] => previous,
             [i] => &exits[*i],
@@ -224,10 +252,17 @@ fn build_iteration(
             phase: phase.name.clone(),
             message,
         };
-        let exit = build_phase(cx, layout, phase, &name, entry).map_err(err)?;
+        let mut waits = true;
+        let exit = build_phase(cx, layout, phase, &name, entry, &mut waits).map_err(err)?;
         if cx.b.over() {
             return Err(err(too_large(&cx.b)));
         }
+        low.push(match &phase.kind {
+            // A host that waits for nothing computes at once.
+            PhaseKind::Compute { duration, .. } if waits => start + *duration,
+            PhaseKind::Compute { duration, .. } => *duration,
+            _ => cx.plans.as_ref().map_or(start, |p| p.phase_low()),
+        });
         exits.push(exit);
         let j = exits.len() - 1;
         for &i in &released[j] {
@@ -242,13 +277,18 @@ fn build_iteration(
     // increasing order as the tasks' ids go.
     debug_assert!(exits.iter().all(|e| e.is_empty()));
     let mut next = HostTasks::new();
+    // Each host's join waits for an exit of some phase, if for any.
+    let mut begin = low.iter().copied().min().unwrap_or(at.begin);
     for (h, deps) in all.into_iter().enumerate() {
         if let Some(deps) = deps {
             let h = h as NodeIndex;
+            if deps.is_empty() {
+                begin = SimTime::ZERO;
+            }
             next.insert(h, vec![cx.b.join(h, NONE, &deps)]);
         }
     }
-    Ok(next)
+    Ok((next, begin))
 }
 
 /// Per host, the tasks of every source in turn (a host named by any
@@ -265,12 +305,14 @@ fn merge_entries<'a>(sources: impl Iterator<Item = &'a HostTasks>) -> HostTasks 
 
 /// Adds one phase, named `name` in this iteration, after `entry` at each
 /// host; returns each host's exit from it, or why it cannot be built.
+/// `waits` turns false if a host computes with an empty entry.
 fn build_phase(
     cx: &mut Cx<'_>,
     layout: &JobLayout<'_>,
     phase: &Phase,
     name: &Arc<str>,
     entry: &HostTasks,
+    waits: &mut bool,
 ) -> Result<HostTasks, String> {
     let parallelism = &layout.parallelism;
     let mut exit = HostTasks::new();
@@ -279,6 +321,7 @@ fn build_phase(
             for g in parallelism.groups_in(group, phase.stage) {
                 for h in layout.place(g)? {
                     let deps = entry.get(&h).map_or(&[][..], Vec::as_slice);
+                    *waits &= !deps.is_empty();
                     let t = cx.b.compute(h, *duration, NONE, deps);
                     exit.insert(h, vec![t]);
                 }

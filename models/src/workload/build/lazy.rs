@@ -9,13 +9,14 @@ use super::super::algorithms::HostTasks;
 use super::super::builder::IdBase;
 use super::super::offload::Resources;
 use super::super::on_demand::LazyPlan;
-use super::super::spec::{BuildError, OpSpec, WorkloadSpec};
+use super::super::spec::{BuildError, CollectiveOp, OpSpec, WorkloadSpec};
 use super::super::{Builder, Collective, Task, TaskKind, Workload, COMPUTE};
 use super::shape::{self, Shapes};
 use super::{build_into, Cx, Job};
 use crate::network::config::NetConfig;
 use crate::traffic::FlowSpec;
 use hashbrown::HashMap;
+use netsim_engine::SimTime;
 use netsim_topo::{NodeIndex, Role, Topology};
 use std::hash::BuildHasher;
 use std::sync::Arc;
@@ -29,6 +30,13 @@ pub struct Plans {
     pub list: Vec<CollectivePlan>,
     /// Per operation: the job, the phase's name and the operation.
     ops: Vec<(usize, Arc<str>, OpSpec)>,
+    /// Per operation: no plan of it starts before this (a lower bound
+    /// from compute durations alone, [`Plans::set_earliest`]).
+    op_earliest: Vec<SimTime>,
+    /// The phase being built: its members start no earlier (those that
+    /// wait for something), and the least start of its plans so far.
+    earliest: SimTime,
+    phase_low: SimTime,
     /// The operation of each (job, phase name) seen, by the name's address.
     op_ids: HashMap<(usize, usize), u32>,
     /// Every distinct group, once: plans of a group seen before (the same
@@ -71,6 +79,26 @@ pub struct CollectivePlan {
 impl Plans {
     pub(super) fn set_job(&mut self, job: usize) {
         self.job = job;
+        self.set_earliest(SimTime::ZERO);
+    }
+
+    /// The phase built next starts no earlier than `at` at a member
+    /// whose entry lists a task (the phases it waits for cannot all end
+    /// sooner, counting their compute alone).
+    pub(super) fn set_earliest(&mut self, at: SimTime) {
+        self.earliest = at;
+        self.phase_low = at;
+    }
+
+    /// The least start of the plans recorded since [`Plans::set_earliest`]:
+    /// no exit of theirs completes sooner.
+    pub(super) fn phase_low(&self) -> SimTime {
+        self.phase_low
+    }
+
+    /// No flow or task of plan `i` starts before this.
+    pub fn earliest(&self, i: usize) -> SimTime {
+        self.op_earliest[self.list[i].op as usize]
     }
 
     /// Plan `i`'s job, phase name and operation.
@@ -129,7 +157,8 @@ impl Plans {
             + self.members.len() * 4
             + self.entries.len() * 4
             + self.groups.len() * 32
-            + self.ops.len() * std::mem::size_of::<(usize, Arc<str>, OpSpec)>()) as u64
+            + self.ops.len() * std::mem::size_of::<(usize, Arc<str>, OpSpec)>()
+            + self.op_earliest.len() * 8) as u64
     }
 
     /// Where `group` is in `members`, added if not seen before.
@@ -167,6 +196,7 @@ impl Plans {
             Some(i) if self.ops[i as usize].2 == *op => i,
             _ => {
                 self.ops.push((self.job, name.clone(), op.clone()));
+                self.op_earliest.push(SimTime::MAX);
                 let i = (self.ops.len() - 1) as u32;
                 self.op_ids.insert(key, i);
                 i
@@ -175,12 +205,25 @@ impl Plans {
         let members = self.intern(group);
         self.listed += group.len();
         let entries = self.entries.len() as u64;
-        for h in group {
+        // A member that waits for nothing may start at once; a send's
+        // receiver starts nothing.
+        let senders = if op.op == CollectiveOp::Send {
+            1
+        } else {
+            group.len()
+        };
+        let mut waits = true;
+        for (i, h) in group.iter().enumerate() {
             // Only the members' entries: the builder reads no other host's.
             let deps = entry.get(h).map_or(&[][..], Vec::as_slice);
+            waits &= i >= senders || !deps.is_empty();
             self.entries.push(deps.len() as u32);
             self.entries.extend_from_slice(deps);
         }
+        let earliest = if waits { self.earliest } else { SimTime::ZERO };
+        self.phase_low = self.phase_low.min(earliest);
+        let op_earliest = &mut self.op_earliest[op_id as usize];
+        *op_earliest = (*op_earliest).min(earliest);
         self.list.push(CollectivePlan {
             base,
             count: IdBase {

@@ -23,6 +23,7 @@ use super::gaps::Kept;
 use super::{Job, Task, TaskKind, Workload};
 use crate::network::config::NetConfig;
 use crate::traffic::FlowSpec;
+use netsim_engine::SimTime;
 use netsim_topo::Topology;
 
 /// What a run needs to expand any collective of a planned workload: the
@@ -49,6 +50,13 @@ pub const LIVE_TASKS_PER_HOST: u64 = 64;
 /// (28 B), its count and dependents' lists (~20 B), and the expansion's
 /// transient per-task dependency lists.
 pub const BYTES_PER_LIVE_TASK: u64 = 128;
+
+/// What can be under way by a time ([`LazyPlan::reach_by`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Reach {
+    pub flows: u64,
+    pub tasks: u64,
+}
 
 /// Values grouped by a sparse key: `values[base[k]..base[k + 1]]` for
 /// `keys[k]`.
@@ -171,6 +179,26 @@ impl LazyPlan {
     pub fn live_bytes(&self, hosts: u32) -> u64 {
         let tasks = u64::from(self.kept.ids.task - self.kept.tasks.len() as u32);
         tasks.min(u64::from(hosts) * LIVE_TASKS_PER_HOST) * BYTES_PER_LIVE_TASK
+    }
+
+    /// Of what can be under way by `end` on `shards` shards: the flows
+    /// (every kept one, and each plan's whose earliest start is not past
+    /// `end`) and the tasks of those plans, counted once per shard that
+    /// may expand them (at most one per member). A run cut at `end`
+    /// finishes no more flows and expands no more tasks.
+    pub fn reach_by(&self, end: SimTime, shards: u32) -> Reach {
+        let mut reach = Reach {
+            flows: self.kept.flows.len() as u64,
+            tasks: 0,
+        };
+        for (i, p) in self.plans.list.iter().enumerate() {
+            if self.plans.earliest(i) <= end {
+                let copies = self.plans.group(i).len().min(shards as usize) as u64;
+                reach.flows += u64::from(p.count.flow);
+                reach.tasks += u64::from(p.count.task) * copies;
+            }
+        }
+        reach
     }
 
     /// What it holds (plans, kept tasks and flows, the reverse indices).

@@ -1,6 +1,7 @@
 //! `--lazy-expansion on` against the eager build: collectives expanded
-//! when they become ready write the same tables, byte for byte, and what
-//! it cannot run yet is refused with the reason.
+//! when they become ready write the same tables, byte for byte, what it
+//! cannot run yet is refused with the reason, and its memory check counts
+//! what can finish by the run's end.
 
 use std::path::Path;
 
@@ -94,5 +95,62 @@ fn what_lazy_expansion_cannot_run_yet_is_refused_with_the_reason() {
     ] {
         rejects(&dir, &format!("{base} {extra}"), &[], needle);
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `steps` times: 1 ms of compute on every host, then a ring all-reduce
+/// of 64 KiB over them (tens of microseconds on a k = 4 fat-tree).
+fn compute_then_all_reduce(steps: usize) -> String {
+    (0..steps)
+        .map(|i| {
+            format!(
+                "[[phase]]\nname = \"c{i}\"\ncompute_us = 1000\n[[phase]]\nname = \"ar{i}\"\n\
+                 collective = \"allreduce\"\nsize = \"64KiB\"\nalgo = \"ring\"\n"
+            )
+        })
+        .collect()
+}
+
+/// The memory check counts a completion time for each flow that can
+/// start before the run's end (issue 32): cut at 2.5 ms, the all-reduces
+/// after 1 and 2 ms of compute finish, and the count is theirs (never
+/// fewer, at most 15% more) however long the chain; a run to the end
+/// counts every flow.
+#[test]
+fn a_lazy_run_s_memory_check_counts_the_flows_that_can_finish_by_its_end() {
+    let dir = scratch("reach");
+    let mut counted = Vec::new();
+    for steps in [4, 32] {
+        let file = dir.join(format!("chain-{steps}.toml"));
+        std::fs::write(&file, compute_then_all_reduce(steps)).unwrap();
+        let line = format!(
+            "run --topo fat-tree --k 4 --workload {} --lazy-expansion on --sample-ns 0",
+            file.display()
+        );
+        let cut = run_json(&run_out(&dir, &format!("{line} --end-us 2500"), "cut"));
+        let finishing = cut["run_bytes_predicted"]["finishing_flows"]
+            .as_u64()
+            .unwrap();
+        let finished = cut["flows_finished"].as_u64().unwrap();
+        assert_eq!(cut["collectives_finished"], 2, "{steps} steps");
+        assert!(
+            finished > 0 && finishing >= finished,
+            "{finishing} < {finished}"
+        );
+        assert!(
+            finishing as f64 <= 1.15 * finished as f64,
+            "{steps} steps: {finishing} counted, {finished} finished"
+        );
+        counted.push(finishing);
+        let whole = run_json(&run_out(&dir, &line, "whole"));
+        let flows = whole["flows"].as_u64().unwrap();
+        assert_eq!(whole["flows_finished"].as_u64(), Some(flows));
+        assert_eq!(
+            whole["run_bytes_predicted"]["finishing_flows"].as_u64(),
+            Some(flows)
+        );
+    }
+    // Eight times the chain, the same count.
+    assert_eq!(counted[0], counted[1]);
     let _ = std::fs::remove_dir_all(&dir);
 }

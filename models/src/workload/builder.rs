@@ -246,7 +246,8 @@ impl Builder {
             return 0;
         }
         let id = self.task_count();
-        let mut gap = 0;
+        // A task mostly waits for tasks just added, past the last gap.
+        let mut gap = self.task_gaps.count();
         for &d in deps {
             assert!(d < id, "task {id} depends on a later task {d}");
             assert!(

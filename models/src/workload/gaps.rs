@@ -48,21 +48,25 @@ impl Gaps {
     /// asked before (updated): ids asked in increasing order (a task's
     /// dependencies) find theirs without a search.
     pub(crate) fn index_near(&self, id: u32, hint: &mut usize) -> Option<u32> {
-        let starts_after = |k: usize| self.list.get(k).is_none_or(|g| g.0 > id);
-        let k = *hint;
-        let k = if k <= self.list.len() && (k == 0 || self.list[k - 1].0 <= id) {
-            if starts_after(k) {
-                k
-            } else if starts_after(k + 1) {
-                k + 1
-            } else {
-                self.list.partition_point(|g| g.0 <= id)
-            }
-        } else {
-            self.list.partition_point(|g| g.0 <= id)
+        // `k` is right when the gaps before it start at or before `id`
+        // and the others after it.
+        let right = |k: usize| {
+            k <= self.list.len()
+                && (k == 0 || self.list[k - 1].0 <= id)
+                && self.list.get(k).is_none_or(|g| g.0 > id)
         };
+        let near = [*hint, hint.wrapping_add(1), hint.wrapping_sub(1)];
+        let k = near
+            .into_iter()
+            .find(|&k| right(k))
+            .unwrap_or_else(|| self.list.partition_point(|g| g.0 <= id));
         *hint = k;
         self.at(id, k)
+    }
+
+    /// How many gaps there are (a hint for ids past the last one).
+    pub(crate) fn count(&self) -> usize {
+        self.list.len()
     }
 
     /// Where `id` is kept, `k` the gaps starting at or before it.
@@ -123,7 +127,7 @@ mod tests {
             .chain((0..40).rev())
             .chain([7, 31, 2, 33, 9])
             .collect();
-        for start in 0..8 {
+        for start in (0..8).chain([usize::MAX]) {
             let mut hint = start;
             for &id in &ids {
                 assert_eq!(gaps.index_near(id, &mut hint), gaps.index(id), "id {id}");

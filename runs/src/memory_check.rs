@@ -310,6 +310,26 @@ mod tests {
     use netsim_models::workload::{Builder, NONE};
     use netsim_topo::{FatTreeParams, TopoSpec};
 
+    /// [`RunBytes::of`] a run to its end.
+    fn whole(
+        fidelity: Fidelity,
+        config: &NetConfig,
+        topo: &netsim_topo::Topology,
+        routing_bytes: u64,
+        w: &Workload,
+        ranks_shards: (usize, u32),
+    ) -> RunBytes {
+        RunBytes::of(
+            fidelity,
+            config,
+            topo,
+            routing_bytes,
+            w,
+            ranks_shards,
+            SimTime::MAX,
+        )
+    }
+
     #[test]
     fn the_prediction_adds_up_the_run_s_structures() {
         let topo = netsim_topo::build(&TopoSpec::FatTree(FatTreeParams {
@@ -325,7 +345,7 @@ mod tests {
         let w = b.finish();
         let config = NetConfig::default();
         let ports = 2 * u64::from(topo.link_count()) * 192;
-        let flow = RunBytes::of(Fidelity::Flow, &config, &topo, 0, &w, (1, 1), SimTime::MAX);
+        let flow = whole(Fidelity::Flow, &config, &topo, 0, &w, (1, 1));
         // Two flows: 8 B of slot indices and 4 B of completion time each,
         // both allowed in flight; three tasks at a byte each, no collective.
         assert_eq!(
@@ -344,15 +364,7 @@ mod tests {
         assert_eq!(flow.total(), ports + 24 + 3 + 1024);
         // Plain traffic: every flow may be in flight, no DAG.
         let traffic = Workload::from_flows(w.flows.clone());
-        let traffic = RunBytes::of(
-            Fidelity::Flow,
-            &config,
-            &topo,
-            0,
-            &traffic,
-            (1, 1),
-            SimTime::MAX,
-        );
+        let traffic = whole(Fidelity::Flow, &config, &topo, 0, &traffic, (1, 1));
         assert_eq!(
             (traffic.flows, traffic.dag, traffic.in_flight),
             (2 * 12, 0, 2 * flow::BYTES_PER_FLOW_IN_FLIGHT)
@@ -360,15 +372,7 @@ mod tests {
         // Packet level: per flow its completion time and a bit per shard,
         // a sender and a receiver per flow in flight (both may be), the
         // DAG's progress per shard.
-        let packet = RunBytes::of(
-            Fidelity::Packet,
-            &config,
-            &topo,
-            0,
-            &w,
-            (1, 4),
-            SimTime::MAX,
-        );
+        let packet = whole(Fidelity::Packet, &config, &topo, 0, &w, (1, 4));
         let sender = network::bytes_per_sender(config.transport);
         let in_flight = sender + network::BYTES_PER_RECEIVER;
         assert_eq!(
@@ -377,15 +381,7 @@ mod tests {
         );
         // Under mpirun a process holds its own shards' progress: 4 of them
         // on each of 2 ranks, and half the flows.
-        let rank = RunBytes::of(
-            Fidelity::Packet,
-            &config,
-            &topo,
-            0,
-            &w,
-            (2, 4),
-            SimTime::MAX,
-        );
+        let rank = whole(Fidelity::Packet, &config, &topo, 0, &w, (2, 4));
         assert_eq!(
             (rank.flows, rank.in_flight, rank.dag),
             (12 + 4, in_flight, 4 * 3)
@@ -398,15 +394,7 @@ mod tests {
             memo: true,
             ..FastForward::default()
         });
-        let packet = RunBytes::of(
-            Fidelity::Packet,
-            &memo,
-            &topo,
-            1000,
-            &w,
-            (1, 4),
-            SimTime::MAX,
-        );
+        let packet = whole(Fidelity::Packet, &memo, &topo, 1000, &w, (1, 4));
         let flow_bytes = std::mem::size_of_val(&w.flows[0]) as u64;
         assert_eq!(
             packet.memo,
@@ -426,15 +414,7 @@ mod tests {
         );
         // Under mpirun each rank's shards hold as much: a sandbox is the
         // whole fabric, whatever the rank owns.
-        let rank = RunBytes::of(
-            Fidelity::Packet,
-            &memo,
-            &topo,
-            1000,
-            &w,
-            (2, 4),
-            SimTime::MAX,
-        );
+        let rank = whole(Fidelity::Packet, &memo, &topo, 1000, &w, (2, 4));
         assert_eq!(rank.memo, packet.memo);
         assert_eq!(rank.domains, 0);
         // Per-domain jumps, per shard: 135 B per task, 201 B per flow and
@@ -444,15 +424,7 @@ mod tests {
             domains: true,
             ..FastForward::default()
         });
-        let packet = RunBytes::of(
-            Fidelity::Packet,
-            &domains,
-            &topo,
-            1000,
-            &w,
-            (1, 4),
-            SimTime::MAX,
-        );
+        let packet = whole(Fidelity::Packet, &domains, &topo, 1000, &w, (1, 4));
         let all_ports = 2 * u64::from(topo.link_count());
         assert_eq!(packet.domains, 4 * (3 * 135 + 2 * 201 + 8 * all_ports));
         assert_eq!(

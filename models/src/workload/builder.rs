@@ -246,7 +246,6 @@ impl Builder {
             return 0;
         }
         let id = self.task_count();
-        // A task mostly waits for tasks just added, past the last gap.
         let mut gap = self.task_gaps.count();
         for &d in deps {
             assert!(d < id, "task {id} depends on a later task {d}");
@@ -283,8 +282,7 @@ impl Builder {
         id
     }
 
-    /// Whether `host` sees task `task` complete (`gap`: a hint for the
-    /// id gaps' look-up, [`Gaps::index_near`]).
+    /// Whether `host` sees task `task` complete (`gap`: [`Gaps::index_near`]'s hint).
     fn observed_at(&self, task: u32, host: NodeIndex, gap: &mut usize) -> bool {
         let at = task.checked_sub(self.base.task);
         let Some(at) = at.and_then(|at| self.task_gaps.index_near(at, gap)) else {

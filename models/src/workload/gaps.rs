@@ -64,7 +64,8 @@ impl Gaps {
         self.at(id, k)
     }
 
-    /// How many gaps there are (a hint for ids past the last one).
+    /// How many gaps there are: the hint for ids past the last one, where
+    /// a new task's dependencies mostly are.
     pub(crate) fn count(&self) -> usize {
         self.list.len()
     }

@@ -154,3 +154,33 @@ fn a_lazy_run_s_memory_check_counts_the_flows_that_can_finish_by_its_end() {
     assert_eq!(counted[0], counted[1]);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// On the 128-GPU MoE (4 pipeline stages, sends between them, where a
+/// send's receiver waits for nothing), the flows the check counts at
+/// each cut are never fewer than those that finish, and a cut at 100 us
+/// counts far fewer than the workload's.
+#[test]
+fn the_lazy_check_never_counts_fewer_flows_than_finish() {
+    let moe = runs_file("scenarios/workloads/moe-pp4-ep2-tp8-128.txt");
+    let dir = scratch("never-fewer");
+    for end_us in [100, 1000] {
+        let line = format!(
+            "run --topo spectrum-x --gpus 128 --workload {moe} --lazy-expansion on \
+             --sample-ns 0 --threads 2 --end-us {end_us}"
+        );
+        let run = run_json(&run_out(&dir, &line, &format!("cut-{end_us}")));
+        let finishing = run["run_bytes_predicted"]["finishing_flows"]
+            .as_u64()
+            .unwrap();
+        let finished = run["flows_finished"].as_u64().unwrap();
+        let flows = run["flows"].as_u64().unwrap();
+        assert!(
+            finished > 0 && finishing >= finished,
+            "{end_us} us: {finishing} < {finished}"
+        );
+        if end_us == 100 {
+            assert!(4 * finishing < flows, "{finishing} of {flows}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -221,11 +221,7 @@ fn build_iteration(
     // `None` for a host no phase named.
     let mut all: Vec<Option<Vec<u32>>> = vec![None; cx.topo.host_count() as usize];
     for phase in &spec.phases {
-        // Entry at each host: the phases it waits for, or the whole
-        // previous iteration for a phase that waits for none. One source
-        // (most phases) is read where it is, not copied.
-        let merged: HostTasks;
-        // A member's entry lists the exits of one phase at least.
+        // A member that waits lists the exits of one phase at least.
         let start = phase
             .after
             .iter()
@@ -235,6 +231,10 @@ fn build_iteration(
         if let Some(plans) = &mut cx.plans {
             plans.set_earliest(start);
         }
+        // Entry at each host: the phases it waits for, or the whole
+        // previous iteration for a phase that waits for none. One source
+        // (most phases) is read where it is, not copied.
+        let merged: HostTasks;
         let entry = match phase.after.as_slice() {
             [] => previous,
             [i] => &exits[*i],

@@ -69,6 +69,10 @@ pub struct UecArgs {
     /// [netsim reorder, uet-htsim off].
     #[arg(long, value_parser = ["reorder", "off", "sleek"])]
     pub uec_loss_detect: Option<String>,
+    /// UEC: resends in the order losses were found, or lowest psn first
+    /// (htsim's) [netsim loss; uet-htsim lowest with SLEEK, else loss].
+    #[arg(long, value_parser = ["loss", "lowest"])]
+    pub uec_rtx_order: Option<String>,
     /// Lossy switch buffers: shared (dynamic thresholds, --buffer-kb) or
     /// per-port (a fixed queue of --port-buffer-bytes per egress port)
     /// [netsim shared, uet-htsim per-port].
@@ -191,6 +195,12 @@ impl UecArgs {
             .map_or(h, |v| v == "scores");
         let detect = self.uec_loss_detect.as_deref();
         u.sleek = detect == Some("sleek");
+        // Measured only under SLEEK so far, where the order decides the
+        // out-of-order count (docs/perf/2026-11-28-uec-4.md).
+        u.rtx_lowest_first = self
+            .uec_rtx_order
+            .as_deref()
+            .map_or(h && u.sleek, |v| v == "lowest");
         if u.sleek || detect.map_or(h, |v| v == "off") {
             u.ooo_pkts = 0;
         }

@@ -355,11 +355,11 @@ fn sleek(sc: Scenario) -> Scenario {
 
 #[test]
 fn sleek_incast_8_to_1_agrees_with_htsim() {
-    // The first finisher is 10.8% late here (+9.4% without SLEEK).
+    // The first finisher is 10.0% late here (+9.4% without SLEEK).
     let bounds = [0.05, 0.05, 0.05, 0.12, 0.20, 0.10];
     let (n, h) = check_against(SLEEK_FILE, sleek(INC8), "reps", bounds);
-    // htsim's SLEEK never fires here (resends = NACKs); netsim's resends
-    // 33 packets more (464 against 431 trims, htsim 404).
+    // htsim's SLEEK never fires here (resends = NACKs); netsim's, which
+    // resent in loss order, resent 33 packets more (464 against 431 trims).
     assert_eq!(h.retx, h.trim);
     assert!(
         (n.retx - h.retx).abs() <= 0.20 * h.retx,
@@ -367,6 +367,36 @@ fn sleek_incast_8_to_1_agrees_with_htsim() {
         n.retx,
         h.retx
     );
+    // The same runs' directories: in this test, not beside it.
+    sleek_incast_8_to_1_resends_within_htsims_range();
+}
+
+/// htsim resends the lowest psn first, so a resend fills the hole at the
+/// cumulative point and SLEEK's out-of-order count stays low while NACKed
+/// packets wait. Resending in loss order, netsim's SLEEK fired here (462-510
+/// resends against htsim's 400-410). Per seed 1-6 (4-6 left aside while the
+/// cause was sought), resends beyond trims stay under 2% of the trims and
+/// all resends within htsim's range over the six seeds widened by 10%.
+fn sleek_incast_8_to_1_resends_within_htsims_range() {
+    let text = std::fs::read_to_string(runs_file("tests/data/uet-htsim/k8-128-sleek.json"));
+    let doc: serde_json::Value = serde_json::from_str(&text.unwrap()).unwrap();
+    for lb in ["reps", "oblivious"] {
+        let by_seed = doc["inc8_rtx_by_seed"][lb].as_object().unwrap();
+        let h: Vec<f64> = by_seed.values().map(|v| v.as_f64().unwrap()).collect();
+        let lo = h.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = h.iter().copied().fold(0.0, f64::max);
+        for seed in 1..=6 {
+            let n = netsim_figures(sleek(INC8), lb, seed);
+            assert!(n.retx - n.trim <= 0.02 * n.trim, "{lb} seed {seed}: {n:?}");
+            assert!(
+                n.retx >= 0.9 * lo && n.retx <= 1.1 * hi,
+                "{lb} seed {seed}: resent {} against htsim's {lo}-{hi}",
+                n.retx
+            );
+        }
+    }
+    let bounds = [0.05, 0.05, 0.05, 0.10, 0.20, 0.10];
+    check_against(SLEEK_FILE, sleek(INC8), "oblivious", bounds);
 }
 
 /// Reordering by spraying: SLEEK resends packets still in flight on both

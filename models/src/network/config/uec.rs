@@ -142,6 +142,11 @@ pub struct UecConfig {
     /// proportional one alone below it (htsim's `updateCwndOnAck_NSCC`);
     /// off, both below the target.
     pub fair_above_target: bool,
+    /// Resends leave lowest psn first (htsim's `_rtx_queue` is a map by
+    /// psn) rather than in the order the losses were found. Under SLEEK it
+    /// matters: resending the lowest hole first moves the cumulative point,
+    /// which keeps the out-of-order count below SLEEK's trigger.
+    pub rtx_lowest_first: bool,
 }
 
 /// When NSCC folds its accumulated increase into the window.
@@ -191,6 +196,7 @@ impl Default for UecConfig {
             sleek: false,
             bitmap_scores: false,
             fair_above_target: false,
+            rtx_lowest_first: false,
         }
     }
 }

@@ -65,7 +65,8 @@ impl UecSender {
         let mut h = u64::from(flow) ^ 0x5EED_0E7C;
         let xor = netsim_engine::splitmix64(&mut h) as u32;
         UecSender {
-            seq: SackSender::new(packets, config.window_pkts),
+            seq: SackSender::new(packets, config.window_pkts)
+                .with_lowest_first(config.rtx_lowest_first),
             lb: EntropyPicker::new(
                 config.lb,
                 config.entropies,

@@ -35,8 +35,9 @@ pub(crate) struct SackSender {
     ooo_scan: u32,
     flags: Vec<u8>,
     sent_at: Vec<SimTime>,
-    /// Psns to send again, oldest loss first.
+    /// Psns to send again: oldest loss first, or lowest psn first.
     rtx: VecDeque<u32>,
+    rtx_lowest_first: bool,
     outstanding: u32,
     acked_count: u32,
     /// `acked_count` when the retransmission timer last fired.
@@ -56,10 +57,18 @@ impl SackSender {
             flags: vec![0; slots],
             sent_at: vec![SimTime::ZERO; slots],
             rtx: VecDeque::new(),
+            rtx_lowest_first: false,
             outstanding: 0,
             acked_count: 0,
             rto_progress: 0,
         }
+    }
+
+    /// Resends go lowest psn first (htsim's order) rather than oldest loss
+    /// first.
+    pub(crate) fn with_lowest_first(mut self, on: bool) -> SackSender {
+        self.rtx_lowest_first = on;
+        self
     }
 
     #[inline]
@@ -201,7 +210,13 @@ impl SackSender {
         }
         self.flags[s] = QUEUED;
         self.outstanding -= 1;
-        self.rtx.push_back(psn);
+        if self.rtx_lowest_first {
+            // The queue stays sorted; it holds at most a window.
+            let at = self.rtx.partition_point(|&q| q < psn);
+            self.rtx.insert(at, psn);
+        } else {
+            self.rtx.push_back(psn);
+        }
         true
     }
 

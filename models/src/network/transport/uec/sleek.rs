@@ -224,6 +224,27 @@ mod tests {
         assert!(!k.recovering(), "the cumulative point passed psn 10");
     }
 
+    /// htsim resends the lowest psn first: the first resend fills the hole
+    /// at the cumulative point, so the out-of-order count SLEEK reads falls
+    /// (in loss order it grows).
+    #[test]
+    fn lowest_first_resends_fill_the_cumulative_hole_first() {
+        for (lowest, first, ooo_after) in [(false, 5, 11), (true, 0, 6)] {
+            let mut s = SackSender::new(12, 12).with_lowest_first(lowest);
+            for _ in 0..12 {
+                s.on_send(t(0));
+            }
+            assert!(s.on_nack(5) && s.on_nack(0));
+            for q in (1..12).filter(|&q| q != 5) {
+                s.on_sack(q, t(1));
+            }
+            assert_eq!(s.out_of_order(), 10);
+            assert_eq!(s.on_send(t(2)), (first, true));
+            s.on_sack(first, t(3));
+            assert_eq!(s.out_of_order(), ooo_after, "lowest first: {lowest}");
+        }
+    }
+
     #[test]
     fn a_probe_goes_when_acks_stop_and_an_empty_path_starts_recovery() {
         let mut s = SackSender::new(2, 2);

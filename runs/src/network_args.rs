@@ -271,6 +271,10 @@ pub struct NetworkArgs {
     /// Fast-forward: check period in microseconds (steady over 4 of them).
     #[arg(long, default_value_t = 10.0, help_heading = "Engine")]
     pub ff_period_us: f64,
+    /// Fast-forward: steady window in microseconds, a whole number (2 to
+    /// 1000) of check periods; 0: 4 periods.
+    #[arg(long, default_value_t = 0.0, help_heading = "Engine")]
+    pub ff_window_us: f64,
     /// Fast-forward: longest single jump in microseconds.
     #[arg(long, default_value_t = 10_000.0, help_heading = "Engine")]
     pub ff_max_skip_us: f64,

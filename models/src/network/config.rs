@@ -315,11 +315,22 @@ pub struct FastForward {
     /// and the host ports and switches they share) steady alone jumps
     /// while the rest of the run goes on (docs/design/fast-forward.md).
     pub domains: bool,
+    /// Steady window (`--ff-window-us`), a whole number of periods; `None`:
+    /// [`FastForward::WINDOW_PERIODS`] periods. At a short period it keeps
+    /// the window longer than DCQCN's oscillation.
+    pub window: Option<SimTime>,
 }
 
 impl FastForward {
-    /// Check periods a steady state must span.
+    /// Check periods a steady state spans by default.
     pub const WINDOW_PERIODS: u32 = 4;
+
+    /// Check periods a steady state must span.
+    pub fn window_periods(&self) -> u32 {
+        self.window.map_or(Self::WINDOW_PERIODS, |w| {
+            (w.as_ps() / self.period.as_ps().max(1)) as u32
+        })
+    }
 }
 
 impl Default for FastForward {
@@ -331,6 +342,7 @@ impl Default for FastForward {
             memo: false,
             congested: false,
             domains: false,
+            window: None,
         }
     }
 }

@@ -173,6 +173,7 @@ impl NetworkArgs {
         }
         let period = micros("ff-period-us", self.ff_period_us)?;
         let max_skip = micros("ff-max-skip-us", self.ff_max_skip_us)?;
+        let window = micros_or_zero("ff-window-us", self.ff_window_us)?;
         let memo = on_off("ff-memo", &self.ff_memo)?;
         let congested = on_off("ff-congested", &self.ff_congested)?;
         let domains = match self.ff_scope.as_str() {
@@ -188,6 +189,7 @@ impl NetworkArgs {
             memo,
             congested,
             domains,
+            window: (window != SimTime::ZERO).then_some(window),
         }))
     }
 

@@ -178,6 +178,15 @@ impl NetConfig {
         if ff.period == SimTime::ZERO || ff.period > SimTime::from_us(1_000_000) {
             return invalid("ff-period-us", "must be positive and at most 1 s".into());
         }
+        if let Some(window) = ff.window {
+            let periods = window.as_ps() / ff.period.as_ps();
+            if window.as_ps() % ff.period.as_ps() != 0 || !(2..=1000).contains(&periods) {
+                return invalid(
+                    "ff-window-us",
+                    "must be 2 to 1000 whole check periods (--ff-period-us)".into(),
+                );
+            }
+        }
         if ff.max_skip == SimTime::ZERO || ff.max_skip > SimTime::from_us(1_000_000) {
             return invalid("ff-max-skip-us", "must be positive and at most 1 s".into());
         }

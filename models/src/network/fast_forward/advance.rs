@@ -4,7 +4,7 @@
 //! sequence state and CC, the samples due over the jump; and, for a
 //! domain's jump, which pending events move with it and by how much.
 
-use super::jumps::{d_recovering, skip_packet, MAX_CC_STEPS, SLOTS};
+use super::jumps::{d_recovering, skip_packet, MAX_CC_STEPS};
 use crate::network::cc::{CcState, IncreaseSource};
 use crate::network::nic::NO_WAKE;
 use crate::network::packet::{PacketKind, PRIORITIES};
@@ -19,11 +19,11 @@ impl<S: TelemetrySink> Network<'_, S> {
     /// packets started in the window were.
     pub(super) fn ff_port_added(&self, gp: usize, delta: SimTime) -> [u64; PRIORITIES] {
         let ff = self.ff.steady.as_ref().expect("fast-forward is on");
-        let slot = ((ff.checks - 1) % SLOTS as u64) as usize;
-        let oldest = (slot + 1) % SLOTS;
-        let (new, old) = (ff.tx[gp * SLOTS + slot], ff.tx[gp * SLOTS + oldest]);
+        let slot = ((ff.checks - 1) % ff.slots as u64) as usize;
+        let oldest = (slot + 1) % ff.slots;
+        let (new, old) = (ff.tx[gp * ff.slots + slot], ff.tx[gp * ff.slots + oldest]);
         let started: u64 = (0..PRIORITIES).map(|prio| new[prio] - old[prio]).sum();
-        let wire = ff.wire[gp * SLOTS + slot] - ff.wire[gp * SLOTS + oldest];
+        let wire = ff.wire[gp * ff.slots + slot] - ff.wire[gp * ff.slots + oldest];
         let bytes = u128::from(wire) * u128::from(delta.as_ps()) / ff.window_ps();
         std::array::from_fn(|prio| {
             let share = u128::from(new[prio] - old[prio]);

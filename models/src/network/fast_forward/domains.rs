@@ -7,9 +7,7 @@
 
 use super::domain_agree::{Agreed, FlowIndex};
 use super::domain_wait::WaitBound;
-use super::jumps::SLOTS;
 use super::memo::resources::{flow_resources, Resource};
-use crate::network::config::FastForward;
 use crate::network::transport::{Qp, SenderReliability};
 use crate::network::{NetEvent, Network};
 use crate::telemetry::TelemetrySink;
@@ -193,13 +191,13 @@ impl<S: TelemetrySink> Network<'_, S> {
         let Some(ff) = self.ff.steady.as_ref() else {
             return Ok((0, SimTime::ZERO));
         };
-        let periods = u64::from(FastForward::WINDOW_PERIODS);
+        let periods = u64::from(ff.config.window_periods());
         let (index, period) = (ff.checks - 1, ff.config.period);
         // The same on every shard: checks and their gaps are agreed.
         if self.ff.domains.is_none() || index < ff.valid_from + periods {
             return Ok((0, SimTime::ZERO));
         }
-        let slot = (index % SLOTS as u64) as usize;
+        let slot = (index % ff.slots as u64) as usize;
         let agreed = self.ff_domain_agree(index, slot, all_max)?;
         let jumps = if agreed.replaying {
             Vec::new()
@@ -247,7 +245,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         }
         let mut ok = vec![true; parent.len()];
         let mut skip = vec![(end - now).as_ps(); parent.len()];
-        let window = u64::from(FastForward::WINDOW_PERIODS);
+        let window = u64::from(self.ff.steady.as_ref().expect("on").config.window_periods());
         for (&r, &id) in &ids {
             let node = (r >> 17) as usize;
             let (unsteady, at) = (agreed.unsteady[node], agreed.disturbed[node]);
@@ -412,8 +410,8 @@ impl<S: TelemetrySink> Network<'_, S> {
     ) -> Result<(), Aborted> {
         let ff = self.ff.steady.as_ref().expect("on");
         let d = self.ff.domains.as_mut().expect("on");
-        let oldest = (slot + 1) % SLOTS;
-        debug_assert_eq!(index % SLOTS as u64, slot as u64);
+        let oldest = (slot + 1) % ff.slots;
+        debug_assert_eq!(index % ff.slots as u64, slot as u64);
         let mut votes = vec![0u64; d.jumped.len()];
         for (k, &f) in d.jumped.iter().enumerate() {
             let Some(&i) = self.transport.sender_of.get(&f) else {
@@ -421,7 +419,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             };
             let (i, delta_ps) = (i as usize, d.shift_ps[f as usize]);
             let s = &self.transport.senders[i];
-            let total = ff.acked[i * SLOTS + slot] - ff.acked[i * SLOTS + oldest];
+            let total = ff.acked[i * ff.slots + slot] - ff.acked[i * ff.slots + oldest];
             let moved = u128::from(total) * u128::from(delta_ps) / ff.ack_span_ps(i, slot);
             let Qp::Roce(qp) = &s.qp else { continue };
             let room = s.packets.saturating_sub(qp.next_psn() + 1);

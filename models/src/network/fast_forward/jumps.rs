@@ -15,12 +15,8 @@ use crate::network::{NetEvent, Network};
 use crate::telemetry::TelemetrySink;
 use netsim_engine::{NodeId, SimTime, SkipProposal};
 
-/// Samples kept per flow and port: the window's `W` periods need `W + 1`.
-pub(super) const SLOTS: usize = FastForward::WINDOW_PERIODS as usize + 1;
 /// Most CC timer steps a jump applies or looks ahead.
 pub(super) const MAX_CC_STEPS: u64 = 100_000;
-/// The slot splitting a window into halves (both hold it), when congested.
-const HALF: usize = SLOTS / 2;
 /// Packets a congested switch queue's half-window means may differ by
 /// beyond the tolerance: instants of a queue PFC and ECN keep swinging.
 const CONGESTED_QUEUE_SLACK_PKTS: u64 = 4;
@@ -32,8 +28,12 @@ pub(super) fn d_recovering(cc: &CcState) -> bool {
 
 /// The slots of the window ending at `slot`, oldest to newest (the slots
 /// after it, wrapping), offset by `base`.
-pub(super) fn oldest_to_newest(base: usize, slot: usize) -> impl Iterator<Item = usize> + Clone {
-    (1..=SLOTS).map(move |k| base + (slot + k) % SLOTS)
+pub(super) fn oldest_to_newest(
+    base: usize,
+    slot: usize,
+    slots: usize,
+) -> impl Iterator<Item = usize> + Clone {
+    (1..=slots).map(move |k| base + (slot + k) % slots)
 }
 
 /// A sender not sampled yet.
@@ -44,7 +44,9 @@ const UNSAMPLED: u64 = u64::MAX;
 #[derive(Debug)]
 pub(crate) struct Steady {
     pub(super) config: FastForward,
-    /// Check instants seen so far; the current one's slot is `checks % SLOTS`.
+    /// Samples kept per flow and port: the window's `W` periods need `W + 1`.
+    pub(super) slots: usize,
+    /// Check instants seen so far; the current one's slot is `checks % slots`.
     pub(super) checks: u64,
     /// The first check of the current contiguous history (reset by a jump
     /// or a gap between checks).
@@ -67,7 +69,7 @@ pub(crate) struct Steady {
     pub(super) wire: Vec<u64>,
     pub(super) tx: Vec<[u64; PRIORITIES]>,
     /// Drops, PFC pauses and finished flows on this shard at each slot.
-    disturbances: [u64; SLOTS],
+    disturbances: Vec<u64>,
     /// Per port, the check its samples count from again after a domain's
     /// jump moved it (`--ff-scope domain`; 0 otherwise).
     pub(super) port_from: Vec<u64>,
@@ -76,8 +78,10 @@ pub(crate) struct Steady {
 impl Steady {
     /// Samples of `ports` ports and of no sender yet.
     pub(crate) fn new(config: FastForward, ports: usize) -> Steady {
+        let slots = config.window_periods() as usize + 1;
         Steady {
             config,
+            slots,
             checks: 0,
             valid_from: 0,
             last_check: SimTime::ZERO,
@@ -87,10 +91,10 @@ impl Steady {
             cc_rate: Vec::new(),
             cnps: Vec::new(),
             first_sample: Vec::new(),
-            qlen: vec![0; ports * SLOTS],
-            wire: vec![0; ports * SLOTS],
-            tx: vec![[0; PRIORITIES]; ports * SLOTS],
-            disturbances: [0; SLOTS],
+            qlen: vec![0; ports * slots],
+            wire: vec![0; ports * slots],
+            tx: vec![[0; PRIORITIES]; ports * slots],
+            disturbances: vec![0; slots],
             port_from: vec![0; ports],
         }
     }
@@ -100,14 +104,14 @@ impl Steady {
     pub(crate) fn sender_opened(&mut self, i: usize) {
         if self.first_sample.len() <= i {
             let senders = i + 1;
-            self.acked.resize(senders * SLOTS, 0);
-            self.ack_time.resize(senders * SLOTS, SimTime::ZERO);
-            self.retransmitted.resize(senders * SLOTS, 0);
-            self.cc_rate.resize(senders * SLOTS, 0);
-            self.cnps.resize(senders * SLOTS, 0);
+            self.acked.resize(senders * self.slots, 0);
+            self.ack_time.resize(senders * self.slots, SimTime::ZERO);
+            self.retransmitted.resize(senders * self.slots, 0);
+            self.cc_rate.resize(senders * self.slots, 0);
+            self.cnps.resize(senders * self.slots, 0);
             self.first_sample.resize(senders, UNSAMPLED);
         }
-        let range = i * SLOTS..(i + 1) * SLOTS;
+        let range = i * self.slots..(i + 1) * self.slots;
         self.acked[range.clone()].fill(0);
         self.ack_time[range.clone()].fill(SimTime::ZERO);
         self.retransmitted[range.clone()].fill(0);
@@ -118,16 +122,16 @@ impl Steady {
 
     /// The window's length in picoseconds.
     pub(super) fn window_ps(&self) -> u128 {
-        u128::from(self.config.period.as_ps()) * u128::from(FastForward::WINDOW_PERIODS)
+        u128::from(self.config.period.as_ps()) * u128::from(self.config.window_periods())
     }
 
     /// Picoseconds between the last acknowledgements sender `i` had at the
     /// window's first and last check (zero if none moved).
     pub(super) fn ack_span_ps(&self, i: usize, slot: usize) -> u128 {
-        let oldest = (slot + 1) % SLOTS;
+        let oldest = (slot + 1) % self.slots;
         let (new, old) = (
-            self.ack_time[i * SLOTS + slot],
-            self.ack_time[i * SLOTS + oldest],
+            self.ack_time[i * self.slots + slot],
+            self.ack_time[i * self.slots + oldest],
         );
         u128::from(new.as_ps().saturating_sub(old.as_ps()))
     }
@@ -139,23 +143,25 @@ impl Steady {
     /// most the tolerance plus one packet (acknowledgements come in whole
     /// packets). Gives the window's acknowledged packets and their span.
     fn flow_rate(&self, i: usize, index: u64, slot: usize, retx: u64) -> Option<(u64, u128)> {
-        let oldest = (slot + 1) % SLOTS;
-        if self.first_sample[i].max(self.valid_from) + u64::from(FastForward::WINDOW_PERIODS)
+        let oldest = (slot + 1) % self.slots;
+        if self.first_sample[i].max(self.valid_from) + u64::from(self.config.window_periods())
             > index
-            || self.retransmitted[i * SLOTS + oldest] != retx
+            || self.retransmitted[i * self.slots + oldest] != retx
         {
             return None;
         }
-        let acked: [u64; SLOTS] =
-            std::array::from_fn(|k| u64::from(self.acked[i * SLOTS + (slot + 1 + k) % SLOTS]));
-        let total = acked[SLOTS - 1] - acked[0];
+        let acked: Vec<u64> = (0..self.slots)
+            .map(|k| u64::from(self.acked[i * self.slots + (slot + 1 + k) % self.slots]))
+            .collect();
+        let total = acked[self.slots - 1] - acked[0];
         let span_ps = self.ack_span_ps(i, slot);
         let period_ps = u128::from(self.config.period.as_ps());
         let per_period = acked.windows(2).map(|w| w[1] - w[0]);
         // Congested, a rate swings within a period (DCQCN's cuts and
         // recoveries, PFC's pauses): steady when its two half windows
         // agree, to within a packet.
-        let halves = [acked[HALF] - acked[0], acked[SLOTS - 1] - acked[HALF]];
+        let half = self.slots / 2;
+        let halves = [acked[half] - acked[0], acked[self.slots - 1] - acked[half]];
         let flat = if self.config.congested {
             self.steady(halves.into_iter(), 1)
         } else {
@@ -171,9 +177,10 @@ impl Steady {
     /// of the window ending at `slot`, as many in each to within one: its
     /// rate's cycle is shorter than a half window, so the halves average it.
     fn cycling(&self, i: usize, slot: usize, cnps: u64) -> bool {
-        let at = |k: usize| self.cnps[i * SLOTS + (slot + 1 + k) % SLOTS];
-        debug_assert_eq!(at(SLOTS - 1), cnps);
-        let (first, second) = (at(HALF) - at(0), at(SLOTS - 1) - at(HALF));
+        let at = |k: usize| self.cnps[i * self.slots + (slot + 1 + k) % self.slots];
+        debug_assert_eq!(at(self.slots - 1), cnps);
+        let half = self.slots / 2;
+        let (first, second) = (at(half) - at(0), at(self.slots - 1) - at(half));
         first > 0 && second > 0 && first.abs_diff(second) <= 1
     }
 
@@ -223,11 +230,13 @@ impl<S: TelemetrySink> Network<'_, S> {
         let (index, slot) = self.ff_sample(now, &active);
         self.ff_census(index, slot, &active);
         let ff = self.ff.steady.as_ref().expect("fast-forward is on");
-        let periods = SLOTS as u64 - 1;
+        let periods = ff.slots as u64 - 1;
         if index < ff.valid_from + periods || replaying {
             return not_steady(!active.is_empty());
         }
-        let oldest = oldest_to_newest(0, slot).next().expect("SLOTS > 0");
+        let oldest = oldest_to_newest(0, slot, ff.slots)
+            .next()
+            .expect("slots > 0");
         if ff.disturbances[oldest] != ff.disturbances[slot] || !self.ff_ports_steady(slot) {
             return not_steady(!active.is_empty());
         }
@@ -264,11 +273,11 @@ impl<S: TelemetrySink> Network<'_, S> {
             ff.valid_from = index;
         }
         ff.last_check = now;
-        let slot = (index % SLOTS as u64) as usize;
+        let slot = (index % ff.slots as u64) as usize;
         for (gp, p) in self.ports.iter().enumerate() {
-            ff.qlen[gp * SLOTS + slot] = p.egress.queued_bytes[PRIO_DATA];
-            ff.tx[gp * SLOTS + slot] = p.counters.tx_bytes;
-            ff.wire[gp * SLOTS + slot] = p.wire_bytes_by(now);
+            ff.qlen[gp * ff.slots + slot] = p.egress.queued_bytes[PRIO_DATA];
+            ff.tx[gp * ff.slots + slot] = p.counters.tx_bytes;
+            ff.wire[gp * ff.slots + slot] = p.wire_bytes_by(now);
         }
         ff.disturbances[slot] = disturbances;
         for &i in active {
@@ -276,16 +285,16 @@ impl<S: TelemetrySink> Network<'_, S> {
             if ff.first_sample[i] == UNSAMPLED {
                 ff.first_sample[i] = index;
             }
-            ff.acked[i * SLOTS + slot] = s.qp.acked();
-            ff.ack_time[i * SLOTS + slot] = s.last_ack;
-            ff.retransmitted[i * SLOTS + slot] = s.retransmitted_pkts;
-            ff.cc_rate[i * SLOTS + slot] = match &s.cc {
+            ff.acked[i * ff.slots + slot] = s.qp.acked();
+            ff.ack_time[i * ff.slots + slot] = s.last_ack;
+            ff.retransmitted[i * ff.slots + slot] = s.retransmitted_pkts;
+            ff.cc_rate[i * ff.slots + slot] = match &s.cc {
                 CcState::Dcqcn(d) => d.rate_bps as u64,
                 CcState::Hpcc(h) => h.rate_bps as u64,
                 CcState::Timely(t) => t.rate_bps as u64,
                 CcState::Dctcp(_) | CcState::LineRate => 0,
             };
-            ff.cnps[i * SLOTS + slot] = s.cnps;
+            ff.cnps[i * ff.slots + slot] = s.cnps;
         }
         (index, slot)
     }
@@ -296,7 +305,7 @@ impl<S: TelemetrySink> Network<'_, S> {
     /// skipping, and so contention domains, could jump).
     fn ff_census(&mut self, index: u64, slot: usize, active: &[usize]) {
         let ff = self.ff.steady.as_ref().expect("fast-forward is on");
-        let prev = (slot + SLOTS - 1) % SLOTS;
+        let prev = (slot + ff.slots - 1) % ff.slots;
         let mtu = u64::from(self.fabric.config.mtu_bytes);
         for &i in active {
             let s = &self.transport.senders[i];
@@ -310,7 +319,7 @@ impl<S: TelemetrySink> Network<'_, S> {
                         ff.room_ps(left, total, span_ps)
                     });
             if steady.is_some() {
-                let acked = ff.acked[i * SLOTS + slot] - ff.acked[i * SLOTS + prev];
+                let acked = ff.acked[i * ff.slots + slot] - ff.acked[i * ff.slots + prev];
                 self.stats.ff_flow_steady_bytes += u64::from(acked) * mtu;
             }
         }
@@ -335,7 +344,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         let packet_bytes = u64::from(config.mtu_bytes + config.header_bytes);
         let p = &self.ports[gp];
         // Moved by a domain's jump: not steady until a window after it.
-        if ff.port_from[gp] + u64::from(FastForward::WINDOW_PERIODS) >= ff.checks {
+        if ff.port_from[gp] + u64::from(ff.config.window_periods()) >= ff.checks {
             return false;
         }
         if !ff.config.congested && (p.pause.paused || self.ingress[gp].pause_sent) {
@@ -344,12 +353,13 @@ impl<S: TelemetrySink> Network<'_, S> {
         if node.0 < self.fabric.topo.host_count() {
             return true;
         }
-        let queue = oldest_to_newest(gp * SLOTS, slot).map(|k| ff.qlen[k]);
+        let queue = oldest_to_newest(gp * ff.slots, slot, ff.slots).map(|k| ff.qlen[k]);
         if ff.config.congested {
             let q: Vec<u64> = queue.collect();
             let mean = |s: &[u64]| s.iter().sum::<u64>() / s.len() as u64;
             let slack = CONGESTED_QUEUE_SLACK_PKTS * packet_bytes;
-            ff.steady([mean(&q[..=HALF]), mean(&q[HALF..])].into_iter(), slack)
+            let half = ff.slots / 2;
+            ff.steady([mean(&q[..=half]), mean(&q[half..])].into_iter(), slack)
         } else {
             ff.steady(queue, 2 * packet_bytes)
         }
@@ -376,7 +386,9 @@ impl<S: TelemetrySink> Network<'_, S> {
     pub(super) fn ff_flow_skip(&self, index: u64, slot: usize, i: usize) -> Option<SimTime> {
         let ff = self.ff.steady.as_ref().expect("fast-forward is on");
         let config = &self.fabric.config;
-        let oldest = oldest_to_newest(0, slot).next().expect("SLOTS > 0");
+        let oldest = oldest_to_newest(0, slot, ff.slots)
+            .next()
+            .expect("slots > 0");
         let window_ps = ff.window_ps();
         let mut max_skip = ff.config.max_skip;
         let s = &self.transport.senders[i];
@@ -387,9 +399,12 @@ impl<S: TelemetrySink> Network<'_, S> {
         // A rate-based CC still moving (recovering after a cut, say):
         // jump no further than its drift over the window, extrapolated,
         // stays within the tolerance.
-        let (first, last) = (ff.cc_rate[i * SLOTS + oldest], ff.cc_rate[i * SLOTS + slot]);
+        let (first, last) = (
+            ff.cc_rate[i * ff.slots + oldest],
+            ff.cc_rate[i * ff.slots + slot],
+        );
         let drift = first.abs_diff(last);
-        let quiet = ff.cnps[i * SLOTS + oldest] == s.cnps;
+        let quiet = ff.cnps[i * ff.slots + oldest] == s.cnps;
         if let (CcState::Dcqcn(d), true) = (&s.cc, quiet && d_recovering(&s.cc)) {
             // DCQCN recovering without CNPs: its timers' steps are
             // known; jump no further than they keep the rate within
@@ -432,11 +447,11 @@ impl<S: TelemetrySink> Network<'_, S> {
         votes.resize(self.fabric.workload.flows.len(), 0);
         let active: Vec<usize> = self.active_senders().collect();
         let ff = self.ff.steady.as_ref().expect("fast-forward is on");
-        let slot = ((ff.checks - 1) % SLOTS as u64) as usize;
-        let oldest = (slot + 1) % SLOTS;
+        let slot = ((ff.checks - 1) % ff.slots as u64) as usize;
+        let oldest = (slot + 1) % ff.slots;
         for i in active {
             let s = &self.transport.senders[i];
-            let total = ff.acked[i * SLOTS + slot] - ff.acked[i * SLOTS + oldest];
+            let total = ff.acked[i * ff.slots + slot] - ff.acked[i * ff.slots + oldest];
             // The rate between the window's first and last acknowledgement.
             let k = u128::from(total) * u128::from(delta.as_ps()) / ff.ack_span_ps(i, slot);
             // Never as far as the last packet (the proposal keeps a window).

@@ -268,7 +268,7 @@ pub struct NetworkArgs {
     /// Fast-forward: largest relative variation of a rate or queue that counts as steady.
     #[arg(long, default_value_t = 0.01, help_heading = "Engine")]
     pub ff_tolerance: f64,
-    /// Fast-forward: check period in microseconds (steady over 4 of them).
+    /// Fast-forward: check period in microseconds (steady over --ff-window-us).
     #[arg(long, default_value_t = 10.0, help_heading = "Engine")]
     pub ff_period_us: f64,
     /// Fast-forward: steady window in microseconds, a whole number (2 to

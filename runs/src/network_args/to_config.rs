@@ -174,6 +174,12 @@ impl NetworkArgs {
         let period = micros("ff-period-us", self.ff_period_us)?;
         let max_skip = micros("ff-max-skip-us", self.ff_max_skip_us)?;
         let window = micros_or_zero("ff-window-us", self.ff_window_us)?;
+        let periods = window.as_ps() / period.as_ps();
+        if window != SimTime::ZERO
+            && (window.as_ps() % period.as_ps() != 0 || !(2..=1000).contains(&periods))
+        {
+            bail!("--ff-window-us: must be 2 to 1000 whole check periods (--ff-period-us)");
+        }
         let memo = on_off("ff-memo", &self.ff_memo)?;
         let congested = on_off("ff-congested", &self.ff_congested)?;
         let domains = match self.ff_scope.as_str() {

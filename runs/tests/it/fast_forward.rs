@@ -34,6 +34,8 @@ fn what_fast_forward_does_not_cover_is_refused_with_one_line_and_no_output() {
         ("--topo star --ff-tolerance 1", "--ff-tolerance"),
         ("--topo star --ff-period-us 0", "--ff-period-us"),
         ("--topo star --ff-max-skip-us 1000001", "--ff-max-skip-us"),
+        // Not a whole number of the 10 us periods.
+        ("--topo star --ff-window-us 15", "--ff-window-us"),
         // A negative value is the flag's, not an unknown argument.
         ("--topo star --ff-tolerance -1", "--ff-tolerance"),
         ("--topo star --ff-max-skip-us -5", "--ff-max-skip-us"),

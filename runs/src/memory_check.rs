@@ -110,6 +110,9 @@ impl RunBytes {
             true => flows.min(u64::from(topo.host_count()) * per_host),
             false => flows,
         };
+        // Fast-forward's sample rings, a slot per period of the window.
+        let (ff_port, ff_sender) =
+            network::fast_forward_bytes_per_port_and_sender(config.fast_forward);
         match fidelity {
             Fidelity::Flow => RunBytes {
                 ports: ports.saturating_mul(BYTES_PER_PORT),
@@ -130,7 +133,7 @@ impl RunBytes {
             // on each shard); its kept completion times grow as a vector
             // does (three times).
             Fidelity::Packet => RunBytes {
-                ports: ports.saturating_mul(BYTES_PER_PORT),
+                ports: ports.saturating_mul(BYTES_PER_PORT.saturating_add(ff_port)),
                 flows: finishing.saturating_mul(3 * BYTES_PER_FCT).saturating_add(
                     (workload.flow_count() as u64)
                         .div_ceil(8)
@@ -142,7 +145,9 @@ impl RunBytes {
                 in_flight: in_flight(PACKET_FLOWS_IN_FLIGHT_PER_HOST)
                     .min(finishing)
                     .saturating_mul(
-                        network::bytes_per_sender(config.transport) + network::BYTES_PER_RECEIVER,
+                        network::bytes_per_sender(config.transport)
+                            + network::BYTES_PER_RECEIVER
+                            + ff_sender,
                     ),
                 finishing_flows: finishing,
                 runtime: PACKET_RUNTIME_BYTES,
@@ -436,5 +441,31 @@ mod tests {
             .total()
                 + packet.domains
         );
+        // Fast-forward's rings keep a sample per check period of the
+        // window and one: 32 B a port and 36 B a sender per slot. A 400 us
+        // window of 10 us periods has 41 slots where the default has 5.
+        let mut window = config.clone();
+        window.fast_forward = Some(FastForward {
+            window: Some(SimTime::from_us(400)),
+            ..FastForward::default()
+        });
+        let long = whole(Fidelity::Packet, &window, &topo, 1000, &w, (1, 4));
+        let short = whole(
+            Fidelity::Packet,
+            &default_window(&window),
+            &topo,
+            1000,
+            &w,
+            (1, 4),
+        );
+        assert_eq!(long.ports - short.ports, all_ports * 32 * 36);
+        assert_eq!(long.in_flight - short.in_flight, 2 * 36 * 36);
+    }
+
+    /// `config` with fast-forward on at its default window.
+    fn default_window(config: &NetConfig) -> NetConfig {
+        let mut config = config.clone();
+        config.fast_forward = Some(FastForward::default());
+        config
     }
 }

@@ -77,6 +77,13 @@ pub fn bytes_per_sender(transport: config::Transport) -> u64 {
     std::mem::size_of::<transport::Sender>() as u64 + 18 + 4 + uec
 }
 
+/// What fast-forward's sample rings hold per port and per flow in flight
+/// at its source (0 when it is off), for the memory check: each keeps one
+/// sample per check period of the steady window (`--ff-window-us`).
+pub fn fast_forward_bytes_per_port_and_sender(ff: Option<config::FastForward>) -> (u64, u64) {
+    fast_forward::bytes_per_port_and_sender(ff)
+}
+
 /// What a packet-level run holds per flow in flight at its destination:
 /// the receiver and its entry in the map from flows to receivers, up to
 /// twice at the map's load. A RoCE receiver is freed when its message is

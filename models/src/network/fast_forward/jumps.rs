@@ -99,6 +99,15 @@ impl Steady {
         }
     }
 
+    /// What the sample rings hold per port and per sender slot, for the
+    /// memory check: a window of many periods multiplies both.
+    pub(crate) fn bytes_per_port_and_sender(config: &FastForward) -> (u64, u64) {
+        let slots = u64::from(config.window_periods()) + 1;
+        let port = slots * (8 + 8 + 8 * PRIORITIES as u64) + 8;
+        let sender = slots * (4 + 8 + 8 + 8 + 8) + 8;
+        (port, sender)
+    }
+
     /// Sender slot `i` holds a new flow: its samples are as a sender's
     /// never sampled (the slot may have held a finished flow's).
     pub(crate) fn sender_opened(&mut self, i: usize) {

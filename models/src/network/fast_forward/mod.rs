@@ -31,6 +31,12 @@ use crate::telemetry::TelemetrySink;
 use crate::workload::Workload;
 use netsim_engine::SimTime;
 
+/// What the sample rings hold per port and per flow in flight at its
+/// source under `config` (`None`: off, nothing), for the memory check.
+pub(crate) fn bytes_per_port_and_sender(config: Option<FastForward>) -> (u64, u64) {
+    config.map_or((0, 0), |ff| jumps::Steady::bytes_per_port_and_sender(&ff))
+}
+
 /// A shard's fast-forward state: jumps' samples and memoization, each
 /// `None` when off.
 #[derive(Debug)]

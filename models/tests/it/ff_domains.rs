@@ -128,6 +128,30 @@ fn a_steady_incast_jumps_beside_a_churning_one() {
     }
 }
 
+/// On the incast fabric: every byte arrives, every flow finishes, the
+/// steady incast and the waiting flow (sources below 4) within
+/// `tolerance` of packet level, and the churning flows exactly.
+fn assert_all_delivered_and_fcts_within(
+    full: &NetRun<MemorySink>,
+    scoped: &NetRun<MemorySink>,
+    tolerance: f64,
+) {
+    let total = 2 * STEADY_BYTES + WAITING_BYTES + CHURN_FLOWS * 200_000;
+    assert_eq!(scoped.stats().delivered_payload_bytes, total);
+    for (a, b) in flows(full).iter().zip(&flows(scoped)) {
+        assert!(b.finished, "flow {} unfinished", b.flow_id);
+        let (a_fct, b_fct) = (a.fct_ns.unwrap() as f64, b.fct_ns.unwrap() as f64);
+        let tolerance = if a.src < 4 { tolerance } else { 0.0 };
+        assert!(
+            (a_fct - b_fct).abs() <= tolerance * a_fct,
+            "flow {}: {a_fct} ns packet level, {b_fct} ns ({} events off, {} on)",
+            a.flow_id,
+            full.events(),
+            scoped.events()
+        );
+    }
+}
+
 /// Runs `fabric` on 2 and 4 shards and asserts the same jumps, end,
 /// counters and telemetry rows as `reference`, its 1-shard run.
 fn assert_alike_on_2_and_4_shards(fabric: &Fabric, reference: &NetRun<MemorySink>) {
@@ -200,18 +224,7 @@ fn a_waiting_flow_bounds_a_domain_jump_instead_of_vetoing_it() {
         scoped.events(),
         full.events()
     );
-    let total = 2 * STEADY_BYTES + WAITING_BYTES + CHURN_FLOWS * 200_000;
-    assert_eq!(scoped.stats().delivered_payload_bytes, total);
-    for (a, b) in flows(&full).iter().zip(&flows(&scoped)) {
-        assert!(b.finished, "flow {} unfinished", b.flow_id);
-        let (a_fct, b_fct) = (a.fct_ns.unwrap() as f64, b.fct_ns.unwrap() as f64);
-        let tolerance = if a.src < 4 { 0.01 } else { 0.0 };
-        assert!(
-            (a_fct - b_fct).abs() <= tolerance * a_fct,
-            "flow {}: {a_fct} ns packet level, {b_fct} ns",
-            a.flow_id
-        );
-    }
+    assert_all_delivered_and_fcts_within(&full, &scoped, 0.01);
     let jumped = flows(&scoped)
         .iter()
         .filter(|f| f.skipped_bytes > 0)
@@ -259,19 +272,6 @@ fn a_1_us_period_with_a_40_us_window_is_accurate_and_alike() {
     let fabric = incasts_and_a_waiting_flow(Some(windowed));
     let scoped = run(&fabric, 1);
     assert!(scoped.skip().skips > 0, "no domain jumped");
-    let total = 2 * STEADY_BYTES + WAITING_BYTES + CHURN_FLOWS * 200_000;
-    assert_eq!(scoped.stats().delivered_payload_bytes, total);
-    for (a, b) in flows(&full).iter().zip(&flows(&scoped)) {
-        assert!(b.finished, "flow {} unfinished", b.flow_id);
-        let (a_fct, b_fct) = (a.fct_ns.unwrap() as f64, b.fct_ns.unwrap() as f64);
-        let tolerance = if a.src < 4 { 0.05 } else { 0.0 };
-        assert!(
-            (a_fct - b_fct).abs() <= tolerance * a_fct,
-            "flow {}: {a_fct} ns packet level, {b_fct} ns ({} events off, {} on)",
-            a.flow_id,
-            full.events(),
-            scoped.events()
-        );
-    }
+    assert_all_delivered_and_fcts_within(&full, &scoped, 0.05);
     assert_alike_on_2_and_4_shards(&fabric, &scoped);
 }

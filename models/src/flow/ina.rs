@@ -33,7 +33,7 @@
 
 use crate::network::{chunk_tail, ideal_stream, serialization, Fabric};
 use crate::telemetry::{SwitchOffloadRecord, TelemetrySink};
-use crate::workload::{InaKind, NONE};
+use crate::workload::{InaKind, InaPattern, NONE};
 use netsim_engine::SimTime;
 
 use super::paths::Channels;
@@ -121,14 +121,26 @@ impl InaTrees {
         }
         for (op_id, op) in ops.iter().enumerate() {
             let wire = op.stream_wire_bytes(header);
-            trees.wire_bytes.push(wire);
-            // The tree's edges, both ways: toward each child and back up.
+            trees.wire_bytes.push(op.loaded_wire_bytes(header));
+            // The tree's edges, both ways: toward each child and back up;
+            // a reduce-scatter's results (`S/n`) and an all-gather's own
+            // shards (`S/n`) are left to the packets' tails, only the
+            // loaded direction carries the stream.
+            let (down, up) = match op.pattern {
+                InaPattern::AllReduce => (true, true),
+                InaPattern::ReduceScatter => (false, true),
+                InaPattern::AllGather => (true, false),
+            };
             let mut path = Vec::new();
             for t in &op.tree {
                 for &child in &t.child_ports {
                     let p = topo.port(t.node, child);
-                    path.push(channels.of(t.node, child));
-                    path.push(channels.of(p.peer, p.peer_port));
+                    if down {
+                        path.push(channels.of(t.node, child));
+                    }
+                    if up {
+                        path.push(channels.of(p.peer, p.peer_port));
+                    }
                 }
             }
             // Each member's tail (its last chunk's), and the slowest
@@ -149,7 +161,13 @@ impl InaTrees {
             let window_bps = if op.chunks <= op.slots {
                 u64::MAX // every chunk is outstanding at once: no limit
             } else {
-                let bit_ps = u128::from(op.slots) * u128::from(chunk_wire) * BIT_PS_PER_BYTE;
+                // Every member's window feeds an all-gather's stream.
+                let windows = match op.pattern {
+                    InaPattern::AllGather => op.members.len() as u128,
+                    InaPattern::AllReduce | InaPattern::ReduceScatter => 1,
+                };
+                let bit_ps =
+                    windows * u128::from(op.slots) * u128::from(chunk_wire) * BIT_PS_PER_BYTE;
                 u64::try_from(bit_ps / u128::from(slowest_loop.as_ps().max(1)))
                     .unwrap_or(u64::MAX)
                     .max(1)

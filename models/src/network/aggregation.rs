@@ -17,7 +17,7 @@ use super::packet::{Packet, PacketKind};
 use super::transport::SenderReliability;
 use super::{Fabric, NetEvent, Network};
 use crate::telemetry::{SwitchOffloadRecord, TelemetrySink};
-use crate::workload::{offload, InaKind, InaOp};
+use crate::workload::{offload, InaKind, InaOp, InaPattern};
 use hashbrown::HashMap;
 use netsim_engine::{Context, NodeId, SimTime};
 use netsim_topo::Topology;
@@ -44,6 +44,22 @@ impl Aggregator {
             engine_free: SimTime::ZERO,
         }
     }
+
+    /// One more copy of chunk `chunk` of `op` (`(op id, switch)` for the
+    /// message): whether every child's copy is now in.
+    fn take_copy(&mut self, op: &InaOp, chunk: u32, (op_id, node): (u32, u32)) -> bool {
+        let children = op.tree[self.tree_index as usize].child_ports.len() as u16;
+        let slot = (chunk % op.slots) as usize;
+        if self.copies[slot] == 0 {
+            self.chunk[slot] = chunk;
+        }
+        assert_eq!(
+            self.chunk[slot], chunk,
+            "switch {node}: chunk {chunk} of operation {op_id} found its slot busy (members keep at most `slots` chunks outstanding)"
+        );
+        self.copies[slot] += 1;
+        self.copies[slot] == children
+    }
 }
 
 /// Completion time of a member's stream on an idle tree with enough slots:
@@ -58,7 +74,7 @@ pub(crate) fn ideal_stream(
 ) -> SimTime {
     let chunk_wire = u64::from(op.chunk_bytes) + header_bytes;
     let (tail, bottleneck_bps) = chunk_tail(topo, op, host, port, chunk_wire);
-    serialization(op.stream_wire_bytes(header_bytes), bottleneck_bps) + tail
+    serialization(op.loaded_wire_bytes(header_bytes), bottleneck_bps) + tail
 }
 
 /// What a chunk of `chunk_wire` bytes from `host` (through `port`) pays
@@ -109,6 +125,9 @@ pub(crate) struct Aggregation {
     pub sender_of: HashMap<(u32, u32), u32>,
     /// The state of `(op, switch)` for local switches.
     pub aggregators: HashMap<(u32, u32), Aggregator>,
+    /// Chunks `(op, host)` has received of an [`InaPattern::AllGather`]
+    /// (they may arrive before its own stream starts).
+    pub gathered: HashMap<(u32, u32), u32>,
     /// Per local node, in-network computing counters (switches).
     pub offload: Vec<SwitchOffloadRecord>,
 }
@@ -143,6 +162,7 @@ impl Aggregation {
         Aggregation {
             sender_of,
             aggregators,
+            gathered: HashMap::new(),
             offload,
         }
     }
@@ -186,18 +206,14 @@ impl<S: TelemetrySink> Network<'_, S> {
             .aggregators
             .get_mut(&(pkt.flow, node))
             .expect("aggregation packets reach only switches of their tree");
-        let children = op.tree[agg.tree_index as usize].child_ports.len() as u16;
-        let slot = (pkt.psn % op.slots) as usize;
-        if agg.copies[slot] == 0 {
-            agg.chunk[slot] = pkt.psn;
-        }
-        assert_eq!(
-            agg.chunk[slot], pkt.psn,
-            "switch {node}: chunk {} of operation {} found its slot busy (members keep at most `slots` chunks outstanding)",
-            pkt.psn, pkt.flow
-        );
-        agg.copies[slot] += 1;
-        if agg.copies[slot] == children {
+        // A gathered chunk is one member's data: nothing to wait for.
+        let ready = match op.pattern {
+            InaPattern::AllGather => true,
+            InaPattern::AllReduce | InaPattern::ReduceScatter => {
+                agg.take_copy(op, pkt.psn, (pkt.flow, node))
+            }
+        };
+        if ready {
             let mut delay = op.processing;
             if let Some(engine_bps) = op.engine_bps {
                 // The engine takes complete chunks in turn, each for its
@@ -243,6 +259,9 @@ impl<S: TelemetrySink> Network<'_, S> {
                 );
                 self.switch_enqueue(ctx, in_port, parent, pkt);
             }
+            None if op.pattern == InaPattern::AllGather => {
+                self.ina_gather_multicast(ctx, op_id, chunk, in_port)
+            }
             None => self.ina_multicast(ctx, op_id, chunk, in_port),
         }
     }
@@ -252,7 +271,33 @@ impl<S: TelemetrySink> Network<'_, S> {
         self.ina_multicast(ctx, pkt.flow, pkt.psn, in_port);
     }
 
-    /// Frees the chunk's slot and sends the result to every child.
+    /// Passes member `origin`'s chunk (it arrived on `in_port`) to every
+    /// member, `origin` included, unreduced (one switch: the root).
+    fn ina_gather_multicast(
+        &mut self,
+        ctx: &mut Context<'_, NetEvent>,
+        op_id: u32,
+        chunk: u32,
+        in_port: u16,
+    ) {
+        let fabric = self.fabric;
+        let node = ctx.node().0;
+        let op = &fabric.workload.ina_ops[op_id as usize];
+        let origin = fabric.topo.port(node, in_port).peer;
+        // Counted once per operation: with the first member's last chunk.
+        if chunk + 1 == op.chunks && op.members.first().is_some_and(|m| m.0 == origin) {
+            self.aggregation.offload[ctx.local_index()].reductions_offloaded += 1;
+        }
+        for &child in &op.tree[0].child_ports {
+            let peer = fabric.topo.port(node, child).peer;
+            let mut pkt = self.ina_packet(op, op_id, chunk, PacketKind::InaDown, node, peer);
+            pkt.src = origin;
+            self.switch_enqueue(ctx, in_port, child, pkt);
+        }
+    }
+
+    /// Frees the chunk's slot and sends the result to every child (under
+    /// [`InaPattern::ReduceScatter`], to its owner; a credit to the others).
     fn ina_multicast(
         &mut self,
         ctx: &mut Context<'_, NetEvent>,
@@ -279,9 +324,13 @@ impl<S: TelemetrySink> Network<'_, S> {
                 InaKind::Barrier => counters.barriers_offloaded += 1,
             }
         }
+        let owner = (op.pattern == InaPattern::ReduceScatter).then(|| op.owner_of(chunk));
         for &child in &op.tree[tree_index].child_ports {
             let peer = fabric.topo.port(node, child).peer;
-            let pkt = self.ina_packet(op, op_id, chunk, PacketKind::InaDown, node, peer);
+            let mut pkt = self.ina_packet(op, op_id, chunk, PacketKind::InaDown, node, peer);
+            if owner.is_some_and(|o| o != peer) {
+                pkt.wire_bytes = fabric.config.header_bytes as u16;
+            }
             self.switch_enqueue(ctx, in_port, child, pkt);
         }
     }
@@ -315,6 +364,10 @@ impl<S: TelemetrySink> Network<'_, S> {
 
     /// A member received the result of one chunk: one more slot is free.
     pub(super) fn ina_result(&mut self, ctx: &mut Context<'_, NetEvent>, pkt: Packet) {
+        let op = &self.fabric.workload.ina_ops[pkt.flow as usize];
+        if op.pattern == InaPattern::AllGather {
+            return self.ina_gathered(ctx, pkt);
+        }
         let i = self.aggregation.sender_of[&(pkt.flow, ctx.node().0)] as usize;
         let s = &mut self.transport.senders[i];
         assert_eq!(
@@ -326,6 +379,41 @@ impl<S: TelemetrySink> Network<'_, S> {
         let port = s.port;
         if s.qp.roce().acked() == s.packets {
             self.sender_finished(ctx, i);
+        }
+        self.host_try_send(ctx, port);
+    }
+
+    /// A member received one member's chunk of an all-gather: its own
+    /// chunks free its slots, in order; its stream is done when it has
+    /// its own results and every member's shard.
+    fn ina_gathered(&mut self, ctx: &mut Context<'_, NetEvent>, pkt: Packet) {
+        let host = ctx.node().0;
+        let op = &self.fabric.workload.ina_ops[pkt.flow as usize];
+        let every_shard = u64::from(op.chunks) * op.members.len() as u64;
+        let got = self
+            .aggregation
+            .gathered
+            .entry((pkt.flow, host))
+            .or_insert(0);
+        *got += 1;
+        let got = u64::from(*got);
+        // Another member's shard may come before this member starts.
+        let Some(&i) = self.aggregation.sender_of.get(&(pkt.flow, host)) else {
+            return;
+        };
+        let s = &mut self.transport.senders[i as usize];
+        if pkt.src == host {
+            assert_eq!(
+                pkt.psn,
+                s.qp.roce().acked(),
+                "a member's own chunks come back in order"
+            );
+            s.qp.roce().on_ack(pkt.psn + 1);
+        }
+        let port = s.port;
+        if s.qp.roce().acked() == s.packets && got == every_shard {
+            self.aggregation.gathered.remove(&(pkt.flow, host));
+            self.sender_finished(ctx, i as usize);
         }
         self.host_try_send(ctx, port);
     }

@@ -252,6 +252,70 @@ pub fn double_binary_tree(
     }
 }
 
+/// A double binary tree that takes its data one piece at a time, as a
+/// pipeline stage does: each piece is a [`double_binary_tree`] of one
+/// chunk per tree, and each edge sends its pieces in order (a piece's flow
+/// on an edge waits for the previous piece's there), so pieces leave the
+/// tree in the order they entered rather than all at the end, sharing it.
+pub struct TreePipeline {
+    group: Vec<NodeIndex>,
+    /// Per tree (even: `group`, odd: mirrored), the previous piece's flow
+    /// up from and down to each position.
+    up: Vec<Vec<u32>>,
+    down: Vec<Vec<u32>>,
+}
+
+impl TreePipeline {
+    /// `channels` tree pairs over `group`, nothing sent yet.
+    pub fn new(group: &[NodeIndex], channels: u32) -> TreePipeline {
+        let trees = 2 * channels.max(1) as usize;
+        TreePipeline {
+            group: group.to_vec(),
+            up: vec![vec![NONE; group.len()]; trees],
+            down: vec![vec![NONE; group.len()]; trees],
+        }
+    }
+
+    /// The next piece, `size_bytes` all-reduced over the group after
+    /// `entry`; returns its first task.
+    pub fn piece(&mut self, b: &mut Builder, coll: u32, size_bytes: u64, entry: &HostTasks) -> u32 {
+        let first = b.task_count();
+        let n = self.group.len();
+        let mirrored: Vec<NodeIndex> = self.group.iter().rev().copied().collect();
+        let trees = self.up.len() as u64;
+        for t in 0..self.up.len() {
+            let order = if t % 2 == 0 {
+                &self.group[..]
+            } else {
+                &mirrored[..]
+            };
+            let bytes = part(size_bytes, trees, t as u64);
+            let (up, down) = (&mut self.up[t], &mut self.down[t]);
+            for pos in (1..n).rev() {
+                let mut deps: Vec<u32> = heap_children(pos, n).map(|c| up[c]).collect();
+                deps.push(up[pos]);
+                deps.retain(|&d| d != NONE);
+                let deps = after_entry(entry, order[pos], &deps);
+                up[pos] = b.flow(order[pos], order[(pos - 1) / 2], bytes, coll, &deps);
+            }
+            for pos in 0..n {
+                for c in heap_children(pos, n) {
+                    let mut deps: Vec<u32> = if pos == 0 {
+                        heap_children(0, n).map(|k| up[k]).collect()
+                    } else {
+                        vec![down[pos]]
+                    };
+                    deps.push(down[c]);
+                    deps.retain(|&d| d != NONE);
+                    let deps = after_entry(entry, order[pos], &deps);
+                    down[c] = b.flow(order[pos], order[c], bytes, coll, &deps);
+                }
+            }
+        }
+        first
+    }
+}
+
 fn heap_children(pos: usize, n: usize) -> impl Iterator<Item = usize> {
     [2 * pos + 1, 2 * pos + 2]
         .into_iter()

@@ -7,7 +7,7 @@ pub(crate) mod shape;
 mod trace;
 
 use super::algorithms::{self as algo, HalvingDoubling, HostTasks, Pieces, Rooted};
-use super::offload::{self, InaKind, InaOp, Resources};
+use super::offload::{self, InaKind, InaOp, InaPattern, Resources};
 use super::spec::{Algorithm, BuildError, CollectiveOp, OpSpec, WorkloadSpec, TREE_CHUNK_BYTES};
 use super::{Builder, Collective, Workload};
 use crate::network::config::NetConfig;
@@ -498,6 +498,7 @@ impl<'a> Cx<'a> {
             slots,
             processing: self.spec.profile.processing,
             engine_bps: None,
+            pattern: InaPattern::AllReduce,
             members: members.clone(),
         });
         for (host, port) in members {

@@ -49,7 +49,7 @@ pub use build::{build, build_jobs, build_jobs_within, Job};
 pub(crate) use builder::{dependent_starts, dependents_csr};
 pub use builder::{Builder, IdBase, BYTES_PER_TASK};
 pub use memory::WorkloadBytes;
-pub use offload::{Dtype, InaKind, InaOp, ReduceOp, SwitchProfile, TreeNode};
+pub use offload::{Dtype, InaKind, InaOp, InaPattern, ReduceOp, SwitchProfile, TreeNode};
 pub use spec::{Algorithm, CollectiveOp, OpSpec, Phase, PhaseKind, WorkloadSpec};
 
 /// "No such id" in the dense id vectors of a workload.

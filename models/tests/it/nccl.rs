@@ -11,7 +11,7 @@ use netsim_models::workload::{Algorithm, CollectiveOp, Dtype, OpSpec, ReduceOp, 
 use netsim_topo::{SimaiParams, SimaiTemplate, TopoSpec};
 use std::collections::BTreeMap;
 
-use crate::common::{collectives, offload, packets, workload_fabric};
+use crate::common::{collectives, fluid, offload, packets, workload_fabric};
 
 fn spectrum_x(gpus: u32) -> TopoSpec {
     let mut p = SimaiParams::defaults(SimaiTemplate::SpectrumX);
@@ -206,6 +206,61 @@ fn nvls_gathers_and_scatters_take_one_engine_bound_pass() {
     }
 }
 
+/// NVLS-Tree on two H100 servers whose eight rails (100 Gb/s each) are the
+/// bottleneck: NCCL pipelines the in-server reduce-scatter, the rails'
+/// trees and the in-server all-gather over pieces of the buffer, so the
+/// collective takes about the rails' time (NCCL's `min(intraBw, interBw)`),
+/// not the three stages' sum; flow level agrees with packet level.
+#[test]
+fn nvls_tree_pipelines_its_stages_to_the_rails_bound() {
+    let size: u64 = 64 << 20;
+    let mut p = SimaiParams::defaults(SimaiTemplate::SpectrumX);
+    p.gpus = 16;
+    p.nic_bps = 100_000_000_000;
+    p.nvlink_bps = 2_400_000_000_000;
+    let mut nccl = simple(false);
+    nccl.tuning_latency = false;
+    let spec = nccl_spec(CollectiveOp::AllReduce, Algorithm::NvlsTree, size, nccl);
+    let config = lossless();
+    let wire = |bytes: u64| {
+        let mtu = u64::from(config.mtu_bytes);
+        bytes + bytes.div_ceil(mtu) * u64::from(config.header_bytes)
+    };
+    let ps =
+        |bytes: u64, bps: u64| (u128::from(bytes) * 8_000_000_000_000 / u128::from(bps)) as u64;
+    // A double binary tree of two servers moves each GPU's shard (S/8)
+    // once each way over its rail; each NVLS stage streams S through the
+    // NVSwitch's engine at 0.85 of the NVLink rate.
+    let rails_ps = ps(wire(size / 8), p.nic_bps);
+    let stage_ps = ps(wire(size), p.nvlink_bps * 85 / 100);
+    let fabric = workload_fabric(&TopoSpec::Simai(p), &spec, config);
+    let took_ps = |run| {
+        let c = &collectives(&fabric, run)[0];
+        (c.end_ns.expect("finished") - c.start_ns.expect("started")) * 1000
+    };
+    let run = packets(&fabric);
+    let packet_ps = took_ps(&run);
+    assert!(
+        packet_ps >= rails_ps && packet_ps <= rails_ps * 115 / 100,
+        "NVLS-Tree took {packet_ps} ps; the rails need {rails_ps}"
+    );
+    assert!(
+        packet_ps < (rails_ps + 2 * stage_ps) * 80 / 100,
+        "the stages ran one after another: {packet_ps} ps"
+    );
+    // Each server reduced and gathered every piece: one reduce-scatter and
+    // one all-gather per piece.
+    let ops: u64 = offload(&run).iter().map(|o| o.reductions_offloaded).sum();
+    let pieces = (size >> 20).min(32);
+    assert_eq!(ops, 2 * 2 * pieces);
+    let flow_ps = took_ps(&fluid(&fabric));
+    let gap = flow_ps.abs_diff(packet_ps) as f64 / packet_ps as f64;
+    assert!(
+        gap < 0.05,
+        "flow level {flow_ps} ps, packet level {packet_ps} ps"
+    );
+}
+
 /// NVLS-Tree over 2 servers completes, each NVSwitch reducing the buffer; auto on
 /// a lossless H100 fabric picks what the tuning model says, and an
 /// all-to-all's row names the direct exchange that runs.
@@ -223,10 +278,14 @@ fn nvls_tree_runs_across_servers_and_auto_follows_the_model() {
     let c = &collectives(&fabric, &run)[0];
     assert_eq!(c.algorithm, "nvls-tree/simple");
     assert!(c.end_ns.is_some());
-    // Both NVSwitches reduced every chunk of the whole buffer.
-    let chunks = size.div_ceil(u64::from(lossless().mtu_bytes));
+    // Both NVSwitches reduced the whole buffer, piece by piece (four of
+    // 1 MiB), and passed on every GPU's shard of each: a reduce-scatter's
+    // chunks, then each member's chunks of the all-gather.
+    let mtu = u64::from(lossless().mtu_bytes);
+    let piece = size / 4;
+    let per_piece = piece.div_ceil(mtu) + 8 * (piece / 8).div_ceil(mtu);
     let aggregated: u64 = offload(&run).iter().map(|o| o.chunks_aggregated).sum();
-    assert_eq!(aggregated, 2 * chunks);
+    assert_eq!(aggregated, 2 * 4 * per_piece);
     // Auto: on one server a 64 MiB all-reduce is NVLS (as SimAI 1.6 with
     // AS_NVLS_ENABLE=1), a 1 KiB one the ring with LL.
     for (size, want) in [(64u64 << 20, "nvls/simple"), (1024, "ring/ll")] {

@@ -10,9 +10,11 @@
 //!   NVLS:       GPU --S(n+1)/n--> NVSwitch engine --S(n+1)/n--> every GPU
 //!               (reduce-scatter by ld_reduce: S up, S/n down; all-gather
 //!               by multicast store: S/n up, S down; both share each port)
-//!   NVLS-Tree:  NVLS in each server, then for local rank k a tree of the
-//!               servers' GPU k over rail k all-reduces shard k (S/L),
-//!               then each GPU sends its shard to its server's others
+//!   NVLS-Tree:  per piece of the buffer, pipelined: an NVLS reduce-
+//!               scatter in each server (S up, S/L down), for local rank k
+//!               a tree of the servers' GPU k over rail k all-reduces
+//!               shard k (S/L), an NVLS all-gather in each server (S/L
+//!               up, S down)
 //! ```
 //! The NVSwitch's reduction and multicast engine passes at most
 //! [`NVLS_ENGINE_PERMILLE`] of a port's NVLink rate: chunks queue for it
@@ -21,8 +23,9 @@
 //! of S/4 (single server only; NVLS-Tree is not generated): the same
 //! bytes on every GPU-NVSwitch link each way, no engine.
 
-use crate::workload::algorithms::{self as algo, HostTasks, Pieces};
-use crate::workload::{Builder, InaKind, InaOp, TreeNode};
+use crate::workload::algorithms::{self as algo, HostTasks, Pieces, TreePipeline};
+use crate::workload::spec::CollectiveOp;
+use crate::workload::{Builder, InaKind, InaOp, InaPattern, TreeNode};
 use netsim_engine::SimTime;
 use netsim_topo::{NodeIndex, PortIndex, Role, Topology};
 
@@ -91,6 +94,36 @@ pub fn server_all_reduce(
     chunk_bytes: u32,
     entry: &HostTasks,
 ) -> Result<(), String> {
+    let stream = Stream {
+        bytes: stream_bytes,
+        chunk_bytes,
+        pattern: InaPattern::AllReduce,
+    };
+    server_op(b, topo, coll, members, stream, entry)
+}
+
+/// What each member streams into the NVSwitch, and where results go.
+#[derive(Clone, Copy, Debug)]
+struct Stream {
+    bytes: u64,
+    chunk_bytes: u32,
+    pattern: InaPattern,
+}
+
+/// One operation of the NVSwitch's engine among `members` after `entry`.
+fn server_op(
+    b: &mut Builder,
+    topo: &Topology,
+    coll: u32,
+    members: &[NodeIndex],
+    stream: Stream,
+    entry: &HostTasks,
+) -> Result<(), String> {
+    let Stream {
+        bytes: stream_bytes,
+        chunk_bytes,
+        pattern,
+    } = stream;
     let (switch, uplinks) = nvswitch_of(topo, members)
         .ok_or("NVLS needs the group's GPUs on one NVSwitch of their server")?;
     let port_bps = uplinks
@@ -121,6 +154,7 @@ pub fn server_all_reduce(
         slots: NVLS_SLOTS,
         processing: NVLS_PROCESSING,
         engine_bps: Some(engine_bps.max(1)),
+        pattern,
         members: uplinks.clone(),
     });
     for (m, _) in uplinks {
@@ -130,34 +164,56 @@ pub fn server_all_reduce(
     Ok(())
 }
 
-/// NVLS all-gather or reduce-scatter of `size_bytes` (the whole buffer)
-/// among `members` (GPUs of one server) after `entry`, through the same
-/// NVSwitch engine as [`server_all_reduce`]. NCCL's all-gather stores a
-/// GPU's shard once (`multimem.st`, `S/n` up) and the switch multicasts
+/// NVLS all-gather or reduce-scatter (`op`) of `size_bytes` (the whole
+/// buffer) among `members` (GPUs of one server) after `entry`, through the
+/// same NVSwitch engine as [`server_all_reduce`]. NCCL's all-gather stores
+/// a GPU's shard once (`multimem.st`, `S/n` up) and the switch multicasts
 /// every shard down (`S`); its reduce-scatter loads the whole buffer
 /// reduced by the switch (`multimem.ld_reduce`, `S` up, `S/n` down)
 /// (NCCL `src/device/all_gather.h`, NVLS one-node branch: a send of the
 /// rank's `count` to `nvls->down`, a gather of `nHeads x count` from
 /// `nvls->up`; reduce-scatter: "send S, receive S/N", NCCL issue 1083).
-/// Either way the loaded direction of each NVLink carries `S` through the
-/// engine, so both stream `S` each way: the idle direction is over-counted,
-/// which on full-duplex NVLink costs no time.
+#[allow(clippy::too_many_arguments)]
 pub fn server_exchange(
     b: &mut Builder,
     topo: &Topology,
     coll: u32,
+    op: CollectiveOp,
     members: &[NodeIndex],
     size_bytes: u64,
     chunk_bytes: u32,
     entry: &HostTasks,
 ) -> Result<(), String> {
-    server_all_reduce(b, topo, coll, members, size_bytes, chunk_bytes, entry)
+    let stream = if op == CollectiveOp::AllGather {
+        Stream {
+            bytes: size_bytes.div_ceil(members.len().max(1) as u64).max(1),
+            chunk_bytes,
+            pattern: InaPattern::AllGather,
+        }
+    } else {
+        Stream {
+            bytes: size_bytes,
+            chunk_bytes,
+            pattern: InaPattern::ReduceScatter,
+        }
+    };
+    server_op(b, topo, coll, members, stream, entry)
 }
 
+/// NVLS-Tree pipelines its buffer in pieces of at least this many bytes...
+pub const NVLS_TREE_PIECE_BYTES: u64 = 1 << 20;
+/// ... and at most this many pieces: a piece's three stages overlap the
+/// next pieces', so the pipeline's fill costs two pieces' bottleneck time.
+pub const NVLS_TREE_MAX_PIECES: u64 = 32;
+
 /// NVLS-Tree all-reduce over whole servers (`servers`: each server's GPUs
-/// in local-rank order, the same count in each): NVLS in every server,
-/// a double binary tree of shard `k` among the servers' GPU `k` (over
-/// rail `k`), then an all-gather of the shards inside each server.
+/// in local-rank order, the same count in each), as NCCL pipelines it: the
+/// buffer in pieces, each an NVLS reduce-scatter in every server, a double
+/// binary tree of shard `k` among the servers' GPU `k` (over rail `k`), and
+/// an NVLS all-gather in every server. A stage takes a GPU's pieces in
+/// order, so a piece's tree runs while the next piece is reduced and the
+/// previous one gathered; in-server, the reduce-scatter loads the NVLinks
+/// up and the all-gather down, as NCCL's `2 x intraBw` counts them.
 #[allow(clippy::too_many_arguments)]
 pub fn tree(
     b: &mut Builder,
@@ -169,30 +225,48 @@ pub fn tree(
     tree_pieces: Pieces,
     entry: &HostTasks,
 ) -> Result<(), String> {
-    let local = servers[0].len();
+    let local = servers[0].len() as u64;
     let all: Vec<NodeIndex> = servers.concat();
-    let first = b.task_count();
-    for s in servers {
-        server_all_reduce(b, topo, coll, s, size_bytes, chunk_bytes, entry)?;
-    }
-    let reduced = algo::exits(b, coll, first, &all);
-    let shard = size_bytes.div_ceil(local as u64).max(1);
-    let mut global = HostTasks::new();
-    for k in 0..local {
-        let rail: Vec<NodeIndex> = servers.iter().map(|s| s[k]).collect();
-        let start = b.task_count();
-        algo::double_binary_tree(b, coll, &rail, shard, tree_pieces, &reduced);
-        global.extend(algo::exits(b, coll, start, &rail));
-    }
-    // Every GPU holds its shard of the sum: it writes it to the others
-    // (NVLS multicasts it; each GPU's NVLink receives the same bytes).
-    for s in servers {
-        for &src in s {
-            let deps = global.get(&src).map_or(&[][..], Vec::as_slice);
-            for &dst in s.iter().filter(|&&d| d != src) {
-                b.flow(src, dst, shard, coll, deps);
+    let pieces = (size_bytes / NVLS_TREE_PIECE_BYTES).clamp(1, NVLS_TREE_MAX_PIECES);
+    let mut rails: Vec<TreePipeline> = (0..servers[0].len())
+        .map(|k| {
+            let rail: Vec<NodeIndex> = servers.iter().map(|s| s[k]).collect();
+            TreePipeline::new(&rail, tree_pieces.channels)
+        })
+        .collect();
+    let mut scattered = entry.clone();
+    let mut gathered = HostTasks::new();
+    for piece in 0..pieces {
+        let bytes = (size_bytes / pieces + u64::from(piece < size_bytes % pieces)).max(1);
+        let scatter = Stream {
+            bytes,
+            chunk_bytes,
+            pattern: InaPattern::ReduceScatter,
+        };
+        let first = b.task_count();
+        for s in servers {
+            server_op(b, topo, coll, s, scatter, &scattered)?;
+        }
+        scattered = algo::exits(b, coll, first, &all);
+        let shard = bytes.div_ceil(local).max(1);
+        let mut reduced = gathered.clone();
+        for (k, rail) in rails.iter_mut().enumerate() {
+            let start = rail.piece(b, coll, shard, &scattered);
+            let gpus: Vec<NodeIndex> = servers.iter().map(|s| s[k]).collect();
+            for (gpu, exit) in algo::exits(b, coll, start, &gpus) {
+                reduced.entry(gpu).or_default().extend(exit);
             }
         }
+        let gather = Stream {
+            bytes: shard,
+            chunk_bytes,
+            pattern: InaPattern::AllGather,
+        };
+        let start = b.task_count();
+        for s in servers {
+            server_op(b, topo, coll, s, gather, &reduced)?;
+        }
+        gathered = algo::exits(b, coll, start, &all);
     }
     Ok(())
 }

@@ -216,7 +216,7 @@ fn build(
                 let stream = nvls::all_reduce_port_bytes(size, group.len());
                 nvls::server_all_reduce(b, cx.topo, coll, group, stream, cx.mtu_bytes, entry)
             } else {
-                nvls::server_exchange(b, cx.topo, coll, group, size, cx.mtu_bytes, entry)
+                nvls::server_exchange(b, cx.topo, coll, op, group, size, cx.mtu_bytes, entry)
             };
             if let Err(why) = r {
                 fall_back(b, cx, coll, group, size, steps, why, entry);

@@ -32,6 +32,24 @@ pub enum InaKind {
     Barrier,
 }
 
+/// Where an operation's chunks go, on a tree of one switch or more.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InaPattern {
+    /// Every member streams the whole buffer; each chunk's result goes to
+    /// every member (all-reduce, barrier).
+    AllReduce,
+    /// Every member streams the whole buffer; chunk `j`'s result goes to
+    /// its owner, member `j x members / chunks`, and the others get a
+    /// header-only credit that frees the slot (NVLS reduce-scatter by
+    /// `multimem.ld_reduce`: `S` up, `S/n` down). One switch only.
+    ReduceScatter,
+    /// Member `m` streams only its own shard (`size_bytes`); the switch
+    /// passes each chunk on as it arrives, unreduced, to every member
+    /// (NVLS all-gather by `multimem.st`: `S/n` up, `S` down). One switch
+    /// only; a member's stream ends when it holds every member's shard.
+    AllGather,
+}
+
 /// An offloaded operation: its tree, chunking and flow control.
 #[derive(Clone, Debug, PartialEq)]
 pub struct InaOp {
@@ -53,6 +71,7 @@ pub struct InaOp {
     /// reduced and multicast only after the engine has passed every chunk
     /// before it. `None`: the engine keeps up with the ports (Tofino, SHARP).
     pub engine_bps: Option<u64>,
+    pub pattern: InaPattern,
     pub members: Members,
 }
 
@@ -67,6 +86,24 @@ impl InaOp {
     pub fn chunk_payload_bytes(&self, chunk: u32) -> u64 {
         (self.size_bytes - u64::from(chunk) * u64::from(self.chunk_bytes))
             .min(u64::from(self.chunk_bytes))
+    }
+
+    /// Wire bytes on a member's more loaded direction: its own stream, or
+    /// for [`InaPattern::AllGather`] every member's shard coming down.
+    pub fn loaded_wire_bytes(&self, header_bytes: u64) -> u64 {
+        let one = self.stream_wire_bytes(header_bytes);
+        match self.pattern {
+            InaPattern::AllGather => one.saturating_mul(self.members.len() as u64),
+            InaPattern::AllReduce | InaPattern::ReduceScatter => one,
+        }
+    }
+
+    /// The member that owns chunk `chunk`'s result under
+    /// [`InaPattern::ReduceScatter`]: the chunks split evenly, in member order.
+    pub fn owner_of(&self, chunk: u32) -> NodeIndex {
+        let n = self.members.len() as u64;
+        let m = u64::from(chunk) * n / u64::from(self.chunks.max(1));
+        self.members[m as usize].0
     }
 
     /// One member's stream on the wire: every chunk's payload and a header

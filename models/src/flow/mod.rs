@@ -295,6 +295,10 @@ pub fn simulate<S: TelemetrySink>(
             if p.stopping() {
                 std::panic::resume_unwind(Box::new(netsim_engine::Stopped));
             }
+            // A graceful stop: every instant before the next is handled.
+            if p.interrupted() {
+                break;
+            }
         }
     }
     if let Some(p) = progress {

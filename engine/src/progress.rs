@@ -15,11 +15,17 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 /// [`Progress::stop`] asks the run to stop (Ctrl-C in the Python API): the
 /// shards look once per window, the same cost as reporting, and the run
 /// unwinds with [`Stopped`] rather than returning a partial result.
+///
+/// [`Progress::interrupt`] asks for a graceful stop instead (SIGINT or
+/// SIGTERM in the binary): every shard stops at the same window boundary,
+/// with every event before it handled, and the run returns what it has,
+/// as if its end were there.
 #[derive(Debug, Default)]
 pub struct Progress {
     time_ps: AtomicU64,
     events: AtomicU64,
     stop: AtomicBool,
+    interrupt: AtomicBool,
 }
 
 /// The unwind payload of a run stopped through [`Progress::stop`]: no shard
@@ -30,8 +36,15 @@ pub struct Progress {
 pub struct Stopped;
 
 impl Progress {
-    pub fn new() -> Progress {
-        Progress::default()
+    /// Nothing reached, nothing asked (a `const fn`: a binary may keep
+    /// one in a `static` that a signal handler reaches).
+    pub const fn new() -> Progress {
+        Progress {
+            time_ps: AtomicU64::new(0),
+            events: AtomicU64::new(0),
+            stop: AtomicBool::new(false),
+            interrupt: AtomicBool::new(false),
+        }
     }
 
     /// Every event earlier than this has been handled, on every shard.
@@ -52,6 +65,17 @@ impl Progress {
     /// Whether [`Progress::stop`] was called.
     pub fn stopping(&self) -> bool {
         self.stop.load(Ordering::Relaxed)
+    }
+
+    /// Asks the run to stop gracefully at its next window boundary (any
+    /// thread, any time; one atomic store, so a signal handler may call it).
+    pub fn interrupt(&self) {
+        self.interrupt.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether [`Progress::interrupt`] was called.
+    pub fn interrupted(&self) -> bool {
+        self.interrupt.load(Ordering::Relaxed)
     }
 
     /// Every event before `window_start` has been handled (a shard starts

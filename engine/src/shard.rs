@@ -293,6 +293,13 @@ pub struct ShardReport<M> {
 /// events there once per window, and returns [`Aborted`] (aborting the
 /// others) once [`Progress::stop`] was called.
 ///
+/// Once [`Progress::interrupt`] was called, every shard leaves the loop
+/// after the same exchange and returns what it has: a shard that sees it
+/// offers time zero as its next event. The agreed global next time never
+/// decreases (nothing is scheduled before it), so a global next below the
+/// previous one can only be that offer, and every shard reads it from the
+/// same exchange. Until one window has passed time zero the offer waits.
+///
 /// Fast-forward: when the model has a [`Model::skip_period`] `P`, windows
 /// also end at the check instants `P, 2P, ...` (after a jump of `d` from
 /// `c`: `c + d + P, ...`), so when the global next event time first reaches
@@ -330,6 +337,8 @@ pub fn run_shard<M: Model, C: Comm<M::Payload>>(
     let mut votes = Vec::new();
     // Every local event before `done` is handled.
     let mut done = SimTime::ZERO;
+    // The previous exchange's global next event time (never decreases).
+    let mut agreed_next = SimTime::ZERO;
     loop {
         let mut inject = Inject {
             done,
@@ -338,16 +347,25 @@ pub fn run_shard<M: Model, C: Comm<M::Payload>>(
         let external_bound = model
             .external(done, &mut inject)
             .inspect_err(|_| comm.abort())?;
-        let local_next = state
-            .queue
-            .next_time()
-            .min(state.outbox_next)
-            .min(external_bound);
+        let interrupting = progress.is_some_and(Progress::interrupted);
+        let local_next = match interrupting && agreed_next > SimTime::ZERO {
+            true => SimTime::ZERO,
+            false => state
+                .queue
+                .next_time()
+                .min(state.outbox_next)
+                .min(external_bound),
+        };
         state.outbox_next = SimTime::MAX;
         let global_next = comm.exchange(&mut state.outboxes, local_next, &mut inbox)?;
         for event in inbox.drain(..) {
             state.queue.push(event);
         }
+        if global_next < agreed_next {
+            // A shard was interrupted: every shard stops after this exchange.
+            break;
+        }
+        agreed_next = global_next;
         if let Some(progress) = progress {
             // After the last window `global_next` is `end` or "no event":
             // the last event handled is as far as the run is known to be.

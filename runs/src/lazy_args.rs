@@ -5,15 +5,15 @@ use crate::run_cmd::{Fidelity, RunArgs};
 use netsim_models::network::config::{EcmpEntropy, NetConfig, Transport};
 
 /// Refuses `--lazy-expansion on` where a run reads flows or tasks that a
-/// lazy workload has not expanded: flow level, UEC, fast-forward,
-/// `--recv-complete acked` and per-connection ECMP entropy (all of which
-/// read the whole flow list or task DAG).
+/// lazy workload has not expanded: flow level's classes, UEC,
+/// fast-forward, `--recv-complete acked` and per-connection ECMP entropy
+/// (all of which read the whole flow list or task DAG).
 pub fn check(args: &RunArgs, config: &NetConfig) -> anyhow::Result<()> {
     if args.workload.lazy_expansion != "on" {
         return Ok(());
     }
-    let why = if args.fidelity == Fidelity::Flow {
-        Some("flow level keeps every flow's state")
+    let why = if args.fidelity == Fidelity::Flow && args.workload.fold_classes {
+        Some("--fold-classes reads every flow of the folded jobs up front")
     } else if config.transport == Transport::Uec {
         Some("UEC receivers read flows the run may have freed")
     } else if config.fast_forward.is_some() {

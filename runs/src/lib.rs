@@ -7,6 +7,7 @@ pub mod dpu_bench_cmd;
 pub mod fast_forward_args;
 pub mod fault_args;
 pub mod fcts;
+pub mod interrupt;
 pub mod jobs;
 pub mod lazy_args;
 pub mod limits;

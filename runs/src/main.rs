@@ -32,7 +32,8 @@ fn main() -> ExitCode {
     // SAFETY: restores the default disposition before any thread runs.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     match run() {
-        Ok(()) => ExitCode::SUCCESS,
+        // Stopped by SIGINT or SIGTERM, its tables and run.json written.
+        Ok(()) => netsim::interrupt::exit_code().map_or(ExitCode::SUCCESS, ExitCode::from),
         // That rank printed the error.
         Err(error) if error.is::<OtherRankFailed>() => ExitCode::from(2),
         Err(error) if error.is::<Exit>() => ExitCode::from(error.downcast_ref::<Exit>().unwrap().0),

@@ -101,9 +101,21 @@ impl RunArgs {
     /// Runs the scenario on this process's shards. Under MPI every rank
     /// calls it with the same flags; rank 0 writes `run.json`, the
     /// `collectives` table, the progress bar and the summary line.
+    ///
+    /// SIGINT or SIGTERM stops it at the next synchronisation window: the
+    /// tables hold what was written, `run.json` says `"interrupted": true`
+    /// ([`crate::interrupt`]).
     pub fn run(&self, ranks: &Ranks) -> anyhow::Result<()> {
-        self.run_with(ranks, Output::Files, &Progress::new())
-            .map(drop)
+        crate::interrupt::install();
+        let progress = &crate::interrupt::CLI_PROGRESS;
+        self.run_with(ranks, Output::Files, progress)?;
+        if let (Some(by), 0) = (crate::interrupt::signal_name(), ranks.rank()) {
+            eprintln!(
+                "netsim: stopped by {by} at simulated {} ns; run.json says interrupted",
+                progress.sim_time().as_ns()
+            );
+        }
+        Ok(())
     }
 
     /// Runs the scenario in this process, its tables and summary kept in
@@ -213,6 +225,7 @@ impl RunArgs {
             rows,
             windows: run.windows,
             sim_end: run.sim_end,
+            interrupted: progress.interrupted(),
         };
         let summary = self.write_summary(ranks, &plan, outcome, &part(0), output)?;
         Ok(match (output, summary) {

@@ -31,6 +31,8 @@ pub(crate) struct Outcome {
     /// The same on every rank.
     pub windows: u64,
     pub sim_end: SimTime,
+    /// Stopped by a signal at a window boundary ([`crate::interrupt`]).
+    pub interrupted: bool,
 }
 
 impl Outcome {
@@ -244,7 +246,12 @@ impl RunArgs {
             sim_end: outcome.sim_end,
             fct_ns,
         };
-        let summary = self.summary_json(plan, &run, &totals, &written);
+        let mut summary = self.summary_json(plan, &run, &totals, &written);
+        // Stopped by a signal: every table holds what was written up to
+        // the stop, as at a time limit.
+        summary["interrupted"] = outcome.interrupted.into();
+        let by = crate::interrupt::signal_name().filter(|_| outcome.interrupted);
+        summary["interrupted_by"] = by.unwrap_or_default().into();
         if output == Output::Files {
             write_run_json(&self.out, &summary)?;
         }

@@ -81,7 +81,7 @@ impl InaTrees {
         let header = u64::from(fabric.config.header_bytes);
         let ops = &workload.ina_ops;
         let mut trees = InaTrees {
-            first_stream: workload.flows.len() as u32,
+            first_stream: workload.flow_count() as u32,
             paths: Vec::with_capacity(ops.len()),
             members: vec![Vec::new(); ops.len()],
             started: vec![0; ops.len()],

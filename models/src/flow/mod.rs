@@ -27,6 +27,7 @@
 //! number of threads.
 
 mod classes;
+mod dag;
 mod fair_share;
 mod fifo;
 mod ina;
@@ -42,8 +43,9 @@ use crate::network::{
     five_tuple_hash, ideal_fct, Fabric, NetRun, NetStats, PathTiming, ShardOutcome,
 };
 use crate::telemetry::{FlowRecord, TelemetrySink};
-use crate::workload::progress::{DagProgress, Start};
+use crate::workload::progress::Start;
 use classes::Classes;
+use dag::FlowDag;
 use fair_share::{FairShare, RateChange};
 use fifo::Fifo;
 use ina::InaTrees;
@@ -168,7 +170,7 @@ struct Fluid<'f, S> {
     flows: Slots<FlowState>,
     queue: EventQueue<Event>,
     next_seq: u64,
-    dag: DagProgress,
+    dag: FlowDag,
     stats: NetStats,
     sink: S,
     now: SimTime,
@@ -205,7 +207,8 @@ pub fn simulate<S: TelemetrySink>(
         })
         .collect::<Vec<u64>>();
     let workload = &fabric.workload;
-    let flow_count = workload.flows.len();
+    let flow_count = workload.flow_count();
+    let (dag, roots) = FlowDag::new(fabric);
     // Without congestion control nothing slows a sender: it injects at its
     // NIC's share and the switches' FIFO queues share the links.
     let fifo = (fabric.config.cc == crate::network::config::CcKind::None)
@@ -238,7 +241,7 @@ pub fn simulate<S: TelemetrySink>(
         flows: Slots::new(flow_count + streams),
         queue: EventQueue::new(),
         next_seq: 0,
-        dag: DagProgress::new(workload),
+        dag,
         stats: NetStats::default(),
         sink,
         now: SimTime::ZERO,
@@ -257,10 +260,8 @@ pub fn simulate<S: TelemetrySink>(
         drained: Vec::new(),
     };
     if workload.has_tasks() {
-        for task in 0..workload.tasks.len() as u32 {
-            if workload.tasks[task as usize].deps == 0 {
-                fluid.start_task(task);
-            }
+        for task in roots {
+            fluid.start_task(task);
         }
     } else {
         for (flow, spec) in workload.flows.iter().enumerate() {
@@ -294,6 +295,10 @@ pub fn simulate<S: TelemetrySink>(
             if p.stopping() {
                 std::panic::resume_unwind(Box::new(netsim_engine::Stopped));
             }
+            // A graceful stop: every instant before the next is handled.
+            if p.interrupted() {
+                break;
+            }
         }
     }
     if let Some(p) = progress {
@@ -309,7 +314,7 @@ impl<S: TelemetrySink> Fluid<'_, S> {
     }
 
     fn handle(&mut self, event: Event) {
-        let workload = &self.fabric.workload;
+        let fabric = self.fabric;
         match event {
             Event::Start { flow } => self.start_flow(flow),
             Event::Drained { flow, version } => {
@@ -329,24 +334,24 @@ impl<S: TelemetrySink> Fluid<'_, S> {
             }
             Event::Wake => self.wake_at = SimTime::MAX,
             Event::Delivered { flow } => {
-                let spec = workload.flows[flow as usize];
+                let spec = self.dag.flow_spec(fabric, flow);
                 self.stats.delivered_payload_bytes += spec.size_bytes;
-                if let Some(info) = workload.flow_info(flow) {
+                if let Some(info) = self.dag.flow_info(fabric, flow) {
                     self.seen_complete(info.task, spec.dst, false);
                 }
             }
             Event::Acked { flow } => {
-                let spec = workload.flows[flow as usize];
+                let spec = self.dag.flow_spec(fabric, flow);
                 self.flows[flow as usize].end = Some(self.now);
                 self.stats.flows_finished += 1;
                 self.record_flow(flow);
                 self.flows.close(flow);
-                if let Some(info) = workload.flow_info(flow) {
+                if let Some(info) = self.dag.flow_info(fabric, flow) {
                     self.seen_complete(info.task, spec.src, true);
                 }
             }
             Event::TaskDone { task } => {
-                let host = workload.tasks[task as usize].host;
+                let host = self.dag.task_host(fabric, task);
                 self.seen_complete(task, host, true);
             }
         }
@@ -359,7 +364,7 @@ impl<S: TelemetrySink> Fluid<'_, S> {
         if let Some(op) = self.ina.op_of(flow) {
             return self.ina_member_started(op, flow);
         }
-        let spec = fabric.workload.flows[flow as usize];
+        let spec = self.dag.flow_spec(fabric, flow);
         let (share, fifo) = (&self.share, &self.fifo);
         let load = |c| fifo.as_ref().map_or_else(|| share.load(c), |q| q.load(c));
         route(
@@ -399,7 +404,7 @@ impl<S: TelemetrySink> Fluid<'_, S> {
             }
             (None, _) => self.share.add(flow, &self.path),
         }
-        if let Some(info) = fabric.workload.flow_info(flow) {
+        if let Some(info) = self.dag.flow_info(fabric, flow) {
             self.dag.span_started(info.collective, self.now);
         }
     }
@@ -452,14 +457,14 @@ impl<S: TelemetrySink> Fluid<'_, S> {
         let f = &self.flows[flow as usize];
         let delivered = self.now.saturating_add(f.forward_tail);
         let acked = delivered.saturating_add(f.ack_return);
-        self.stats.sent_payload_bytes += self.fabric.workload.flows[flow as usize].size_bytes;
+        self.stats.sent_payload_bytes += self.dag.flow_spec(self.fabric, flow).size_bytes;
         self.push(delivered, Event::Delivered { flow });
         self.push(acked, Event::Acked { flow });
     }
 
     /// Task `task` starts now on its host.
     fn start_task(&mut self, task: u32) {
-        match self.dag.start(&self.fabric.workload, task, self.now) {
+        match self.dag.start(self.fabric, task, self.now) {
             Start::Flow { flow, after } => {
                 self.push(self.now.saturating_add(after), Event::Start { flow })
             }
@@ -473,9 +478,9 @@ impl<S: TelemetrySink> Fluid<'_, S> {
     /// only for it.
     fn seen_complete(&mut self, task: u32, host: u32, at_source: bool) {
         let mut ready = std::mem::take(&mut self.ready);
-        let (workload, now) = (&self.fabric.workload, self.now);
+        let (fabric, now) = (self.fabric, self.now);
         self.dag
-            .seen_complete(workload, task, host, at_source, now, &mut ready);
+            .seen_complete(fabric, (task, host, at_source), now, &mut ready);
         for &t in &ready {
             self.start_task(t);
         }
@@ -495,7 +500,8 @@ impl<S: TelemetrySink> Fluid<'_, S> {
     }
 
     fn record_flow(&mut self, flow: u32) {
-        let spec = self.fabric.workload.flows[flow as usize];
+        let spec = self.dag.flow_spec(self.fabric, flow);
+        let (collective_id, job) = self.dag.flow_collective(self.fabric, flow);
         let f = self.flows[flow as usize];
         let fct_ns = f.end.map(|e| (e - f.start).as_ns());
         let ideal_fct_ns = f.ideal_fct.as_ns();
@@ -525,8 +531,8 @@ impl<S: TelemetrySink> Fluid<'_, S> {
             sacks: 0,
             paths_used: 1,
             finished: f.end.is_some(),
-            collective_id: self.fabric.workload.flow_collective(flow),
-            job: self.fabric.workload.flow_job(flow).cloned(),
+            collective_id,
+            job,
             reason: f.end.is_none().then_some("time-limit"),
         });
     }
@@ -547,7 +553,7 @@ impl<S: TelemetrySink> Fluid<'_, S> {
         }
         self.ina.report(&mut self.sink);
         // Flows still running started and did not finish (streams are not flows).
-        let flows = self.fabric.workload.flows.len() as u32;
+        let flows = self.fabric.workload.flow_count() as u32;
         let running: Vec<u32> = self.flows.open_flows().filter(|&f| f < flows).collect();
         for flow in running {
             self.record_flow(flow);

@@ -31,10 +31,51 @@ fn same_files(a: &Path, b: &Path, names: &[&str]) {
 /// `line` eager and lazy: the flows and collectives tables (and the
 /// queues and links) are the same bytes; returns the lazy run.json.
 fn lazy_equals_eager(dir: &Path, line: &str) -> serde_json::Value {
+    lazy_tables_equal_eager(dir, line, &["flows", "collectives", "queues", "links"])
+}
+
+/// `line` eager and lazy: the tables `names` are the same bytes, and so
+/// is the simulated end; returns the lazy run.json.
+fn lazy_tables_equal_eager(dir: &Path, line: &str, names: &[&str]) -> serde_json::Value {
     let eager = run_out(dir, &format!("{line} --lazy-expansion off"), "eager");
     let lazy = run_out(dir, &format!("{line} --lazy-expansion on"), "lazy");
-    same_files(&eager, &lazy, &["flows", "collectives", "queues", "links"]);
-    run_json(&lazy)
+    same_files(&eager, &lazy, names);
+    let (e, l) = (run_json(&eager), run_json(&lazy));
+    assert_eq!(e["sim_end_ns"], l["sim_end_ns"], "{line}");
+    assert_eq!(e["events"], l["events"], "{line}");
+    l
+}
+
+/// Flow level (which has no queues): a collective becomes flows when it
+/// is ready and its flows' state is freed after, and the tables are the
+/// eager run's, with max-min sharing and with FIFO queues (`--cc none`),
+/// on 1 and 2 threads.
+#[test]
+fn flow_level_lazily_expanded_writes_the_eager_tables() {
+    let moe = runs_file("scenarios/workloads/moe-pp4-ep2-tp8-128.txt");
+    let spx = format!("--topo spectrum-x --gpus 128 --workload {moe}");
+    for (name, line) in [
+        ("flow-moe-1", format!("{spx} --threads 1")),
+        ("flow-moe-2", format!("{spx} --threads 2")),
+        ("flow-moe-fifo", format!("{spx} --cc none")),
+        (
+            "flow-hd",
+            "--topo fat-tree --k 8 --workload allreduce --algo hd --size 4MiB --iterations 2"
+                .into(),
+        ),
+        (
+            "flow-rings",
+            "--topo spectrum-x --gpus 64 --workload allgather --channels 2 --size 8MiB --iterations 3"
+                .into(),
+        ),
+        ("flow-a2a", "--topo fat-tree --k 8 --workload alltoall --size 1MiB".into()),
+    ] {
+        let dir = scratch(name);
+        let line = format!("run {line} --fidelity flow");
+        let run = lazy_tables_equal_eager(&dir, &line, &["flows", "collectives", "links"]);
+        assert_eq!(run["collectives"], run["collectives_finished"], "{line}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
 
 #[test]
@@ -80,8 +121,17 @@ fn trees_halving_doubling_nccl_rings_and_repeats_lazily_expanded_are_the_eager_r
 fn what_lazy_expansion_cannot_run_yet_is_refused_with_the_reason() {
     let dir = scratch("refused");
     let base = "run --topo fat-tree --k 4 --workload allreduce --lazy-expansion on";
+    let moe = runs_file("scenarios/workloads/moe-pp4-ep2-tp8-128.txt");
+    rejects(
+        &dir,
+        &format!(
+            "run --topo spectrum-x --gpus 128 --workload {moe} --lazy-expansion on \
+             --fidelity flow --fold-dp 2 --fold-classes"
+        ),
+        &[],
+        "--fold-classes reads every flow",
+    );
     for (extra, needle) in [
-        ("--fidelity flow", "flow level keeps every flow's state"),
         ("--transport uec", "UEC receivers"),
         ("--fast-forward on", "fast-forward reads the whole task DAG"),
         (

@@ -22,6 +22,7 @@ mod flow_ina;
 mod flow_level;
 mod fuzz;
 mod golden;
+mod interrupt;
 mod jobs;
 mod lazy;
 mod memo;

@@ -141,6 +141,11 @@ impl LazyDag {
         }
     }
 
+    /// The host of task `task` (its collective live here, if it has one).
+    pub fn task_host(&self, src: Source<'_>, task: u32) -> u32 {
+        self.task(src, task).0.host
+    }
+
     /// A task of `collective` (or [`NONE`]) started at `now`.
     pub fn span_started(&mut self, collective: u32, now: SimTime) {
         if collective != NONE {

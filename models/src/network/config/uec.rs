@@ -147,6 +147,14 @@ pub struct UecConfig {
     /// matters: resending the lowest hole first moves the cumulative point,
     /// which keeps the out-of-order count below SLEEK's trigger.
     pub rtx_lowest_first: bool,
+    /// NSCC with the fabric's base RTT: a NACK's round trip (the data
+    /// packet's send to the NACK's arrival) lowers the base RTT too, as an
+    /// ACK's does (htsim's `update_base_rtt_on_nack`). A trimmed header
+    /// skips the queues, so a NACK measures the unloaded path even when
+    /// every data packet waited; without it a flow nearer the receiver
+    /// than the fabric's diameter keeps a base above its path's, reads
+    /// less delay than there is, and takes more than its share.
+    pub nack_base_rtt: bool,
 }
 
 /// When NSCC folds its accumulated increase into the window.
@@ -197,6 +205,7 @@ impl Default for UecConfig {
             bitmap_scores: false,
             fair_above_target: false,
             rtx_lowest_first: false,
+            nack_base_rtt: false,
         }
     }
 }

@@ -279,13 +279,14 @@ impl UecSender {
             PacketKind::Nack => {
                 self.trimmed_pkts += 1;
                 self.lb.on_nack(entropy);
+                let rtt = self.seq.sent_at(pkt.psn).map(|sent| now - sent);
                 if self.seq.on_nack(pkt.psn) {
                     if self.credit.is_some() {
                         self.nacked_pending += 1;
                     }
                     let in_flight = self.in_flight_bytes();
                     if let Some(n) = &mut self.nscc {
-                        n.on_nack(now, mtu, in_flight);
+                        n.on_nack(now, rtt, mtu, in_flight);
                     }
                 }
                 0

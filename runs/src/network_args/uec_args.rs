@@ -79,6 +79,12 @@ pub struct UecArgs {
     /// [netsim off, uet-htsim on].
     #[arg(long, value_parser = ["on", "off"])]
     pub uec_nack_rtt: Option<String>,
+    /// UEC on a host with a port into each plane of a multi-plane fabric:
+    /// one queue pair sprays its packets over all of them, with the load
+    /// balancer's path state per plane (spray; UET's), or keeps the one
+    /// port its hash picked (pin) [both profiles: spray].
+    #[arg(long, value_parser = ["spray", "pin"])]
+    pub uec_planes: Option<String>,
     /// Lossy switch buffers: shared (dynamic thresholds, --buffer-kb) or
     /// per-port (a fixed queue of --port-buffer-bytes per egress port)
     /// [netsim shared, uet-htsim per-port].
@@ -199,6 +205,7 @@ impl UecArgs {
             .uec_bitmap_penalty
             .as_deref()
             .map_or(h, |v| v == "scores");
+        u.plane_spray = self.uec_planes.as_deref() != Some("pin");
         u.nack_base_rtt = self.uec_nack_rtt.as_deref().map_or(h, |v| v == "on");
         let detect = self.uec_loss_detect.as_deref();
         u.sleek = detect == Some("sleek");

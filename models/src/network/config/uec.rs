@@ -155,6 +155,12 @@ pub struct UecConfig {
     /// than the fabric's diameter keeps a base above its path's, reads
     /// less delay than there is, and takes more than its share.
     pub nack_base_rtt: bool,
+    /// On a host with several ports toward the destination (one per plane
+    /// of a multi-plane fabric), one queue pair is scheduled on all of them
+    /// and sprays its packets across the planes, with the load balancer's
+    /// path state kept per plane (UET's multi-plane spraying); off, the
+    /// flow keeps the one port its hash picked.
+    pub plane_spray: bool,
 }
 
 /// When NSCC folds its accumulated increase into the window.
@@ -206,6 +212,7 @@ impl Default for UecConfig {
             fair_above_target: false,
             rtx_lowest_first: false,
             nack_base_rtt: false,
+            plane_spray: true,
         }
     }
 }

@@ -381,6 +381,8 @@ pub fn config_json(profile: &str, uec_profile: &str, c: &NetConfig) -> serde_jso
         "bitmap_scores": u.bitmap_scores,
         "fair_above_target": u.fair_above_target,
         "rtx_lowest_first": u.rtx_lowest_first,
+        "nack_base_rtt": u.nack_base_rtt,
+        "plane_spray": u.plane_spray,
         "cc": format!("{:?}", u.cc).to_lowercase(),
         "target_qdelay_ns": ns(u.target_qdelay),
         "ooo_pkts": u.ooo_pkts,

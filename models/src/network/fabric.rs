@@ -131,6 +131,13 @@ fn connection_ports(workload: &Workload) -> Arc<[u32]> {
 /// ACK (what a window must cover to keep the path busy), along a
 /// minimum-latency path.
 pub fn ideal_fct(fabric: &Fabric, spec: &FlowSpec, first_port: u16) -> (SimTime, SimTime) {
+    let timing = path_timing(fabric, spec, first_port);
+    (timing.ideal_fct(), timing.rtt)
+}
+
+/// The timing of flow `spec` alone on its path from `first_port` (the
+/// first next hop at every switch).
+pub(crate) fn path_timing(fabric: &Fabric, spec: &FlowSpec, first_port: u16) -> PathTiming {
     let topo = &fabric.topo;
     let mut hops = Vec::new();
     let mut at = spec.src;
@@ -151,8 +158,7 @@ pub fn ideal_fct(fabric: &Fabric, spec: &FlowSpec, first_port: u16) -> (SimTime,
             .unwrap_or_else(|| panic!("node {at} has no route to host {}", spec.dst));
         assert!(hops.len() <= topo.node_count() as usize, "routing loop");
     }
-    let timing = PathTiming::new(&fabric.config, spec.size_bytes, &hops);
-    (timing.ideal_fct(), timing.rtt)
+    PathTiming::new(&fabric.config, spec.size_bytes, &hops)
 }
 
 /// How long a flow alone on a path takes, in parts: its bytes cross the

@@ -257,7 +257,16 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
         let flows = std::mem::take(&mut self.ports[gport].host.flows);
         let mut stay = Vec::new();
         for &i in &flows {
-            let s = &self.transport.senders[i as usize];
+            let s = &mut self.transport.senders[i as usize];
+            if s.spray_ports & !(1 << port) != 0 {
+                // A sprayed queue pair goes on over its other ports.
+                s.spray_ports &= !(1 << port);
+                if s.port == port {
+                    s.port = s.spray_ports.trailing_zeros() as u16;
+                }
+                continue;
+            }
+            s.spray_ports = 0;
             let probe = Packet {
                 flow: s.flow,
                 src: s.spec.src,
@@ -296,6 +305,23 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
         }
         let flight = p.link.latency + serialization(u64::from(pkt.wire_bytes), p.link.rate_bps);
         now < p.health.last_down + flight
+    }
+
+    /// The live ports of the current host that are next hops toward host
+    /// `dst` in the tables in force, a bit each; 0 on a host of one port.
+    pub(crate) fn host_live_ports_toward(&self, ctx: &Context<'_, NetEvent>, dst: u32) -> u64 {
+        let local = ctx.local_index();
+        let lo = self.port_base[local] as usize;
+        let ports = self.port_base[local + 1] as usize - lo;
+        if ports < 2 || ports > 64 {
+            return 0;
+        }
+        let NextHops::Mask(mask) = self.tables_at(ctx.now()).next_hops(ctx.node().0, dst) else {
+            unreachable!("a host's next hops are a port mask")
+        };
+        (0..ports)
+            .filter(|&p| mask >> p & 1 != 0 && !self.port_is_down(lo + p))
+            .fold(0, |m, p| m | 1 << p)
     }
 
     /// The routing tables in force at `now`.

@@ -12,6 +12,7 @@ use super::common::{five_tuple_hash, serialization, NO_NODE};
 use super::config::{CnpMode, Transport};
 use super::fabric::ideal_fct;
 use super::packet::{Packet, PacketKind, PRIO_CONTROL};
+use super::transport::uec::planes::qp_ports;
 use super::transport::Qp;
 use super::{FlowTimer, NetEvent, Network};
 use crate::telemetry::TelemetrySink;
@@ -85,10 +86,16 @@ impl<S: TelemetrySink> Network<'_, S> {
         let port = self.host_port_toward(ctx, &probe);
         let local = ctx.local_index();
         let gport = self.port_index(local, port);
-        let line_rate_bps = self.ports[gport].link.rate_bps;
-        let (ideal_fct, base_rtt) = ideal_fct(fabric, &self.transport.senders[i].spec, port);
+        let mut line_rate_bps = self.ports[gport].link.rate_bps;
+        let (mut ideal_fct, base_rtt) = ideal_fct(fabric, &self.transport.senders[i].spec, port);
+        let mut spray_ports = 0;
+        if let Some(spray) = self.uec_plane_spray(ctx, i, &probe, port) {
+            (spray_ports, line_rate_bps, ideal_fct) =
+                (spray.ports, spray.rate_bps, spray.ideal_fct);
+        }
         let s = &mut self.transport.senders[i];
         s.port = port;
+        s.spray_ports = spray_ports;
         s.line_rate_bps = line_rate_bps;
         s.next_send = ctx.now();
         s.ideal_fct = ideal_fct;
@@ -119,7 +126,10 @@ impl<S: TelemetrySink> Network<'_, S> {
                 ctx.now(),
             );
         }
-        self.ports[gport].host.flows.push(i as u32);
+        for p in qp_ports(port, spray_ports) {
+            let gport = self.port_index(local, p);
+            self.ports[gport].host.flows.push(i as u32);
+        }
         // Even lossless fabrics reorder under spraying: every queue pair
         // keeps the NIC's retransmission timer.
         ctx.schedule_self(
@@ -129,7 +139,7 @@ impl<S: TelemetrySink> Network<'_, S> {
                 timer: FlowTimer::Retransmit,
             },
         );
-        self.host_try_send(ctx, port);
+        self.qp_try_send(ctx, port, spray_ports);
     }
 
     /// Sends the next packet on a free host port: control first, then data
@@ -198,7 +208,9 @@ impl<S: TelemetrySink> Network<'_, S> {
                 earliest = earliest.min(s.next_send);
                 continue;
             }
-            let (psn, retransmission, entropy) = s.qp.on_send(now, ctx.rng());
+            // A sprayed queue pair's plane is the port it leaves by.
+            let plane = if s.spray_ports != 0 { port } else { 0 };
+            let (psn, retransmission, entropy) = s.qp.on_send(now, ctx.rng(), plane);
             let payload = (s.spec.size_bytes - u64::from(psn) * u64::from(config.mtu_bytes))
                 .min(u64::from(config.mtu_bytes));
             let wire_bytes = (payload + u64::from(config.header_bytes)) as u16;
@@ -405,11 +417,10 @@ impl<S: TelemetrySink> Network<'_, S> {
     pub(crate) fn sender_finished(&mut self, ctx: &mut Context<'_, NetEvent>, i: usize) {
         let s = &mut self.transport.senders[i];
         s.end = Some(ctx.now());
-        let (flow, port) = (s.flow, s.port);
+        let flow = s.flow;
         self.stats.flows_finished += 1;
         self.ff.sender_finished(flow);
-        let gport = self.port_index(ctx.local_index(), port);
-        self.ports[gport].host.flows.retain(|&f| f as usize != i);
+        self.qp_unschedule(ctx, i);
         self.record_flow(i);
         if let Some(info) = self.flow_info(flow) {
             let config = &self.fabric.config;

@@ -70,9 +70,21 @@ pub struct UecArgs {
     #[arg(long, value_parser = ["reorder", "off", "sleek"])]
     pub uec_loss_detect: Option<String>,
     /// UEC: resends in the order losses were found, or lowest psn first
-    /// (htsim's) [netsim loss; uet-htsim lowest with SLEEK, else loss].
+    /// (htsim's) [netsim loss, uet-htsim lowest].
     #[arg(long, value_parser = ["loss", "lowest"])]
     pub uec_rtx_order: Option<String>,
+    /// UEC NSCC with the fabric's base RTT: a NACK's round trip lowers it
+    /// as an ACK's does (htsim's `update_base_rtt_on_nack`), so a flow
+    /// learns its path's base from trimmed headers, which skip the queues
+    /// [netsim off, uet-htsim on].
+    #[arg(long, value_parser = ["on", "off"])]
+    pub uec_nack_rtt: Option<String>,
+    /// UEC on a host with a port into each plane of a multi-plane fabric:
+    /// one queue pair sprays its packets over all of them, with the load
+    /// balancer's path state per plane (spray; UET's), or keeps the one
+    /// port its hash picked (pin) [both profiles: spray].
+    #[arg(long, value_parser = ["spray", "pin"])]
+    pub uec_planes: Option<String>,
     /// Lossy switch buffers: shared (dynamic thresholds, --buffer-kb) or
     /// per-port (a fixed queue of --port-buffer-bytes per egress port)
     /// [netsim shared, uet-htsim per-port].
@@ -193,14 +205,13 @@ impl UecArgs {
             .uec_bitmap_penalty
             .as_deref()
             .map_or(h, |v| v == "scores");
+        u.plane_spray = self.uec_planes.as_deref() != Some("pin");
+        u.nack_base_rtt = self.uec_nack_rtt.as_deref().map_or(h, |v| v == "on");
         let detect = self.uec_loss_detect.as_deref();
         u.sleek = detect == Some("sleek");
-        // Measured only under SLEEK so far, where the order decides the
-        // out-of-order count (docs/perf/2026-11-28-uec-4.md).
-        u.rtx_lowest_first = self
-            .uec_rtx_order
-            .as_deref()
-            .map_or(h && u.sleek, |v| v == "lowest");
+        // htsim's order with or without SLEEK; it holds the 32->1 first
+        // finisher with NACKs lowering the base RTT (docs/perf/2026-11-28-uec-5.md).
+        u.rtx_lowest_first = self.uec_rtx_order.as_deref().map_or(h, |v| v == "lowest");
         if u.sleek || detect.map_or(h, |v| v == "off") {
             u.ooo_pkts = 0;
         }

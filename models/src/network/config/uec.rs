@@ -147,6 +147,20 @@ pub struct UecConfig {
     /// matters: resending the lowest hole first moves the cumulative point,
     /// which keeps the out-of-order count below SLEEK's trigger.
     pub rtx_lowest_first: bool,
+    /// NSCC with the fabric's base RTT: a NACK's round trip (the data
+    /// packet's send to the NACK's arrival) lowers the base RTT too, as an
+    /// ACK's does (htsim's `update_base_rtt_on_nack`). A trimmed header
+    /// skips the queues, so a NACK measures the unloaded path even when
+    /// every data packet waited; without it a flow nearer the receiver
+    /// than the fabric's diameter keeps a base above its path's, reads
+    /// less delay than there is, and takes more than its share.
+    pub nack_base_rtt: bool,
+    /// On a host with several ports toward the destination (one per plane
+    /// of a multi-plane fabric), one queue pair is scheduled on all of them
+    /// and sprays its packets across the planes, with the load balancer's
+    /// path state kept per plane (UET's multi-plane spraying); off, the
+    /// flow keeps the one port its hash picked.
+    pub plane_spray: bool,
 }
 
 /// When NSCC folds its accumulated increase into the window.
@@ -197,6 +211,8 @@ impl Default for UecConfig {
             bitmap_scores: false,
             fair_above_target: false,
             rtx_lowest_first: false,
+            nack_base_rtt: false,
+            plane_spray: true,
         }
     }
 }

@@ -81,6 +81,9 @@ pub(crate) struct Sender {
     pub ina_window: u32,
     /// Local port index at the source host.
     pub port: u16,
+    /// UEC plane spraying: the host ports (a bit each) the queue pair is
+    /// scheduled on, `port` among them; 0 when it has `port` alone.
+    pub spray_ports: u64,
     pub line_rate_bps: u64,
     /// The transport's sequence state.
     pub qp: Qp,
@@ -166,16 +169,22 @@ impl Qp {
         }
     }
 
-    /// The packet `next_psn` named leaves at `now`: its psn, whether it was
-    /// a retransmission, and its entropy (0 for RoCE).
+    /// The packet `next_psn` named leaves at `now` on plane `plane` (UEC
+    /// plane spraying; else 0): its psn, whether it was a retransmission,
+    /// and its entropy (0 for RoCE).
     #[inline]
-    pub(crate) fn on_send(&mut self, now: SimTime, rng: &mut NodeRng) -> (u32, bool, u16) {
+    pub(crate) fn on_send(
+        &mut self,
+        now: SimTime,
+        rng: &mut NodeRng,
+        plane: u16,
+    ) -> (u32, bool, u16) {
         match self {
             Qp::Roce(q) => {
                 let psn = q.next_psn();
                 (psn, q.on_send(), 0)
             }
-            Qp::Uec(u) => u.on_send(now, rng),
+            Qp::Uec(u) => u.on_send(now, rng, plane),
         }
     }
 
@@ -231,6 +240,7 @@ impl Sender {
             ina_op: NO_TASK,
             ina_window: 0,
             port: 0,
+            spray_ports: 0,
             line_rate_bps: 1,
             qp: match config.transport {
                 Transport::Roce => Qp::Roce(GoBackNSender::default()),

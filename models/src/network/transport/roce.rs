@@ -344,9 +344,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         }
         if s.stalled_timeouts > retry_limit {
             s.gave_up = true;
-            let port = s.port;
-            let gport = self.port_index(ctx.local_index(), port);
-            self.ports[gport].host.flows.retain(|&f| f as usize != i);
+            self.qp_unschedule(ctx, i);
             return;
         }
         let due = match &mut s.qp {
@@ -356,8 +354,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             }
             Qp::Uec(u) => u.on_timeout(ctx.now(), rto, per_packet).1 - ctx.now(),
         };
-        let flow = s.flow;
-        let port = s.port;
+        let (flow, port, spray) = (s.flow, s.port, s.spray_ports);
         ctx.schedule_self(
             due,
             NetEvent::Timer {
@@ -365,6 +362,6 @@ impl<S: TelemetrySink> Network<'_, S> {
                 timer: FlowTimer::Retransmit,
             },
         );
-        self.host_try_send(ctx, port);
+        self.qp_try_send(ctx, port, spray);
     }
 }

@@ -14,6 +14,7 @@
 
 mod lb;
 mod nscc;
+pub(crate) mod planes;
 mod probe;
 pub(crate) mod rccc;
 pub(crate) mod sack;
@@ -37,6 +38,13 @@ use sleek::Sleek;
 pub(crate) struct UecSender {
     seq: SackSender,
     lb: EntropyPicker,
+    /// Plane spraying: the load balancers of planes (host ports) 1.., each
+    /// with its own path state (an entropy names a different path in each
+    /// plane); empty when the flow keeps one port.
+    plane_lbs: Vec<EntropyPicker>,
+    /// Entropies per plane: a packet sent on plane p carries entropy
+    /// `p x entropies + e + 1`, so its ACK says which plane it measured.
+    entropies: u32,
     /// Set when the flow starts, if NSCC runs.
     nscc: Option<Nscc>,
     /// Set when the flow starts, if RCCC runs: new packets need credit.
@@ -74,6 +82,8 @@ impl UecSender {
                 config.entropy_redraw,
                 config.bitmap_scores,
             ),
+            plane_lbs: Vec::new(),
+            entropies: config.entropies,
             nscc: None,
             credit: None,
             nacked_pending: 0,
@@ -109,6 +119,48 @@ impl UecSender {
                 now,
             ));
         }
+    }
+
+    /// Plane spraying: the flow sends on host ports `0..planes`; each
+    /// plane past the first gets a load balancer of its own (its cycle
+    /// drawn from `flow` and the plane). Returns false, leaving the flow
+    /// on one plane, if the planes' entropies do not fit 16 bits.
+    pub(crate) fn spray_planes(&mut self, flow: u32, planes: u16, config: &UecConfig) -> bool {
+        if u64::from(planes) * u64::from(self.entropies) >= u64::from(u16::MAX) {
+            return false;
+        }
+        self.plane_lbs = (1..planes)
+            .map(|p| {
+                let mut h = (u64::from(p) << 32 | u64::from(flow)) ^ 0x5EED_0E7C;
+                let xor = netsim_engine::splitmix64(&mut h) as u32;
+                EntropyPicker::new(
+                    config.lb,
+                    config.entropies,
+                    xor,
+                    config.entropy_redraw,
+                    config.bitmap_scores,
+                )
+            })
+            .collect();
+        true
+    }
+
+    /// The load balancer of plane `plane` (plane 0 without spraying).
+    fn picker(&mut self, plane: u16) -> &mut EntropyPicker {
+        match plane {
+            0 => &mut self.lb,
+            p => &mut self.plane_lbs[usize::from(p) - 1],
+        }
+    }
+
+    /// The plane and the entropy within it that a packet's (1-based)
+    /// entropy value names.
+    fn plane_of(&self, entropy: u16) -> (u16, u16) {
+        let e = u32::from(entropy.wrapping_sub(1));
+        if self.plane_lbs.is_empty() {
+            return (0, e as u16);
+        }
+        ((e / self.entropies) as u16, (e % self.entropies) as u16)
     }
 
     fn in_flight_bytes(&self) -> f64 {
@@ -148,9 +200,15 @@ impl UecSender {
         !self.seq.is_retransmission(psn) || self.nacked_pending > 0
     }
 
-    /// The next packet leaves at `now`: its psn, whether it is a
-    /// retransmission, and its entropy value (1-based; 0 means none).
-    pub(crate) fn on_send(&mut self, now: SimTime, rng: &mut NodeRng) -> (u32, bool, u16) {
+    /// The next packet leaves at `now` on plane `plane` (0 without
+    /// spraying): its psn, whether it is a retransmission, and its entropy
+    /// value (1-based; 0 means none).
+    pub(crate) fn on_send(
+        &mut self,
+        now: SimTime,
+        rng: &mut NodeRng,
+        plane: u16,
+    ) -> (u32, bool, u16) {
         let next = self.seq.next_psn();
         let credited = self.credit.is_some() && next.is_some_and(|p| self.needs_credit(p));
         let (psn, retransmission) = self.seq.on_send(now);
@@ -162,7 +220,8 @@ impl UecSender {
                 self.nacked_pending -= 1;
             }
         }
-        let entropy = self.lb.next(rng) + 1;
+        let offset = u32::from(plane) * self.entropies;
+        let entropy = (offset + u32::from(self.picker(plane).next(rng))) as u16 + 1;
         if self.coalesced {
             // htsim asks once the next packet would not fit.
             let next = if self.window_fit { self.mtu_bytes } else { 0 };
@@ -204,9 +263,9 @@ impl UecSender {
         self.seq.outstanding()
     }
 
-    /// Distinct entropies used.
+    /// Distinct entropies used, over all planes.
     pub(crate) fn paths_used(&self) -> u32 {
-        self.lb.paths_used()
+        self.lb.paths_used() + self.plane_lbs.iter().map(|l| l.paths_used()).sum::<u32>()
     }
 
     /// Every packet acknowledged.
@@ -217,7 +276,7 @@ impl UecSender {
     /// A SACK or NACK arrived at `now`; `ooo` is the reordering threshold.
     /// How many packets it declared lost.
     fn on_feedback(&mut self, pkt: &Packet, now: SimTime, ooo: u32) -> u32 {
-        let entropy = pkt.entropy.wrapping_sub(1);
+        let (plane, entropy) = self.plane_of(pkt.entropy);
         let mtu = f64::from(self.mtu_bytes);
         match pkt.kind {
             PacketKind::Sack if pkt.last => {
@@ -235,7 +294,7 @@ impl UecSender {
             PacketKind::Sack => {
                 self.sacks += 1;
                 let ce = pkt.ce != 0;
-                self.lb.on_ack(entropy, ce);
+                self.picker(plane).on_ack(entropy, ce);
                 // SLEEK resends packets still in flight, so the ACK of a
                 // resent psn may be the first copy's: no RTT sample then
                 // (htsim's `validateSendTs`; a too-small sample would lower
@@ -278,14 +337,15 @@ impl UecSender {
             }
             PacketKind::Nack => {
                 self.trimmed_pkts += 1;
-                self.lb.on_nack(entropy);
+                self.picker(plane).on_nack(entropy);
+                let rtt = self.seq.sent_at(pkt.psn).map(|sent| now - sent);
                 if self.seq.on_nack(pkt.psn) {
                     if self.credit.is_some() {
                         self.nacked_pending += 1;
                     }
                     let in_flight = self.in_flight_bytes();
                     if let Some(n) = &mut self.nscc {
-                        n.on_nack(now, mtu, in_flight);
+                        n.on_nack(now, rtt, mtu, in_flight);
                     }
                 }
                 0
@@ -522,7 +582,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         if s.end.is_some() {
             return;
         }
-        let port = s.port;
+        let (port, spray) = (s.port, s.spray_ports);
         let Qp::Uec(u) = &mut s.qp else {
             unreachable!("UEC feedback for a RoCE queue pair")
         };
@@ -535,6 +595,6 @@ impl<S: TelemetrySink> Network<'_, S> {
         } else {
             self.uec_arm_probe(ctx, i);
         }
-        self.host_try_send(ctx, port);
+        self.qp_try_send(ctx, port, spray);
     }
 }

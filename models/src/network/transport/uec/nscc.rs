@@ -58,6 +58,8 @@ pub(crate) struct Nscc {
     /// Fabric base RTT: lowered to the smallest RTT measured, the largest
     /// window with it.
     track_min_rtt: bool,
+    /// NACKs' round trips count among those measured.
+    nack_base_rtt: bool,
     line_rate_bps: f64,
     /// The fabric's RTT, the delay a NACK stands for (delay decay).
     network_rtt: SimTime,
@@ -126,6 +128,7 @@ impl Nscc {
             nack_ignore: config.nack_ignore,
             fair_above_target: config.fair_above_target,
             track_min_rtt: fabric,
+            nack_base_rtt: config.nack_base_rtt,
             line_rate_bps: line_rate_bps as f64,
             network_rtt,
             alpha: 4.0 * a * b * mtu / target.as_ps() as f64,
@@ -298,9 +301,20 @@ impl Nscc {
         self.max_cwnd_bytes = 1.5 * bdp;
     }
 
-    /// A NACK: the trimmed packet's bytes leave the window, and quick
-    /// adapt is due.
-    pub(crate) fn on_nack(&mut self, now: SimTime, nacked_bytes: f64, in_flight_bytes: f64) {
+    /// A NACK that came `rtt` after its packet was sent (if known): the
+    /// trimmed packet's bytes leave the window, and quick adapt is due.
+    pub(crate) fn on_nack(
+        &mut self,
+        now: SimTime,
+        rtt: Option<SimTime>,
+        nacked_bytes: f64,
+        in_flight_bytes: f64,
+    ) {
+        if let Some(rtt) = rtt.filter(|&r| {
+            self.track_min_rtt && self.nack_base_rtt && r > SimTime::ZERO && r < self.base_rtt
+        }) {
+            self.lower_base_rtt(rtt);
+        }
         if self.delay_decay {
             // A trim stands for a full queue: about one network RTT of delay.
             self.avg_delay_ps = (1.0 - DELAY_EWMA) * self.avg_delay_ps
@@ -388,6 +402,36 @@ mod tests {
             &UecConfig::default(),
             SimTime::ZERO,
         )
+    }
+
+    /// htsim's `update_base_rtt_on_nack`: a trimmed header skips the
+    /// queues, so its NACK's round trip is the path's unloaded one; with
+    /// the fabric's base RTT it lowers the base (and the largest window)
+    /// as an ACK's would. Off, NACKs leave it.
+    #[test]
+    fn a_nack_lowers_the_fabric_base_rtt_when_asked() {
+        for on in [false, true] {
+            let config = UecConfig {
+                base_rtt: BaseRtt::Fabric,
+                fabric_rtt: SimTime::from_us(14),
+                nack_base_rtt: on,
+                ..UecConfig::default()
+            };
+            let mut n = Nscc::new(
+                100_000_000_000,
+                SimTime::from_us(9),
+                4096,
+                &config,
+                SimTime::ZERO,
+            );
+            assert_eq!(n.limits().0, SimTime::from_us(14));
+            n.on_nack(SimTime::from_us(20), Some(SimTime::from_us(9)), 4096.0, 0.0);
+            let base_us = if on { 9 } else { 14 };
+            let (base, _, max_cwnd) = n.limits();
+            assert_eq!(base, SimTime::from_us(base_us), "on: {on}");
+            let bdp = 100e9 / 8.0 * base_us as f64 * 1e-6;
+            assert!((max_cwnd - 1.5 * bdp).abs() < 1.0, "on: {on}: {max_cwnd}");
+        }
     }
 
     #[test]

@@ -258,13 +258,13 @@ impl<S: TelemetrySink> Network<'_, S> {
             return;
         };
         let s = &mut self.transport.senders[i as usize];
-        let port = s.port;
+        let (port, spray) = (s.port, s.spray_ports);
         let Qp::Uec(u) = &mut s.qp else {
             unreachable!("a credit for a RoCE queue pair")
         };
         u.on_credit(pkt.psn);
         if s.end.is_none() {
-            self.host_try_send(ctx, port);
+            self.qp_try_send(ctx, port, spray);
         }
     }
 }

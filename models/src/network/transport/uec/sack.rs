@@ -220,6 +220,15 @@ impl SackSender {
         true
     }
 
+    /// When `psn`'s last transmission left, if it is outstanding.
+    pub(crate) fn sent_at(&self, psn: u32) -> Option<SimTime> {
+        let s = self.slot(psn);
+        (psn >= self.una
+            && psn < self.next_new
+            && self.flags[s] & (ACKED | OUTSTANDING) == OUTSTANDING)
+            .then(|| self.sent_at[s])
+    }
+
     /// The receiver NACKed `psn` (its packet was trimmed): resend it.
     pub(crate) fn on_nack(&mut self, psn: u32) -> bool {
         psn >= self.una && psn < self.next_new && self.lose(psn)

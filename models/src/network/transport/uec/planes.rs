@@ -1,0 +1,119 @@
+//! UEC plane spraying: on a host with one port into each plane of a
+//! multi-plane fabric, one queue pair is scheduled on every port toward its
+//! destination, so its packets leave by whichever port is free and spread
+//! over the planes as UET intends. The queue pair paces at the ports'
+//! summed rate and its NSCC window is sized for it; the load balancer keeps
+//! its path state per plane (an entropy names a different path in each).
+
+use super::super::Qp;
+use crate::network::config::Transport;
+use crate::network::fabric::path_timing;
+use crate::network::packet::Packet;
+use crate::network::Network;
+use crate::telemetry::TelemetrySink;
+use netsim_engine::{Context, SimTime};
+
+use crate::network::NetEvent;
+
+/// The host ports a queue pair is scheduled on: `port` alone when `spray`
+/// is 0, else every port whose bit `spray` sets, lowest first.
+pub(crate) fn qp_ports(port: u16, spray: u64) -> impl Iterator<Item = u16> {
+    let mut single = (spray == 0).then_some(port);
+    let mut mask = spray;
+    std::iter::from_fn(move || {
+        if let Some(p) = single.take() {
+            return Some(p);
+        }
+        if mask == 0 {
+            return None;
+        }
+        let p = mask.trailing_zeros() as u16;
+        mask &= mask - 1;
+        Some(p)
+    })
+}
+
+/// What spraying changes for a starting flow.
+pub(crate) struct Spray {
+    /// The host ports, a bit each.
+    pub ports: u64,
+    /// Their summed line rate.
+    pub rate_bps: u64,
+    /// The flow alone over all of them: its bytes split evenly over the
+    /// planes' identical paths.
+    pub ideal_fct: SimTime,
+}
+
+impl<S: TelemetrySink> Network<'_, S> {
+    /// Sender `i` of a UEC flow starts toward `probe.dst` from the port its
+    /// hash picked (`port`): the ports it sprays over, if it sprays (plane
+    /// spraying on, two or more live ports toward the destination, and the
+    /// planes' entropies fit a packet's 16 bits).
+    pub(crate) fn uec_plane_spray(
+        &mut self,
+        ctx: &mut Context<'_, NetEvent>,
+        i: usize,
+        probe: &Packet,
+        port: u16,
+    ) -> Option<Spray> {
+        let config = &self.fabric.config;
+        if config.transport != Transport::Uec || !config.uec.plane_spray {
+            return None;
+        }
+        let ports = self.host_live_ports_toward(ctx, probe.dst);
+        if ports.count_ones() < 2 || ports >> port & 1 == 0 {
+            return None;
+        }
+        let planes = (64 - ports.leading_zeros()) as u16;
+        let s = &mut self.transport.senders[i];
+        let (flow, spec) = (s.flow, s.spec);
+        let Qp::Uec(u) = &mut s.qp else {
+            return None;
+        };
+        if !u.spray_planes(flow, planes, &config.uec) {
+            return None;
+        }
+        let local = ctx.local_index();
+        let rate_bps = qp_ports(0, ports)
+            .map(|p| self.ports[self.port_index(local, p)].link.rate_bps)
+            .sum();
+        let mut timing = path_timing(self.fabric, &spec, port);
+        timing.bottleneck_bps *= u64::from(ports.count_ones());
+        Some(Spray {
+            ports,
+            rate_bps,
+            ideal_fct: timing.ideal_fct(),
+        })
+    }
+
+    /// Offers every port sender `port`/`spray` is scheduled on a packet.
+    pub(crate) fn qp_try_send(&mut self, ctx: &mut Context<'_, NetEvent>, port: u16, spray: u64) {
+        for p in qp_ports(port, spray) {
+            self.host_try_send(ctx, p);
+        }
+    }
+
+    /// Takes sender `i` off every port it is scheduled on.
+    pub(crate) fn qp_unschedule(&mut self, ctx: &mut Context<'_, NetEvent>, i: usize) {
+        let (port, spray) = {
+            let s = &self.transport.senders[i];
+            (s.port, s.spray_ports)
+        };
+        let local = ctx.local_index();
+        for p in qp_ports(port, spray) {
+            let gport = self.port_index(local, p);
+            self.ports[gport].host.flows.retain(|&f| f as usize != i);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::qp_ports;
+
+    #[test]
+    fn a_queue_pair_is_on_its_port_or_on_every_sprayed_one() {
+        assert_eq!(qp_ports(3, 0).collect::<Vec<_>>(), [3]);
+        assert_eq!(qp_ports(1, 0b1011).collect::<Vec<_>>(), [0, 1, 3]);
+    }
+}

@@ -21,7 +21,9 @@ times the events (sandboxes' counted) within the issue's errors (iteration
 
 `--compare OFF OTHER` compares two output directories already written (a
 long run made alone, e.g. under `timeout` in the background): iteration
-error, FCT errors (flows matched by id, both finished), events.
+error, FCT errors (flows matched by id, both finished), events, and
+where OTHER's packet-level work went: each collective phase's share of the
+payload it simulated (neither replayed nor jumped).
 
 `--bounds` runs each workload once with `--fast-forward off` and prints, from
 its flows table, the most that two refinements could avoid (DESIGN.md §3c,
@@ -145,6 +147,24 @@ def bounds(name, flows, period_ns):
     }
 
 
+def simulated_by_phase(out_dir, top=5):
+    """Where a run's packet-level work went: per collective phase (its name
+    without stage, micro-batch and layer numbers), its share of the payload
+    simulated (neither replayed from a record nor jumped), largest first."""
+    flows = pq.read_table(os.path.join(out_dir, "flows")).to_pandas()
+    path = os.path.join(out_dir, "collectives")
+    if not os.path.isdir(path) or flows["collective_id"].isna().all():
+        return {}
+    names = pq.read_table(path).to_pandas()[["collective_id", "name"]]
+    names["phase"] = (names["name"].str.replace(r"^s\d+\.mb\d+\.", "", regex=True)
+                      .str.replace(r"_layer\d*", "", regex=True))
+    flows = flows.merge(names, on="collective_id", how="left")
+    simulated = (flows["size_bytes"] - flows["skipped_bytes"]).astype(float)
+    by_phase = simulated.groupby(flows["phase"].fillna("none")).sum()
+    by_phase = by_phase / max(simulated.sum(), 1)
+    return {k: round(v, 4) for k, v in by_phase.sort_values(ascending=False).head(top).items()}
+
+
 def compare(off_dir, other_dir):
     """Errors and event ratio of one run against a `--fast-forward off` one."""
     summaries, fcts = [], []
@@ -176,6 +196,7 @@ def compare(off_dir, other_dir):
         "skips": ff.get("skips"),
         "wall_s_off": off["simulate_s"],
         "wall_s": other["simulate_s"],
+        "simulated_share_by_phase": simulated_by_phase(other_dir),
     }
 
 

@@ -354,8 +354,19 @@ impl<S: TelemetrySink> Network<'_, S> {
             if row[0] != 0 || row[1 + ports..].contains(&0) {
                 continue;
             }
+            let at = canon.key.len() + ports;
             canon.key.extend_from_slice(&row[1..]);
+            canon.times.extend((at..canon.key.len()).map(|i| i as u32));
             let m = self.ff.memo.as_ref().expect("memo on");
+            if !m.records.contains_key(&canon.key) {
+                // A repeat whose times differ within the tolerance of the
+                // record's span takes that record's key.
+                let tolerance = fabric.config.fast_forward.map_or(0.0, |ff| ff.tolerance);
+                let slack = |k: &[u64]| (tolerance * m.records[k].span.as_ps() as f64) as u64;
+                if let Some(k) = m.near.find(&canon.key, &canon.times, slack) {
+                    canon.key = k.to_vec();
+                }
+            }
             if m.unrecordable.contains(&canon.key) {
                 continue;
             }
@@ -513,6 +524,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             m.sandbox_events += shared[at + 2];
             match Record::decode(canon, &shared[at..at + size]) {
                 Some(record) => {
+                    m.near.insert(&canon.key, &canon.times);
                     m.records.insert(canon.key.clone(), record);
                 }
                 None => {

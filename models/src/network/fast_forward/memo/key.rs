@@ -192,6 +192,11 @@ pub(super) struct Canon {
     pub(super) inside: Vec<u32>,
     pub(super) entry: Vec<bool>,
     pub(super) key: Vec<u64>,
+    /// The positions in `key` that hold times (an entry's start offset, a
+    /// compute task's duration, when an outside dependency is met): a
+    /// repeat may differ there within the run's tolerance
+    /// ([`super::tolerant`]).
+    pub(super) times: Vec<u32>,
 }
 
 impl Canon {
@@ -250,6 +255,7 @@ impl Canon {
             .map(|e| (plan.entries[e], SimTime(entries[e] - 1) - t0))
             .collect();
         let mut entry = vec![false; tasks.len()];
+        let mut times = Vec::new();
         for (k, &t) in tasks.iter().enumerate() {
             let task = workload.tasks[t as usize];
             match workload.kind(&task) {
@@ -263,7 +269,11 @@ impl Canon {
                         labels.node(fabric, spec.src),
                         labels.node(fabric, spec.dst),
                     ]);
-                    key.extend([spec.size_bytes, offset]);
+                    key.push(spec.size_bytes);
+                    if entry[k] {
+                        times.push(key.len() as u32);
+                    }
+                    key.push(offset);
                     flow_resources(fabric, f, &mut resources);
                     for (a, b) in [(spec.src, spec.dst), (spec.dst, spec.src)] {
                         path.clear();
@@ -275,7 +285,9 @@ impl Canon {
                     }
                 }
                 TaskKind::Compute(duration) => {
-                    key.extend([1, labels.node(fabric, task.host), duration.as_ps()]);
+                    key.extend([1, labels.node(fabric, task.host)]);
+                    times.push(key.len() as u32);
+                    key.push(duration.as_ps());
                 }
             }
             key.push(u64::from(task.deps) - deps[k].len() as u64);
@@ -303,6 +315,7 @@ impl Canon {
             ports: labels.ports,
             resources: resources.into_iter().collect(),
             key,
+            times,
         }
     }
 
@@ -337,6 +350,7 @@ impl Canon {
             ports: Vec::new(),
             resources: resources.into_iter().collect(),
             key: Vec::new(),
+            times: Vec::new(),
         }
     }
 
@@ -354,6 +368,7 @@ impl Canon {
             ports: self.ports.clone(),
             resources: self.resources.clone(),
             key: Vec::new(),
+            times: Vec::new(),
         }
     }
 

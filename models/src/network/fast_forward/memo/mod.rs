@@ -26,6 +26,7 @@ mod sandbox;
 mod shard_view;
 #[cfg(test)]
 mod tests;
+mod tolerant;
 
 use crate::network::packet::PRIORITIES;
 use crate::network::Network;
@@ -208,6 +209,8 @@ struct Recording {
 pub(crate) struct Memo {
     plan: key::Plan,
     records: HashMap<Vec<u64>, Record>,
+    /// The records' keys by all but their times (`tolerant.rs`).
+    near: tolerant::Near,
     /// Keys whose sandbox could not make a record (a flow did not
     /// finish): not tried again.
     unrecordable: HashSet<Vec<u64>>,
@@ -290,6 +293,7 @@ impl Memo {
             repaid_events: 0,
             plan,
             records: HashMap::new(),
+            near: tolerant::Near::default(),
             unrecordable: HashSet::new(),
             replayed: vec![false; fabric.workload.collectives.len()],
             replay: HashMap::new(),

@@ -35,7 +35,7 @@ impl FlowDag {
         let workload = &fabric.workload;
         match &workload.lazy {
             Some(plan) => {
-                let hosts = (0..fabric.topo.node_count() as u32).collect();
+                let hosts = (0..fabric.topo.node_count()).collect();
                 let (dag, roots) = LazyDag::new(source(fabric), plan.clone(), hosts);
                 let mut roots: Vec<u32> = roots.into_iter().map(|(_, t)| t).collect();
                 roots.sort_unstable();

@@ -313,7 +313,7 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
         let local = ctx.local_index();
         let lo = self.port_base[local] as usize;
         let ports = self.port_base[local + 1] as usize - lo;
-        if ports < 2 || ports > 64 {
+        if !(2..=64).contains(&ports) {
             return 0;
         }
         let NextHops::Mask(mask) = self.tables_at(ctx.now()).next_hops(ctx.node().0, dst) else {

@@ -112,14 +112,14 @@ fn uec_permutation(spray: bool) -> (Vec<FlowRecord>, [u64; 2], u64) {
     config.sample_period = SimTime::from_us(10_000);
     let topo = build(&fat_tree(2)).unwrap();
     let routing = Routing::build(&topo).unwrap();
-    let flows = generate(
+    let specs = generate(
         &TrafficPattern::Permutation,
         topo.host_count(),
         1_000_000,
         5,
     )
     .unwrap();
-    let fabric = Fabric::new(topo, routing, flows, config, 1);
+    let fabric = Fabric::new(topo, routing, specs, config, 1);
     let layout = layout(&fabric.topo, 1);
     let run = simulate(&fabric, &layout, SimTime::MAX, None, |_| {
         MemorySink::default()

@@ -21,7 +21,7 @@ fn a_signal_stops_the_run_at_a_window_and_run_json_says_interrupted() {
     for (signal, code, threads) in [(libc::SIGINT, 130, 2), (libc::SIGTERM, 143, 2)] {
         let dir = scratch(&format!("interrupt-{signal}"));
         let line = format!("{LONG_RUN} --threads {threads}");
-        let mut child = netsim_command(&dir, &words(&line), &[])
+        let child = netsim_command(&dir, &words(&line), &[])
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()

@@ -408,3 +408,28 @@ fn decomposition_equals_mocknccls_flow_for_flow() {
     }
     assert_eq!(compared, 11);
 }
+
+/// NCCL 2.19's NVLS-Tree chunk (`computeColl`): 512 KiB from 2 GiB up on
+/// 2 servers of 8 heads, halved below 32, 16, 4 rounds of 16 x 8 chunks;
+/// 64 KiB from 4 servers; a piece is one loop iteration, 16 x 8 chunks.
+#[test]
+fn nvls_tree_chunks_and_pieces_follow_nccl() {
+    use netsim_models::workload::nccl::nvls::{tree_chunk_bytes, tree_piece_bytes};
+    const K: u64 = 1 << 10;
+    for (size, chunk) in [
+        (4u64 << 30, 512 * K),
+        (2 << 30, 512 * K),
+        (1 << 30, 256 * K),
+        (256 << 20, 128 * K),
+        (32 << 20, 64 * K),
+        (8 << 20, 64 * K),
+        (4 << 20, 32 * K),
+    ] {
+        assert_eq!(tree_chunk_bytes(size, 2, 8), chunk, "{size}");
+    }
+    assert_eq!(tree_chunk_bytes(4 << 30, 4, 8), 64 * K);
+    // 4 GiB: 64 MiB pieces; 64 MiB: size / 32 (under one loop, 16 MiB).
+    assert_eq!(tree_piece_bytes(4 << 30, 2, 8), 64 << 20);
+    assert_eq!(tree_piece_bytes(64 << 20, 2, 8), 2 << 20);
+    assert_eq!(tree_piece_bytes(1 << 20, 2, 8), 1 << 20);
+}

@@ -288,10 +288,26 @@ impl<S: TelemetrySink> Network<'_, S> {
         if chunk + 1 == op.chunks && op.members.first().is_some_and(|m| m.0 == origin) {
             self.aggregation.offload[ctx.local_index()].reductions_offloaded += 1;
         }
-        for &child in &op.tree[0].child_ports {
+        self.ina_copies_down(ctx, (op_id, chunk, in_port), 0, |_, pkt| pkt.src = origin);
+    }
+
+    /// Sends chunk `chunk` of operation `op_id` (it came in on `in_port`)
+    /// to every child of the switch at `tree_index`, each copy shaped by
+    /// `shape` (given the child's node) before it is queued.
+    fn ina_copies_down(
+        &mut self,
+        ctx: &mut Context<'_, NetEvent>,
+        (op_id, chunk, in_port): (u32, u32, u16),
+        tree_index: usize,
+        shape: impl Fn(u32, &mut Packet),
+    ) {
+        let fabric = self.fabric;
+        let node = ctx.node().0;
+        let op = &fabric.workload.ina_ops[op_id as usize];
+        for &child in &op.tree[tree_index].child_ports {
             let peer = fabric.topo.port(node, child).peer;
             let mut pkt = self.ina_packet(op, op_id, chunk, PacketKind::InaDown, node, peer);
-            pkt.src = origin;
+            shape(peer, &mut pkt);
             self.switch_enqueue(ctx, in_port, child, pkt);
         }
     }
@@ -325,14 +341,12 @@ impl<S: TelemetrySink> Network<'_, S> {
             }
         }
         let owner = (op.pattern == InaPattern::ReduceScatter).then(|| op.owner_of(chunk));
-        for &child in &op.tree[tree_index].child_ports {
-            let peer = fabric.topo.port(node, child).peer;
-            let mut pkt = self.ina_packet(op, op_id, chunk, PacketKind::InaDown, node, peer);
+        let header = fabric.config.header_bytes as u16;
+        self.ina_copies_down(ctx, (op_id, chunk, in_port), tree_index, |peer, pkt| {
             if owner.is_some_and(|o| o != peer) {
-                pkt.wire_bytes = fabric.config.header_bytes as u16;
+                pkt.wire_bytes = header;
             }
-            self.switch_enqueue(ctx, in_port, child, pkt);
-        }
+        });
     }
 
     fn ina_packet(

@@ -202,9 +202,46 @@ pub fn server_exchange(
 
 /// NVLS-Tree pipelines its buffer in pieces of at least this many bytes...
 pub const NVLS_TREE_PIECE_BYTES: u64 = 1 << 20;
-/// ... and at most this many pieces: a piece's three stages overlap the
-/// next pieces', so the pipeline's fill costs two pieces' bottleneck time.
+/// ... and of at most `S /` this many bytes (32 pieces or more from
+/// 32 MiB): a piece's three stages overlap the next pieces', so the
+/// pipeline's fill costs two pieces' bottleneck time.
 pub const NVLS_TREE_MAX_PIECES: u64 = 32;
+/// NCCL's NVLS channels on Hopper (`NVLS_NCHANNELS`, 16).
+pub const NVLS_CHANNELS: u64 = 16;
+
+/// NCCL's chunk per NVLS head and channel for an NVLS-Tree all-reduce of
+/// `size_bytes` over `servers` servers with `heads` NVLS heads each (NCCL
+/// 2.19 `src/enqueue.cc`, `computeColl`): one step of the 4 MiB Simple
+/// buffer (`buffSize / NCCL_STEPS`, 512 KiB), 64 KiB on 4 servers or more,
+/// halved while the buffer holds fewer than 32, 16, 4, 1 rounds of
+/// `nChannels x nHeads` chunks, down to 256, 128, 64, 32 KiB.
+pub fn tree_chunk_bytes(size_bytes: u64, servers: u64, heads: u64) -> u64 {
+    let concurrent = NVLS_CHANNELS * heads.max(1);
+    let mut chunk: u64 = if servers >= 4 { 64 << 10 } else { 512 << 10 };
+    for (rounds, floor) in [
+        (32, 256 << 10),
+        (16, 128 << 10),
+        (4, 64 << 10),
+        (1, 32 << 10),
+    ] {
+        if size_bytes < rounds * concurrent * chunk && chunk > floor {
+            chunk = floor;
+        }
+    }
+    chunk
+}
+
+/// The bytes of one NVLS-Tree piece: `size / 32`, at least 1 MiB, and at
+/// most one iteration of NCCL's loop, `loopSize = nChannels x nHeads x
+/// chunkSize` (NCCL `src/device/all_reduce.h`, NVLS_TREE): each channel
+/// takes one chunk per head per iteration, so no stage holds more at once.
+pub fn tree_piece_bytes(size_bytes: u64, servers: u64, heads: u64) -> u64 {
+    let loop_bytes = NVLS_CHANNELS * heads.max(1) * tree_chunk_bytes(size_bytes, servers, heads);
+    (size_bytes / NVLS_TREE_MAX_PIECES)
+        .max(NVLS_TREE_PIECE_BYTES)
+        .min(loop_bytes)
+        .max(1)
+}
 
 /// NVLS-Tree all-reduce over whole servers (`servers`: each server's GPUs
 /// in local-rank order, the same count in each), as NCCL pipelines it: the
@@ -227,7 +264,9 @@ pub fn tree(
 ) -> Result<(), String> {
     let local = servers[0].len() as u64;
     let all: Vec<NodeIndex> = servers.concat();
-    let pieces = (size_bytes / NVLS_TREE_PIECE_BYTES).clamp(1, NVLS_TREE_MAX_PIECES);
+    let pieces = size_bytes
+        .div_ceil(tree_piece_bytes(size_bytes, servers.len() as u64, local))
+        .max(1);
     let mut rails: Vec<TreePipeline> = (0..servers[0].len())
         .map(|k| {
             let rail: Vec<NodeIndex> = servers.iter().map(|s| s[k]).collect();
@@ -238,17 +277,21 @@ pub fn tree(
     let mut gathered = HostTasks::new();
     for piece in 0..pieces {
         let bytes = (size_bytes / pieces + u64::from(piece < size_bytes % pieces)).max(1);
-        let scatter = Stream {
+        let shard = bytes.div_ceil(local).max(1);
+        let [scatter, gather] = [
+            (bytes, InaPattern::ReduceScatter),
+            (shard, InaPattern::AllGather),
+        ]
+        .map(|(bytes, pattern)| Stream {
             bytes,
             chunk_bytes,
-            pattern: InaPattern::ReduceScatter,
-        };
+            pattern,
+        });
         let first = b.task_count();
         for s in servers {
             server_op(b, topo, coll, s, scatter, &scattered)?;
         }
         scattered = algo::exits(b, coll, first, &all);
-        let shard = bytes.div_ceil(local).max(1);
         let mut reduced = gathered.clone();
         for (k, rail) in rails.iter_mut().enumerate() {
             let start = rail.piece(b, coll, shard, &scattered);
@@ -257,11 +300,6 @@ pub fn tree(
                 reduced.entry(gpu).or_default().extend(exit);
             }
         }
-        let gather = Stream {
-            bytes: shard,
-            chunk_bytes,
-            pattern: InaPattern::AllGather,
-        };
         let start = b.task_count();
         for s in servers {
             server_op(b, topo, coll, s, gather, &reduced)?;

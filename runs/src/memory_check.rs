@@ -117,7 +117,8 @@ impl RunBytes {
             Fidelity::Flow => RunBytes {
                 ports: ports.saturating_mul(BYTES_PER_PORT),
                 flows: flows.saturating_mul(
-                    flow::bytes_per_flow(config.cc == CcKind::None) + BYTES_PER_FCT,
+                    flow::bytes_per_flow(config.cc == CcKind::None, workload.lazy.is_some())
+                        + BYTES_PER_FCT,
                 ),
                 dag: dag_per_shard,
                 in_flight: in_flight(FLOWS_IN_FLIGHT_PER_HOST)

@@ -92,32 +92,29 @@ impl FlowDag {
         }
     }
 
-    /// Flow `flow`'s spec.
-    pub(super) fn flow_spec(&self, fabric: &Fabric, flow: u32) -> FlowSpec {
+    /// Flow `flow`'s spec and what it belongs to (`None` for plain
+    /// traffic), in one look-up.
+    pub(super) fn flow(&self, fabric: &Fabric, flow: u32) -> (FlowSpec, Option<FlowInfo>) {
         match self {
-            FlowDag::Eager(_) => fabric.workload.flows[flow as usize],
-            FlowDag::Lazy(dag) => dag.flow_spec(source(fabric), flow),
+            FlowDag::Eager(_) => (
+                fabric.workload.flows[flow as usize],
+                fabric.workload.flow_info(flow),
+            ),
+            FlowDag::Lazy(dag) => {
+                let (spec, info) = dag.flow_spec_info(source(fabric), flow);
+                (spec, Some(info))
+            }
         }
     }
 
-    /// What flow `flow` belongs to; `None` for plain traffic.
-    pub(super) fn flow_info(&self, fabric: &Fabric, flow: u32) -> Option<FlowInfo> {
-        match self {
-            FlowDag::Eager(_) => fabric.workload.flow_info(flow),
-            FlowDag::Lazy(dag) => Some(dag.flow_info(source(fabric), flow)),
-        }
-    }
-
-    /// The collective of flow `flow` and its job's name, if any.
+    /// The collective of a flow that belongs to `info` and its job's
+    /// name, if any.
     pub(super) fn flow_collective(
         &self,
         fabric: &Fabric,
-        flow: u32,
+        info: Option<FlowInfo>,
     ) -> (Option<u32>, Option<Arc<str>>) {
-        let c = self
-            .flow_info(fabric, flow)
-            .map(|i| i.collective)
-            .filter(|&c| c != NONE);
+        let c = info.map(|i| i.collective).filter(|&c| c != NONE);
         let job = c.and_then(|c| fabric.workload.collective_job(c).cloned());
         (c, job)
     }

@@ -33,7 +33,8 @@
 
 use crate::network::{chunk_tail, ideal_stream, serialization, Fabric};
 use crate::telemetry::{SwitchOffloadRecord, TelemetrySink};
-use crate::workload::{InaKind, InaPattern, NONE};
+use crate::traffic::FlowSpec;
+use crate::workload::{FlowInfo, InaKind, InaPattern, NONE};
 use netsim_engine::SimTime;
 
 use super::paths::Channels;
@@ -250,12 +251,18 @@ impl InaTrees {
 impl<S: TelemetrySink> super::Fluid<'_, S> {
     /// Member flow `flow` of operation `op` starts streaming now; the
     /// operation's stream starts with its last member.
-    pub(super) fn ina_member_started(&mut self, op: u32, flow: u32) {
+    pub(super) fn ina_member_started(
+        &mut self,
+        op: u32,
+        flow: u32,
+        (spec, info): (FlowSpec, Option<FlowInfo>),
+    ) {
         let now = self.now;
         let ideal = self.ina.ideal(op, flow);
         self.flows.open(flow, super::FlowState::started(now));
-        self.flows[flow as usize].ideal_fct = ideal;
-        if let Some(info) = self.fabric.workload.flow_info(flow) {
+        let f = &mut self.flows[flow as usize];
+        (f.ideal_fct, f.spec, f.info) = (ideal, spec, info);
+        if let Some(info) = info {
             self.dag.span_started(info.collective, now);
         }
         if let Some((stream, path, wire_bit_ps)) = self.ina.member_started(op, flow) {

@@ -43,7 +43,9 @@ use crate::network::{
     five_tuple_hash, ideal_fct, Fabric, NetRun, NetStats, PathTiming, ShardOutcome,
 };
 use crate::telemetry::{FlowRecord, TelemetrySink};
+use crate::traffic::FlowSpec;
 use crate::workload::progress::Start;
+use crate::workload::FlowInfo;
 use classes::Classes;
 use dag::FlowDag;
 use fair_share::{FairShare, RateChange};
@@ -131,6 +133,10 @@ struct FlowState {
     ack_return: SimTime,
     ideal_fct: SimTime,
     end: Option<SimTime>,
+    /// Its spec and what it belongs to, looked up once as it starts (a
+    /// lazily expanded workload finds them through its plans).
+    spec: FlowSpec,
+    info: Option<FlowInfo>,
 }
 
 impl FlowState {
@@ -145,6 +151,13 @@ impl FlowState {
             ack_return: SimTime::ZERO,
             ideal_fct: SimTime::ZERO,
             end: None,
+            spec: FlowSpec {
+                src: 0,
+                dst: 0,
+                size_bytes: 0,
+                start: SimTime::ZERO,
+            },
+            info: None,
         }
     }
 }
@@ -209,6 +222,8 @@ pub fn simulate<S: TelemetrySink>(
     let workload = &fabric.workload;
     let flow_count = workload.flow_count();
     let (dag, roots) = FlowDag::new(fabric);
+    // A lazily expanded workload keeps nothing per flow id (issue 32).
+    let sparse = workload.lazy.is_some();
     // Without congestion control nothing slows a sender: it injects at its
     // NIC's share and the switches' FIFO queues share the links.
     let fifo = (fabric.config.cc == crate::network::config::CcKind::None)
@@ -231,14 +246,17 @@ pub fn simulate<S: TelemetrySink>(
     }
     let mut fluid = Fluid {
         fabric,
-        share: FairShare::new(capacity_bps, max_min_flows),
+        share: match sparse {
+            false => FairShare::new(capacity_bps, max_min_flows),
+            true => FairShare::new(capacity_bps, 0).sparse(),
+        },
         fifo,
         wake_at: SimTime::MAX,
         meter,
         ina,
         classes,
         channels,
-        flows: Slots::new(flow_count + streams),
+        flows: Slots::new(flow_count + streams, sparse),
         queue: EventQueue::new(),
         next_seq: 0,
         dag,
@@ -334,19 +352,20 @@ impl<S: TelemetrySink> Fluid<'_, S> {
             }
             Event::Wake => self.wake_at = SimTime::MAX,
             Event::Delivered { flow } => {
-                let spec = self.dag.flow_spec(fabric, flow);
+                let FlowState { spec, info, .. } = self.flows[flow as usize];
                 self.stats.delivered_payload_bytes += spec.size_bytes;
-                if let Some(info) = self.dag.flow_info(fabric, flow) {
+                if let Some(info) = info {
                     self.seen_complete(info.task, spec.dst, false);
                 }
             }
             Event::Acked { flow } => {
-                let spec = self.dag.flow_spec(fabric, flow);
-                self.flows[flow as usize].end = Some(self.now);
+                let f = &mut self.flows[flow as usize];
+                f.end = Some(self.now);
+                let (spec, info) = (f.spec, f.info);
                 self.stats.flows_finished += 1;
                 self.record_flow(flow);
                 self.flows.close(flow);
-                if let Some(info) = self.dag.flow_info(fabric, flow) {
+                if let Some(info) = info {
                     self.seen_complete(info.task, spec.src, true);
                 }
             }
@@ -361,10 +380,10 @@ impl<S: TelemetrySink> Fluid<'_, S> {
     /// Flow `flow` starts sending now: its path, timing and share.
     fn start_flow(&mut self, flow: u32) {
         let fabric = self.fabric;
+        let (spec, info) = self.dag.flow(fabric, flow);
         if let Some(op) = self.ina.op_of(flow) {
-            return self.ina_member_started(op, flow);
+            return self.ina_member_started(op, flow, (spec, info));
         }
-        let spec = self.dag.flow_spec(fabric, flow);
         let (share, fifo) = (&self.share, &self.fifo);
         let load = |c| fifo.as_ref().map_or_else(|| share.load(c), |q| q.load(c));
         route(
@@ -381,6 +400,7 @@ impl<S: TelemetrySink> Fluid<'_, S> {
         let first_port = (self.path[0] - self.channels.of(spec.src, 0)) as u16;
         self.flows.open(flow, FlowState::started(self.now));
         let f = &mut self.flows[flow as usize];
+        (f.spec, f.info) = (spec, info);
         f.left = u128::from(timing.wire_bytes) * 8_000_000_000_000;
         f.forward_tail = timing.forward_tail;
         f.ack_return = timing.ack_return;
@@ -404,7 +424,7 @@ impl<S: TelemetrySink> Fluid<'_, S> {
             }
             (None, _) => self.share.add(flow, &self.path),
         }
-        if let Some(info) = self.dag.flow_info(fabric, flow) {
+        if let Some(info) = info {
             self.dag.span_started(info.collective, self.now);
         }
     }
@@ -457,7 +477,7 @@ impl<S: TelemetrySink> Fluid<'_, S> {
         let f = &self.flows[flow as usize];
         let delivered = self.now.saturating_add(f.forward_tail);
         let acked = delivered.saturating_add(f.ack_return);
-        self.stats.sent_payload_bytes += self.dag.flow_spec(self.fabric, flow).size_bytes;
+        self.stats.sent_payload_bytes += f.spec.size_bytes;
         self.push(delivered, Event::Delivered { flow });
         self.push(acked, Event::Acked { flow });
     }
@@ -500,9 +520,9 @@ impl<S: TelemetrySink> Fluid<'_, S> {
     }
 
     fn record_flow(&mut self, flow: u32) {
-        let spec = self.dag.flow_spec(self.fabric, flow);
-        let (collective_id, job) = self.dag.flow_collective(self.fabric, flow);
         let f = self.flows[flow as usize];
+        let spec = f.spec;
+        let (collective_id, job) = self.dag.flow_collective(self.fabric, f.info);
         let fct_ns = f.end.map(|e| (e - f.start).as_ns());
         let ideal_fct_ns = f.ideal_fct.as_ns();
         self.sink.flow(FlowRecord {
@@ -554,7 +574,8 @@ impl<S: TelemetrySink> Fluid<'_, S> {
         self.ina.report(&mut self.sink);
         // Flows still running started and did not finish (streams are not flows).
         let flows = self.fabric.workload.flow_count() as u32;
-        let running: Vec<u32> = self.flows.open_flows().filter(|&f| f < flows).collect();
+        let mut running = self.flows.open_flows();
+        running.retain(|&f| f < flows);
         for flow in running {
             self.record_flow(flow);
         }

@@ -29,6 +29,9 @@ pub struct Builder {
     tasks: Chunked<Task>,
     flows: Chunked<FlowSpec>,
     flow_task: Chunked<u32>,
+    /// The rows of collectives that may still change (tasks are counted as
+    /// they are added); those before them are sealed in `w.collectives`,
+    /// each distinct row held once ([`Builder::seal`]).
     collectives: Chunked<Collective>,
     /// Every task's dependencies, task after task (`Task::deps` of them
     /// each): turned into the dependents' lists by [`Builder::finish`].
@@ -141,7 +144,23 @@ impl Builder {
     pub fn collective(&mut self, c: Collective) -> u32 {
         self.charge(memory::collective_bytes(&c));
         self.collectives.push(c);
-        self.base.collective + (self.collectives.len() - 1) as u32
+        self.collective_count() - 1
+    }
+
+    /// The rows so far are final: moved into the workload's rows, where
+    /// each distinct one is held once.
+    fn seal(&mut self) {
+        for c in std::mem::take(&mut self.collectives)
+            .into_blocks()
+            .flatten()
+        {
+            self.w.collectives.push(c);
+        }
+    }
+
+    /// Every row, in id order.
+    fn rows(&self) -> impl Iterator<Item = &Collective> {
+        self.w.collectives.iter().chain(self.collectives.iter())
     }
 
     /// Records a folded job.
@@ -155,8 +174,14 @@ impl Builder {
         (self.w.jobs.len() - 1) as u32
     }
 
+    /// # Panics
+    /// If collective `id`'s row was sealed: a plan-only build seals the
+    /// rows before each collective it plans, once those before are built.
     pub fn collective_mut(&mut self, id: u32) -> &mut Collective {
-        &mut self.collectives[(id - self.base.collective) as usize]
+        let sealed = self.w.collectives.len();
+        let at = (id - self.base.collective) as usize;
+        assert!(at >= sealed, "collective {id} changed once sealed");
+        &mut self.collectives[at - sealed]
     }
 
     pub fn ina_op(&mut self, op: InaOp) -> u32 {
@@ -321,7 +346,7 @@ impl Builder {
 
     /// The id the next collective gets.
     pub fn collective_count(&self) -> u32 {
-        self.base.collective + self.collectives.len() as u32
+        self.base.collective + (self.w.collectives.len() + self.collectives.len()) as u32
     }
 
     /// Task `task` as added.
@@ -371,9 +396,14 @@ impl Builder {
                 self.count_fallback(*node, InaKind::Barrier);
             }
         }
+        self.seal();
+        for c in scratch.w.collectives.iter().cloned() {
+            self.charge(memory::collective_bytes(&c));
+            self.w.collectives.push(c);
+        }
         for c in scratch.collectives.into_blocks().flatten() {
             self.charge(memory::collective_bytes(&c));
-            self.collectives.push(c);
+            self.w.collectives.push(c);
         }
     }
 
@@ -381,9 +411,10 @@ impl Builder {
     /// before (issue 32): `count` ids skipped, `rows` kept under `name`.
     pub(crate) fn skip_shape(&mut self, count: IdBase, rows: &[Collective], name: &Arc<str>) {
         self.skip_ids(count);
+        self.seal();
         for c in rows {
             self.charge(memory::collective_bytes(c));
-            self.collectives.push(Collective {
+            self.w.collectives.push(Collective {
                 name: name.clone(),
                 ..c.clone()
             });
@@ -395,7 +426,7 @@ impl Builder {
     /// offload fallback counted.
     pub(crate) fn shape_rows(&self) -> Option<Vec<Collective>> {
         let plain = !self.over && self.w.ina_ops.is_empty() && self.w.fallbacks.is_empty();
-        plain.then(|| self.collectives.iter().cloned().collect())
+        plain.then(|| self.rows().cloned().collect())
     }
 
     /// Skips `count`'s tasks and flows (its collectives are pushed apart).
@@ -409,7 +440,7 @@ impl Builder {
     /// The first collective kept whose aggregation tree a plan-only build
     /// would have dropped.
     pub(crate) fn offloaded_collective(&self) -> Option<u32> {
-        let at = self.collectives.iter().position(|c| c.offloaded)?;
+        let at = self.rows().position(|c| c.offloaded)?;
         Some(self.base.collective + at as u32)
     }
 
@@ -422,6 +453,7 @@ impl Builder {
             + self.flows.len() * std::mem::size_of::<FlowSpec>()
             + self.collectives.len() * std::mem::size_of::<Collective>())
             as u64
+            + self.w.collectives.bytes()
             + self.task_gaps.bytes()
             + self.flow_gaps.bytes();
         Skeleton {
@@ -429,7 +461,7 @@ impl Builder {
             kept_tasks: self.tasks.len() as u64,
             kept_flows: self.flows.len() as u64,
             edges: self.deps.len() as u64,
-            collectives: self.collectives.into_vec(),
+            collectives: self.rows().cloned().collect(),
             bytes,
         }
     }
@@ -468,7 +500,9 @@ impl Builder {
             flow_gaps,
             ..
         } = self;
-        w.collectives = collectives.into_vec();
+        for c in collectives.into_blocks().flatten() {
+            w.collectives.push(c);
+        }
         Parts {
             w,
             tasks: tasks.into_vec(),
@@ -500,7 +534,7 @@ impl Builder {
             tasks,
             flows: self.flows.iter().copied().collect(),
             deps,
-            collectives: self.collectives.iter().cloned().collect(),
+            collectives: self.rows().cloned().collect(),
         }
     }
 

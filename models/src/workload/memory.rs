@@ -60,12 +60,8 @@ impl Workload {
             b.dependents = 0;
         }
         b.flows += (self.ina_flows.len() * INA_FLOW_BYTES as usize) as u64;
-        let names: usize = self
-            .collectives
-            .iter()
-            .map(|c| c.fallback_reason.as_ref().map_or(0, String::len))
-            .sum();
-        b.collectives = b.collectives.saturating_add(names as u64);
+        // Each distinct row once, an index per collective.
+        b.collectives = self.collectives.bytes();
         if let Some(lazy) = &self.lazy {
             // Under `--lazy-expansion on`: the plans and the kept tasks.
             b.tasks = b.tasks.saturating_add(lazy.bytes());

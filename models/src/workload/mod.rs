@@ -35,6 +35,7 @@ pub mod nccl;
 pub mod offload;
 pub mod on_demand;
 pub mod progress;
+mod rows;
 mod sandbox;
 pub mod simai;
 pub mod spec;
@@ -50,6 +51,7 @@ pub(crate) use builder::{dependent_starts, dependents_csr};
 pub use builder::{Builder, IdBase, BYTES_PER_TASK};
 pub use memory::WorkloadBytes;
 pub use offload::{Dtype, InaKind, InaOp, InaPattern, ReduceOp, SwitchProfile, TreeNode};
+pub use rows::CollectiveRows;
 pub use spec::{Algorithm, CollectiveOp, OpSpec, Phase, PhaseKind, WorkloadSpec};
 
 /// "No such id" in the dense id vectors of a workload.
@@ -92,7 +94,7 @@ pub struct FlowInfo {
 }
 
 /// One collective as the `collectives` table reports it.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Collective {
     /// The phase's name, shared by its collectives (10^7 of them in a large job).
     pub name: Arc<str>,
@@ -133,7 +135,7 @@ pub struct Workload {
     /// Tasks that depend on task `t`: `dependents[dependent_base[t]..dependent_base[t + 1]]`.
     dependents: Vec<u32>,
     dependent_base: Vec<u32>,
-    pub collectives: Vec<Collective>,
+    pub collectives: CollectiveRows,
     /// The distinct compute durations, which compute tasks name by index.
     durations: Vec<SimTime>,
     /// Names of the jobs sharing the fabric.

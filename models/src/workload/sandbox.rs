@@ -71,7 +71,7 @@ impl Workload {
             tasks: out_tasks,
             dependents,
             dependent_base,
-            collectives: Vec::new(),
+            collectives: Default::default(),
             durations,
             jobs: Vec::new(),
             ina_ops: Vec::new(),

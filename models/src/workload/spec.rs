@@ -6,7 +6,7 @@ use super::offload::{Dtype, ReduceOp, SwitchProfile};
 use netsim_engine::SimTime;
 
 /// A collective operation.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum CollectiveOp {
     AllReduce,
     AllGather,

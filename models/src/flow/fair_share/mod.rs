@@ -23,6 +23,8 @@
 
 mod fill;
 
+use super::slots::SlotIndex;
+
 /// Active flows, the channels (link directions) each crosses, and their
 /// max-min fair rates.
 #[derive(Debug)]
@@ -33,7 +35,7 @@ pub struct FairShare {
     /// there)`.
     flows_on: Vec<Vec<(u32, u32)>>,
     /// Per flow id: its slot while active ([`NO_SLOT`] otherwise).
-    slot_of: Vec<u32>,
+    slot_of: SlotIndex,
     /// Per slot (an active flow; slots are reused, so everything the
     /// solver touches stays as dense as the flows in flight): its rate,
     /// path and marks, its flow id, and the channels
@@ -115,7 +117,7 @@ struct Slot {
 }
 
 /// A flow that is not active.
-const NO_SLOT: u32 = u32::MAX;
+const NO_SLOT: u32 = super::slots::FREE;
 
 /// Regions of at most this many candidate channels (`candidates`) find
 /// their next bottleneck by a linear scan (cheaper than a tree at the
@@ -150,7 +152,7 @@ impl FairShare {
                 })
                 .collect(),
             flows_on: vec![Vec::new(); channels],
-            slot_of: vec![NO_SLOT; flows],
+            slot_of: SlotIndex::new(flows, false),
             slot: Vec::new(),
             flow_at: Vec::new(),
             path: Vec::new(),
@@ -173,9 +175,16 @@ impl FairShare {
         }
     }
 
+    /// The same, its flow ids' slots in a map of the active flows (see
+    /// [`SlotIndex`]): no memory per flow id.
+    pub fn sparse(mut self) -> FairShare {
+        self.slot_of = SlotIndex::new(0, true);
+        self
+    }
+
     /// The flow's current rate (0 while inactive or until the next resolve).
     pub fn rate_bps(&self, flow: u32) -> u64 {
-        match self.slot_of[flow as usize] {
+        match self.slot_of.get(flow) {
             NO_SLOT => 0,
             s => self.slot[s as usize].rate_bps,
         }
@@ -183,13 +192,13 @@ impl FairShare {
 
     /// The channels active flow `flow` crosses.
     pub fn path(&self, flow: u32) -> &[u32] {
-        let slot = self.slot[self.slot_of[flow as usize] as usize];
+        let slot = self.slot[self.slot_of.get(flow) as usize];
         &self.path[slot.path_start as usize..][..usize::from(slot.path_len)]
     }
 
     /// The weights of active flow `flow` on its channels ([`FairShare::path`]).
     pub fn weights(&self, flow: u32) -> &[u32] {
-        let slot = self.slot[self.slot_of[flow as usize] as usize];
+        let slot = self.slot[self.slot_of.get(flow) as usize];
         &self.weight[slot.path_start as usize..][..usize::from(slot.path_len)]
     }
 
@@ -241,7 +250,7 @@ impl FairShare {
         let start = s.path_start as usize;
         self.path[start..start + channels.len()].copy_from_slice(channels);
         self.flow_at[slot as usize] = flow;
-        self.slot_of[flow as usize] = slot;
+        self.slot_of.set(flow, slot);
         for (i, &c) in channels.iter().enumerate() {
             let w = weight(i);
             self.weight[start + i] = w;
@@ -253,7 +262,7 @@ impl FairShare {
 
     /// Flow `flow` stops; returns the rate it had.
     pub fn remove(&mut self, flow: u32) -> u64 {
-        let slot = std::mem::replace(&mut self.slot_of[flow as usize], NO_SLOT);
+        let slot = self.slot_of.take(flow);
         assert!(slot != NO_SLOT, "flow {flow} is not active");
         let s = &mut self.slot[slot as usize];
         let rate = std::mem::take(&mut s.rate_bps);
@@ -295,7 +304,7 @@ impl FairShare {
     /// reaches that an earlier (lower) one did not.
     pub fn resolve(&mut self, changed: &mut Vec<RateChange>) {
         for k in 0..self.arrived.len() {
-            let slot = self.slot_of[self.arrived[k] as usize];
+            let slot = self.slot_of.get(self.arrived[k]);
             if slot == NO_SLOT {
                 continue; // departed again: its departure was a full re-solve
             }

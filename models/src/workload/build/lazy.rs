@@ -526,8 +526,9 @@ impl Workload {
                 .collect(),
             flows: self.flows[range(plan.base.flow, plan.count.flow)].to_vec(),
             deps: deps[tasks].to_vec(),
-            collectives: self.collectives[range(plan.base.collective, plan.count.collective)]
-                .to_vec(),
+            collectives: self
+                .collectives
+                .range(range(plan.base.collective, plan.count.collective)),
         }
     }
 

@@ -264,6 +264,17 @@ impl LazyDag {
         self.flow(src, flow).0
     }
 
+    /// Flow `flow`'s spec and what it belongs to, in one look-up.
+    pub fn flow_spec_info(&self, src: Source<'_>, flow: u32) -> (FlowSpec, FlowInfo) {
+        let (spec, task, collective) = self.flow(src, flow);
+        let info = FlowInfo {
+            task,
+            collective,
+            ina_op: NONE,
+        };
+        (spec, info)
+    }
+
     /// Flow `flow`'s spec, task and collective.
     fn flow(&self, src: Source<'_>, flow: u32) -> (FlowSpec, u32, u32) {
         match self.plan.flow_place(flow) {

@@ -85,6 +85,11 @@ pub struct UecArgs {
     /// port its hash picked (pin) [both profiles: spray].
     #[arg(long, value_parser = ["spray", "pin"])]
     pub uec_planes: Option<String>,
+    /// UEC NSCC of a sprayed flow: its window from the ports' combined
+    /// rate (sum), or from one port's (port; htsim's, whose NIC has one
+    /// link speed per port) [netsim sum, uet-htsim port].
+    #[arg(long, value_parser = ["sum", "port"])]
+    pub uec_plane_window: Option<String>,
     /// Lossy switch buffers: shared (dynamic thresholds, --buffer-kb) or
     /// per-port (a fixed queue of --port-buffer-bytes per egress port)
     /// [netsim shared, uet-htsim per-port].
@@ -209,6 +214,7 @@ impl UecArgs {
             .as_deref()
             .map_or(h, |v| v == "scores");
         u.plane_spray = self.uec_planes.as_deref() != Some("pin");
+        u.plane_window_per_port = self.uec_plane_window.as_deref().map_or(h, |v| v == "port");
         u.nack_base_rtt = self.uec_nack_rtt.as_deref().map_or(h, |v| v == "on");
         let detect = self.uec_loss_detect.as_deref();
         u.sleek = detect == Some("sleek");

@@ -634,3 +634,33 @@ fn the_proportional_increase_alone_trims_as_htsim_in_a_32_sender_incast_of_8192_
     );
     assert!(trims > 1.2 * h.trim, "{trims} vs {}", h.trim);
 }
+
+/// The permutation on two planes (`--planes 2`; htsim_uec `-planes 2`,
+/// `k8-128-planes.json`): a flow sprays over its host's two ports. htsim's
+/// NIC has one link speed per port and NSCC's window follows it, so a
+/// flow keeps at most 1.5 BDPs of one port in flight (about 123 Gb/s over
+/// the two). With the ports' combined rate (`--uec-plane-window sum`,
+/// netsim's profile) netsim's flows finished 19% earlier and trimmed
+/// 108-266 packets where htsim trims none.
+const PERM_PLANES: Scenario = Scenario {
+    name: "perm-planes",
+    matrix: "perm.cm",
+    extra: "--planes 2",
+    k: 8,
+};
+
+#[test]
+fn two_planes_reps_agrees_with_htsim_when_the_window_follows_one_port() {
+    let (n, _) = check_against("k8-128-planes.json", PERM_PLANES, "reps", BOUNDS);
+    assert_eq!(n.trim, 0.0);
+    let sum = Scenario {
+        extra: "--planes 2 --uec-plane-window sum",
+        ..PERM_PLANES
+    };
+    let p50 = median(
+        (1..=3)
+            .map(|s| netsim_figures(sum, "reps", s).p50)
+            .collect(),
+    );
+    assert!(p50 < 0.85 * n.p50, "{p50} vs {}", n.p50);
+}

@@ -86,7 +86,8 @@ impl<S: TelemetrySink> Network<'_, S> {
         let port = self.host_port_toward(ctx, &probe);
         let local = ctx.local_index();
         let gport = self.port_index(local, port);
-        let mut line_rate_bps = self.ports[gport].link.rate_bps;
+        let port_rate_bps = self.ports[gport].link.rate_bps;
+        let mut line_rate_bps = port_rate_bps;
         let (mut ideal_fct, base_rtt) = ideal_fct(fabric, &self.transport.senders[i].spec, port);
         let mut spray_ports = 0;
         if let Some(spray) = self.uec_plane_spray(ctx, i, &probe, port) {
@@ -118,9 +119,15 @@ impl<S: TelemetrySink> Network<'_, S> {
             } else {
                 0
             };
+            // NSCC's window: the ports' combined rate, or one port's.
+            let window_rate_bps = if fabric.config.uec.plane_window_per_port {
+                port_rate_bps
+            } else {
+                line_rate_bps
+            };
             u.start(
                 &fabric.config.uec,
-                line_rate_bps,
+                window_rate_bps,
                 base_rtt,
                 initial_pkts,
                 ctx.now(),

@@ -54,22 +54,27 @@ struct Scenario {
     name: &'static str,
     matrix: &'static str,
     extra: &'static str,
+    /// The fat-tree's `k`: 8 (128 hosts) or 32 (uet-htsim's 8,192).
+    k: u32,
 }
 
 const INC8: Scenario = Scenario {
     name: "inc8",
     matrix: "inc8.cm",
     extra: "",
+    k: 8,
 };
 const INC32: Scenario = Scenario {
     name: "inc32",
     matrix: "inc32.cm",
     extra: "",
+    k: 8,
 };
 const PERM: Scenario = Scenario {
     name: "perm",
     matrix: "perm.cm",
     extra: "",
+    k: 8,
 };
 /// htsim's `-failed 1`: core 0 -> pod 0's first aggregation switch at a
 /// quarter of the rate (node 192 is netsim's first core, 160 that switch).
@@ -77,6 +82,7 @@ const PERM_FAILED: Scenario = Scenario {
     name: "perm-failed",
     matrix: "perm.cm",
     extra: "--fault link-rate:192->160@0ns=25",
+    k: 8,
 };
 
 fn netsim_figures(sc: Scenario, lb: &str, seed: u32) -> Figures {
@@ -89,8 +95,9 @@ fn netsim_figures(sc: Scenario, lb: &str, seed: u32) -> Figures {
     let out = scratch(&format!("{}-{lb}-{seed}-{flags}", sc.name));
     let matrix = runs_file(&format!("tests/data/uet-htsim/{}", sc.matrix));
     let line = format!(
-        "run --topo fat-tree --k 8 --link-gbps 100 --link-latency-ns 1000 --traffic tm:{matrix} \
+        "run --topo fat-tree --k {} --link-gbps 100 --link-latency-ns 1000 --traffic tm:{matrix} \
          --transport uec --uec-profile uet-htsim --uec-lb {lb} --seed {seed} --sample-ns 0 --quiet {}",
+        sc.k,
         sc.extra
     );
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_netsim"))
@@ -232,11 +239,6 @@ fn check_seeds(
     (n, h)
 }
 
-/// The 8->1 incast's first finisher ranges 857-1,237 us over seeds 1-12
-/// in htsim (seeds 1-3 alone: REPS 1,025-1,177): it is compared over
-/// twelve seeds ([`first_finisher_over_12_seeds`]), the rest over 1-3.
-const INC8_BOUNDS: [f64; 6] = [0.05, 0.05, 0.05, f64::INFINITY, 0.20, 0.10];
-
 /// The median over seeds 1-12 of `sc`'s first finisher with `lb` within
 /// 10% of htsim_uec's (`k8-128-min-seeds-1-12.json`).
 fn first_finisher_over_12_seeds(sc: Scenario, lb: &str) {
@@ -261,19 +263,19 @@ fn first_finisher_over_12_seeds(sc: Scenario, lb: &str) {
 
 #[test]
 fn incast_8_to_1_reps_agrees_with_htsim() {
-    check(INC8, "reps", INC8_BOUNDS);
+    check(INC8, "reps", BOUNDS);
     first_finisher_over_12_seeds(INC8, "reps");
 }
 
 #[test]
 fn incast_8_to_1_oblivious_agrees_with_htsim() {
-    check(INC8, "oblivious", INC8_BOUNDS);
+    check(INC8, "oblivious", BOUNDS);
     first_finisher_over_12_seeds(INC8, "oblivious");
 }
 
 #[test]
 fn incast_8_to_1_bitmap_agrees_with_htsim() {
-    check(INC8, "bitmap", INC8_BOUNDS);
+    check(INC8, "bitmap", BOUNDS);
     first_finisher_over_12_seeds(INC8, "bitmap");
 }
 
@@ -320,8 +322,10 @@ fn without_nack_rtts_the_32_to_1_first_finisher_is_early() {
 
 #[test]
 fn permutation_reps_agrees_with_htsim() {
-    // Trims: 34 against htsim's 19, where seeds alone range 9-116 (netsim)
-    // and 14-64 (htsim) over seeds 1-12; not bounded.
+    // Trims: 35 against htsim's 19, where seeds alone range 10-190
+    // (netsim) and 14-64 (htsim) over seeds 1-12; not bounded. Over the
+    // twelve seeds netsim trims 34% more (35.5 against 26.5): not yet
+    // explained (docs/perf/2026-11-29-uec-6.md).
     check(PERM, "reps", [0.05, 0.05, 0.05, 0.10, f64::INFINITY, 0.10]);
 }
 
@@ -332,7 +336,8 @@ fn permutation_bitmap_agrees_with_htsim() {
 
 #[test]
 fn permutation_oblivious_fct_agrees_with_htsim() {
-    // Trims are outside the bound here (255 against htsim's 129).
+    // Trims are outside the bound here (229 against htsim's 129); over
+    // seeds 1-12, +30% (233 against 179.5), not yet explained.
     check(
         PERM,
         "oblivious",
@@ -364,6 +369,7 @@ const INC127: Scenario = Scenario {
     name: "inc127",
     matrix: "inc127.cm",
     extra: "",
+    k: 8,
 };
 
 #[test]
@@ -379,14 +385,28 @@ fn a_packet_timer_resends_only_what_was_trimmed_in_a_127_to_1_incast() {
     };
     let f = netsim_figures(packet_timer, "reps", 1);
     assert!(f.trim > 40_000.0, "{f:?}");
-    // With lowest-first resends (the profile's order since NACKs lower
-    // the base RTT) one packet timer of 52,549 trims fires here: not yet
-    // explained (docs/perf/2026-11-28-uec-5.md); the flow timer below
-    // resends thousands more.
+    // A packet's timer may fire here, though no packet is lost: with both
+    // increases below the target, 1 of 52,549 trims at seed 1 and 2 at
+    // seed 4; none with htsim's proportional increase alone. With an open
+    // gate a packet that leaves below the window does not ask for an ACK,
+    // and the receiver holds it (under 16 KB). If the next one, which
+    // asks, is trimmed, its NACK cuts the window (`always`) to what is in
+    // flight, the held packet, so the resend cannot go; no ACK comes, and
+    // the held packet's timer fires 100 us later. htsim's rules allow it
+    // too. With every packet acknowledged at once (seeds 1-4) none is
+    // held, and resends equal trims.
     assert!(
         f.retx >= f.trim && f.retx <= f.trim + 1.0,
         "only NACKs resend: {f:?}"
     );
+    let every_packet = Scenario {
+        name: "inc127-open-ack-every",
+        extra: "--uec-window-gate open --uec-nack-cut always --uec-ack-bytes 0",
+        ..INC127
+    };
+    let f = netsim_figures(every_packet, "reps", 1);
+    assert!(f.trim > 40_000.0, "{f:?}");
+    assert_eq!(f.retx, f.trim, "nothing held, nothing timed out: {f:?}");
     let flow_timer = Scenario {
         name: "inc127-open-flow-timer",
         extra: "--uec-window-gate open --uec-nack-cut always --uec-rto flow",
@@ -414,9 +434,7 @@ fn sleek(sc: Scenario) -> Scenario {
 
 #[test]
 fn sleek_incast_8_to_1_agrees_with_htsim() {
-    // The first finisher is 10.0% late here (+9.4% without SLEEK).
-    let bounds = [0.05, 0.05, 0.05, 0.12, 0.20, 0.10];
-    let (n, h) = check_against(SLEEK_FILE, sleek(INC8), "reps", bounds);
+    let (n, h) = check_against(SLEEK_FILE, sleek(INC8), "reps", BOUNDS);
     // htsim's SLEEK never fires here (resends = NACKs); netsim's, which
     // resent in loss order, resent 33 packets more (464 against 431 trims).
     assert_eq!(h.retx, h.trim);
@@ -455,18 +473,16 @@ fn sleek_incast_8_to_1_resends_within_htsims_range() {
             );
         }
     }
-    let bounds = [0.05, 0.05, 0.05, 0.10, 0.20, 0.10];
-    check_against(SLEEK_FILE, sleek(INC8), "oblivious", bounds);
-    // With NACKs lowering the base RTT, the REPS first finisher is 10.4%
-    // early at seeds 4-6 (7.7% late at 1-3; the first finisher's seed
-    // spread is +-15% on both sides): 12%, as at seeds 1-3 above.
-    let bounds = [0.05, 0.05, 0.05, 0.12, 0.20, 0.10];
+    check_against(SLEEK_FILE, sleek(INC8), "oblivious", BOUNDS);
+    // The REPS first finisher was 10.4% early at seeds 4-6 while the fair
+    // increase was added below the target (-7.2% with htsim's
+    // proportional increase alone).
     for lb in ["reps", "oblivious"] {
         check_seeds(
             "k8-128-sleek-seeds-4-6.json",
             sleek(INC8),
             lb,
-            bounds,
+            BOUNDS,
             4..=6,
         );
     }
@@ -475,7 +491,9 @@ fn sleek_incast_8_to_1_resends_within_htsims_range() {
 /// Reordering by spraying: SLEEK resends packets still in flight on both
 /// sides; netsim's resends beyond its trims are within `factor` of
 /// htsim's. Measured 0.45x with REPS and 1.14x oblivious before NACKs
-/// lowered the base RTT; 0.32x (per seed 65, 88 and 0) and 1.20x after.
+/// lowered the base RTT; 0.32x (per seed 65, 88 and 0) and 1.20x after;
+/// 0.51x (106, 155, 25) and 1.19x with htsim's proportional increase
+/// alone below the target.
 fn sleek_permutation(lb: &str, p99_bound: f64, factor: f64) {
     let bounds = [0.05, p99_bound, 0.05, 0.10, f64::INFINITY, 0.10];
     let (n, h) = check_against(SLEEK_FILE, sleek(PERM), lb, bounds);
@@ -489,14 +507,14 @@ fn sleek_permutation(lb: &str, p99_bound: f64, factor: f64) {
 
 #[test]
 fn sleek_permutation_reps_resends_in_flight_packets_as_htsim() {
-    sleek_permutation("reps", 0.05, 3.5);
+    sleek_permutation("reps", 0.05, 2.5);
 }
 
 #[test]
 fn sleek_permutation_oblivious_resends_in_flight_packets_as_htsim() {
-    // The p99 is 5.4% late with NACKs lowering the base RTT (within 5%
-    // before).
-    sleek_permutation("oblivious", 0.06, 2.5);
+    // The p99 was 5.4% late while the fair increase was added below the
+    // target (+3.1% without).
+    sleek_permutation("oblivious", 0.05, 2.5);
 }
 
 #[test]
@@ -511,9 +529,49 @@ fn sleek_permutation_bitmap_resends_nothing_as_htsim() {
 
 const SEEDS_4_9: &str = "k8-128-seeds-4-9.json";
 
+/// The permutation over seeds 1-12 on both sides
+/// (`k8-128-perm-seeds-1-12.json`): FCT within issue 33's bounds (at seeds
+/// 4-9 alone the oblivious p99 is 5.8% late, at 1-3 1.1%), but the REPS
+/// last finisher: 5.3% late over the twelve (3.6% at seeds 1-3, the
+/// issue's measure), held to 6% here. netsim trims
+/// 30-34% more than htsim over the twelve seeds (REPS 35.5 against 26.5,
+/// oblivious 233 against 179.5), a bias larger than the seeds' spread of
+/// the median and not yet explained (docs/perf/2026-11-29-uec-6.md); it is
+/// held under 1.5x here so that a change that moves it is seen.
 #[test]
-fn permutation_oblivious_trims_agree_with_htsim_over_seeds_4_to_9() {
-    check_seeds(SEEDS_4_9, PERM, "oblivious", BOUNDS, 4..=9);
+fn permutation_fct_agrees_with_htsim_over_seeds_1_to_12() {
+    let file = runs_file("tests/data/uet-htsim/k8-128-perm-seeds-1-12.json");
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
+    for lb in ["reps", "oblivious"] {
+        let by_seed = doc["by_seed"][lb].as_object().unwrap();
+        assert_eq!(by_seed.len(), 12);
+        let h = |k: &str| median(by_seed.values().map(|v| v[k].as_f64().unwrap()).collect());
+        let runs: Vec<Figures> = (1..=12).map(|s| netsim_figures(PERM, lb, s)).collect();
+        let n = |get: fn(&Figures) -> f64| median(runs.iter().map(get).collect());
+        let cases = [
+            ("p50", n(|f| f.p50), h("p50"), 0.05),
+            ("p99", n(|f| f.p99), h("p99"), 0.05),
+            (
+                "max",
+                n(|f| f.max),
+                h("max"),
+                if lb == "reps" { 0.06 } else { 0.05 },
+            ),
+            ("min", n(|f| f.min), h("min"), 0.10),
+        ];
+        for (name, netsim, htsim, bound) in cases {
+            assert!(
+                (netsim - htsim).abs() <= bound * htsim,
+                "perm {lb} {name} over seeds 1-12: netsim {netsim:.1} vs htsim {htsim:.1}"
+            );
+        }
+        let (trims, theirs) = (n(|f| f.trim), h("trim"));
+        assert!(
+            trims > theirs && trims < 1.5 * theirs,
+            "perm {lb} trims over seeds 1-12: netsim {trims} vs htsim {theirs}"
+        );
+    }
 }
 
 #[test]
@@ -545,19 +603,64 @@ fn bitmap_scores_as_htsim_bring_degraded_link_trims_within_20_percent() {
     );
 }
 
+/// uet-htsim's own 8,192-host random incast, 32 x 2 MB
+/// (`connection_matrices/incast/gen_random_incast_8192n_32c_0us_2Ms.cm`
+/// of the snapshot, beside the data file), on netsim's k=32 fat-tree
+/// (8,192 hosts, the same six-hop diameter, queue and RTO as k=8).
+const INC32_8K: Scenario = Scenario {
+    name: "gen_random_incast_8192n_32c_0us_2Ms",
+    matrix: "gen_random_incast_8192n_32c_0us_2Ms.cm",
+    extra: "",
+    k: 32,
+};
+
 /// htsim adds only the proportional increase below the target delay
-/// (`updateCwndOnAck_NSCC`); netsim added the fair one too, which kept
-/// more packets in flight in the steady state of an incast: 2,195 trims
-/// against htsim's 2,052 here, and +32% at 8,192 hosts with 32 x 2 MB.
+/// (`updateCwndOnAck_NSCC`); with the fair one added too, as netsim's
+/// profile does, more packets stay in flight in an incast's steady state,
+/// and the longer the incast the more it trims: 29-31% more than htsim
+/// with 32 x 2 MB on 8,192 hosts (+7-11% with 32 x 1 MB on k=8). The
+/// uet-htsim profile now adds the proportional increase alone.
 #[test]
-fn the_proportional_increase_alone_trims_as_htsim_in_a_32_to_1_incast() {
-    let sc = Scenario {
-        name: "inc32",
-        matrix: "inc32.cm",
-        extra: "--uec-below-target-increase proportional",
+fn the_proportional_increase_alone_trims_as_htsim_in_a_32_sender_incast_of_8192_hosts() {
+    let (_, h) = check_against("random-incast-8192.json", INC32_8K, "oblivious", BOUNDS);
+    let both = Scenario {
+        extra: "--uec-below-target-increase both",
+        ..INC32_8K
     };
-    // The first finisher is 17% early at seeds 1-3 (-10.5% over 1-12).
-    let bounds = [0.05, 0.05, 0.05, f64::INFINITY, 0.05, 0.10];
-    let (n, h) = check_against("k8-128.json", sc, "reps", bounds);
-    assert!(n.trim < 1.05 * h.trim, "{} vs {}", n.trim, h.trim);
+    let trims = median(
+        (1..=3)
+            .map(|s| netsim_figures(both, "oblivious", s).trim)
+            .collect(),
+    );
+    assert!(trims > 1.2 * h.trim, "{trims} vs {}", h.trim);
+}
+
+/// The permutation on two planes (`--planes 2`; htsim_uec `-planes 2`,
+/// `k8-128-planes.json`): a flow sprays over its host's two ports. htsim's
+/// NIC has one link speed per port and NSCC's window follows it, so a
+/// flow keeps at most 1.5 BDPs of one port in flight (about 123 Gb/s over
+/// the two). With the ports' combined rate (`--uec-plane-window sum`,
+/// netsim's profile) netsim's flows finished 19% earlier and trimmed
+/// 108-266 packets where htsim trims none.
+const PERM_PLANES: Scenario = Scenario {
+    name: "perm-planes",
+    matrix: "perm.cm",
+    extra: "--planes 2",
+    k: 8,
+};
+
+#[test]
+fn two_planes_reps_agrees_with_htsim_when_the_window_follows_one_port() {
+    let (n, _) = check_against("k8-128-planes.json", PERM_PLANES, "reps", BOUNDS);
+    assert_eq!(n.trim, 0.0);
+    let sum = Scenario {
+        extra: "--planes 2 --uec-plane-window sum",
+        ..PERM_PLANES
+    };
+    let p50 = median(
+        (1..=3)
+            .map(|s| netsim_figures(sum, "reps", s).p50)
+            .collect(),
+    );
+    assert!(p50 < 0.85 * n.p50, "{p50} vs {}", n.p50);
 }

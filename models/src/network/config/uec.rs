@@ -161,6 +161,10 @@ pub struct UecConfig {
     /// path state kept per plane (UET's multi-plane spraying); off, the
     /// flow keeps the one port its hash picked.
     pub plane_spray: bool,
+    /// A sprayed flow's NSCC window (its BDP and largest window) follows
+    /// one port's rate, as htsim's does (its NIC has one link speed per
+    /// port, `_nic.linkspeed()`), rather than the ports' combined rate.
+    pub plane_window_per_port: bool,
 }
 
 /// When NSCC folds its accumulated increase into the window.
@@ -213,6 +217,7 @@ impl Default for UecConfig {
             rtx_lowest_first: false,
             nack_base_rtt: false,
             plane_spray: true,
+            plane_window_per_port: false,
         }
     }
 }

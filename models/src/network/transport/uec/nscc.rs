@@ -195,6 +195,22 @@ impl Nscc {
         fire
     }
 
+    /// With htsim's quick adapt (`qa_gate`), as its `quick_adapt` does:
+    /// `bytes` acknowledged or NACKed count toward what quick adapt
+    /// ignores, then a marked ACK or a NACK (`skip`) inside it is ignored,
+    /// and drops the increase accumulated so far as a firing does (the
+    /// increase gathered before a cut is not folded in after it). Whether
+    /// it was ignored.
+    fn htsim_ignores(&mut self, bytes: f64, skip: bool) -> bool {
+        self.bytes_ignored += bytes;
+        let ignored = skip && self.bytes_ignored < self.bytes_to_ignore;
+        if ignored {
+            self.inc_bytes = 0.0;
+            self.received_bytes = 0.0;
+        }
+        ignored
+    }
+
     /// An ACK newly acknowledged `acked_bytes`; it measured round-trip
     /// `rtt` and was ECN-marked or not; `in_flight_bytes` are outstanding.
     pub(crate) fn on_ack(
@@ -212,7 +228,11 @@ impl Nscc {
         self.average_delay(delay, ce);
         self.achieved_bytes += acked_bytes;
         self.received_bytes += acked_bytes;
-        if self.bytes_ignored < self.bytes_to_ignore {
+        if self.qa_gate.is_some() {
+            if self.htsim_ignores(acked_bytes, ce) {
+                return;
+            }
+        } else if self.bytes_ignored < self.bytes_to_ignore {
             // Quick adapt already accounted for what was in flight then.
             self.bytes_ignored += acked_bytes;
             if ce {
@@ -324,9 +344,14 @@ impl Nscc {
             // htsim's `updateCwndOnNack_NSCC`: the NACKed bytes count toward
             // what quick adapt ignores; inside that, or when quick adapt
             // fires, the window is not cut.
-            self.bytes_ignored += nacked_bytes;
             self.trigger_qa = true;
-            if self.bytes_ignored < self.bytes_to_ignore {
+            let ignored = if self.qa_gate.is_some() {
+                self.htsim_ignores(nacked_bytes, true)
+            } else {
+                self.bytes_ignored += nacked_bytes;
+                self.bytes_ignored < self.bytes_to_ignore
+            };
+            if ignored {
                 return;
             }
             let avg = SimTime(self.avg_delay_ps as u64);
@@ -507,6 +532,41 @@ mod tests {
         });
         assert!(window_after_a_busy_period(gated) > 100_000.0);
         assert!(window_after_a_busy_period(nscc()) <= 10.0 * 4096.0);
+    }
+
+    /// htsim's `quick_adapt` returns "done or ignore" for a marked ACK or
+    /// a NACK inside the bytes it ignores after firing, and its caller
+    /// then drops the increase accumulated so far; netsim's first reading
+    /// keeps it for the next adjustment.
+    #[test]
+    fn htsims_quick_adapt_drops_the_increase_on_feedback_it_ignores() {
+        for gate in [None, Some(3)] {
+            let mut n = with(UecConfig {
+                qa_gate: gate,
+                adjust: NsccAdjust::Network,
+                nack_ignore: true,
+                ..UecConfig::default()
+            });
+            let now = SimTime::from_ns(1);
+            // Below the target, unmarked: an increase accumulates (one
+            // packet, short of the 8-MTU adjustment).
+            n.on_ack(now, SimTime::from_us(13), false, 4096.0, 100_000.0);
+            assert!(n.inc_bytes > 0.0);
+            // Quick adapt fired with 100 KB in flight: ignore that much.
+            n.bytes_to_ignore = 100_000.0;
+            n.bytes_ignored = 0.0;
+            let before = n.inc_bytes;
+            n.on_ack(now, SimTime::from_us(30), true, 4096.0, 100_000.0);
+            let after_marked = n.inc_bytes;
+            n.inc_bytes = before;
+            n.on_nack(now, None, 4096.0, 100_000.0);
+            let after_nack = n.inc_bytes;
+            if gate.is_some() {
+                assert_eq!((after_marked, after_nack), (0.0, 0.0));
+            } else {
+                assert_eq!((after_marked, after_nack), (before, before));
+            }
+        }
     }
 
     #[test]

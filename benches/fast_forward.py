@@ -165,6 +165,48 @@ def simulated_by_phase(out_dir, top=5):
     return {k: round(v, 4) for k, v in by_phase.sort_values(ascending=False).head(top).items()}
 
 
+def twins(out_dir, phase="wg"):
+    """How symmetric a run's concurrent collectives are: the collectives
+    whose name holds `phase` grouped by name and start instant (on a
+    rail-aligned fabric, the same data-parallel collective on each rail),
+    and the share of their flows (and payload) that start and end at the
+    very instants of their twin in the group's first collective (flows
+    matched by their order of id). What replaying one rail for the others
+    would take exactly (docs/perf/2026-11-29-fast-forward-7.md)."""
+    flows = pq.read_table(os.path.join(out_dir, "flows")).to_pandas()
+    colls = pq.read_table(os.path.join(out_dir, "collectives")).to_pandas()
+    colls = colls[colls["name"].str.contains(phase, regex=False)]
+    flows = flows[flows["collective_id"].isin(colls["collective_id"])].sort_values("flow_id")
+    by_coll = {cid: g for cid, g in flows.groupby("collective_id")}
+    groups, same, compared, same_bytes, total_bytes, worst = 0, 0, 0, 0, 0, 0
+    for _, group in colls.groupby(["name", "start_ns"]):
+        ids = [c for c in group["collective_id"] if c in by_coll]
+        if len(ids) < 2:
+            continue
+        groups += 1
+        first = by_coll[ids[0]]
+        for other in ids[1:]:
+            g = by_coll[other]
+            if len(g) != len(first):
+                continue
+            dev = sum(abs(g[col].values.astype("int64") - first[col].values.astype("int64"))
+                      for col in ("start_ns", "end_ns"))
+            compared += len(g)
+            same += int((dev == 0).sum())
+            total_bytes += int(g["size_bytes"].sum())
+            same_bytes += int(g["size_bytes"].values[dev == 0].sum())
+            worst = max(worst, int(dev.max()))
+    return {
+        "run": out_dir,
+        "phase": phase,
+        "groups_of_twins": groups,
+        "flows_compared": compared,
+        "flows_identical": same / max(compared, 1),
+        "payload_identical": same_bytes / max(total_bytes, 1),
+        "largest_deviation_ns": worst,
+    }
+
+
 def compare(off_dir, other_dir):
     """Errors and event ratio of one run against a `--fast-forward off` one."""
     summaries, fcts = [], []
@@ -209,6 +251,8 @@ def main():
     parser.add_argument("--netsim", help="the binary [target/release/netsim]")
     parser.add_argument("--compare", nargs=2, metavar=("OFF", "OTHER"),
                         help="compare two output directories already written")
+    parser.add_argument("--twins", metavar="RUN",
+                        help="how many of RUN's concurrent data-parallel collectives' flows equal their twin's")
     parser.add_argument("--workloads", help="comma-separated names [all but whole and gen-]: "
                         + ", ".join(list(WORKLOADS) + list(GENERATED)))
     parser.add_argument("--seed", type=int, default=1, help="generated workloads' seed")
@@ -217,6 +261,9 @@ def main():
     args, extra = parser.parse_known_args()
     if args.compare:
         print(json.dumps(compare(*args.compare)))
+        return
+    if args.twins:
+        print(json.dumps(twins(args.twins)))
         return
     if args.netsim:
         global NETSIM

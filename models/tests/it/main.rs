@@ -24,6 +24,7 @@ mod idle_rows;
 mod lazy;
 mod lazy_dag;
 mod load;
+mod memo_near;
 mod memory;
 mod nccl;
 mod nccl_choice;

@@ -47,6 +47,11 @@ fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
+/// The median over seeds 1-3 of one figure of netsim's runs of `sc`.
+fn netsim_median(sc: Scenario, lb: &str, get: fn(&Figures) -> f64) -> f64 {
+    median((1..=3).map(|s| get(&netsim_figures(sc, lb, s))).collect())
+}
+
 /// One scenario of the data file: its name there, its matrix, and what
 /// netsim adds to the command.
 #[derive(Clone, Copy)]
@@ -312,11 +317,7 @@ fn without_nack_rtts_the_32_to_1_first_finisher_is_early() {
         ..INC32
     };
     let h = htsim_figures("k8-128.json", "inc32", "bitmap");
-    let n = median(
-        (1..=3)
-            .map(|s| netsim_figures(off, "bitmap", s).min)
-            .collect(),
-    );
+    let n = netsim_median(off, "bitmap", |f| f.min);
     assert!(n < 0.90 * h.min, "netsim {n:.1} vs htsim {:.1}", h.min);
 }
 
@@ -627,11 +628,7 @@ fn the_proportional_increase_alone_trims_as_htsim_in_a_32_sender_incast_of_8192_
         extra: "--uec-below-target-increase both",
         ..INC32_8K
     };
-    let trims = median(
-        (1..=3)
-            .map(|s| netsim_figures(both, "oblivious", s).trim)
-            .collect(),
-    );
+    let trims = netsim_median(both, "oblivious", |f| f.trim);
     assert!(trims > 1.2 * h.trim, "{trims} vs {}", h.trim);
 }
 
@@ -657,10 +654,6 @@ fn two_planes_reps_agrees_with_htsim_when_the_window_follows_one_port() {
         extra: "--planes 2 --uec-plane-window sum",
         ..PERM_PLANES
     };
-    let p50 = median(
-        (1..=3)
-            .map(|s| netsim_figures(sum, "reps", s).p50)
-            .collect(),
-    );
+    let p50 = netsim_median(sum, "reps", |f| f.p50);
     assert!(p50 < 0.85 * n.p50, "{p50} vs {}", n.p50);
 }

@@ -4,6 +4,11 @@
 //! limit, `run.json` says `"interrupted": true`, and the process exits
 //! with 128 + the signal's number (130, 143), apart from 0 and 2. A
 //! second signal ends the process at once.
+//!
+//! Under MPI the signal reaches only the ranks it was sent to; the others
+//! stop at the same exchange all the same. Rank 0 adopts the signal of
+//! the lowest rank that had one ([`adopt_first`]), so `run.json`, its
+//! message and its exit code say so whichever rank was signalled.
 
 use netsim_engine::Progress;
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -29,6 +34,21 @@ pub fn install() {
     unsafe {
         libc::signal(libc::SIGINT, handler);
         libc::signal(libc::SIGTERM, handler);
+    }
+}
+
+/// The signal that interrupted this process (0: none).
+pub fn signal_number() -> u64 {
+    SIGNAL.load(Ordering::Relaxed).unsigned_abs().into()
+}
+
+/// Takes the first non-zero of `signals` (every rank's
+/// [`signal_number`], in rank order) as this process's own, unless it had
+/// one itself.
+pub fn adopt_first(signals: &[u64]) {
+    let first = signals.iter().find(|&&s| s != 0);
+    if let Some(signal) = first.and_then(|&s| i32::try_from(s).ok()) {
+        let _ = SIGNAL.compare_exchange(0, signal, Ordering::Relaxed, Ordering::Relaxed);
     }
 }
 

@@ -213,6 +213,10 @@ impl RunArgs {
         let mut fcts = Fcts::default();
         let finished = finish_shards(run.shards, &mut fcts);
         let (rows, mut tables) = ranks.agree(finished)?;
+        // Every rank stopped at the same exchange; rank 0 learns why.
+        if let Some(signals) = ranks.gather(&[crate::interrupt::signal_number()]) {
+            crate::interrupt::adopt_first(&signals);
+        }
         let outcome = Outcome {
             started,
             setup_s,
@@ -225,7 +229,7 @@ impl RunArgs {
             rows,
             windows: run.windows,
             sim_end: run.sim_end,
-            interrupted: progress.interrupted(),
+            interrupted: progress.interrupted() || crate::interrupt::signal_name().is_some(),
         };
         let summary = self.write_summary(ranks, &plan, outcome, &part(0), output)?;
         Ok(match (output, summary) {

@@ -318,3 +318,69 @@ fn an_impossible_partition_stops_every_rank_with_one_message() {
     );
     assert!(stderr.contains("5 ranks x 1 shards"), "{stderr}");
 }
+
+/// The pid of the process launched for MPI rank `rank` whose command line
+/// contains `marker`, once it is running.
+fn rank_pid(rank: u32, marker: &str) -> Option<i32> {
+    let rank_var = format!("OMPI_COMM_WORLD_RANK={rank}");
+    std::fs::read_dir("/proc")
+        .ok()?
+        .flatten()
+        .find_map(|entry| {
+            let pid: i32 = entry.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+            let environ = std::fs::read(entry.path().join("environ")).ok()?;
+            let has = |bytes: &[u8], word: &str| {
+                bytes
+                    .split(|&b| b == 0)
+                    .any(|w| String::from_utf8_lossy(w).contains(word))
+            };
+            (cmdline.starts_with(NETSIM.as_bytes())
+                && has(&cmdline, marker)
+                && has(&environ, &rank_var))
+            .then_some(pid)
+        })
+}
+
+#[test]
+fn a_signal_to_one_rank_stops_every_rank_and_rank_0_says_so() {
+    // Rank 0 writes run.json and the message but was not signalled: it
+    // learns of the stop at the exchange and of the signal from rank 1.
+    let dir = scratch("interrupt");
+    let out = dir.join("out");
+    let line = format!(
+        "run --topo fat-tree --k 4 --flow-size 1073741824 --sample-ns 100000 --threads 1 \
+         --quiet --out {}",
+        out.display()
+    );
+    let mut command = Command::new(mpirun_path());
+    command
+        .args(["--oversubscribe", "--allow-run-as-root", "-n", "2", NETSIM])
+        .args(words(&line))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let child = command.spawn().expect("mpirun starts");
+    let started = Instant::now();
+    let rank_1 = loop {
+        // Rank 1's sinks are open (its handler long installed) once its
+        // part of `flows/` is there, under its temporary name.
+        let opened = out.join("flows/.part-00001-00001.parquet.tmp").exists();
+        match rank_pid(1, &out.display().to_string()) {
+            Some(pid) if opened => break pid,
+            _ => assert!(started.elapsed() < Duration::from_secs(120), "no output"),
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    // SAFETY: signals rank 1 of our own job, which is still running.
+    assert_eq!(unsafe { libc::kill(rank_1, libc::SIGINT) }, 0);
+    let output = child.wait_with_output().expect("mpirun ends");
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{err}");
+    assert_eq!(err.matches("stopped by SIGINT").count(), 1, "{err}");
+    let run = run_json(&out);
+    assert_eq!(run["interrupted"], true);
+    assert_eq!(run["interrupted_by"], "SIGINT");
+    assert!(run["flows_finished"].as_u64().unwrap() < run["flows"].as_u64().unwrap());
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -135,32 +135,21 @@ impl FairShare {
         let step = self.step;
         self.touched.clear();
         for k in 0..self.flows_on[ci].len() {
-            let on = self.flows_on[ci][k];
-            if on.below(self.level) {
-                // Outside the region (slower), or fixed in this region
-                // below its level; either way its slot says so too.
-                continue;
-            }
-            let f = on.slot;
+            let (f, _) = self.flows_on[ci][k];
             let slot = &mut self.slot[f as usize];
             if slot.epoch != epoch || slot.fixed_epoch == epoch {
                 continue; // outside the region (slower), or fixed already
             }
             slot.fixed_epoch = epoch;
             let old = std::mem::replace(&mut slot.rate_bps, rate);
-            let s = *slot;
             if old != rate {
                 changed.push(RateChange {
                     flow: self.flow_at[f as usize],
                     old_bps: old,
                 });
-                let path = s.path_start as usize..s.path_start as usize + usize::from(s.path_len);
-                for (&c2, &at) in self.path[path.clone()].iter().zip(&self.at[path]) {
-                    self.flows_on[c2 as usize][at as usize].rate_bps = rate;
-                }
             }
-            let start = s.shared_start as usize;
-            for &(c2, w) in &self.shared[start..start + usize::from(s.shared_len)] {
+            let start = slot.shared_start as usize;
+            for &(c2, w) in &self.shared[start..start + usize::from(slot.shared_len)] {
                 let ch = &mut self.channel[c2 as usize];
                 ch.left_bps = ch
                     .left_bps

@@ -31,23 +31,20 @@ use super::slots::SlotIndex;
 pub struct FairShare {
     /// Per channel: what a solve reads and writes of it, in one record.
     channel: Vec<Channel>,
-    /// Per channel: the active flows crossing it, each with its weight
-    /// there and a copy of its rate, so that a solve sums the flows slower
-    /// than its level from this list alone, without visiting their slots.
-    flows_on: Vec<Vec<OnChannel>>,
+    /// Per channel: the active flows crossing it, as `(slot, weight
+    /// there)`.
+    flows_on: Vec<Vec<(u32, u32)>>,
     /// Per flow id: its slot while active ([`NO_SLOT`] otherwise).
     slot_of: SlotIndex,
     /// Per slot (an active flow; slots are reused, so everything the
     /// solver touches stays as dense as the flows in flight): its rate,
     /// path and marks, its flow id, and the channels
     /// `path[slot.path_start..][..slot.path_len]` with their weights in
-    /// `weight` and the flow's index in each channel's `flows_on` in `at`,
-    /// at the same places.
+    /// `weight` at the same places.
     slot: Vec<Slot>,
     flow_at: Vec<u32>,
     path: Vec<u32>,
     weight: Vec<u32>,
-    at: Vec<u32>,
     free_slots: Vec<u32>,
     /// `(level, channel)`: channels whose set of flows changed since the
     /// last [`FairShare::resolve`], each with a rate below which no flow's
@@ -59,8 +56,6 @@ pub struct FairShare {
     // Scratch for `resolve`; epochs mark membership in the region being
     // solved without clearing anything.
     epoch: u32,
-    /// The level of the region being solved (`collect_region`).
-    level: u64,
     region_channels: Vec<u32>,
     region_flows: Vec<u32>,
     /// `fill_tree`'s tournament tree.
@@ -101,25 +96,6 @@ struct Channel {
     /// The last region that listed it.
     epoch: u32,
     touched_at: u32,
-}
-
-/// An active flow on a channel: 16 bytes, so that the slower flows of a
-/// channel crossed by thousands are summed in one sequential read.
-#[derive(Clone, Copy, Debug)]
-struct OnChannel {
-    /// Its rate, as in its slot.
-    rate_bps: u64,
-    slot: u32,
-    /// Its members on this channel.
-    weight: u32,
-}
-
-impl OnChannel {
-    /// Whether a region from `level` on leaves the flow out: it is slower
-    /// (and has a rate: one that just arrived has none yet).
-    fn below(&self, level: u64) -> bool {
-        self.rate_bps != 0 && self.rate_bps < level
-    }
 }
 
 /// An active flow's state that a solve reads.
@@ -181,12 +157,10 @@ impl FairShare {
             flow_at: Vec::new(),
             path: Vec::new(),
             weight: Vec::new(),
-            at: Vec::new(),
             free_slots: Vec::new(),
             dirty: Vec::new(),
             arrived: Vec::new(),
             epoch: 0,
-            level: 0,
             region_channels: Vec::new(),
             region_flows: Vec::new(),
             tree: Vec::new(),
@@ -270,7 +244,6 @@ impl FairShare {
             s.path_room = len;
             self.path.resize(self.path.len() + usize::from(len), 0);
             self.weight.resize(self.path.len(), 0);
-            self.at.resize(self.path.len(), 0);
         }
         s.path_len = len;
         s.rate_bps = 0;
@@ -282,13 +255,7 @@ impl FairShare {
             let w = weight(i);
             self.weight[start + i] = w;
             self.channel[c as usize].weight_on += w;
-            let on = &mut self.flows_on[c as usize];
-            self.at[start + i] = u32::try_from(on.len()).expect("under 2^32 flows on a channel");
-            on.push(OnChannel {
-                rate_bps: 0,
-                slot,
-                weight: w,
-            });
+            self.flows_on[c as usize].push((slot, w));
         }
         self.arrived.push(flow);
     }
@@ -303,19 +270,12 @@ impl FairShare {
         for i in start..start + usize::from(s.path_len) {
             let c = self.path[i];
             self.channel[c as usize].weight_on -= self.weight[i];
-            let at = self.at[i] as usize;
             let on = &mut self.flows_on[c as usize];
-            debug_assert_eq!(on[at].slot, slot, "flow on its path");
+            let at = on
+                .iter()
+                .position(|&(g, _)| g == slot)
+                .expect("flow on its path");
             on.swap_remove(at);
-            if let Some(moved) = on.get(at) {
-                // The last flow of the list took this one's place.
-                let m = self.slot[moved.slot as usize];
-                let j = (m.path_start as usize..)
-                    .take(usize::from(m.path_len))
-                    .find(|&j| self.path[j] == c)
-                    .expect("a flow on its path");
-                self.at[j] = at as u32;
-            }
             // Rate 0: it arrived in this instant, and its arrival's level
             // is no longer known; a full re-solve.
             self.dirty.push((rate, c));
@@ -397,7 +357,6 @@ impl FairShare {
     /// the slower flows on them leave (`left_bps`, `unfixed`).
     fn collect_region(&mut self, seed: u32, level: u64) {
         let epoch = self.epoch;
-        self.level = level;
         self.region_channels.clear();
         self.region_flows.clear();
         self.shared.clear();
@@ -409,15 +368,14 @@ impl FairShare {
             next += 1;
             let (mut fixed_bps, mut fixed_weight) = (0u64, 0u32);
             for k in 0..self.flows_on[c].len() {
-                let on = self.flows_on[c][k];
-                if on.below(level) {
-                    fixed_bps =
-                        fixed_bps.saturating_add(on.rate_bps.saturating_mul(u64::from(on.weight)));
-                    fixed_weight += on.weight;
+                let (f, w) = self.flows_on[c][k];
+                let slot = &mut self.slot[f as usize];
+                let rate = slot.rate_bps;
+                if rate != 0 && rate < level {
+                    fixed_bps = fixed_bps.saturating_add(rate.saturating_mul(u64::from(w)));
+                    fixed_weight += w;
                     continue;
                 }
-                let f = on.slot;
-                let slot = &mut self.slot[f as usize];
                 if slot.epoch == epoch {
                     continue;
                 }

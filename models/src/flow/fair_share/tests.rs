@@ -10,25 +10,6 @@ fn solve(share: &mut FairShare) -> Vec<RateChange> {
     changed
 }
 
-/// Every active flow's channel entries are where its `at` says, with its
-/// weight and its slot's rate, and the channels list nothing else.
-fn assert_channel_lists_agree(share: &FairShare, active: &[u32]) {
-    let mut listed = 0;
-    for &f in active {
-        let slot = share.slot_of.get(f);
-        let s = share.slot[slot as usize];
-        let path = s.path_start as usize..s.path_start as usize + usize::from(s.path_len);
-        for j in path {
-            let on = share.flows_on[share.path[j] as usize][share.at[j] as usize];
-            assert_eq!(on.slot, slot, "flow {f}");
-            assert_eq!(on.weight, share.weight[j], "flow {f}");
-            assert_eq!(on.rate_bps, s.rate_bps, "flow {f}");
-            listed += 1;
-        }
-    }
-    assert_eq!(listed, share.flows_on.iter().map(Vec::len).sum::<usize>());
-}
-
 #[test]
 fn flows_on_one_bottleneck_split_it_evenly() {
     let mut s = FairShare::new(vec![100, 100, 30], 3);
@@ -214,8 +195,6 @@ fn re_solving_from_the_level_gives_the_rates_of_whole_components() {
             for &f in &active {
                 assert_eq!(level.rate_bps(f), whole.rate_bps(f), "seed {seed} flow {f}");
             }
-            assert_channel_lists_agree(&level, &active);
-            assert_channel_lists_agree(&whole, &active);
         }
     }
 }

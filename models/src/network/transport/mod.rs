@@ -249,6 +249,7 @@ impl Sender {
                     packets as u32,
                     &config.uec,
                     config.mtu_bytes,
+                    config.header_bytes,
                 ))),
             },
             next_send: SimTime::ZERO,

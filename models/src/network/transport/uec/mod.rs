@@ -42,6 +42,9 @@ pub(crate) struct UecSender {
     /// with its own path state (an entropy names a different path in each
     /// plane); empty when the flow keeps one port.
     plane_lbs: Vec<EntropyPicker>,
+    /// The plane (host port) the last packet left by; `NO_PLANE` before
+    /// the first. Free ports are offered from the one after it.
+    pub last_plane: u16,
     /// Entropies per plane: a packet sent on plane p carries entropy
     /// `p x entropies + e + 1`, so its ACK says which plane it measured.
     entropies: u32,
@@ -95,6 +98,7 @@ impl UecSender {
                 config.bitmap_scores,
             ),
             plane_lbs: Vec::new(),
+            last_plane: planes::NO_PLANE,
             entropies: config.entropies,
             nscc: None,
             credit: None,
@@ -239,6 +243,7 @@ impl UecSender {
                 self.nacked_pending -= 1;
             }
         }
+        self.last_plane = plane;
         let offset = u32::from(plane) * self.entropies;
         let entropy = (offset + u32::from(self.picker(plane).next(rng))) as u16 + 1;
         if self.coalesced {
@@ -613,12 +618,13 @@ impl<S: TelemetrySink> Network<'_, S> {
             s.ecn_marked_pkts += 1;
         }
         u.on_feedback(&pkt, ctx.now(), ooo);
+        let last = u.last_plane;
         if u.done() {
             self.sender_finished(ctx, i);
         } else {
             self.uec_arm_probe(ctx, i);
         }
-        self.qp_try_send(ctx, port, spray);
+        self.qp_try_send(ctx, port, spray, last);
     }
 }
 

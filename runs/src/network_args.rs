@@ -383,6 +383,8 @@ pub fn config_json(profile: &str, uec_profile: &str, c: &NetConfig) -> serde_jso
         "rtx_lowest_first": u.rtx_lowest_first,
         "nack_base_rtt": u.nack_base_rtt,
         "plane_spray": u.plane_spray,
+        "plane_window_per_port": u.plane_window_per_port,
+        "window_wire_bytes": u.window_wire_bytes,
         "cc": format!("{:?}", u.cc).to_lowercase(),
         "target_qdelay_ns": ns(u.target_qdelay),
         "ooo_pkts": u.ooo_pkts,

@@ -12,7 +12,7 @@ use super::common::{five_tuple_hash, serialization, NO_NODE};
 use super::config::{CnpMode, Transport};
 use super::fabric::ideal_fct;
 use super::packet::{Packet, PacketKind, PRIO_CONTROL};
-use super::transport::uec::planes::qp_ports;
+use super::transport::uec::planes::{qp_ports, NO_PLANE};
 use super::transport::Qp;
 use super::{FlowTimer, NetEvent, Network};
 use crate::telemetry::TelemetrySink;
@@ -146,7 +146,7 @@ impl<S: TelemetrySink> Network<'_, S> {
                 timer: FlowTimer::Retransmit,
             },
         );
-        self.qp_try_send(ctx, port, spray_ports);
+        self.qp_try_send(ctx, port, spray_ports, NO_PLANE);
     }
 
     /// Sends the next packet on a free host port: control first, then data

@@ -138,6 +138,12 @@ pub struct UecArgs {
     /// `updateCwndOnAck_NSCC`) [netsim both, uet-htsim proportional].
     #[arg(long, value_parser = ["both", "proportional"])]
     pub uec_below_target_increase: Option<String>,
+    /// UEC NSCC: a packet counts as its payload (payload) or its bytes on
+    /// the wire, header included (wire; htsim's), in flight against the
+    /// window, acknowledged, NACKed, and in the smallest window [netsim
+    /// payload, uet-htsim wire].
+    #[arg(long, value_parser = ["payload", "wire"])]
+    pub uec_window_bytes: Option<String>,
 }
 
 impl UecArgs {
@@ -216,6 +222,7 @@ impl UecArgs {
         u.plane_spray = self.uec_planes.as_deref() != Some("pin");
         u.plane_window_per_port = self.uec_plane_window.as_deref().map_or(h, |v| v == "port");
         u.nack_base_rtt = self.uec_nack_rtt.as_deref().map_or(h, |v| v == "on");
+        u.window_wire_bytes = self.uec_window_bytes.as_deref().map_or(h, |v| v == "wire");
         let detect = self.uec_loss_detect.as_deref();
         u.sleek = detect == Some("sleek");
         // htsim's order with or without SLEEK; it holds the 32->1 first

@@ -165,6 +165,15 @@ pub struct UecConfig {
     /// one port's rate, as htsim's does (its NIC has one link speed per
     /// port, `_nic.linkspeed()`), rather than the ports' combined rate.
     pub plane_window_per_port: bool,
+    /// NSCC counts a packet as its bytes on the wire, header included,
+    /// wherever it counts bytes: in flight against the window, acknowledged
+    /// (its increases and what quick adapt achieved), NACKed or lost (what
+    /// leaves the window), its smallest window and its adjust threshold
+    /// (htsim's `_in_flight += full_pkt_size`, its sink's `_recvd_bytes +=
+    /// pkt.size()`, `_min_cwnd = _mtu`); off, the payload. The constants
+    /// scaled per packet (fair and proportional increase, `eta`) stay in
+    /// payload bytes in both, as htsim's `_mss`.
+    pub window_wire_bytes: bool,
 }
 
 /// When NSCC folds its accumulated increase into the window.
@@ -218,6 +227,7 @@ impl Default for UecConfig {
             nack_base_rtt: false,
             plane_spray: true,
             plane_window_per_port: false,
+            window_wire_bytes: false,
         }
     }
 }

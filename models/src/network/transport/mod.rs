@@ -169,6 +169,16 @@ impl Qp {
         }
     }
 
+    /// The host port a sprayed UEC queue pair last sent on (none for RoCE,
+    /// which keeps one port).
+    #[inline]
+    pub(crate) fn last_port(&self) -> u16 {
+        match self {
+            Qp::Roce(_) => uec::planes::NO_PLANE,
+            Qp::Uec(u) => u.last_plane,
+        }
+    }
+
     /// The packet `next_psn` named leaves at `now` on plane `plane` (UEC
     /// plane spraying; else 0): its psn, whether it was a retransmission,
     /// and its entropy (0 for RoCE).
@@ -249,6 +259,7 @@ impl Sender {
                     packets as u32,
                     &config.uec,
                     config.mtu_bytes,
+                    config.header_bytes,
                 ))),
             },
             next_send: SimTime::ZERO,

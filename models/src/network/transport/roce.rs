@@ -354,7 +354,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             }
             Qp::Uec(u) => u.on_timeout(ctx.now(), rto, per_packet).1 - ctx.now(),
         };
-        let (flow, port, spray) = (s.flow, s.port, s.spray_ports);
+        let (flow, port, spray, last) = (s.flow, s.port, s.spray_ports, s.qp.last_port());
         ctx.schedule_self(
             due,
             NetEvent::Timer {
@@ -362,6 +362,6 @@ impl<S: TelemetrySink> Network<'_, S> {
                 timer: FlowTimer::Retransmit,
             },
         );
-        self.qp_try_send(ctx, port, spray);
+        self.qp_try_send(ctx, port, spray, last);
     }
 }

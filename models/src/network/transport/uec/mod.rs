@@ -42,6 +42,9 @@ pub(crate) struct UecSender {
     /// with its own path state (an entropy names a different path in each
     /// plane); empty when the flow keeps one port.
     plane_lbs: Vec<EntropyPicker>,
+    /// The plane (host port) the last packet left by; `NO_PLANE` before
+    /// the first. Free ports are offered from the one after it.
+    pub last_plane: u16,
     /// Entropies per plane: a packet sent on plane p carries entropy
     /// `p x entropies + e + 1`, so its ACK says which plane it measured.
     entropies: u32,
@@ -51,7 +54,12 @@ pub(crate) struct UecSender {
     credit: Option<CreditWallet>,
     /// RCCC: resends NACKs asked for and not yet sent.
     nacked_pending: u32,
+    /// Payload bytes per packet (SLEEK counts packets in these, as htsim's
+    /// `get_avg_pktsize`).
     mtu_bytes: u32,
+    /// The bytes NSCC counts per packet: the payload, or the packet on the
+    /// wire ([`UecConfig::window_wire_bytes`]).
+    win_pkt_bytes: u32,
     /// ACK coalescing: the receiver acknowledges by bytes, so the packet
     /// that fills the window (or is the last, or a resend) asks for an ACK.
     coalesced: bool,
@@ -68,8 +76,15 @@ pub(crate) struct UecSender {
 }
 
 impl UecSender {
-    /// A sender of `packets` packets for flow `flow`.
-    pub(crate) fn new(flow: u32, packets: u32, config: &UecConfig, mtu_bytes: u32) -> UecSender {
+    /// A sender of `packets` packets of `mtu_bytes` (payload, each with a
+    /// `header_bytes` header) for flow `flow`.
+    pub(crate) fn new(
+        flow: u32,
+        packets: u32,
+        config: &UecConfig,
+        mtu_bytes: u32,
+        header_bytes: u32,
+    ) -> UecSender {
         let mut h = u64::from(flow) ^ 0x5EED_0E7C;
         let xor = netsim_engine::splitmix64(&mut h) as u32;
         UecSender {
@@ -83,11 +98,17 @@ impl UecSender {
                 config.bitmap_scores,
             ),
             plane_lbs: Vec::new(),
+            last_plane: planes::NO_PLANE,
             entropies: config.entropies,
             nscc: None,
             credit: None,
             nacked_pending: 0,
             mtu_bytes,
+            win_pkt_bytes: if config.window_wire_bytes {
+                mtu_bytes + header_bytes
+            } else {
+                mtu_bytes
+            },
             coalesced: config.ack_bytes > 0,
             ack_request: false,
             window_fit: config.window_fit,
@@ -115,6 +136,7 @@ impl UecSender {
                 line_rate_bps,
                 base_rtt,
                 self.mtu_bytes,
+                self.win_pkt_bytes,
                 config,
                 now,
             ));
@@ -163,8 +185,9 @@ impl UecSender {
         ((e / self.entropies) as u16, (e % self.entropies) as u16)
     }
 
+    /// What NSCC counts as in flight.
     fn in_flight_bytes(&self) -> f64 {
-        f64::from(self.seq.outstanding()) * f64::from(self.mtu_bytes)
+        f64::from(self.seq.outstanding()) * f64::from(self.win_pkt_bytes)
     }
 
     /// The psn that may go next, or `None` (window full, no credit for new
@@ -175,7 +198,7 @@ impl UecSender {
             // or the window need only not be full yet.
             let in_flight = self.in_flight_bytes();
             let shut = if self.window_fit {
-                in_flight + f64::from(self.mtu_bytes) > n.cwnd_bytes
+                in_flight + f64::from(self.win_pkt_bytes) > n.cwnd_bytes
             } else {
                 in_flight >= n.cwnd_bytes
             };
@@ -220,11 +243,16 @@ impl UecSender {
                 self.nacked_pending -= 1;
             }
         }
+        self.last_plane = plane;
         let offset = u32::from(plane) * self.entropies;
         let entropy = (offset + u32::from(self.picker(plane).next(rng))) as u16 + 1;
         if self.coalesced {
             // htsim asks once the next packet would not fit.
-            let next = if self.window_fit { self.mtu_bytes } else { 0 };
+            let next = if self.window_fit {
+                self.win_pkt_bytes
+            } else {
+                0
+            };
             let window_full = match &self.nscc {
                 Some(n) => self.in_flight_bytes() + f64::from(next) >= n.cwnd_bytes,
                 None => self.seq.next_psn().is_none(),
@@ -277,7 +305,7 @@ impl UecSender {
     /// How many packets it declared lost.
     fn on_feedback(&mut self, pkt: &Packet, now: SimTime, ooo: u32) -> u32 {
         let (plane, entropy) = self.plane_of(pkt.entropy);
-        let mtu = f64::from(self.mtu_bytes);
+        let mtu = f64::from(self.win_pkt_bytes);
         match pkt.kind {
             PacketKind::Sack if pkt.last => {
                 let acked = self.seq.on_cumulative(pkt.psn);
@@ -436,7 +464,7 @@ impl UecSender {
             (self.seq.on_timeout(), now + rto)
         };
         if let Some(n) = &mut self.nscc {
-            n.on_loss(f64::from(lost) * f64::from(self.mtu_bytes));
+            n.on_loss(f64::from(lost) * f64::from(self.win_pkt_bytes));
         }
         (lost, due)
     }
@@ -590,11 +618,15 @@ impl<S: TelemetrySink> Network<'_, S> {
             s.ecn_marked_pkts += 1;
         }
         u.on_feedback(&pkt, ctx.now(), ooo);
+        let last = u.last_plane;
         if u.done() {
             self.sender_finished(ctx, i);
         } else {
             self.uec_arm_probe(ctx, i);
         }
-        self.qp_try_send(ctx, port, spray);
+        self.qp_try_send(ctx, port, spray, last);
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -37,7 +37,10 @@ const FAST_INCREASE_DELAY_PS: u64 = 1_000_000;
 pub(crate) struct Nscc {
     pub cwnd_bytes: f64,
     max_cwnd_bytes: f64,
+    /// One packet as the window counts it.
     min_cwnd_bytes: f64,
+    /// One packet's payload: the unit of the per-packet constants
+    /// (htsim's `_mss`).
     mtu_bytes: f64,
     base_rtt: SimTime,
     target: SimTime,
@@ -87,12 +90,14 @@ pub(crate) struct Nscc {
 
 impl Nscc {
     /// NSCC for a flow whose path has `base_rtt` at `line_rate_bps`, sending
-    /// `mtu_bytes` packets, as `config` sets it (target queueing delay,
-    /// first window, the mechanisms' variants).
+    /// packets of `mtu_bytes` payload that its window counts as `pkt_bytes`
+    /// each (the payload or the packet on the wire), as `config` sets it
+    /// (target queueing delay, first window, the mechanisms' variants).
     pub(crate) fn new(
         line_rate_bps: u64,
         base_rtt: SimTime,
         mtu_bytes: u32,
+        pkt_bytes: u32,
         config: &UecConfig,
         now: SimTime,
     ) -> Nscc {
@@ -105,18 +110,19 @@ impl Nscc {
             base_rtt
         };
         let mtu = f64::from(mtu_bytes);
-        let bdp = (line_rate_bps as f64 * base_rtt.as_ps() as f64 / 8e12).max(mtu);
+        let pkt = f64::from(pkt_bytes);
+        let bdp = (line_rate_bps as f64 * base_rtt.as_ps() as f64 / 8e12).max(pkt);
         let reference_bdp = NSCC_REFERENCE_BPS * NSCC_REFERENCE_RTT_PS / 8e12;
         let a = bdp / reference_bdp;
         let b = target.as_ps() as f64 / NSCC_REFERENCE_RTT_PS;
         let (adjust_bytes, adjust_period) = match config.adjust {
             NsccAdjust::Reference => (16_000.0 * b, SimTime(NSCC_REFERENCE_RTT_PS as u64)),
-            NsccAdjust::Network => (8.0 * mtu, network_rtt),
+            NsccAdjust::Network => (8.0 * pkt, network_rtt),
         };
         Nscc {
-            cwnd_bytes: (config.initial_window_bdp * bdp).clamp(mtu, 1.5 * bdp),
+            cwnd_bytes: (config.initial_window_bdp * bdp).clamp(pkt, 1.5 * bdp),
             max_cwnd_bytes: 1.5 * bdp,
-            min_cwnd_bytes: mtu,
+            min_cwnd_bytes: pkt,
             mtu_bytes: mtu,
             base_rtt,
             target,
@@ -317,7 +323,7 @@ impl Nscc {
     /// A smaller RTT than the base: the base and the largest window follow it.
     fn lower_base_rtt(&mut self, rtt: SimTime) {
         self.base_rtt = rtt;
-        let bdp = (self.line_rate_bps * rtt.as_ps() as f64 / 8e12).max(self.mtu_bytes);
+        let bdp = (self.line_rate_bps * rtt.as_ps() as f64 / 8e12).max(self.min_cwnd_bytes);
         self.max_cwnd_bytes = 1.5 * bdp;
     }
 
@@ -411,7 +417,7 @@ impl Nscc {
 
     /// Packets declared lost (reordering or timeout) leave the window.
     pub(crate) fn on_loss(&mut self, lost_bytes: f64) {
-        self.cwnd_bytes = (self.cwnd_bytes - lost_bytes).max(self.mtu_bytes);
+        self.cwnd_bytes = (self.cwnd_bytes - lost_bytes).max(self.min_cwnd_bytes);
     }
 }
 
@@ -423,6 +429,7 @@ mod tests {
         Nscc::new(
             100_000_000_000,
             SimTime::from_us(12),
+            4096,
             4096,
             &UecConfig::default(),
             SimTime::ZERO,
@@ -445,6 +452,7 @@ mod tests {
             let mut n = Nscc::new(
                 100_000_000_000,
                 SimTime::from_us(9),
+                4096,
                 4096,
                 &config,
                 SimTime::ZERO,
@@ -503,6 +511,7 @@ mod tests {
         Nscc::new(
             100_000_000_000,
             SimTime::from_us(12),
+            4096,
             4096,
             &config,
             SimTime::ZERO,

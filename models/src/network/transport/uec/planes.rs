@@ -1,7 +1,11 @@
 //! UEC plane spraying: on a host with one port into each plane of a
 //! multi-plane fabric, one queue pair is scheduled on every port toward its
 //! destination, so its packets leave by whichever port is free and spread
-//! over the planes as UET intends. The queue pair paces at the ports'
+//! over the planes as UET intends. When several are free (a flow held by
+//! its window), the ports are offered round robin from the one after the
+//! port the queue pair last sent on, as htsim's NIC does (`findFreePort`);
+//! offered lowest first, a window-bound flow would leave almost only by
+//! its first plane. The queue pair paces at the ports'
 //! summed rate and its NSCC window is sized for it; the load balancer keeps
 //! its path state per plane (an entropy names a different path in each).
 
@@ -18,12 +22,26 @@ use crate::network::NetEvent;
 /// The host ports a queue pair is scheduled on: `port` alone when `spray`
 /// is 0, else every port whose bit `spray` sets, lowest first.
 pub(crate) fn qp_ports(port: u16, spray: u64) -> impl Iterator<Item = u16> {
-    let mut single = (spray == 0).then_some(port);
-    let mut mask = spray;
+    (spray == 0).then_some(port).into_iter().chain(bits(spray))
+}
+
+/// [`qp_ports`] for a queue pair that last sent on port `last`: a sprayed
+/// one's ports after `last` first, then the rest, so that free ports take
+/// turns.
+pub(crate) fn qp_ports_after(port: u16, spray: u64, last: u16) -> impl Iterator<Item = u16> {
+    let high = 1u64
+        .checked_shl(u32::from(last) + 1)
+        .map_or(0, |b| !(b - 1));
+    let single = (spray == 0).then_some(port);
+    single
+        .into_iter()
+        .chain(bits(spray & high))
+        .chain(bits(spray & !high))
+}
+
+/// The set bits of `mask`, lowest first.
+fn bits(mut mask: u64) -> impl Iterator<Item = u16> {
     std::iter::from_fn(move || {
-        if let Some(p) = single.take() {
-            return Some(p);
-        }
         if mask == 0 {
             return None;
         }
@@ -32,6 +50,9 @@ pub(crate) fn qp_ports(port: u16, spray: u64) -> impl Iterator<Item = u16> {
         Some(p)
     })
 }
+
+/// No port yet: the ports are offered lowest first.
+pub(crate) const NO_PLANE: u16 = u16::MAX;
 
 /// What spraying changes for a starting flow.
 pub(crate) struct Spray {
@@ -86,9 +107,16 @@ impl<S: TelemetrySink> Network<'_, S> {
         })
     }
 
-    /// Offers every port sender `port`/`spray` is scheduled on a packet.
-    pub(crate) fn qp_try_send(&mut self, ctx: &mut Context<'_, NetEvent>, port: u16, spray: u64) {
-        for p in qp_ports(port, spray) {
+    /// Offers every port sender `port`/`spray` is scheduled on a packet,
+    /// sprayed ports from the one after `last`, the port it last sent on.
+    pub(crate) fn qp_try_send(
+        &mut self,
+        ctx: &mut Context<'_, NetEvent>,
+        port: u16,
+        spray: u64,
+        last: u16,
+    ) {
+        for p in qp_ports_after(port, spray, last) {
             self.host_try_send(ctx, p);
         }
     }
@@ -109,11 +137,23 @@ impl<S: TelemetrySink> Network<'_, S> {
 
 #[cfg(test)]
 mod tests {
-    use super::qp_ports;
+    use super::{qp_ports, qp_ports_after};
 
     #[test]
     fn a_queue_pair_is_on_its_port_or_on_every_sprayed_one() {
         assert_eq!(qp_ports(3, 0).collect::<Vec<_>>(), [3]);
         assert_eq!(qp_ports(1, 0b1011).collect::<Vec<_>>(), [0, 1, 3]);
+    }
+
+    /// htsim's NIC takes the next free port after the last it used: a
+    /// window-bound flow whose ports are all free alternates planes.
+    #[test]
+    fn sprayed_ports_are_offered_from_the_one_after_the_last_used() {
+        let after = |last| qp_ports_after(1, 0b1011, last).collect::<Vec<_>>();
+        assert_eq!(after(0), [1, 3, 0]);
+        assert_eq!(after(1), [3, 0, 1]);
+        assert_eq!(after(3), [0, 1, 3]);
+        assert_eq!(after(63), [0, 1, 3]);
+        assert_eq!(qp_ports_after(2, 0, 5).collect::<Vec<_>>(), [2]);
     }
 }

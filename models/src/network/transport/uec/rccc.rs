@@ -263,8 +263,9 @@ impl<S: TelemetrySink> Network<'_, S> {
             unreachable!("a credit for a RoCE queue pair")
         };
         u.on_credit(pkt.psn);
+        let last = u.last_plane;
         if s.end.is_none() {
-            self.qp_try_send(ctx, port, spray);
+            self.qp_try_send(ctx, port, spray, last);
         }
     }
 }

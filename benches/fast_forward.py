@@ -235,6 +235,7 @@ def compare(off_dir, other_dir):
         "event_reduction": off["events"] / max(other["events"] + sandbox, 1),
         "memo_hits": ff.get("memo_hits"),
         "memo_misses": ff.get("memo_misses"),
+        "memo_path_hits": ff.get("memo_path_hits"),
         "skips": ff.get("skips"),
         "wall_s_off": off["simulate_s"],
         "wall_s": other["simulate_s"],
@@ -335,6 +336,7 @@ def main():
                     / max(memo_flows["size_bytes"].sum(), 1)),
                 "memo_hits": memo["fast_forward"]["memo_hits"],
                 "memo_misses": memo["fast_forward"]["memo_misses"],
+                "memo_path_hits": memo["fast_forward"].get("memo_path_hits"),
                 "memo_events_avoided": memo["fast_forward"]["memo_events_avoided"],
                 "wall_s_memo": memo["simulate_s"],
             }))

@@ -47,6 +47,7 @@ pub(crate) fn summary(
         "memo_hits": stats.memo_hits,
         "memo_misses": stats.memo_misses,
         "memo_events_avoided": stats.memo_events_avoided,
+        "memo_path_hits": stats.memo_path_hits,
         "memo_sandbox_events": stats.memo_sandbox_events,
     })
 }

@@ -65,6 +65,7 @@ impl Outcome {
             stats.memo_events_avoided,
             stats.memo_sandbox_events,
             stats.sender_slots,
+            stats.memo_path_hits,
         ]);
         words.extend(&self.events_per_shard);
         words
@@ -114,6 +115,7 @@ impl Totals {
             memo_events_avoided: sum(22),
             memo_sandbox_events: sum(23),
             sender_slots: sum(24),
+            memo_path_hits: sum(25),
         };
         let ranks_json = per_rank
             .iter()
@@ -141,7 +143,7 @@ impl Totals {
             skipped_ps: per_rank[0][16],
             skips: per_rank[0][17],
             events_avoided: sum(18),
-            events_per_shard: per_rank.iter().flat_map(|r| &r[25..]).copied().collect(),
+            events_per_shard: per_rank.iter().flat_map(|r| &r[26..]).copied().collect(),
             ranks_json,
         }
     }

@@ -27,6 +27,10 @@ pub struct NetStats {
     pub memo_hits: u64,
     pub memo_misses: u64,
     pub memo_events_avoided: u64,
+    /// Memoization: of the hits, those whose record was made for a domain
+    /// on other ports of the same classes (equivalent paths, DESIGN.md
+    /// §3c), which a key naming ports by number would have missed.
+    pub memo_path_hits: u64,
     /// Memoization: events its sandboxes handled (apart from the run's).
     pub memo_sandbox_events: u64,
     /// Packet level: the sender slots the shards' slabs grew to, each the
@@ -46,6 +50,7 @@ impl std::ops::AddAssign for NetStats {
         self.memo_hits += o.memo_hits;
         self.memo_misses += o.memo_misses;
         self.memo_events_avoided += o.memo_events_avoided;
+        self.memo_path_hits += o.memo_path_hits;
         self.memo_sandbox_events += o.memo_sandbox_events;
         self.sender_slots += o.sender_slots;
     }

@@ -39,9 +39,22 @@ fn a_repeated_all_to_all_through_the_spine_replays_with_connection_entropy() {
     let dir = scratch("experts");
     let memo = "--fast-forward on --ff-memo on";
     // A new source port per flow: each layer's flows hash onto other
-    // spines, so no layer repeats the first one's key.
+    // spines. A key names ports by class (DESIGN.md §3c, "Path classes"),
+    // so a layer whose paths cross other spines in the same pattern
+    // replays an earlier layer's record across paths (a key naming port
+    // numbers made 0 hits and 4 misses), exactly as simulated.
+    let flow_off = run_experts(&dir, "flow_off", "1", "--fast-forward off");
     let flow = run_experts(&dir, "flow", "1", memo);
-    assert_eq!(memo_counts(&summary(&flow)), (0, 4));
+    let s_flow = summary(&flow);
+    let (hits, misses) = memo_counts(&s_flow);
+    assert_eq!(hits + misses, 4);
+    assert!(hits >= 1, "{s_flow}");
+    assert_eq!(
+        s_flow["fast_forward"]["memo_path_hits"].as_u64(),
+        Some(hits)
+    );
+    assert_eq!(flows(&flow_off), flows(&flow));
+    assert_eq!(summary(&flow_off)["sim_end_ns"], s_flow["sim_end_ns"]);
     // The connection's source port (NCCL keeps its queue pairs): every
     // layer takes the first one's paths; one record, three replays.
     let entropy = "--ecmp-entropy connection";
@@ -121,13 +134,16 @@ fn a_record_that_took_red_draws_replays_only_for_its_own_connections() {
     assert!(f_off[2..].iter().all(|f| f[9] != "0"), "{f_off:?}");
     // A new source port per flow: the same key every layer, but each
     // layer's packets draw anew (other marks than the first layer's), so
-    // the record does not fit: layers 2 to 4 are neither replayed nor
-    // recorded again (simulated in the run), and every flow is as
+    // the record does not fit: layers 2 to 4 are keyed with their own
+    // identity (DESIGN.md §3c, "Path classes"), none repeats another's:
+    // layers 2 and 3 are recorded in a sandbox of their own and replayed
+    // fresh (misses), the last one, with no layer of its shape ahead to
+    // repay a sandbox, is simulated in the run, and every flow is as
     // simulated.
     let flow_off = run_experts(&dir, "flow-off", "1", &plain);
     let flow = run_experts(&dir, "flow", "1", &memo);
     assert_eq!(memo_counts(&summary(&flow)), (0, 4));
-    let sandboxed = [true, true, false, false, false, false, false, false];
+    let sandboxed = [true, true, true, true, true, true, false, false];
     assert_eq!(skipped(&flow), sandboxed);
     let f_flow = flows(&flow_off);
     assert_eq!(flows(&flow), f_flow);

@@ -47,6 +47,23 @@ struct Shared {
     guard_viewed: bool,
 }
 
+impl super::Memo {
+    /// Keeps `canon`'s key if it has a record, else takes the key of the
+    /// record nearest it within the tolerance ([`super::tolerant`]), if any.
+    fn find_record(&self, fabric: &crate::network::Fabric, canon: &mut Canon) {
+        if self.records.contains_key(&canon.key) {
+            return;
+        }
+        // A repeat whose times differ within the tolerance of the
+        // record's span takes that record's key.
+        let tolerance = fabric.config.fast_forward.map_or(0.0, |ff| ff.tolerance);
+        let slack = |k: &[u64]| (tolerance * self.records[k].span.as_ps() as f64) as u64;
+        if let Some(k) = self.near.find(&canon.key, &canon.times, slack) {
+            canon.key = k.to_vec();
+        }
+    }
+}
+
 impl<S: TelemetrySink> Network<'_, S> {
     /// The memo's step at check instant `now` (DESIGN.md §3c): splits the
     /// collectives about to start into contention domains and replays
@@ -358,14 +375,19 @@ impl<S: TelemetrySink> Network<'_, S> {
             canon.key.extend_from_slice(&row[1..]);
             canon.times.extend((at..canon.key.len()).map(|i| i as u32));
             let m = self.ff.memo.as_ref().expect("memo on");
-            if !m.records.contains_key(&canon.key) {
-                // A repeat whose times differ within the tolerance of the
-                // record's span takes that record's key.
-                let tolerance = fabric.config.fast_forward.map_or(0.0, |ff| ff.tolerance);
-                let slack = |k: &[u64]| (tolerance * m.records[k].span.as_ps() as f64) as u64;
-                if let Some(k) = m.near.find(&canon.key, &canon.times, slack) {
-                    canon.key = k.to_vec();
-                }
+            m.find_record(fabric, &mut canon);
+            if m.records
+                .get(&canon.key)
+                .is_some_and(|r| !r.fits(fabric, &canon))
+            {
+                // A record that took RED draws fits only its own domain
+                // (its identity): another of its key (on other ports of
+                // the same classes, or other hosts) is keyed with its own
+                // identity, so it gets a record of its own.
+                canon
+                    .key
+                    .extend([u64::MAX, super::identity(fabric, &canon)]);
+                m.find_record(fabric, &mut canon);
             }
             if m.unrecordable.contains(&canon.key) {
                 continue;

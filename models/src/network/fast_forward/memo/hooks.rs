@@ -47,8 +47,9 @@ impl<S: TelemetrySink> Network<'_, S> {
         }
         if let Some(c) = self.fabric.workload.flow_collective(flow) {
             if m.plan.first_flow(c) == flow {
-                if replay.is_some_and(|r| !r.fresh) {
+                if let Some(r) = replay.filter(|r| !r.fresh) {
                     self.stats.memo_hits += 1;
+                    self.stats.memo_path_hits += u64::from(r.across_paths);
                 } else {
                     self.stats.memo_misses += 1;
                 }

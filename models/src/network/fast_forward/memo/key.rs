@@ -295,8 +295,10 @@ impl Canon {
             key.push(deps[k].len() as u64);
             key.extend(deps[k].iter().map(|&j| u64::from(j)));
         }
-        // The classes of the nodes and ports, in label order.
+        // The classes of the nodes and ports, in label order, and the
+        // nodes' order by id (how equal-time events at a node are ordered).
         key.extend_from_slice(&labels.classes);
+        key.extend(labels.id_order());
         let flow_index = flows
             .iter()
             .enumerate()
@@ -387,6 +389,11 @@ impl Canon {
 }
 
 /// Node and port labels in order of first appearance, with their classes.
+/// A port's class is its owner's label and its link's rate and latency,
+/// not its number: two domains whose paths differ only by which of
+/// equivalent ports (a leaf's uplinks to symmetric spines) they cross
+/// have one key, and a replay maps the record's labelled ports onto the
+/// domain's own (DESIGN.md §3c, "Path classes").
 #[derive(Default)]
 struct Labels {
     nodes: HashMap<u32, u64>,
@@ -424,8 +431,20 @@ impl Labels {
         self.port_labels.insert((node, port), l);
         self.ports.push((node, port));
         let owner = self.node(fabric, node);
-        self.classes.extend([owner, u64::from(port)]);
+        let topo = &fabric.topo;
+        let link = topo.link(topo.port(node, port).link);
+        self.classes
+            .extend([owner, link.bandwidth_bps, link.latency_ps]);
         l
+    }
+
+    /// The node labels in order of their node ids: equal-time events at a
+    /// node are ordered by their source's id (DESIGN.md §3), so two
+    /// domains of one key order them alike.
+    fn id_order(&self) -> Vec<u64> {
+        let mut by_id: Vec<(u32, u64)> = self.nodes.iter().map(|(&n, &l)| (n, l)).collect();
+        by_id.sort_unstable();
+        by_id.into_iter().map(|(_, l)| l).collect()
     }
 }
 

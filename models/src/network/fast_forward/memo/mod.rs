@@ -66,6 +66,9 @@ struct Record {
     /// `--ecmp-entropy connection`).
     draws: u64,
     identity: u64,
+    /// [`port_numbers`] of the domain it simulated: a replay for a domain
+    /// of another is one across equivalent paths (counted apart).
+    port_numbers: u64,
     /// Events its sandbox handled, and the payload bytes it sent and
     /// delivered, PFC pauses it caused.
     events: u64,
@@ -77,7 +80,7 @@ struct Record {
 impl Record {
     /// How many values [`Record::encode`] writes for `canon`'s domain.
     fn encoded_len(canon: &Canon) -> usize {
-        8 + 2 * canon.tasks.len() + 4 * canon.flows.len() + (PRIORITIES + 3) * canon.ports.len()
+        9 + 2 * canon.tasks.len() + 4 * canon.flows.len() + (PRIORITIES + 3) * canon.ports.len()
     }
 
     /// Writes `record` (`None`: the key is unrecordable; its sandbox
@@ -100,6 +103,7 @@ impl Record {
             r.pfc_pauses,
             r.draws,
             r.identity,
+            r.port_numbers,
         ];
         for &(a, b) in &r.done {
             values.extend([a.as_ps(), b.as_ps()]);
@@ -125,7 +129,7 @@ impl Record {
             return None;
         }
         let (tasks, flows) = (canon.tasks.len(), canon.flows.len());
-        let mut rest = &values[8..];
+        let mut rest = &values[9..];
         let mut take = |n: usize| {
             let (head, tail) = rest.split_at(n);
             rest = tail;
@@ -165,6 +169,7 @@ impl Record {
             pfc_pauses: values[5],
             draws: values[6],
             identity: values[7],
+            port_numbers: values[8],
         })
     }
 }
@@ -180,13 +185,15 @@ struct FlowRecord {
 /// How a replayed flow ends: after its start, at its source and at its
 /// destination; its flows-table counters; whether its domain's record was
 /// made for it (its collective then counts as a miss: it was simulated,
-/// in the sandbox).
+/// in the sandbox); whether the record was made on other ports of the
+/// same classes (a hit across paths).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Replayed {
     source_after: SimTime,
     destination_after: SimTime,
     record: FlowRecord,
     fresh: bool,
+    across_paths: bool,
 }
 
 /// What a sandbox notes while it simulates a domain (the `memo_seen` and
@@ -451,6 +458,18 @@ fn identity(fabric: &crate::network::Fabric, canon: &Canon) -> u64 {
     h
 }
 
+/// The port numbers of `canon`'s labelled ports, in label order, hashed:
+/// what a key held before it named ports by class (a replay of a record
+/// made for other numbers is one across equivalent paths).
+fn port_numbers(canon: &Canon) -> u64 {
+    let mut h = 0u64;
+    for &(_, port) in &canon.ports {
+        let mut s = h ^ u64::from(port);
+        h = netsim_engine::splitmix64(&mut s);
+    }
+    h
+}
+
 /// Whether task `d` is completing (replayed) or *settled*: a compute task
 /// outside collectives whose every dependent is either (`settled` keeps
 /// the answer once true; `depth` bounds the recursion, an answer past it
@@ -505,6 +524,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         let m = self.ff.memo.as_mut().expect("memo on");
         let record = &m.records[&canon.key];
         m.repaid_events += record.events;
+        let across_paths = record.port_numbers != port_numbers(&canon);
         for (k, &flow) in canon.flows.iter().enumerate() {
             let task = self.fabric.workload.flow_task(flow);
             let (src_done, dst_done) = record.done[canon.task_index(task).expect("domain task")];
@@ -516,6 +536,7 @@ impl<S: TelemetrySink> Network<'_, S> {
                     destination_after: dst_done - start,
                     record: record.flows[k],
                     fresh,
+                    across_paths,
                 },
             );
         }

@@ -79,6 +79,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             round_robin_after: labelled.map(|p| p.host.round_robin).collect(),
             draws: memo.draws,
             identity: super::identity(self.fabric, canon),
+            port_numbers: super::port_numbers(canon),
             events: report.handled_events,
             sent: net.stats.sent_payload_bytes,
             delivered: net.stats.delivered_payload_bytes,

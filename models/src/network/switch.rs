@@ -7,7 +7,7 @@
 //! State: per switch, its [`SharedBuffer`]; per port, its [`Ingress`]
 //! (`Network::ingress`, a dense array beside the ports).
 
-use super::common::{entropy_salt, five_tuple_hash, prefetch_l2};
+use super::common::{entropy_salt, five_tuple_hash};
 use super::packet::{Packet, PacketKind, PRIO_CONTROL, PRIO_DATA};
 use super::{NetEvent, Network};
 use crate::telemetry::TelemetrySink;
@@ -310,12 +310,6 @@ impl<S: TelemetrySink> Network<'_, S> {
         let mut pkt = p.egress.queues[prio]
             .pop_front()
             .expect("queue checked non-empty");
-        // The next packet leaves at this port's next `TxDone`; by then the
-        // line it waits in has usually left the cache (the read of the
-        // queue's front was half of this function's time on k=16).
-        if let Some(next) = p.egress.queues[prio].front() {
-            prefetch_l2(next);
-        }
         let wire = u64::from(pkt.wire_bytes);
         p.egress.queued_bytes[prio] -= wire;
         let left_bytes = p.egress.queued_bytes[prio];

@@ -7,7 +7,7 @@
 //! choice: the switch's queues (`switch.rs`) or the NIC's flows (`nic.rs`).
 
 use super::cc::{flow_base_rtt, IntRecords};
-use super::common::serialization;
+use super::common::{prefetch, serialization};
 use super::config::{CcKind, EcnProfile, HpccUtilisation};
 use super::faults::LinkHealth;
 use super::nic::HostQueue;
@@ -101,6 +101,27 @@ impl PacketQueue {
         let pkt = self.front.take()?;
         self.front = self.rest.pop_front();
         Some(pkt)
+    }
+
+    /// Takes the front packet out and asks for the line of the one behind
+    /// it; its place stays empty (the queue reads as empty if it was alone)
+    /// until [`PacketQueue::refill_front`], which the caller makes before
+    /// anything else reads the queue: a transmit later, the line is in.
+    #[inline]
+    pub fn take_front(&mut self) -> Option<Packet> {
+        let pkt = self.front.take()?;
+        if let Some(next) = self.rest.front() {
+            prefetch(next);
+        }
+        Some(pkt)
+    }
+
+    /// Moves the packet behind into the place [`PacketQueue::take_front`] emptied.
+    #[inline]
+    pub fn refill_front(&mut self) {
+        if self.front.is_none() {
+            self.front = self.rest.pop_front();
+        }
     }
 
     #[inline]

@@ -307,8 +307,10 @@ impl<S: TelemetrySink> Network<'_, S> {
         } else {
             return;
         };
+        // The packet behind moves to the front after the transmit, by when
+        // its line has come in.
         let mut pkt = p.egress.queues[prio]
-            .pop_front()
+            .take_front()
             .expect("queue checked non-empty");
         let wire = u64::from(pkt.wire_bytes);
         p.egress.queued_bytes[prio] -= wire;
@@ -327,7 +329,8 @@ impl<S: TelemetrySink> Network<'_, S> {
             self.resume_if_below(ctx, local, pkt.in_port);
         }
         self.transmit(ctx, gport, pkt);
-        let p = &self.ports[gport];
+        let p = &mut self.ports[gport];
+        p.egress.queues[prio].refill_front();
         if !(p.egress.queues[PRIO_CONTROL].is_empty() && p.egress.queues[PRIO_DATA].is_empty()) {
             self.port_ready(ctx, gport, port);
         }

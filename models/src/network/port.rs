@@ -405,3 +405,58 @@ impl<S: TelemetrySink> Network<'_, S> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use netsim_engine::NodeRng;
+
+    fn packet(psn: u32) -> Packet {
+        Packet {
+            flow: 1,
+            src: 3,
+            dst: 11,
+            psn,
+            wire_bytes: 4158,
+            in_port: 0,
+            kind: PacketKind::Data,
+            ce: 0,
+            last: false,
+            via: u32::MAX,
+            util: 0,
+            entropy: 0,
+            sack_offset: 0,
+        }
+    }
+
+    /// Seeded random pushes, pops from either end and the switch's
+    /// take-then-refill against a `VecDeque`: the same packets in the same
+    /// order, the same emptiness, through fills and drains.
+    #[test]
+    fn packet_queue_matches_a_vecdeque() {
+        for seed in 0..10 {
+            let mut rng = NodeRng::new(seed, NodeId(3));
+            let mut queue = PacketQueue::default();
+            let mut reference = VecDeque::new();
+            for psn in 0..5_000 {
+                match rng.below(8) {
+                    0..=3 => {
+                        queue.push_back(packet(psn));
+                        reference.push_back(packet(psn));
+                    }
+                    4 | 5 => assert_eq!(queue.pop_front(), reference.pop_front()),
+                    6 => {
+                        assert_eq!(queue.take_front(), reference.pop_front());
+                        queue.refill_front();
+                    }
+                    _ => assert_eq!(queue.pop_back(), reference.pop_back()),
+                }
+                assert_eq!(queue.is_empty(), reference.is_empty());
+                assert_eq!(queue.back(), reference.back());
+                let psns: Vec<u32> = queue.iter_mut().map(|p| p.psn).collect();
+                let expected: Vec<u32> = reference.iter().map(|p| p.psn).collect();
+                assert_eq!(psns, expected);
+            }
+        }
+    }
+}

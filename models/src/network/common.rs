@@ -8,16 +8,16 @@ use netsim_engine::{splitmix64, SimTime};
 /// No node: an unset intermediate router, a node without an attached host.
 pub(crate) const NO_NODE: u32 = u32::MAX;
 
-/// A hint to bring `value`'s cache line into the L2 cache (no effect where
-/// the target has no prefetch instruction): for what the next event of a
-/// port will read, many events from now.
+/// A hint to bring `value`'s cache line into the L1 cache (no effect where
+/// the target has no prefetch instruction): for what the same event reads
+/// a few hundred instructions later.
 #[inline(always)]
-pub(crate) fn prefetch_l2<T>(value: &T) {
+pub(crate) fn prefetch<T>(value: &T) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: a prefetch never faults and reads nothing the program sees.
     unsafe {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T1};
-        _mm_prefetch::<_MM_HINT_T1>((value as *const T).cast());
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        _mm_prefetch::<_MM_HINT_T0>((value as *const T).cast());
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = value;

@@ -7,7 +7,7 @@
 //! State: per switch, its [`SharedBuffer`]; per port, its [`Ingress`]
 //! (`Network::ingress`, a dense array beside the ports).
 
-use super::common::{entropy_salt, five_tuple_hash, prefetch_l2};
+use super::common::{entropy_salt, five_tuple_hash};
 use super::packet::{Packet, PacketKind, PRIO_CONTROL, PRIO_DATA};
 use super::{NetEvent, Network};
 use crate::telemetry::TelemetrySink;
@@ -307,15 +307,11 @@ impl<S: TelemetrySink> Network<'_, S> {
         } else {
             return;
         };
+        // The packet behind moves to the front after the transmit, by when
+        // its line has come in.
         let mut pkt = p.egress.queues[prio]
-            .pop_front()
+            .take_front()
             .expect("queue checked non-empty");
-        // The next packet leaves at this port's next `TxDone`; by then the
-        // line it waits in has usually left the cache (the read of the
-        // queue's front was half of this function's time on k=16).
-        if let Some(next) = p.egress.queues[prio].front() {
-            prefetch_l2(next);
-        }
         let wire = u64::from(pkt.wire_bytes);
         p.egress.queued_bytes[prio] -= wire;
         let left_bytes = p.egress.queued_bytes[prio];
@@ -333,7 +329,8 @@ impl<S: TelemetrySink> Network<'_, S> {
             self.resume_if_below(ctx, local, pkt.in_port);
         }
         self.transmit(ctx, gport, pkt);
-        let p = &self.ports[gport];
+        let p = &mut self.ports[gport];
+        p.egress.queues[prio].refill_front();
         if !(p.egress.queues[PRIO_CONTROL].is_empty() && p.egress.queues[PRIO_DATA].is_empty()) {
             self.port_ready(ctx, gport, port);
         }

@@ -8,6 +8,7 @@ use super::jumps::{d_recovering, skip_packet, MAX_CC_STEPS};
 use crate::network::cc::{CcState, IncreaseSource};
 use crate::network::nic::NO_WAKE;
 use crate::network::packet::{PacketKind, PRIORITIES};
+use crate::network::port::PacketQueue;
 use crate::network::transport::RxQp;
 use crate::network::{NetEvent, Network};
 use crate::telemetry::TelemetrySink;
@@ -46,7 +47,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         for (tx, bytes) in p.counters.tx_bytes.iter_mut().zip(added) {
             *tx += bytes;
         }
-        for pkt in p.egress.queues.iter_mut().flatten() {
+        for pkt in p.egress.queues.iter_mut().flat_map(PacketQueue::iter_mut) {
             skip_packet(pkt, votes);
         }
         p.egress.busy_until += delta;

@@ -103,14 +103,9 @@ pub fn binary_tree(n: usize) -> Tree {
 /// and the same tree mirrored (`n` even) or shifted by one (`n` odd).
 pub fn double_tree(n: usize) -> [Tree; 2] {
     // Position p of the second tree stands where `into(p)` stands in the first.
-    let into = |p: usize| {
-        if n % 2 == 0 {
-            n - 1 - p
-        } else {
-            (p + n - 1) % n
-        }
-    };
-    let back = |q: usize| if n % 2 == 0 { n - 1 - q } else { (q + 1) % n };
+    let mirror = n.is_multiple_of(2);
+    let into = |p: usize| if mirror { n - 1 - p } else { (p + n - 1) % n };
+    let back = |q: usize| if mirror { n - 1 - q } else { (q + 1) % n };
     let second = (0..n).map(|p| btree_parent(into(p), n).map(back)).collect();
     [binary_tree(n), Tree::from_parents(second)]
 }

@@ -31,7 +31,7 @@ pub struct Pieces {
 }
 
 /// `total` split into `parts` nearly equal sizes, at least one byte each.
-fn part(total: u64, parts: u64, i: u64) -> u64 {
+pub(super) fn part(total: u64, parts: u64, i: u64) -> u64 {
     (total / parts + u64::from(i < total % parts)).max(1)
 }
 
@@ -41,7 +41,7 @@ fn entry_of(entry: &HostTasks, host: NodeIndex) -> &[u32] {
 
 /// `deps` plus the host's entry: a rank never acts before its previous
 /// phase is done there, even when data from its peers arrives earlier.
-fn after_entry(entry: &HostTasks, host: NodeIndex, deps: &[u32]) -> Vec<u32> {
+pub(super) fn after_entry(entry: &HostTasks, host: NodeIndex, deps: &[u32]) -> Vec<u32> {
     let mut all = entry_of(entry, host).to_vec();
     all.extend_from_slice(deps);
     all
@@ -202,117 +202,6 @@ pub fn relayed_rings(
             }
         }
         prev = sent;
-    }
-}
-
-/// Double binary tree all-reduce (NCCL): two binary trees over the group,
-/// the second mirrored so that most leaves of one are inner nodes of the
-/// other; each tree reduces half the data up to its root and broadcasts it
-/// back down, chunk by chunk.
-pub fn double_binary_tree(
-    b: &mut Builder,
-    coll: u32,
-    group: &[NodeIndex],
-    size_bytes: u64,
-    pieces: Pieces,
-    entry: &HostTasks,
-) {
-    let n = group.len();
-    let mirrored: Vec<NodeIndex> = group.iter().rev().copied().collect();
-    let trees = 2 * u64::from(pieces.channels);
-    for t in 0..trees {
-        if b.over() {
-            return;
-        }
-        let order = if t % 2 == 0 { group } else { &mirrored[..] };
-        let tree_bytes = part(size_bytes, trees, t);
-        let mut up = vec![NONE; n];
-        for chunk in 0..u64::from(pieces.chunks) {
-            let bytes = part(tree_bytes, u64::from(pieces.chunks), chunk);
-            // Reduce: deepest positions first, so children exist before parents send.
-            for pos in (1..n).rev() {
-                let children: Vec<u32> = heap_children(pos, n).map(|c| up[c]).collect();
-                let deps = after_entry(entry, order[pos], &children);
-                up[pos] = b.flow(order[pos], order[(pos - 1) / 2], bytes, coll, &deps);
-            }
-            // Broadcast the reduced chunk down from the root.
-            let mut down = vec![NONE; n];
-            for pos in 0..n {
-                for c in heap_children(pos, n) {
-                    let received: Vec<u32> = if pos == 0 {
-                        heap_children(0, n).map(|k| up[k]).collect()
-                    } else {
-                        vec![down[pos]]
-                    };
-                    let deps = after_entry(entry, order[pos], &received);
-                    down[c] = b.flow(order[pos], order[c], bytes, coll, &deps);
-                }
-            }
-        }
-    }
-}
-
-/// A double binary tree that takes its data one piece at a time, as a
-/// pipeline stage does: each piece is a [`double_binary_tree`] of one
-/// chunk per tree, and each edge sends its pieces in order (a piece's flow
-/// on an edge waits for the previous piece's there), so pieces leave the
-/// tree in the order they entered rather than all at the end, sharing it.
-pub struct TreePipeline {
-    group: Vec<NodeIndex>,
-    /// Per tree (even: `group`, odd: mirrored), the previous piece's flow
-    /// up from and down to each position.
-    up: Vec<Vec<u32>>,
-    down: Vec<Vec<u32>>,
-}
-
-impl TreePipeline {
-    /// `channels` tree pairs over `group`, nothing sent yet.
-    pub fn new(group: &[NodeIndex], channels: u32) -> TreePipeline {
-        let trees = 2 * channels.max(1) as usize;
-        TreePipeline {
-            group: group.to_vec(),
-            up: vec![vec![NONE; group.len()]; trees],
-            down: vec![vec![NONE; group.len()]; trees],
-        }
-    }
-
-    /// The next piece, `size_bytes` all-reduced over the group after
-    /// `entry`; returns its first task.
-    pub fn piece(&mut self, b: &mut Builder, coll: u32, size_bytes: u64, entry: &HostTasks) -> u32 {
-        let first = b.task_count();
-        let n = self.group.len();
-        let mirrored: Vec<NodeIndex> = self.group.iter().rev().copied().collect();
-        let trees = self.up.len() as u64;
-        for t in 0..self.up.len() {
-            let order = if t % 2 == 0 {
-                &self.group[..]
-            } else {
-                &mirrored[..]
-            };
-            let bytes = part(size_bytes, trees, t as u64);
-            let (up, down) = (&mut self.up[t], &mut self.down[t]);
-            for pos in (1..n).rev() {
-                let mut deps: Vec<u32> = heap_children(pos, n).map(|c| up[c]).collect();
-                deps.push(up[pos]);
-                deps.retain(|&d| d != NONE);
-                let deps = after_entry(entry, order[pos], &deps);
-                up[pos] = b.flow(order[pos], order[(pos - 1) / 2], bytes, coll, &deps);
-            }
-            for pos in 0..n {
-                for c in heap_children(pos, n) {
-                    let mut deps: Vec<u32> = if pos == 0 {
-                        heap_children(0, n).map(|k| up[k]).collect()
-                    } else {
-                        vec![down[pos]]
-                    };
-                    deps.push(down[c]);
-                    deps.retain(|&d| d != NONE);
-                    let deps = after_entry(entry, order[pos], &deps);
-                    down[c] = b.flow(order[pos], order[c], bytes, coll, &deps);
-                }
-            }
-        }
-        first
     }
 }
 

@@ -9,7 +9,7 @@ mod trace;
 use super::algorithms::{self as algo, HalvingDoubling, HostTasks, Pieces, Rooted};
 use super::offload::{self, InaKind, InaOp, InaPattern, Resources};
 use super::spec::{Algorithm, BuildError, CollectiveOp, OpSpec, WorkloadSpec, TREE_CHUNK_BYTES};
-use super::{Builder, Collective, Workload};
+use super::{trees, Builder, Collective, Workload};
 use crate::network::config::NetConfig;
 use crate::traffic::FlowSpec;
 use netsim_engine::SimTime;
@@ -352,7 +352,7 @@ impl<'a> Cx<'a> {
                 }
             }
             (CollectiveOp::AllReduce, Algorithm::Tree) => {
-                algo::double_binary_tree(b, coll, group, size, tree_halves, entry);
+                trees::double_binary_tree(b, coll, group, size, tree_halves, entry);
             }
             (CollectiveOp::AllReduce, Algorithm::Hd) => {
                 algo::halving_doubling(b, coll, group, size, HalvingDoubling::AllReduce, entry)

@@ -40,6 +40,7 @@ mod sandbox;
 pub mod simai;
 pub mod spec;
 pub mod trace;
+pub mod trees;
 
 use crate::traffic::FlowSpec;
 use netsim_engine::SimTime;

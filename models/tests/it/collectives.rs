@@ -548,3 +548,63 @@ fn all_gather_across_servers_runs_one_ring_per_rail() {
     assert_eq!(flows.len() as u64, 16 * 16 * 15);
     assert!(flows.iter().all(|f| f.size_bytes == size / (16 * 16)));
 }
+
+/// NCCL's double binary tree (`ncclGetDtree`, two trees of half the
+/// buffer each) on a star: each member's NIC sends and receives its
+/// trees' halves once per tree edge it touches. From 4 members the inner
+/// nodes of either tree touch 3 edges of it and 1 of the other, 2 halves
+/// each way per tree pair, and the two roots 1 and 1; a binary heap and
+/// its mirror would give each of 4 members 3 halves.
+#[test]
+fn double_binary_tree_moves_nccls_share_through_each_nic() {
+    let size = 1u64 << 20;
+    // Per member, tree edges touched over the two trees.
+    let cases: [(u32, &[u64]); 4] = [
+        (3, &[3, 2, 3]),
+        (4, &[2, 4, 4, 2]),
+        (5, &[3, 2, 4, 4, 3]),
+        (8, &[2, 4, 4, 4, 4, 4, 4, 2]),
+    ];
+    for (n, edges) in cases {
+        let spec = WorkloadSpec::single(op(CollectiveOp::AllReduce, Algorithm::Tree, size));
+        let topo = netsim_topo::build(&star(n)).unwrap();
+        let w = build(&spec, &topo, &config()).unwrap();
+        let (mut sent, mut received) = (vec![0u64; n as usize], vec![0u64; n as usize]);
+        for f in &w.flows {
+            sent[f.src as usize] += f.size_bytes;
+            received[f.dst as usize] += f.size_bytes;
+        }
+        let want: Vec<u64> = edges.iter().map(|e| e * size / 2).collect();
+        assert_eq!(sent, want, "{n} members: bytes sent");
+        assert_eq!(received, want, "{n} members: bytes received");
+    }
+}
+
+/// The double binary tree's alpha-beta time on a star of `n` hosts at
+/// 100 Gb/s: the busiest NIC's bytes (2 halves of the buffer each way
+/// from 4 hosts, 1 on 2) at the links' payload rate, plus the pipeline's
+/// fill: one 512 KiB chunk and one hop's latency for each of the
+/// `2 x depth` hops from the leaves up to the root and back (depth 1 on 2
+/// hosts, 2 on 4, 3 on 8: NCCL's root has one child).
+#[test]
+fn double_binary_tree_all_reduce_matches_its_alpha_beta_time() {
+    let size = 16u64 << 20;
+    let config = config();
+    let (mtu, header) = (u64::from(config.mtu_bytes), u64::from(config.header_bytes));
+    let payload_rate = 100e9 * mtu as f64 / (mtu + header) as f64;
+    let ns = |bytes: u64| bytes as f64 * 8.0 / payload_rate * 1e9;
+    for (n, halves, depth) in [(2u32, 2u64, 1u64), (4, 4, 2), (8, 4, 3)] {
+        let spec = WorkloadSpec::single(op(CollectiveOp::AllReduce, Algorithm::Tree, size));
+        let measured = duration_ns(&star(n), &spec, config.clone()) as f64;
+        let beta_ns = ns(halves * size / 2);
+        let hop_ns = ns(512 << 10) + 2.0 * LINK_NS as f64 + serialization_ns(mtu + header);
+        let expected = beta_ns + 2.0 * depth as f64 * hop_ns;
+        let error = (measured - expected).abs() / expected;
+        assert!(
+            error < 0.05,
+            "{n} hosts: tree all-reduce took {measured} ns, alpha-beta says {expected:.0} ns \
+             (beta {beta_ns:.0}): {:.1}% off",
+            error * 100.0
+        );
+    }
+}

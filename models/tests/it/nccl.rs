@@ -471,3 +471,37 @@ fn nvls_tree_chunks_and_pieces_follow_nccl() {
     assert_eq!(tree_piece_bytes(64 << 20, 2, 8), 2 << 20);
     assert_eq!(tree_piece_bytes(1 << 20, 2, 8), 1 << 20);
 }
+
+/// NVLS-Tree on 4 servers: NCCL's trees among the servers' GPU `k` over
+/// rail `k` (`connectNvls` over `ncclGetDtree`, a channel's tree by its
+/// parity) are 0-2-{1,3} and its mirror 3-1-{0,2}, so servers 1 and 2 are
+/// inner nodes of one tree each and their rail NICs carry 2 shards (S/8
+/// each) each way, servers 0 and 3 one; every cross-server flow stays on
+/// its rail.
+#[test]
+fn nvls_tree_on_four_servers_loads_the_inner_servers_rails_twice() {
+    let size: u64 = 64 << 20;
+    let spec = nccl_spec(
+        CollectiveOp::AllReduce,
+        Algorithm::NvlsTree,
+        size,
+        simple(false),
+    );
+    let topo = netsim_topo::build(&spectrum_x(32)).unwrap();
+    let w = netsim_models::workload::build(&spec, &topo, &lossless()).unwrap();
+    assert_eq!(w.collectives[0].algorithm, "nvls-tree/simple");
+    let gpus = 32;
+    let (mut sent, mut received) = (vec![0u64; gpus], vec![0u64; gpus]);
+    for f in &w.flows {
+        let (s, d) = (f.src as usize, f.dst as usize);
+        // SimAI's numbering: the GPUs first, 8 a server.
+        if s < gpus && d < gpus && s / 8 != d / 8 {
+            assert_eq!(s % 8, d % 8, "{s} -> {d} leaves its rail");
+            sent[s] += f.size_bytes;
+            received[d] += f.size_bytes;
+        }
+    }
+    let want: Vec<u64> = (0..gpus).map(|g| [1, 2, 2, 1][g / 8] * size / 8).collect();
+    assert_eq!(sent, want);
+    assert_eq!(received, want);
+}

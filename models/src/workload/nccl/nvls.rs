@@ -23,8 +23,9 @@
 //! of S/4 (single server only; NVLS-Tree is not generated): the same
 //! bytes on every GPU-NVSwitch link each way, no engine.
 
-use crate::workload::algorithms::{self as algo, HostTasks, Pieces, TreePipeline};
+use crate::workload::algorithms::{self as algo, HostTasks, Pieces};
 use crate::workload::spec::CollectiveOp;
+use crate::workload::trees::TreePipeline;
 use crate::workload::{Builder, InaKind, InaOp, InaPattern, TreeNode};
 use netsim_engine::SimTime;
 use netsim_topo::{NodeIndex, PortIndex, Role, Topology};

@@ -6,7 +6,7 @@
 use super::tuning::{self, Shape};
 use super::{delayed, label, nvls, Nccl, NcclAlgo, Protocol};
 use crate::workload::algorithms::{self as algo, HostTasks, Pieces, RingSpec};
-use crate::workload::{Algorithm, Builder, CollectiveOp, OpSpec};
+use crate::workload::{trees, Algorithm, Builder, CollectiveOp, OpSpec};
 use netsim_engine::SimTime;
 use netsim_topo::{NodeIndex, Role, Topology};
 
@@ -208,7 +208,7 @@ fn build(
             algo::ring(b, coll, group, size, steps, pieces, entry);
         }
         (NcclAlgo::Tree, _) => {
-            algo::double_binary_tree(b, coll, group, size, cx.tree_pieces, entry)
+            trees::double_binary_tree(b, coll, group, size, cx.tree_pieces, entry)
         }
         (NcclAlgo::Nvls, _) => {
             // Checked by the caller: one server's GPUs on its NVSwitch.

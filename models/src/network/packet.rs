@@ -99,6 +99,27 @@ impl Packet {
         self.util = (mask >> 32) as u16;
     }
 
+    /// A full-size data packet of `flow` from host 3 to host 11, for tests
+    /// of queues and switches that only tell packets apart by flow and PSN.
+    #[cfg(test)]
+    pub fn test_data(flow: u32, psn: u32) -> Packet {
+        Packet {
+            flow,
+            src: 3,
+            dst: 11,
+            psn,
+            wire_bytes: 4158,
+            in_port: 0,
+            kind: PacketKind::Data,
+            ce: 0,
+            last: false,
+            via: u32::MAX,
+            util: 0,
+            entropy: 0,
+            sack_offset: 0,
+        }
+    }
+
     #[inline]
     pub fn priority(&self) -> usize {
         match self.kind {

@@ -411,24 +411,6 @@ mod tests {
     use super::*;
     use netsim_engine::NodeRng;
 
-    fn packet(psn: u32) -> Packet {
-        Packet {
-            flow: 1,
-            src: 3,
-            dst: 11,
-            psn,
-            wire_bytes: 4158,
-            in_port: 0,
-            kind: PacketKind::Data,
-            ce: 0,
-            last: false,
-            via: u32::MAX,
-            util: 0,
-            entropy: 0,
-            sack_offset: 0,
-        }
-    }
-
     /// Seeded random pushes, pops from either end and the switch's
     /// take-then-refill against a `VecDeque`: the same packets in the same
     /// order, the same emptiness, through fills and drains.
@@ -441,8 +423,8 @@ mod tests {
             for psn in 0..5_000 {
                 match rng.below(8) {
                     0..=3 => {
-                        queue.push_back(packet(psn));
-                        reference.push_back(packet(psn));
+                        queue.push_back(Packet::test_data(1, psn));
+                        reference.push_back(Packet::test_data(1, psn));
                     }
                     4 | 5 => assert_eq!(queue.pop_front(), reference.pop_front()),
                     6 => {

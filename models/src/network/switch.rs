@@ -341,31 +341,14 @@ impl<S: TelemetrySink> Network<'_, S> {
 mod tests {
     use super::*;
 
-    fn packet(flow: u32, psn: u32) -> Packet {
-        Packet {
-            flow,
-            src: 3,
-            dst: 11,
-            psn,
-            wire_bytes: 4158,
-            in_port: 0,
-            kind: PacketKind::Data,
-            ce: 0,
-            last: false,
-            via: u32::MAX,
-            util: 0,
-            entropy: 0,
-            sack_offset: 0,
-        }
-    }
-
     /// The draws of 100,000 packets (200 flows x 500 PSNs) at one port.
     fn draws(seed: u64, node: u32, port: u16) -> Vec<u64> {
         let mut out = Vec::new();
         for flow in 0..200 {
             let tuple = five_tuple_hash(flow, 3, 11);
             for psn in 0..500 {
-                out.push(red_draw(seed, node, port, tuple, &packet(flow, psn)));
+                let packet = Packet::test_data(flow, psn);
+                out.push(red_draw(seed, node, port, tuple, &packet));
             }
         }
         out

@@ -25,6 +25,11 @@ error, FCT errors (flows matched by id, both finished), events, and
 where OTHER's packet-level work went: each collective phase's share of the
 payload it simulated (neither replayed nor jumped).
 
+`--misses RUN` says, per phase of a memo run, how many collectives were
+replayed, the share of the payload simulated, and how many started while
+an earlier one on the same hosts still ran (never quiet, so
+never a memo candidate).
+
 `--bounds` runs each workload once with `--fast-forward off` and prints, from
 its flows table, the most that two refinements could avoid (DESIGN.md §3c,
 "what the workloads allow"), with payload bytes standing for packet events:
@@ -165,6 +170,48 @@ def simulated_by_phase(out_dir, top=5):
     return {k: round(v, 4) for k, v in by_phase.sort_values(ascending=False).head(top).items()}
 
 
+def misses(out_dir):
+    """Why a memo run's collectives were simulated, per phase (its name
+    without micro-batch and layer numbers, the pipeline stage kept): how
+    many it has, how many were replayed whole (every flow's payload and
+    FCT skipped), the share of the payload simulated in the run (neither
+    replayed nor jumped), and how many started while an earlier one on the
+    same hosts (of any phase) was still running. Such a one never starts on
+    quiet resources, so it is never a memo candidate (the DP phase:
+    docs/perf/2026-11-29-fast-forward-9.md)."""
+    flows = pq.read_table(os.path.join(out_dir, "flows")).to_pandas()
+    colls = pq.read_table(os.path.join(out_dir, "collectives")).to_pandas()
+    colls["phase"] = (colls["name"].str.replace(r"\.mb\d+\.", ".", regex=True)
+                      .str.replace(r"_layer\d*", "", regex=True))
+    flows = flows[flows["collective_id"].notna()]
+    flows = flows.assign(
+        simulated=(flows["size_bytes"] - flows["skipped_bytes"]).astype(float),
+        replayed=(flows["skipped_bytes"] == flows["size_bytes"])
+        & (flows["skipped_ns"] == flows["fct_ns"]))
+    per = flows.groupby("collective_id").agg(
+        replayed=("replayed", "all"), simulated=("simulated", "sum"),
+        hosts=("src", lambda h: tuple(sorted(set(h)))))
+    colls = colls.merge(per, left_on="collective_id", right_index=True)
+    total = max(colls["simulated"].sum(), 1)
+    colls["overlapped"] = False
+    for _, same in colls.groupby("hosts"):
+        busy_until = None
+        for i in same.sort_values(["start_ns", "collective_id"]).index:
+            start, end = colls.at[i, "start_ns"], colls.at[i, "end_ns"]
+            colls.at[i, "overlapped"] = busy_until is not None and start < busy_until
+            busy_until = end if busy_until is None else max(busy_until, end)
+    out = {}
+    for phase, g in colls.groupby("phase"):
+        out[phase] = {
+            "collectives": len(g),
+            "replayed": int(g["replayed"].sum()),
+            "simulated_share": round(g["simulated"].sum() / total, 4),
+            "started_while_previous_ran": int(g["overlapped"].sum()),
+        }
+    return {"run": out_dir,
+            "phases": dict(sorted(out.items(), key=lambda kv: -kv[1]["simulated_share"]))}
+
+
 def twins(out_dir, phase="wg"):
     """How symmetric a run's concurrent collectives are: the collectives
     whose name holds `phase` grouped by name and start instant (on a
@@ -254,6 +301,9 @@ def main():
                         help="compare two output directories already written")
     parser.add_argument("--twins", metavar="RUN",
                         help="how many of RUN's concurrent data-parallel collectives' flows equal their twin's")
+    parser.add_argument("--misses", metavar="RUN",
+                        help="per phase of RUN (a memo run): collectives replayed, payload simulated, "
+                        "and those started while an earlier one on their hosts still ran")
     parser.add_argument("--workloads", help="comma-separated names [all but whole and gen-]: "
                         + ", ".join(list(WORKLOADS) + list(GENERATED)))
     parser.add_argument("--seed", type=int, default=1, help="generated workloads' seed")
@@ -262,6 +312,9 @@ def main():
     args, extra = parser.parse_known_args()
     if args.compare:
         print(json.dumps(compare(*args.compare)))
+        return
+    if args.misses:
+        print(json.dumps(misses(args.misses), indent=1))
         return
     if args.twins:
         print(json.dumps(twins(args.twins)))

@@ -336,8 +336,8 @@ mod tests {
         )
     }
 
-    #[test]
-    fn the_prediction_adds_up_the_run_s_structures() {
+    /// A k=4 two-tier fat-tree and a chain of two flows and a compute.
+    fn fixture() -> (netsim_topo::Topology, Workload) {
         let topo = netsim_topo::build(&TopoSpec::FatTree(FatTreeParams {
             k: 4,
             tiers: 2,
@@ -348,7 +348,12 @@ mod tests {
         let a = b.flow(0, 1, 10, NONE, &[]);
         let c = b.flow(1, 2, 10, NONE, &[a]);
         b.compute(2, SimTime(5), NONE, &[c]);
-        let w = b.finish();
+        (topo, b.finish())
+    }
+
+    #[test]
+    fn flow_level_counts_slots_tasks_and_flows_in_flight() {
+        let (topo, w) = fixture();
         let config = NetConfig::default();
         let ports = 2 * u64::from(topo.link_count()) * 192;
         let flow = whole(Fidelity::Flow, &config, &topo, 0, &w, (1, 1));
@@ -375,6 +380,12 @@ mod tests {
             (traffic.flows, traffic.dag, traffic.in_flight),
             (2 * 12, 0, 2 * flow::BYTES_PER_FLOW_IN_FLIGHT)
         );
+    }
+
+    #[test]
+    fn packet_level_counts_senders_receivers_and_progress_per_shard() {
+        let (topo, w) = fixture();
+        let config = NetConfig::default();
         // Packet level: per flow its completion time and a bit per shard,
         // a sender and a receiver per flow in flight (both may be), the
         // DAG's progress per shard.
@@ -393,6 +404,14 @@ mod tests {
             (12 + 4, in_flight, 4 * 3)
         );
         assert_eq!(rank.memo, 0);
+    }
+
+    #[test]
+    fn memo_counts_decisions_and_a_sandbox_per_shard() {
+        let (topo, w) = fixture();
+        let config = NetConfig::default();
+        let ports = 2 * u64::from(topo.link_count()) * 192;
+        let sender = network::bytes_per_sender(config.transport);
         // Memoization, per shard: 240 B per task and 100 B per flow for its
         // decisions, a sandbox's flows with a sender each and its ports.
         let mut memo = config.clone();
@@ -423,6 +442,12 @@ mod tests {
         let rank = whole(Fidelity::Packet, &memo, &topo, 1000, &w, (2, 4));
         assert_eq!(rank.memo, packet.memo);
         assert_eq!(rank.domains, 0);
+    }
+
+    #[test]
+    fn domain_jumps_and_steady_windows_count_per_port_and_sender() {
+        let (topo, w) = fixture();
+        let config = NetConfig::default();
         // Per-domain jumps, per shard: 135 B per task, 201 B per flow and
         // a drop count per port.
         let mut domains = config.clone();

@@ -401,6 +401,7 @@ pub fn config_json(profile: &str, uec_profile: &str, c: &NetConfig) -> serde_jso
     });
     v["port_buffer_bytes"] = c.port_buffer_bytes.into();
     v["trim_queued"] = c.trim_queued.into();
+    v["queue_counts_in_service"] = c.queue_counts_in_service.into();
     v["degraded_queue_scales"] = c.degraded_queue_scales.into();
     v
 }

@@ -286,6 +286,11 @@ pub struct NetConfig {
     /// packet is trimmed and the arriving one queued in its place (htsim's
     /// `CompositeQueue`); off, the arriving one is trimmed.
     pub trim_queued: bool,
+    /// Lossy egress admission counts the data packet being serialised
+    /// against the limit until its last bit has left, as htsim's queues do (it
+    /// leaves the queue at `completeService`); off, a packet leaves the
+    /// queue when its transmission starts.
+    pub queue_counts_in_service: bool,
     /// A `link-rate` fault scales the port's fixed queue (`port_buffer_bytes`)
     /// and ECN thresholds with the rate, as htsim's `-failed` does; off, a
     /// degraded port keeps them.
@@ -418,6 +423,7 @@ impl Default for NetConfig {
             trim: false,
             port_buffer_bytes: None,
             trim_queued: false,
+            queue_counts_in_service: false,
             degraded_queue_scales: false,
         }
     }

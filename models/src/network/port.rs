@@ -61,6 +61,10 @@ pub(crate) struct Egress {
     pub busy_until: SimTime,
     /// A `TxDone` is scheduled for `busy_until`.
     pub tx_pending: bool,
+    /// Wire bytes of the data packet being serialised until `busy_until`
+    /// (0 for a control packet): what a queue that counts the packet in
+    /// service holds beyond `queued_bytes`.
+    pub in_service_data_bytes: u32,
 }
 
 /// A FIFO of packets whose front packet lives in the port itself, the

@@ -206,7 +206,15 @@ impl<S: TelemetrySink> Network<'_, S> {
                         (free as f64 * config.dt_alpha) as u64
                     }
                 };
-                if self.ports[gout].egress.queued_bytes[prio] + wire > limit {
+                // At `busy_until` itself the next packet starts at once
+                // (its `TxDone` is due now): the port is still serving.
+                let e = &self.ports[gout].egress;
+                let in_service = if config.queue_counts_in_service && ctx.now() <= e.busy_until {
+                    u64::from(e.in_service_data_bytes)
+                } else {
+                    0
+                };
+                if e.queued_bytes[prio] + in_service + wire > limit {
                     if !(config.trim && pkt.kind == PacketKind::Data) {
                         self.ports[gout].counters.dropped_pkts[prio] += 1;
                         return;
@@ -315,6 +323,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         let wire = u64::from(pkt.wire_bytes);
         p.egress.queued_bytes[prio] -= wire;
         let left_bytes = p.egress.queued_bytes[prio];
+        p.egress.in_service_data_bytes = if prio == PRIO_DATA { wire as u32 } else { 0 };
         self.buffers[local].used_bytes -= wire;
         if prio == PRIO_DATA
             && self.fabric.config.ecn_at_dequeue

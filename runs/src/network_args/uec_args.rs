@@ -103,6 +103,12 @@ pub struct UecArgs {
     /// one (htsim's queue) [netsim arriving, uet-htsim queued].
     #[arg(long, value_parser = ["arriving", "queued"])]
     pub trim_victim: Option<String>,
+    /// What a lossy egress queue counts against its limit (with
+    /// `--buffer-model per-port`, its size): the packets waiting, or those
+    /// and the data packet being serialised (htsim's queue keeps it until
+    /// its last bit has left) [both profiles waiting].
+    #[arg(long, value_parser = ["waiting", "in-service"])]
+    pub queue_count: Option<String>,
     /// A `link-rate` fault: the port keeps its queue size and ECN
     /// thresholds, or scales them with the rate (htsim's `-failed`)
     /// [netsim keep, uet-htsim scale].
@@ -241,6 +247,10 @@ impl UecArgs {
             (false, None) => None,
         };
         c.trim_queued = self.trim_victim.as_deref().map_or(h, |v| v == "queued");
+        // htsim's rule, left out of the profile: the k=8 oblivious
+        // permutation trimmed 28% more than htsim with it over seeds 1-12
+        // (+18% without; docs/perf/2026-11-29-uec-8.md).
+        c.queue_counts_in_service = self.queue_count.as_deref() == Some("in-service");
         c.degraded_queue_scales = self.degraded_queue.as_deref().map_or(h, |v| v == "scale");
         Ok(())
     }

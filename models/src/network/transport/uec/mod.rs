@@ -366,7 +366,16 @@ impl UecSender {
             PacketKind::Nack => {
                 self.trimmed_pkts += 1;
                 self.picker(plane).on_nack(entropy);
-                let rtt = self.seq.sent_at(pkt.psn).map(|sent| now - sent);
+                // Under SLEEK the psn may have been resent while its first
+                // copy was still in flight: a NACK of that copy is no RTT
+                // sample of the resend (a trimmed header 0.65 us after the
+                // resend left set a 12 KB largest window; as for a SACK).
+                let resent = self.sleek.is_some() && self.seq.was_resent(pkt.psn);
+                let rtt = self
+                    .seq
+                    .sent_at(pkt.psn)
+                    .map(|sent| now - sent)
+                    .filter(|_| !resent);
                 if self.seq.on_nack(pkt.psn) {
                     if self.credit.is_some() {
                         self.nacked_pending += 1;

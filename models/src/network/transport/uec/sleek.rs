@@ -19,6 +19,9 @@
 //! - **Timer.** While recovering, the per-packet timer resends nothing: an
 //!   expired packet leaves its watch, and an expired resend is handed back
 //!   to recovery to send again.
+//! - **RTT samples.** A SACK or NACK of a psn whose last transmission was
+//!   a resend may answer the first copy, so it gives no RTT sample (htsim
+//!   checks SACKs so, not NACKs: `UecSender::on_feedback`).
 //!
 //! The receiver's out-of-order count is taken as the sender knows it (psns
 //! acknowledged above the first missing one); htsim carries it in each

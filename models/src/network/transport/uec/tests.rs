@@ -1,7 +1,8 @@
-//! The UEC sender's window accounting: what NSCC counts per packet.
+//! The UEC sender's window accounting: what NSCC counts per packet; which
+//! feedback is an RTT sample under SLEEK.
 
 use super::UecSender;
-use crate::network::config::UecConfig;
+use crate::network::config::{BaseRtt, UecConfig};
 use crate::network::packet::{Packet, PacketKind};
 use netsim_engine::{NodeId, NodeRng, SimTime};
 
@@ -81,4 +82,69 @@ fn a_nack_takes_the_packet_as_counted_out_of_the_window() {
             "wire {wire}: {before} -> {after}"
         );
     }
+}
+
+/// A SACK or NACK from the receiver for `psn`.
+fn feedback(kind: PacketKind, psn: u32) -> Packet {
+    Packet {
+        kind,
+        wire_bytes: 64,
+        src: 1,
+        dst: 0,
+        entropy: 1,
+        ..Packet::test_data(7, psn)
+    }
+}
+
+/// SLEEK resends a psn whose first copy may still be in flight. When that
+/// copy was trimmed, its NACK comes back soon after the resend left: the
+/// time since the resend is no round trip. Taken as one (htsim's
+/// `processNack` takes the send record's time, the resend's), a NACK 0.5
+/// us after the resend set the base RTT to 0.5 us and the largest window
+/// to 1.5 x 6 KB, where a flow then stayed for a millisecond
+/// (docs/perf/2026-11-29-uec-8.md). A NACK of a resent psn gives no RTT
+/// sample under SLEEK, as a SACK of one does not.
+#[test]
+fn under_sleek_a_nack_soon_after_a_resend_leaves_the_base_rtt() {
+    let config = UecConfig {
+        initial_window_bdp: 1.5,
+        window_fit: true,
+        qa_gate: Some(3),
+        nack_ignore: true,
+        window_wire_bytes: true,
+        sleek: true,
+        base_rtt: BaseRtt::Fabric,
+        nack_base_rtt: true,
+        ..UecConfig::default()
+    };
+    let mut s = UecSender::new(7, 1000, &config, 4086, 64);
+    let base = SimTime::from_us(14);
+    s.start(&config, 100_000_000_000, base, 0, SimTime::ZERO);
+    let mut rng = NodeRng::new(1, NodeId(0));
+    // psn 0 is held up; each later one is acknowledged 14 us after it
+    // left, until SLEEK finds psn 0 lost (1.5 windows out of order).
+    let (mut now, mut acked, mut lost) = (SimTime::ZERO, 1, 0);
+    while lost == 0 {
+        while s.next_psn().is_some() {
+            s.on_send(now, &mut rng, 0);
+        }
+        now += SimTime::from_us(14);
+        let sent = s.seq.next_new();
+        while lost == 0 && acked < sent {
+            lost = s.on_feedback(&feedback(PacketKind::Sack, acked), now, 0);
+            acked += 1;
+        }
+    }
+    assert!(s.seq.resend_pending());
+    let (psn, resent, _) = s.on_send(now, &mut rng, 0);
+    assert_eq!((psn, resent), (0, true));
+    // The first copy's NACK, 0.5 us later.
+    s.on_feedback(
+        &feedback(PacketKind::Nack, 0),
+        now + SimTime::from_ns(500),
+        0,
+    );
+    let (base_rtt, _, max_cwnd) = s.nscc.as_ref().expect("NSCC runs").limits();
+    assert_eq!(base_rtt, base);
+    assert!(max_cwnd > 250_000.0, "largest window {max_cwnd}");
 }

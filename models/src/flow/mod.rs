@@ -48,7 +48,7 @@ use crate::workload::progress::Start;
 use crate::workload::FlowInfo;
 use classes::Classes;
 use dag::FlowDag;
-use fair_share::{FairShare, RateChange};
+use fair_share::{Active, FairShare, RateChange};
 use fifo::Fifo;
 use ina::InaTrees;
 use meter::LinkMeter;
@@ -336,15 +336,17 @@ impl<S: TelemetrySink> Fluid<'_, S> {
         match event {
             Event::Start { flow } => self.start_flow(flow),
             Event::Drained { flow, version } => {
-                if !self.flows.is_open(flow) || version != self.flows[flow as usize].version {
+                let Some(f) = self.flows.get_mut(flow).filter(|f| f.version == version) else {
                     return; // its rate changed since; a later event stands
-                }
-                let old_bps = self.share.rate_bps(flow);
-                let f = &mut self.flows[flow as usize];
+                };
+                let Active {
+                    rate_bps: old_bps,
+                    path,
+                    weights,
+                } = self.share.active(flow);
                 let elapsed_ps = u128::from((self.now - f.settled_at).as_ps());
                 let residue = f.left.saturating_sub(u128::from(old_bps) * elapsed_ps);
                 f.left = 0;
-                let (path, weights) = (self.share.path(flow), self.share.weights(flow));
                 self.meter.change(path, weights, old_bps, 0, self.now);
                 self.meter.credit(path, weights, residue);
                 self.share.remove(flow);
@@ -448,9 +450,13 @@ impl<S: TelemetrySink> Fluid<'_, S> {
         }
         let mut changed = std::mem::take(&mut self.changed);
         self.share.resolve(&mut changed);
-        for &RateChange { flow, old_bps } in &changed {
-            let new_bps = self.share.rate_bps(flow);
-            let (path, weights) = (self.share.path(flow), self.share.weights(flow));
+        for change in &changed {
+            let RateChange { flow, old_bps, .. } = *change;
+            let Active {
+                rate_bps: new_bps,
+                path,
+                weights,
+            } = self.share.changed(change);
             self.meter.change(path, weights, old_bps, new_bps, self.now);
             let f = &mut self.flows[flow as usize];
             let elapsed_ps = u128::from((self.now - f.settled_at).as_ps());

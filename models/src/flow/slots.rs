@@ -141,6 +141,15 @@ impl<T> Slots<T> {
         self.slot_of.get(flow) != FREE
     }
 
+    /// Flow `flow`'s state if it is running: one look-up of its slot
+    /// where `is_open` and indexing would make two.
+    pub(crate) fn get_mut(&mut self, flow: u32) -> Option<&mut T> {
+        match self.slot_of.get(flow) {
+            FREE => None,
+            slot => Some(&mut self.items[slot as usize]),
+        }
+    }
+
     /// The flows running now, in id order.
     pub(crate) fn open_flows(&self) -> Vec<u32> {
         self.slot_of.ids()

@@ -146,6 +146,7 @@ impl FairShare {
                 changed.push(RateChange {
                     flow: self.flow_at[f as usize],
                     old_bps: old,
+                    slot: f,
                 });
             }
             let start = slot.shared_start as usize;

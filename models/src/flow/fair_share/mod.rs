@@ -124,11 +124,23 @@ const NO_SLOT: u32 = super::slots::FREE;
 /// sizes most instants make); larger ones use a tournament tree.
 const SCAN_CHANNELS: usize = 64;
 
-/// A flow whose rate changed: its rate before (0 if it just arrived).
+/// A flow whose rate changed: its rate before (0 if it just arrived) and
+/// its slot, which finds its rate and path without a look-up of the flow
+/// id ([`FairShare::changed`]) until the next add or remove.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RateChange {
     pub flow: u32,
     pub old_bps: u64,
+    slot: u32,
+}
+
+/// An active flow as the solver holds it: its rate, and its channels with
+/// its weight on each.
+#[derive(Clone, Copy, Debug)]
+pub struct Active<'a> {
+    pub rate_bps: u64,
+    pub path: &'a [u32],
+    pub weights: &'a [u32],
 }
 
 impl FairShare {
@@ -192,14 +204,35 @@ impl FairShare {
 
     /// The channels active flow `flow` crosses.
     pub fn path(&self, flow: u32) -> &[u32] {
-        let slot = self.slot[self.slot_of.get(flow) as usize];
-        &self.path[slot.path_start as usize..][..usize::from(slot.path_len)]
+        self.active(flow).path
     }
 
     /// The weights of active flow `flow` on its channels ([`FairShare::path`]).
     pub fn weights(&self, flow: u32) -> &[u32] {
-        let slot = self.slot[self.slot_of.get(flow) as usize];
-        &self.weight[slot.path_start as usize..][..usize::from(slot.path_len)]
+        self.active(flow).weights
+    }
+
+    /// Active flow `flow`'s rate, channels and weights: one look-up of its
+    /// slot (a map's under `sparse`), not one for each.
+    pub fn active(&self, flow: u32) -> Active<'_> {
+        self.at_slot(self.slot_of.get(flow))
+    }
+
+    /// What [`FairShare::active`] gives for the flow of `change`, taken
+    /// from the slot it names: valid until the next add or remove.
+    pub fn changed(&self, change: &RateChange) -> Active<'_> {
+        debug_assert_eq!(self.flow_at[change.slot as usize], change.flow);
+        self.at_slot(change.slot)
+    }
+
+    fn at_slot(&self, slot: u32) -> Active<'_> {
+        let s = self.slot[slot as usize];
+        let (start, len) = (s.path_start as usize, usize::from(s.path_len));
+        Active {
+            rate_bps: s.rate_bps,
+            path: &self.path[start..][..len],
+            weights: &self.weight[start..][..len],
+        }
     }
 
     /// Active flows crossing `channel`, each counted by its weight there.

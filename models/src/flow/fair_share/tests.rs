@@ -88,7 +88,8 @@ fn departures_only_touch_their_component() {
         changed,
         vec![RateChange {
             flow: 0,
-            old_bps: 50
+            old_bps: 50,
+            slot: 0,
         }]
     );
     assert_eq!((s.rate_bps(0), s.rate_bps(2)), (100, 100));
@@ -129,7 +130,15 @@ fn scanning_and_the_tree_give_the_same_rates_through_arrivals_and_departures() {
             let gone = active.swap_remove(rand(active.len() as u64) as usize);
             assert_eq!(scan.remove(gone), tree.remove(gone));
         }
-        assert_eq!(solve(&mut scan), solve(&mut tree));
+        let changes = solve(&mut scan);
+        assert_eq!(changes, solve(&mut tree));
+        // A change's slot finds what its flow id finds (slots are reused).
+        for c in &changes {
+            let (by_slot, by_id) = (scan.changed(c), scan.active(c.flow));
+            assert_eq!(by_slot.rate_bps, by_id.rate_bps, "flow {}", c.flow);
+            assert_eq!((by_slot.path, by_slot.weights), (by_id.path, by_id.weights));
+            assert_ne!(by_slot.rate_bps, c.old_bps);
+        }
         let mut used = vec![0u64; caps.len()];
         for &f in &active {
             assert_eq!(scan.rate_bps(f), tree.rate_bps(f), "flow {f}");

@@ -62,12 +62,15 @@ pub struct Reach {
 }
 
 /// Values grouped by a sparse key: `values[base[k]..base[k + 1]]` for
-/// `keys[k]`.
+/// `keys[k]`, a key found through a bucket index (millions of keys, asked
+/// for at every completion: a binary search of them all misses the cache
+/// at each of its last steps).
 #[derive(Debug, Default)]
 struct Csr<V> {
     keys: Vec<u32>,
     base: Vec<u32>,
     values: Vec<V>,
+    index: PlanIndex,
 }
 
 impl<V: Copy + Ord> Csr<V> {
@@ -82,6 +85,7 @@ impl<V: Copy + Ord> Csr<V> {
             keys: Vec::with_capacity(keys),
             base: Vec::with_capacity(keys + 1),
             values: Vec::with_capacity(pairs.len()),
+            index: PlanIndex::default(),
         };
         for (k, v) in pairs {
             if csr.keys.last() != Some(&k) {
@@ -91,19 +95,23 @@ impl<V: Copy + Ord> Csr<V> {
             csr.values.push(v);
         }
         csr.base.push(csr.values.len() as u32);
+        csr.index = PlanIndex::new(csr.keys.iter().copied(), csr.keys.len());
         csr
     }
 
     fn get(&self, key: u32) -> &[V] {
-        match self.keys.binary_search(&key) {
-            Ok(k) => &self.values[self.base[k] as usize..self.base[k + 1] as usize],
-            Err(_) => &[],
+        match self.index.at_or_before(&self.keys, |&k| k, key) {
+            k if k > 0 && self.keys[k - 1] == key => {
+                &self.values[self.base[k - 1] as usize..self.base[k] as usize]
+            }
+            _ => &[],
         }
     }
 
     fn bytes(&self) -> u64 {
         (self.keys.len() * 4 + self.base.len() * 4 + self.values.len() * std::mem::size_of::<V>())
             as u64
+            + self.index.bytes()
     }
 }
 
@@ -141,9 +149,15 @@ impl PlanIndex {
     /// The last plan (of `plans`, its first ids `base`) that starts at or
     /// before `id`: `plans.partition_point(|p| base(p) <= id) - 1`.
     fn find<P>(&self, plans: &[P], base: impl Fn(&P) -> u32, id: u32) -> usize {
+        self.at_or_before(plans, base, id) - 1
+    }
+
+    /// How many plans start at or before `id`:
+    /// `plans.partition_point(|p| base(p) <= id)`.
+    fn at_or_before<P>(&self, plans: &[P], base: impl Fn(&P) -> u32, id: u32) -> usize {
         let b = ((id >> BUCKET_BITS) as usize).min(self.before.len() - 2);
         let (lo, hi) = (self.before[b] as usize, self.before[b + 1] as usize);
-        lo + plans[lo..hi].partition_point(|p| base(p) <= id) - 1
+        lo + plans[lo..hi].partition_point(|p| base(p) <= id)
     }
 
     fn bytes(&self) -> u64 {
@@ -343,7 +357,25 @@ impl LazyPlan {
 
 #[cfg(test)]
 mod tests {
-    use super::PlanIndex;
+    use super::{Csr, PlanIndex};
+
+    /// A key's values through the bucket index are those a binary search
+    /// finds, for keys in one bucket, far apart, past the last and absent.
+    #[test]
+    fn an_indexed_key_finds_its_values() {
+        let keys = [3u32, 4, 4, 9, 255, 256, 700, 70_000, 70_001];
+        let pairs: Vec<(u32, u32)> = keys
+            .iter()
+            .enumerate()
+            .map(|(i, &k)| (k, i as u32))
+            .collect();
+        let csr = Csr::from_pairs(pairs.clone());
+        for key in (0..71_000).chain([u32::MAX]) {
+            let want: Vec<u32> = pairs.iter().filter(|p| p.0 == key).map(|p| p.1).collect();
+            assert_eq!(csr.get(key), want.as_slice(), "key {key}");
+        }
+        assert_eq!(Csr::<u32>::from_pairs(Vec::new()).get(5), &[] as &[u32]);
+    }
 
     /// The bucketed search finds the plan a search of every plan finds,
     /// for plans that start in the same bucket, far apart, or at the same

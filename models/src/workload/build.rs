@@ -351,9 +351,21 @@ impl<'a> Cx<'a> {
                     None => algo::folded_ring(b, coll, group, logical, size, steps, flat, entry),
                 }
             }
-            (CollectiveOp::AllReduce, Algorithm::Tree) => {
-                trees::double_binary_tree(b, coll, group, size, tree_halves, entry);
-            }
+            (CollectiveOp::AllReduce, Algorithm::Tree) => match trees::chain_servers(topo, group) {
+                Some(servers) => {
+                    if !trees::server_double_binary_tree(
+                        b,
+                        coll,
+                        &servers,
+                        size,
+                        tree_halves,
+                        entry,
+                    ) {
+                        return false;
+                    }
+                }
+                None => trees::double_binary_tree(b, coll, group, size, tree_halves, entry),
+            },
             (CollectiveOp::AllReduce, Algorithm::Hd) => {
                 algo::halving_doubling(b, coll, group, size, HalvingDoubling::AllReduce, entry)
             }

@@ -22,17 +22,35 @@
 //! tree's data once per tree edge it touches: from 4 nodes the inner nodes
 //! of tree 0 (even, not 0) and of tree 1 each touch 3 edges in one tree and
 //! 1 in the other, 2 shards of the data over the two trees.
+//!
+//! On GPU servers NCCL does not put every GPU in one tree: per channel it
+//! chains the GPUs inside each server and builds the two trees among the
+//! servers, through the chain's first GPU and its rail NIC ([`chained`]).
+//! Channel `h` starts its chain at local rank `h`, so every rail carries
+//! its share:
+//!
+//! ```text
+//!   channel h = 0, 2 servers of 4 (NCCL's log, nccl-tests issue 128)
+//!   tree 0:  0 ----- 4          tree 1:  0 ----- 4
+//!           (root)   |                   |      (root)
+//!            1       5                   1       5
+//!            2       6                   2       6
+//!            3       7                   3       7
+//!   chain up 3 -> 2 -> 1 -> 0, server 1's first GPU 4 under 0 (tree 0)
+//!   or 0 under 4 (tree 1)
+//! ```
 
 use super::algorithms::{after_entry, part, HostTasks, Pieces};
 use super::{Builder, NONE};
-use netsim_topo::NodeIndex;
+use netsim_topo::{NodeIndex, Topology};
 
 /// One tree over the positions `0..n` of a group.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Tree {
     /// Each position's parent; `None` at the root.
     pub parent: Vec<Option<usize>>,
-    /// Each position's children, in ascending order (at most two).
+    /// Each position's children, in ascending order (at most two; three at
+    /// the first GPU of a server's chain, [`chained`]).
     pub children: Vec<Vec<usize>>,
     /// Every position, each after its parent (breadth first from the root).
     pub order: Vec<usize>,
@@ -110,6 +128,46 @@ pub fn double_tree(n: usize) -> [Tree; 2] {
     [binary_tree(n), Tree::from_parents(second)]
 }
 
+/// NCCL's tree of one channel over whole servers of `local` GPUs each
+/// (search pattern `TREE`, NCCL 2.19 `src/graph/search.cc` and
+/// `connect.cc`): inside each server a chain from local rank `head`
+/// through `head + 1`, `head + 2`, ... (mod `local`), the order NCCL's
+/// search takes through an NVSwitch (`ncclTopoSearchNextGpuSort`: the next
+/// GPU first); the chain's first GPU, on rail `head`, links up to the
+/// parent server's first GPU and down to the child servers' ones, as
+/// `nodes` (a tree over the servers, `connectTrees`) says. Position
+/// `s x local + l` is server `s`'s local rank `l`.
+pub fn chained(nodes: &Tree, local: usize, head: usize) -> Tree {
+    let servers = nodes.parent.len();
+    let mut parent = vec![None; servers * local];
+    for s in 0..servers {
+        for i in 0..local {
+            parent[s * local + (head + i) % local] = if i > 0 {
+                Some(s * local + (head + i - 1) % local)
+            } else {
+                nodes.parent[s].map(|up| up * local + head)
+            };
+        }
+    }
+    Tree::from_parents(parent)
+}
+
+/// The GPUs of `group` by server (servers in index order, GPUs in
+/// `group`'s order) when every GPU has a server and each server has the
+/// same count, more than one: the groups NCCL chains inside servers.
+pub fn chain_servers(topo: &Topology, group: &[NodeIndex]) -> Option<Vec<Vec<NodeIndex>>> {
+    let mut by_server: std::collections::BTreeMap<u32, Vec<NodeIndex>> = Default::default();
+    for &h in group {
+        by_server
+            .entry(topo.node(h).coords.server?)
+            .or_default()
+            .push(h);
+    }
+    let servers: Vec<Vec<NodeIndex>> = by_server.into_values().collect();
+    let local = servers.first()?.len();
+    (local > 1 && servers.iter().all(|s| s.len() == local)).then_some(servers)
+}
+
 /// Double binary tree all-reduce (NCCL): `2 x channels` trees over the
 /// group, alternately NCCL's first and second tree, each reducing its part
 /// of every chunk up to its root and broadcasting it back down. Each edge
@@ -123,8 +181,46 @@ pub fn double_binary_tree(
     pieces: Pieces,
     entry: &HostTasks,
 ) {
-    let mut trees = TreePipeline::new(group, pieces.channels);
-    let chunks = u64::from(pieces.chunks);
+    let trees = TreePipeline::new(group, pieces.channels);
+    all_reduce(b, coll, trees, size_bytes, pieces.chunks, entry);
+}
+
+/// NCCL's tree all-reduce over whole servers ([`chain_servers`]): per
+/// local rank `h`, a chain through each server from GPU `h` and NCCL's two
+/// trees among the servers' GPU `h` over rail `h` ([`chained`]), so
+/// `2 x local` trees (whole rounds of them when `pieces.channels` asks
+/// for more), each with its share. False, with the builder refusing, when
+/// the trees would take more flows than tasks may be.
+pub fn server_double_binary_tree(
+    b: &mut Builder,
+    coll: u32,
+    servers: &[Vec<NodeIndex>],
+    size_bytes: u64,
+    pieces: Pieces,
+    entry: &HostTasks,
+) -> bool {
+    let trees = TreePipeline::on_servers(servers, pieces.channels);
+    let members = trees.group.len() as u64;
+    let flows = (trees.shapes.len() as u64 * u64::from(pieces.chunks))
+        .saturating_mul(2 * members.saturating_sub(1));
+    if flows > b.max_tasks() {
+        b.refuse();
+        return false;
+    }
+    all_reduce(b, coll, trees, size_bytes, pieces.chunks, entry);
+    true
+}
+
+/// `size_bytes` all-reduced over `trees` in `chunks` pieces, in order.
+fn all_reduce(
+    b: &mut Builder,
+    coll: u32,
+    mut trees: TreePipeline,
+    size_bytes: u64,
+    chunks: u32,
+    entry: &HostTasks,
+) {
+    let chunks = u64::from(chunks);
     for chunk in 0..chunks {
         if b.over() {
             return;
@@ -133,15 +229,27 @@ pub fn double_binary_tree(
     }
 }
 
-/// Per position, the last flow up to its parent and down from it.
+/// Per position, every flow so far up to its parent and down from it, and
+/// how many of an edge's flows may be in flight at once.
 struct Edges<'a> {
-    up: &'a mut [u32],
-    down: &'a mut [u32],
+    up: &'a mut [Vec<u32>],
+    down: &'a mut [Vec<u32>],
+    window: usize,
+}
+
+/// The latest of `flows`, `NONE` for none.
+fn last(flows: &[u32]) -> u32 {
+    flows.last().copied().unwrap_or(NONE)
+}
+
+/// The flow `window` back in `flows`, which the next must wait for.
+fn back(flows: &[u32], window: usize) -> u32 {
+    flows.len().checked_sub(window).map_or(NONE, |i| flows[i])
 }
 
 /// `bytes` reduced up `tree` (children before parents) and broadcast back
-/// down from the root. A flow on an edge waits for the one in `edges`
-/// (the previous piece there, `NONE` for none) and takes its place.
+/// down from the root. A flow on an edge waits for the flow `window` back
+/// on it (the previous piece there when `window` is 1).
 fn pass(
     b: &mut Builder,
     coll: u32,
@@ -151,7 +259,7 @@ fn pass(
     entry: &HostTasks,
     edges: Edges,
 ) {
-    let Edges { up, down } = edges;
+    let Edges { up, down, window } = edges;
     let live = |mut deps: Vec<u32>| {
         deps.retain(|&d| d != NONE);
         deps
@@ -160,24 +268,38 @@ fn pass(
         let Some(parent) = tree.parent[pos] else {
             continue;
         };
-        let mut deps: Vec<u32> = tree.children[pos].iter().map(|&c| up[c]).collect();
-        deps.push(up[pos]);
+        let mut deps: Vec<u32> = tree.children[pos].iter().map(|&c| last(&up[c])).collect();
+        deps.push(back(&up[pos], window));
         let deps = after_entry(entry, group[pos], &live(deps));
-        up[pos] = b.flow(group[pos], group[parent], bytes, coll, &deps);
+        let flow = b.flow(group[pos], group[parent], bytes, coll, &deps);
+        up[pos].push(flow);
     }
     for &pos in &tree.order {
         let received: Vec<u32> = match tree.parent[pos] {
-            None => tree.children[pos].iter().map(|&c| up[c]).collect(),
-            Some(_) => vec![down[pos]],
+            None => tree.children[pos].iter().map(|&c| last(&up[c])).collect(),
+            Some(_) => vec![last(&down[pos])],
         };
         for &c in &tree.children[pos] {
             let mut deps = received.clone();
-            deps.push(down[c]);
+            deps.push(back(&down[c], window));
             let deps = after_entry(entry, group[pos], &live(deps));
-            down[c] = b.flow(group[pos], group[c], bytes, coll, &deps);
+            let flow = b.flow(group[pos], group[c], bytes, coll, &deps);
+            down[c].push(flow);
         }
     }
 }
+
+/// Flows of an edge of a chained tree ([`TreePipeline::on_servers`]) in
+/// flight at once. NCCL keeps up to `NCCL_STEPS` (8) chunks in flight on a
+/// connection, sent in order on one queue pair, so an edge never idles for
+/// an acknowledgement. netsim's flows share a link rather than queue on
+/// it, so a window of 1 keeps chunks in order, as on the double binary
+/// tree of `2 x channels` trees; with `2 x local` trees each flow is
+/// `local` times smaller and a rail would idle for a round trip after
+/// each (16 MiB on two servers of 100 Gb/s NICs: 207.4 us, 199.7 with
+/// the window; the rails need 170.3), so the next flow starts while the
+/// previous one is in flight, two sharing the link at most.
+pub const CHAIN_WINDOW: usize = 2;
 
 /// A double binary tree that takes its data one piece at a time, as a
 /// pipeline stage does (and [`double_binary_tree`] its chunks): each
@@ -187,22 +309,45 @@ fn pass(
 /// end, sharing it.
 pub struct TreePipeline {
     group: Vec<NodeIndex>,
-    shapes: [Tree; 2],
-    /// Per tree (even: NCCL's first, odd: its second), the previous
-    /// piece's flow up from and down to each position.
-    up: Vec<Vec<u32>>,
-    down: Vec<Vec<u32>>,
+    /// Every tree over the positions of `group`, each with an equal part.
+    shapes: Vec<Tree>,
+    /// Per tree and position, every flow so far up from it and down to it.
+    up: Vec<Vec<Vec<u32>>>,
+    down: Vec<Vec<Vec<u32>>>,
+    /// Flows of an edge in flight at once.
+    window: usize,
 }
 
 impl TreePipeline {
     /// `channels` tree pairs over `group`, nothing sent yet.
     pub fn new(group: &[NodeIndex], channels: u32) -> TreePipeline {
-        let trees = 2 * channels.max(1) as usize;
+        let pair = double_tree(group.len());
+        let shapes = (0..channels.max(1))
+            .flat_map(|_| pair.iter().cloned())
+            .collect();
+        TreePipeline::of(group.to_vec(), shapes, 1)
+    }
+
+    /// NCCL's trees over whole servers ([`server_double_binary_tree`]),
+    /// nothing sent yet.
+    pub fn on_servers(servers: &[Vec<NodeIndex>], channels: u32) -> TreePipeline {
+        let local = servers[0].len();
+        let rounds = (channels.max(1) as usize).div_ceil(local);
+        let nodes = double_tree(servers.len());
+        let shapes = (0..rounds * local)
+            .flat_map(|c| nodes.iter().map(move |t| chained(t, local, c % local)))
+            .collect();
+        TreePipeline::of(servers.concat(), shapes, CHAIN_WINDOW)
+    }
+
+    fn of(group: Vec<NodeIndex>, shapes: Vec<Tree>, window: usize) -> TreePipeline {
+        let fresh = vec![vec![Vec::new(); group.len()]; shapes.len()];
         TreePipeline {
-            group: group.to_vec(),
-            shapes: double_tree(group.len()),
-            up: vec![vec![NONE; group.len()]; trees],
-            down: vec![vec![NONE; group.len()]; trees],
+            group,
+            shapes,
+            up: fresh.clone(),
+            down: fresh,
+            window,
         }
     }
 
@@ -213,8 +358,10 @@ impl TreePipeline {
         let trees = self.up.len() as u64;
         for (t, (up, down)) in self.up.iter_mut().zip(&mut self.down).enumerate() {
             let bytes = part(size_bytes, trees, t as u64);
-            let tree = &self.shapes[t % 2];
-            pass(b, coll, &self.group, tree, bytes, entry, Edges { up, down });
+            let tree = &self.shapes[t];
+            let window = self.window;
+            let edges = Edges { up, down, window };
+            pass(b, coll, &self.group, tree, bytes, entry, edges);
         }
         first
     }
@@ -271,6 +418,88 @@ mod tests {
         assert_eq!(shifted.children[9], [0, 5]);
         assert_eq!(shifted.children[0], [11]);
         assert_eq!(shifted.children[11], [10, 12]);
+    }
+
+    /// Parents of position `p` under `down/down/down->p->up` entries.
+    fn check(t: &Tree, logged: &[(usize, Option<usize>, &[usize])]) {
+        for &(p, up, down) in logged {
+            assert_eq!(t.parent[p], up, "up of {p}");
+            let mut kids = down.to_vec();
+            kids.sort_unstable();
+            assert_eq!(t.children[p], kids, "down of {p}");
+        }
+    }
+
+    /// nccl-tests issue 128's `NCCL INFO Trees` lines, 2 servers of 4
+    /// GPUs, channel 0: `[0] 1/4/-1->0->-1 [1] 1/-1/-1->0->4`,
+    /// `[0] 5/-1/-1->4->0 [1] 5/0/-1->4->-1`, then `2->1->0`, `3->2->1`,
+    /// `-1->3->2` in both trees, and server 1's chain alike.
+    #[test]
+    fn chain_inside_servers_is_nccls_log() {
+        let [t0, t1] = double_tree(2).map(|t| chained(&t, 4, 0));
+        let chain: [(usize, Option<usize>, &[usize]); 6] = [
+            (1, Some(0), &[2]),
+            (2, Some(1), &[3]),
+            (3, Some(2), &[]),
+            (5, Some(4), &[6]),
+            (6, Some(5), &[7]),
+            (7, Some(6), &[]),
+        ];
+        check(&t0, &[(0, None, &[1, 4]), (4, Some(0), &[5])]);
+        check(&t1, &[(0, Some(4), &[1]), (4, None, &[5, 0])]);
+        check(&t0, &chain);
+        check(&t1, &chain);
+        assert_eq!(t0.depth(), 4, "3 chain hops under server 1's head");
+    }
+
+    /// nccl-tests issue 133's lines, 2 servers of 8, channel 0 on local
+    /// rank 4's NIC: `[0] 13/-1/-1->12->4 [1] 13/4/-1->12->-1`,
+    /// `14->13->12`, `15->14->13`, `-1->11->10`: the chain starts at the
+    /// head and wraps, 12 -> 13 -> 14 -> 15 -> 8 -> 9 -> 10 -> 11.
+    #[test]
+    fn chain_starts_at_its_rail_and_wraps() {
+        let [t0, t1] = double_tree(2).map(|t| chained(&t, 8, 4));
+        let chain: [(usize, Option<usize>, &[usize]); 4] = [
+            (13, Some(12), &[14]),
+            (14, Some(13), &[15]),
+            (8, Some(15), &[9]),
+            (11, Some(10), &[]),
+        ];
+        check(&t0, &[(12, Some(4), &[13]), (4, None, &[5, 12])]);
+        check(&t1, &[(12, None, &[13, 4]), (4, Some(12), &[5])]);
+        check(&t0, &chain);
+        check(&t1, &chain);
+    }
+
+    /// Every GPU is at every chain position once over the `local` heads,
+    /// so it touches `2 (local - 1)` chain edges per tree over them; a
+    /// head's NIC carries its server's tree edges.
+    #[test]
+    fn chains_spread_over_every_rail() {
+        let (servers, local) = (4, 8);
+        let nodes = double_tree(servers);
+        let mut nvlink = vec![0; servers * local];
+        let mut nic = vec![0; servers * local];
+        for t in &nodes {
+            for h in 0..local {
+                let tree = chained(t, local, h);
+                for p in 0..servers * local {
+                    let cross = tree.parent[p].iter().chain(&tree.children[p]);
+                    for &q in cross {
+                        if q / local == p / local {
+                            nvlink[p] += 1;
+                        } else {
+                            nic[p] += 1;
+                        }
+                    }
+                }
+            }
+        }
+        assert!(nvlink.iter().all(|&e| e == 2 * 2 * (local - 1)));
+        let want: Vec<usize> = (0..servers * local)
+            .map(|p| [2, 4, 4, 2][p / local])
+            .collect();
+        assert_eq!(nic, want, "the servers' tree degrees, on every rail");
     }
 
     /// Small groups: 1 is a root alone, 2 an edge each way round, 4 a

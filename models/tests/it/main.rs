@@ -28,6 +28,7 @@ mod memo_near;
 mod memory;
 mod nccl;
 mod nccl_choice;
+mod nccl_tree;
 mod network;
 mod network_determinism;
 mod nvls;

@@ -207,9 +207,12 @@ fn build(
             };
             algo::ring(b, coll, group, size, steps, pieces, entry);
         }
-        (NcclAlgo::Tree, _) => {
-            trees::double_binary_tree(b, coll, group, size, cx.tree_pieces, entry)
-        }
+        (NcclAlgo::Tree, _) => match trees::chain_servers(cx.topo, group) {
+            Some(servers) => {
+                trees::server_double_binary_tree(b, coll, &servers, size, cx.tree_pieces, entry);
+            }
+            None => trees::double_binary_tree(b, coll, group, size, cx.tree_pieces, entry),
+        },
         (NcclAlgo::Nvls, _) => {
             // Checked by the caller: one server's GPUs on its NVSwitch.
             let r = if op == CollectiveOp::AllReduce {

@@ -1,0 +1,128 @@
+//! NCCL's tree all-reduce on GPU servers: a chain through each server's
+//! GPUs per channel and NCCL's two trees among the servers over that
+//! channel's rail (`models/src/workload/trees.rs`, [`chained`]), for
+//! `--algo tree` with NCCL's model and without it.
+//!
+//! [`chained`]: netsim_models::workload::trees::chained
+
+use netsim_engine::SimTime;
+use netsim_models::network::config::{CcKind, NetConfig};
+use netsim_models::workload::groups::GroupSpec;
+use netsim_models::workload::nccl::{Nccl, Protocol};
+use netsim_models::workload::{Algorithm, CollectiveOp, Dtype, OpSpec, ReduceOp, WorkloadSpec};
+use netsim_topo::{SimaiParams, SimaiTemplate, TopoSpec};
+
+use crate::common::{collectives, packets, workload_fabric};
+
+fn spectrum_x(gpus: u32) -> SimaiParams {
+    let mut p = SimaiParams::defaults(SimaiTemplate::SpectrumX);
+    p.gpus = gpus;
+    p
+}
+
+fn lossless() -> NetConfig {
+    NetConfig {
+        cc: CcKind::None,
+        pfc: true,
+        sample_period: SimTime::ZERO,
+        ..NetConfig::default()
+    }
+}
+
+/// A tree all-reduce of `size_bytes` over every GPU, with NCCL's model
+/// (Simple, no tuning latency) or as a host algorithm.
+fn tree_spec(size_bytes: u64, nccl: bool) -> WorkloadSpec {
+    let mut spec = WorkloadSpec::single(OpSpec {
+        op: CollectiveOp::AllReduce,
+        algorithm: Algorithm::Tree,
+        size_bytes,
+        group: GroupSpec::All,
+        dtype: Dtype::Float32,
+        reduce_op: ReduceOp::Sum,
+    });
+    spec.nccl = nccl.then_some(Nccl {
+        nvls: false,
+        pxn: false,
+        protocol: Some(Protocol::Simple),
+        tuning_latency: false,
+        simai_choice: false,
+    });
+    spec
+}
+
+/// 4 servers of 8: per channel `h` (8 of them, 2 trees each, `S/16` a
+/// tree) every GPU sends and receives its tree's share once per chain
+/// edge it touches, `2 (8 - 1)` over the chains and trees, so
+/// `2 x 7/8 x S` over NVLink; across servers every flow stays on its rail
+/// and each rail NIC carries its server's degree in the two trees among
+/// the servers (0-2-{1,3} and 3-1-{0,2}): `S/8` each way on servers 0
+/// and 3, `2 x S/8` on the inner servers 1 and 2. The old shape, every
+/// GPU in one tree, sent up to 4 halves of `S` through a NIC.
+#[test]
+fn tree_on_servers_chains_inside_and_crosses_on_rails() {
+    let size: u64 = 64 << 20;
+    let (gpus, local) = (32usize, 8usize);
+    for nccl in [true, false] {
+        let spec = tree_spec(size, nccl);
+        let topo = netsim_topo::build(&TopoSpec::Simai(spectrum_x(gpus as u32))).unwrap();
+        let w = netsim_models::workload::build(&spec, &topo, &lossless()).unwrap();
+        let label = if nccl { "tree/simple" } else { "tree" };
+        assert_eq!(w.collectives[0].algorithm, label);
+        // 64 chunks (half the buffer in 512 KiB), 16 trees, every tree
+        // edge once each way.
+        assert_eq!(w.flows.len(), 64 * 16 * 2 * (gpus - 1), "nccl: {nccl}");
+        let (mut nic, mut nvlink) = (vec![[0u64; 2]; gpus], vec![[0u64; 2]; gpus]);
+        for f in &w.flows {
+            let (s, d) = (f.src as usize, f.dst as usize);
+            // SimAI's numbering: the GPUs first, 8 a server.
+            assert!(s < gpus && d < gpus, "{s} -> {d} is not GPU to GPU");
+            let load = if s / local == d / local {
+                &mut nvlink
+            } else {
+                assert_eq!(s % local, d % local, "{s} -> {d} leaves its rail");
+                &mut nic
+            };
+            load[s][0] += f.size_bytes;
+            load[d][1] += f.size_bytes;
+        }
+        let rails: Vec<[u64; 2]> = (0..gpus)
+            .map(|g| [[1, 2, 2, 1][g / local] * size / 8; 2])
+            .collect();
+        assert_eq!(nic, rails, "nccl: {nccl}");
+        assert_eq!(nvlink, vec![[2 * 7 * size / 8; 2]; gpus], "nccl: {nccl}");
+    }
+}
+
+/// On 2 servers of 8 every rail NIC carries `S/8` each way and every
+/// GPU's NVLink `2 x 7/8 x S`, so the all-reduce takes the slower of the
+/// two at its payload rate, plus the pipeline's fill and drain: the rails
+/// at 100 Gb/s NICs (measured +17%: each rail direction carries one
+/// tree's flows up and the other's down, which start a chain's depth
+/// apart), NVLink (2.88 Tb/s) at 400 Gb/s. The old shape, every GPU in
+/// one tree, took over 4 times as long.
+#[test]
+fn tree_on_two_servers_takes_the_busier_links_time() {
+    let size: u64 = 16 << 20;
+    let config = lossless();
+    let (mtu, header) = (u64::from(config.mtu_bytes), u64::from(config.header_bytes));
+    let ps = |bytes: u64, bps: u64| {
+        let wire = bytes + bytes.div_ceil(mtu) * header;
+        (u128::from(wire) * 8_000_000_000_000 / u128::from(bps)) as u64
+    };
+    for nic_gbps in [100u64, 400] {
+        let mut p = spectrum_x(16);
+        p.nic_bps = nic_gbps * 1_000_000_000;
+        let rails_ps = ps(size / 8, p.nic_bps);
+        let nvlink_ps = ps(2 * 7 * size / 8, p.nvlink_bps);
+        let bound_ps = rails_ps.max(nvlink_ps);
+        let spec = tree_spec(size, false);
+        let fabric = workload_fabric(&TopoSpec::Simai(p), &spec, config.clone());
+        let run = packets(&fabric);
+        let c = &collectives(&fabric, &run)[0];
+        let took_ps = (c.end_ns.expect("finished") - c.start_ns.expect("started")) * 1000;
+        assert!(
+            took_ps >= bound_ps && took_ps <= bound_ps * 120 / 100,
+            "{nic_gbps} Gb/s NICs: tree took {took_ps} ps; rails {rails_ps} ps, NVLink {nvlink_ps} ps"
+        );
+    }
+}

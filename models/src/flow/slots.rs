@@ -137,12 +137,13 @@ impl<T> Slots<T> {
     }
 
     /// Whether flow `flow` is running.
+    #[cfg(test)]
     pub(crate) fn is_open(&self, flow: u32) -> bool {
         self.slot_of.get(flow) != FREE
     }
 
-    /// Flow `flow`'s state if it is running: one look-up of its slot
-    /// where `is_open` and indexing would make two.
+    /// Flow `flow`'s state if it is running: one look-up of its slot where
+    /// a test of whether it runs and indexing would make two.
     pub(crate) fn get_mut(&mut self, flow: u32) -> Option<&mut T> {
         match self.slot_of.get(flow) {
             FREE => None,

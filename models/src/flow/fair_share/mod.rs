@@ -195,6 +195,7 @@ impl FairShare {
     }
 
     /// The flow's current rate (0 while inactive or until the next resolve).
+    #[cfg(test)]
     pub fn rate_bps(&self, flow: u32) -> u64 {
         match self.slot_of.get(flow) {
             NO_SLOT => 0,
@@ -203,11 +204,13 @@ impl FairShare {
     }
 
     /// The channels active flow `flow` crosses.
+    #[cfg(test)]
     pub fn path(&self, flow: u32) -> &[u32] {
         self.active(flow).path
     }
 
-    /// The weights of active flow `flow` on its channels ([`FairShare::path`]).
+    /// The weights of active flow `flow` on its channels (those of `path`).
+    #[cfg(test)]
     pub fn weights(&self, flow: u32) -> &[u32] {
         self.active(flow).weights
     }

@@ -526,16 +526,7 @@ impl<'a> Cx<'a> {
 /// the same number (more than one) of its GPUs in each: then an all-reduce
 /// can reduce inside servers over NVSwitch and across them per rail.
 fn servers(topo: &Topology, group: &[NodeIndex]) -> Option<Vec<Vec<NodeIndex>>> {
-    let mut by_server: std::collections::BTreeMap<u32, Vec<NodeIndex>> = Default::default();
-    for &h in group {
-        by_server
-            .entry(topo.node(h).coords.server?)
-            .or_default()
-            .push(h);
-    }
-    let servers: Vec<Vec<NodeIndex>> = by_server.into_values().collect();
-    let local = servers[0].len();
-    (servers.len() > 1 && local > 1 && servers.iter().all(|s| s.len() == local)).then_some(servers)
+    trees::chain_servers(topo, group).filter(|servers| servers.len() > 1)
 }
 
 /// NCCL's rings over whole servers (`servers`, as [`servers`] gives

@@ -2,8 +2,7 @@
 //! SimAI's Spectrum-X template, against SimAI 1.6 MockNccl's flow counts
 //! (docs/design/nccl-in-simai.md) and closed forms.
 
-use netsim_engine::SimTime;
-use netsim_models::network::config::{CcKind, NetConfig};
+use netsim_models::network::config::NetConfig;
 use netsim_models::network::Fabric;
 use netsim_models::workload::groups::GroupSpec;
 use netsim_models::workload::nccl::{Nccl, Protocol};
@@ -11,21 +10,12 @@ use netsim_models::workload::{Algorithm, CollectiveOp, Dtype, OpSpec, ReduceOp, 
 use netsim_topo::{SimaiParams, SimaiTemplate, TopoSpec};
 use std::collections::BTreeMap;
 
-use crate::common::{collectives, fluid, offload, packets, workload_fabric};
+use crate::common::{collectives, fluid, lossless, offload, packets, workload_fabric};
 
 fn spectrum_x(gpus: u32) -> TopoSpec {
     let mut p = SimaiParams::defaults(SimaiTemplate::SpectrumX);
     p.gpus = gpus;
     TopoSpec::Simai(p)
-}
-
-fn lossless() -> NetConfig {
-    NetConfig {
-        cc: CcKind::None,
-        pfc: true,
-        sample_period: SimTime::ZERO,
-        ..NetConfig::default()
-    }
 }
 
 /// `collective` of `size_bytes` over every GPU with NCCL's model.

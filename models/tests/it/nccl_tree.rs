@@ -5,28 +5,17 @@
 //!
 //! [`chained`]: netsim_models::workload::trees::chained
 
-use netsim_engine::SimTime;
-use netsim_models::network::config::{CcKind, NetConfig};
 use netsim_models::workload::groups::GroupSpec;
 use netsim_models::workload::nccl::{Nccl, Protocol};
 use netsim_models::workload::{Algorithm, CollectiveOp, Dtype, OpSpec, ReduceOp, WorkloadSpec};
 use netsim_topo::{SimaiParams, SimaiTemplate, TopoSpec};
 
-use crate::common::{collectives, packets, workload_fabric};
+use crate::common::{collectives, lossless, packets, workload_fabric};
 
 fn spectrum_x(gpus: u32) -> SimaiParams {
     let mut p = SimaiParams::defaults(SimaiTemplate::SpectrumX);
     p.gpus = gpus;
     p
-}
-
-fn lossless() -> NetConfig {
-    NetConfig {
-        cc: CcKind::None,
-        pfc: true,
-        sample_period: SimTime::ZERO,
-        ..NetConfig::default()
-    }
 }
 
 /// A tree all-reduce of `size_bytes` over every GPU, with NCCL's model

@@ -131,6 +131,14 @@ pub fn cc_none() -> netsim_models::network::config::NetConfig {
     }
 }
 
+/// `--cc none` with PFC: a lossless fabric, no link sampling.
+pub fn lossless() -> netsim_models::network::config::NetConfig {
+    netsim_models::network::config::NetConfig {
+        pfc: true,
+        ..cc_none()
+    }
+}
+
 /// `spec` built on `topo` (ECMP seed 3).
 pub fn workload_fabric(
     topo: &netsim_topo::TopoSpec,

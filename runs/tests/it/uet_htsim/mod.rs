@@ -11,14 +11,16 @@
 
 mod scenarios;
 
+use std::ops::RangeInclusive;
+
 use arrow_array::cast::AsArray;
 use arrow_array::types::{UInt64Type, UInt8Type};
 
 use crate::common::tables::batches;
-use crate::common::{run_json, runs_file, scratch, words};
+use crate::common::{run_json, runs_file, scratch};
 use scenarios::{
-    htsim_figures, median, netsim_figures, netsim_median, Figures, Scenario, INC127, INC32,
-    INC32_8K, INC32_PLANES, INC8, INC8_PLANES, PERM, PERM_FAILED, PERM_PLANES,
+    htsim_figures, median, netsim_figures, netsim_median, run_netsim, Figures, Scenario, INC127,
+    INC32, INC32_8K, INC32_PLANES, INC8, INC8_PLANES, PERM, PERM_FAILED, PERM_PLANES,
 };
 
 /// Issue 33's bounds: FCT p50, p99, max, min and trimmed packets; and
@@ -179,8 +181,8 @@ fn permutation_bitmap_agrees_with_htsim() {
 #[test]
 fn permutation_oblivious_fct_agrees_with_htsim() {
     // Trims are outside the bound here (209 against htsim's 129, whose
-    // seeds 1-3 sit low: 86-342 over seeds 1-12); over seeds 1-12, +18%
-    // (211.5 against 179.5).
+    // seeds 1-3 sit low: 86-402 over seeds 1-36); over seeds 1-12, +18%
+    // (211.5 against 179.5), over 13-36 -4.1% (the test below).
     check(
         PERM,
         "oblivious",
@@ -383,19 +385,8 @@ fn sleek_in_wire_bytes_permutation_oblivious_agrees_with_htsim() {
 fn a_queue_counting_the_packet_in_service_holds_one_packet_fewer_waiting() {
     let full = |count: &str| -> usize {
         let out = scratch(&format!("queue-count-{count}"));
-        let matrix = runs_file("tests/data/uet-htsim/inc8.cm");
-        let line = format!(
-            "run --topo fat-tree --k 8 --link-gbps 100 --link-latency-ns 1000 \
-             --traffic tm:{matrix} --transport uec --uec-profile uet-htsim --uec-lb reps \
-             --seed 1 --sample-ns 1000 --quiet --queue-count {count}"
-        );
-        let o = std::process::Command::new(env!("CARGO_BIN_EXE_netsim"))
-            .args(words(&line))
-            .arg("--out")
-            .arg(&out)
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let flags = format!("--sample-ns 1000 --queue-count {count}");
+        run_netsim(INC8, "reps", 1, &flags, &out);
         let network = &run_json(&out)["network"];
         assert_eq!(network["queue_counts_in_service"], count == "in-service");
         let mut full = 0;
@@ -477,6 +468,63 @@ fn permutation_fct_agrees_with_htsim_over_seeds_1_to_12() {
             (trims - theirs).abs() <= 0.25 * theirs,
             "perm {lb} trims over seeds 1-12: netsim {trims} vs htsim {theirs}"
         );
+    }
+}
+
+/// Issue 33's bounds on the seeds of `seeds` (none looked at while the
+/// profile was built): the median over them of netsim's FCT p50, p99 and
+/// max within 5% of htsim_uec's in data file `file`, the first finisher
+/// within 10% and trims within 20%.
+fn agrees_over_new_seeds(file: &str, sc: Scenario, lb: &str, seeds: RangeInclusive<u32>) {
+    let file = runs_file(&format!("tests/data/uet-htsim/{file}"));
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
+    let by_seed = doc["by_seed"][lb].as_object().unwrap();
+    assert_eq!(by_seed.len(), seeds.clone().count());
+    let h = |k: &str| median(by_seed.values().map(|v| v[k].as_f64().unwrap()).collect());
+    let runs: Vec<Figures> = seeds.clone().map(|s| netsim_figures(sc, lb, s)).collect();
+    let n = |get: fn(&Figures) -> f64| median(runs.iter().map(get).collect());
+    let cases = [
+        ("p50", n(|f| f.p50), h("p50"), 0.05),
+        ("p99", n(|f| f.p99), h("p99"), 0.05),
+        ("max", n(|f| f.max), h("max"), 0.05),
+        ("min", n(|f| f.min), h("min"), 0.10),
+        ("trims", n(|f| f.trim), h("trim"), 0.20),
+    ];
+    for (name, netsim, htsim, bound) in cases {
+        assert!(
+            (netsim - htsim).abs() <= bound * htsim,
+            "{} {lb} {name} over seeds {seeds:?}: netsim {netsim:.1} vs htsim {htsim:.1}",
+            sc.name
+        );
+    }
+}
+
+/// The oblivious permutation at seeds 13-36
+/// (`k8-128-perm-oblivious-seeds-13-36.json`). Trims per seed spread
+/// 86-402 in htsim: its own medians of three consecutive seeds range
+/// 129-309 over seeds 1-36 (the issue's seeds 1-3 give its lowest but
+/// one), and two medians of 3 seeds drawn from its 36 differ by more than
+/// 20% about half the time. Over these 24 seeds netsim trims 233.5
+/// against 243.5 (-4.1%; over 1-36 -6.8%, tier by tier in
+/// docs/perf/2026-11-29-uec-9.md); FCT within 1.6%. An initial window of
+/// 1 BDP trims 74% fewer here.
+#[test]
+fn permutation_oblivious_trims_agree_with_htsim_over_seeds_13_to_36() {
+    let file = "k8-128-perm-oblivious-seeds-13-36.json";
+    agrees_over_new_seeds(file, PERM, "oblivious", 13..=36);
+}
+
+/// uet-htsim's 8,192-host 32 x 2 MB random incast at seeds 13-24
+/// (`random-incast-8192-32c-2MB-seeds-13-24.json`): the first finisher,
+/// 8.4% (REPS) and 11.2% (oblivious) late at seeds 1-3, is -5.5%, +2.9%
+/// and +0.5% off here; htsim's own medians of three seeds span 15% over
+/// seeds 1-24 (oblivious).
+#[test]
+fn random_incast_8192_first_finisher_agrees_with_htsim_over_seeds_13_to_24() {
+    let file = "random-incast-8192-32c-2MB-seeds-13-24.json";
+    for lb in ["reps", "oblivious", "bitmap"] {
+        agrees_over_new_seeds(file, INC32_8K, lb, 13..=24);
     }
 }
 

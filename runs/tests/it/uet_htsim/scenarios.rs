@@ -5,6 +5,7 @@
 use arrow_array::cast::AsArray;
 use arrow_array::types::UInt64Type;
 use arrow_array::Array;
+use std::path::Path;
 
 use crate::common::tables::batches;
 use crate::common::{run_json, runs_file, scratch, words};
@@ -83,6 +84,25 @@ pub(super) const PERM_FAILED: Scenario = Scenario {
     k: 8,
 };
 
+/// Runs netsim with the profile on `sc` (its matrix, fabric and extra
+/// flags, then `flags`) with load balancer `lb` and seed `seed`, writing
+/// its tables under `out`; fails the test unless it exits 0.
+pub(super) fn run_netsim(sc: Scenario, lb: &str, seed: u32, flags: &str, out: &Path) {
+    let matrix = runs_file(&format!("tests/data/uet-htsim/{}", sc.matrix));
+    let line = format!(
+        "run --topo fat-tree --k {} --link-gbps 100 --link-latency-ns 1000 --traffic tm:{matrix} \
+         --transport uec --uec-profile uet-htsim --uec-lb {lb} --seed {seed} --quiet {} {flags}",
+        sc.k, sc.extra
+    );
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_netsim"))
+        .args(words(&line))
+        .arg("--out")
+        .arg(out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
 pub(super) fn netsim_figures(sc: Scenario, lb: &str, seed: u32) -> Figures {
     // The flags name the directory too: one scenario runs with several.
     let flags: String = sc
@@ -91,20 +111,7 @@ pub(super) fn netsim_figures(sc: Scenario, lb: &str, seed: u32) -> Figures {
         .filter(char::is_ascii_alphanumeric)
         .collect();
     let out = scratch(&format!("{}-{lb}-{seed}-{flags}", sc.name));
-    let matrix = runs_file(&format!("tests/data/uet-htsim/{}", sc.matrix));
-    let line = format!(
-        "run --topo fat-tree --k {} --link-gbps 100 --link-latency-ns 1000 --traffic tm:{matrix} \
-         --transport uec --uec-profile uet-htsim --uec-lb {lb} --seed {seed} --sample-ns 0 --quiet {}",
-        sc.k,
-        sc.extra
-    );
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_netsim"))
-        .args(words(&line))
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    run_netsim(sc, lb, seed, "--sample-ns 0", &out);
     let network = &run_json(&out)["network"];
     assert_eq!(network["uec_profile"], "uet-htsim");
     // htsim_uec's own figures for this fabric: a 43-packet queue, its

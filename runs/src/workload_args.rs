@@ -51,7 +51,7 @@ pub struct WorkloadArgs {
     /// of a server, repeated in whole rounds to reach this count.
     #[arg(long, default_value_t = 1)]
     pub channels: u32,
-    /// Flows per step (pipelining); default: 1 for rings, 512 KiB pieces for trees.
+    /// Flows per step (pipelining); default: 1 for rings, NCCL's tree chunks for tree all-reduce, 512 KiB pieces for other trees.
     #[arg(long)]
     pub chunks: Option<u32>,
     /// Element type of reductions: int32, int64, float16, bfloat16, float32, float64.

@@ -324,7 +324,7 @@ impl<'a> Cx<'a> {
             self.b.refuse();
             return false;
         }
-        let (topo, nvswitch) = (self.topo, self.nvswitch);
+        let (topo, nvswitch, chunks) = (self.topo, self.nvswitch, self.spec.chunks);
         let b = &mut self.b;
         match (op.op, algorithm) {
             (CollectiveOp::AllReduce, Algorithm::Ring) => {
@@ -351,21 +351,20 @@ impl<'a> Cx<'a> {
                     None => algo::folded_ring(b, coll, group, logical, size, steps, flat, entry),
                 }
             }
-            (CollectiveOp::AllReduce, Algorithm::Tree) => match trees::chain_servers(topo, group) {
-                Some(servers) => {
-                    if !trees::server_double_binary_tree(
-                        b,
-                        coll,
-                        &servers,
-                        size,
-                        tree_halves,
-                        entry,
-                    ) {
-                        return false;
+            (CollectiveOp::AllReduce, Algorithm::Tree) => {
+                let (channels, chunks) = (tree_halves.channels, chunks);
+                let built = match trees::chain_servers(topo, group) {
+                    Some(servers) => trees::server_double_binary_tree(
+                        b, coll, &servers, size, channels, chunks, entry,
+                    ),
+                    None => {
+                        trees::double_binary_tree(b, coll, group, size, channels, chunks, entry)
                     }
+                };
+                if !built {
+                    return false;
                 }
-                None => trees::double_binary_tree(b, coll, group, size, tree_halves, entry),
-            },
+            }
             (CollectiveOp::AllReduce, Algorithm::Hd) => {
                 algo::halving_doubling(b, coll, group, size, HalvingDoubling::AllReduce, entry)
             }
@@ -434,6 +433,7 @@ impl<'a> Cx<'a> {
             nccl: self.spec.nccl.unwrap_or_default(),
             channels: self.spec.channels,
             tree_pieces: self.pieces(op.size_bytes / 2, true),
+            chunks: self.spec.chunks,
             mtu_bytes: self.config.mtu_bytes,
             pfc: self.config.pfc,
         };

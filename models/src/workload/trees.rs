@@ -40,7 +40,8 @@
 //!   or 0 under 4 (tree 1)
 //! ```
 
-use super::algorithms::{after_entry, part, HostTasks, Pieces};
+use super::algorithms::{after_entry, part, HostTasks};
+use super::spec::TREE_CHUNK_BYTES;
 use super::{Builder, NONE};
 use netsim_topo::{NodeIndex, Topology};
 
@@ -173,60 +174,102 @@ pub fn chain_servers(topo: &Topology, group: &[NodeIndex]) -> Option<Vec<Vec<Nod
 /// of every chunk up to its root and broadcasting it back down. Each edge
 /// sends its chunks in order, as NCCL's one connection per peer and
 /// channel does, so a chunk moves up while the previous one comes down.
+/// `chunks` pieces, or NCCL's chunking when `None` ([`nccl_chunks`]).
+/// False, with the builder refusing, when the trees would take more flows
+/// than tasks may be.
 pub fn double_binary_tree(
     b: &mut Builder,
     coll: u32,
     group: &[NodeIndex],
     size_bytes: u64,
-    pieces: Pieces,
+    channels: u32,
+    chunks: Option<u32>,
     entry: &HostTasks,
-) {
-    let trees = TreePipeline::new(group, pieces.channels);
-    all_reduce(b, coll, trees, size_bytes, pieces.chunks, entry);
+) -> bool {
+    let trees = TreePipeline::new(group, channels);
+    let depth = nccl_depth(group.len(), group.len());
+    all_reduce(b, coll, trees, size_bytes, chunks, depth, entry)
 }
 
 /// NCCL's tree all-reduce over whole servers ([`chain_servers`]): per
 /// local rank `h`, a chain through each server from GPU `h` and NCCL's two
 /// trees among the servers' GPU `h` over rail `h` ([`chained`]), so
-/// `2 x local` trees (whole rounds of them when `pieces.channels` asks
-/// for more), each with its share. False, with the builder refusing, when
-/// the trees would take more flows than tasks may be.
+/// `2 x local` trees (whole rounds of them when `channels` asks for more),
+/// each with its share, in `chunks` pieces or NCCL's ([`nccl_chunks`]).
+/// False, with the builder refusing, when the trees would take more flows
+/// than tasks may be.
 pub fn server_double_binary_tree(
     b: &mut Builder,
     coll: u32,
     servers: &[Vec<NodeIndex>],
     size_bytes: u64,
-    pieces: Pieces,
+    channels: u32,
+    chunks: Option<u32>,
     entry: &HostTasks,
 ) -> bool {
-    let trees = TreePipeline::on_servers(servers, pieces.channels);
-    let members = trees.group.len() as u64;
-    let flows = (trees.shapes.len() as u64 * u64::from(pieces.chunks))
-        .saturating_mul(2 * members.saturating_sub(1));
-    if flows > b.max_tasks() {
-        b.refuse();
-        return false;
-    }
-    all_reduce(b, coll, trees, size_bytes, pieces.chunks, entry);
-    true
+    let trees = TreePipeline::on_servers(servers, channels);
+    let depth = nccl_depth(trees.group.len(), servers.len());
+    all_reduce(b, coll, trees, size_bytes, chunks, depth, entry)
 }
 
-/// `size_bytes` all-reduced over `trees` in `chunks` pieces, in order.
+/// NCCL's estimate of its trees' depth (NCCL 2.19 `connectTrees`):
+/// `ranks / nodes - 1 + log2i(nodes)`, the chain inside a node and the
+/// trees among the nodes.
+pub fn nccl_depth(ranks: usize, nodes: usize) -> u64 {
+    let nodes = nodes.max(1);
+    (ranks / nodes) as u64 - 1 + u64::from(nodes.ilog2())
+}
+
+/// NCCL 2.19's chunk of a tree all-reduce in Simple (`src/enqueue.cc`,
+/// `computeColl`): one step of the 4 MiB buffer, 512 KiB, halved while
+/// each of the `channels` trees would take fewer than `8 x depth` chunks
+/// (down to 128 KiB), fewer than `4 x depth` (down to 64 KiB), fewer than
+/// `depth` (down to 32 KiB): small buffers in small chunks, so that the
+/// pipeline fills.
+pub fn nccl_chunk_bytes(size_bytes: u64, channels: u64, depth: u64) -> u64 {
+    let mut chunk = TREE_CHUNK_BYTES;
+    for (rounds, floor) in [(8, 128 << 10), (4, 64 << 10), (1, 32 << 10)] {
+        while size_bytes / (channels.max(1) * chunk) < rounds * depth && chunk > floor {
+            chunk /= 2;
+        }
+    }
+    chunk
+}
+
+/// Pieces of `size_bytes` over `trees` trees of NCCL's `depth`: one chunk
+/// of [`nccl_chunk_bytes`] per tree and piece.
+pub fn nccl_chunks(size_bytes: u64, trees: u64, depth: u64) -> u32 {
+    let per_piece = trees.max(1) * nccl_chunk_bytes(size_bytes, trees, depth);
+    size_bytes.div_ceil(per_piece).clamp(1, u64::from(u32::MAX)) as u32
+}
+
+/// `size_bytes` all-reduced over `trees` in `chunks` pieces (NCCL's for
+/// trees of `depth` when `None`), in order; false, with the builder
+/// refusing, when they would take more flows than tasks may be.
 fn all_reduce(
     b: &mut Builder,
     coll: u32,
     mut trees: TreePipeline,
     size_bytes: u64,
-    chunks: u32,
+    chunks: Option<u32>,
+    depth: u64,
     entry: &HostTasks,
-) {
-    let chunks = u64::from(chunks);
+) -> bool {
+    let count = trees.shapes.len() as u64;
+    let chunks = u64::from(chunks.unwrap_or_else(|| nccl_chunks(size_bytes, count, depth)));
+    let members = trees.group.len() as u64;
+    let flows = (count * chunks).saturating_mul(2 * members.saturating_sub(1));
+    if flows > b.max_tasks() {
+        b.refuse();
+        return false;
+    }
     for chunk in 0..chunks {
         if b.over() {
-            return;
+            return true;
         }
         trees.piece(b, coll, part(size_bytes, chunks, chunk), entry);
     }
+    true
 }
 
 /// Per position, every flow so far up to its parent and down from it, and
@@ -373,6 +416,39 @@ mod tests {
 
     fn parents(t: &Tree) -> Vec<Option<usize>> {
         t.parent.clone()
+    }
+
+    /// NCCL 2.19's depth estimate (`connectTrees`) and its chunk
+    /// (`computeColl`), worked by hand: 2 servers of 8 GPUs are depth
+    /// 7 + 1; 16 MiB over 16 trees halves 512 KiB twice (2, 4 < 64
+    /// chunks a tree) to 128 KiB, then once (8 < 32) to 64 KiB; 1 MiB goes
+    /// down to the 32 KiB floor; 4 GiB keeps 512 KiB (512 >= 64).
+    #[test]
+    fn nccl_chunks_follow_enqueue() {
+        assert_eq!(nccl_depth(16, 2), 8);
+        assert_eq!(nccl_depth(32, 4), 9);
+        assert_eq!(nccl_depth(8, 8), 3, "one rank a node: log2 of the nodes");
+        assert_eq!(nccl_depth(12, 12), 3);
+        let k = 1u64 << 10;
+        let chunk = |size: u64, trees: u64, depth: u64| nccl_chunk_bytes(size, trees, depth) / k;
+        assert_eq!(chunk(16 << 20, 16, 8), 64);
+        assert_eq!(chunk(1 << 20, 16, 8), 32);
+        assert_eq!(
+            chunk(256 << 20, 16, 8),
+            256,
+            "64 chunks a tree stops the halving"
+        );
+        assert_eq!(chunk(4 << 30, 16, 9), 512);
+        assert_eq!(
+            chunk(16 << 20, 2, 2),
+            512,
+            "4 hosts: 16 chunks a tree, 2 x 8"
+        );
+        assert_eq!(chunk(16 << 20, 2, 3), 256, "8 hosts: 16 < 24, once");
+        assert_eq!(nccl_chunks(16 << 20, 16, 8), 16);
+        assert_eq!(nccl_chunks(1 << 20, 16, 8), 2);
+        assert_eq!(nccl_chunks(4 << 30, 16, 9), 512);
+        assert_eq!(nccl_chunks(1000, 2, 1), 1);
     }
 
     /// `ncclGetBtree`'s illustration, 14 ranks: 0-8, 8-{4,12}, 4-{2,6},

@@ -583,9 +583,10 @@ fn double_binary_tree_moves_nccls_share_through_each_nic() {
 /// The double binary tree's alpha-beta time on a star of `n` hosts at
 /// 100 Gb/s: the busiest NIC's bytes (2 halves of the buffer each way
 /// from 4 hosts, 1 on 2) at the links' payload rate, plus the pipeline's
-/// fill: one 512 KiB chunk and one hop's latency for each of the
-/// `2 x depth` hops from the leaves up to the root and back (depth 1 on 2
-/// hosts, 2 on 4, 3 on 8: NCCL's root has one child).
+/// fill: one of NCCL's chunks (512 KiB; 256 KiB on 8 hosts, where a tree
+/// would take fewer than `8 x depth` of 512 KiB) and one hop's latency for
+/// each of the `2 x depth` hops from the leaves up to the root and back
+/// (depth 1 on 2 hosts, 2 on 4, 3 on 8: NCCL's root has one child).
 #[test]
 fn double_binary_tree_all_reduce_matches_its_alpha_beta_time() {
     let size = 16u64 << 20;
@@ -597,7 +598,9 @@ fn double_binary_tree_all_reduce_matches_its_alpha_beta_time() {
         let spec = WorkloadSpec::single(op(CollectiveOp::AllReduce, Algorithm::Tree, size));
         let measured = duration_ns(&star(n), &spec, config.clone()) as f64;
         let beta_ns = ns(halves * size / 2);
-        let hop_ns = ns(512 << 10) + 2.0 * LINK_NS as f64 + serialization_ns(mtu + header);
+        // One of NCCL's chunks a hop: 512 KiB, 256 KiB at depth 3.
+        let chunk = netsim_models::workload::trees::nccl_chunk_bytes(size, 2, depth);
+        let hop_ns = ns(chunk) + 2.0 * LINK_NS as f64 + serialization_ns(mtu + header);
         let expected = beta_ns + 2.0 * depth as f64 * hop_ns;
         let error = (measured - expected).abs() / expected;
         assert!(

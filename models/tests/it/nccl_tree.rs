@@ -57,8 +57,8 @@ fn tree_on_servers_chains_inside_and_crosses_on_rails() {
         let w = netsim_models::workload::build(&spec, &topo, &lossless()).unwrap();
         let label = if nccl { "tree/simple" } else { "tree" };
         assert_eq!(w.collectives[0].algorithm, label);
-        // 64 chunks (half the buffer in 512 KiB), 16 trees, every tree
-        // edge once each way.
+        // 64 chunks (NCCL's 64 KiB a tree at depth 7 + 2), 16 trees,
+        // every tree edge once each way.
         assert_eq!(w.flows.len(), 64 * 16 * 2 * (gpus - 1), "nccl: {nccl}");
         let (mut nic, mut nvlink) = (vec![[0u64; 2]; gpus], vec![[0u64; 2]; gpus]);
         for f in &w.flows {
@@ -79,6 +79,38 @@ fn tree_on_servers_chains_inside_and_crosses_on_rails() {
             .collect();
         assert_eq!(nic, rails, "nccl: {nccl}");
         assert_eq!(nvlink, vec![[2 * 7 * size / 8; 2]; gpus], "nccl: {nccl}");
+    }
+}
+
+/// Every flow of the chained tree is one of NCCL 2.19's chunks
+/// (`computeColl`: 512 KiB halved while a tree would take fewer than
+/// `8 x depth`, `4 x depth`, `depth` chunks; depth `7 + log2 2 = 8` on 2
+/// servers of 8): 32 KiB at 1 MiB, 64 KiB at 16 MiB, 256 KiB at 256 MiB,
+/// with and without NCCL's model, and `size / (16 x chunk)` pieces. The
+/// old rule, half the buffer in 512 KiB pieces (at most 64), made 512 KiB
+/// flows at 256 MiB.
+#[test]
+fn chained_tree_flows_are_nccls_chunks() {
+    let topo = netsim_topo::build(&TopoSpec::Simai(spectrum_x(16))).unwrap();
+    for (size, chunk) in [
+        (1u64 << 20, 32u64 << 10),
+        (16 << 20, 64 << 10),
+        (256 << 20, 256 << 10),
+    ] {
+        for nccl in [true, false] {
+            let w =
+                netsim_models::workload::build(&tree_spec(size, nccl), &topo, &lossless()).unwrap();
+            let pieces = (size / (16 * chunk)) as usize;
+            assert_eq!(
+                w.flows.len(),
+                pieces * 16 * 2 * 15,
+                "{size} B, nccl: {nccl}"
+            );
+            assert!(
+                w.flows.iter().all(|f| f.size_bytes == chunk),
+                "{size} B, nccl: {nccl}: a flow is not {chunk} B"
+            );
+        }
     }
 }
 

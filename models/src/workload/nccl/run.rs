@@ -17,8 +17,11 @@ pub struct Ctx<'a> {
     /// `--channels`: parallel rings at least (rails set the least over
     /// whole servers).
     pub channels: u32,
-    /// Chunking of a tree's halves.
+    /// Chunking of a tree's halves (NVLS-Tree's trees among the servers).
     pub tree_pieces: Pieces,
+    /// Pieces of a tree all-reduce, as asked (`--chunks`); NCCL's when
+    /// `None`.
+    pub chunks: Option<u32>,
     /// NVLS streams chunks of this size (the fabric's MTU).
     pub mtu_bytes: u32,
     /// NVLS, as in-network aggregation, needs a lossless fabric.
@@ -207,12 +210,19 @@ fn build(
             };
             algo::ring(b, coll, group, size, steps, pieces, entry);
         }
-        (NcclAlgo::Tree, _) => match trees::chain_servers(cx.topo, group) {
-            Some(servers) => {
-                trees::server_double_binary_tree(b, coll, &servers, size, cx.tree_pieces, entry);
+        (NcclAlgo::Tree, _) => {
+            let channels = cx.tree_pieces.channels;
+            match trees::chain_servers(cx.topo, group) {
+                Some(servers) => {
+                    trees::server_double_binary_tree(
+                        b, coll, &servers, size, channels, cx.chunks, entry,
+                    );
+                }
+                None => {
+                    trees::double_binary_tree(b, coll, group, size, channels, cx.chunks, entry);
+                }
             }
-            None => trees::double_binary_tree(b, coll, group, size, cx.tree_pieces, entry),
-        },
+        }
         (NcclAlgo::Nvls, _) => {
             // Checked by the caller: one server's GPUs on its NVSwitch.
             let r = if op == CollectiveOp::AllReduce {

@@ -143,6 +143,25 @@ impl Wire for NetEvent {
                 w.u32(flow);
                 w.bool(at_source);
             }
+            NetEvent::RailEnd { flow, at_source } => {
+                w.u8(11);
+                w.u32(flow);
+                w.bool(at_source);
+            }
+            NetEvent::RailDone {
+                flow,
+                start_ps,
+                retransmitted,
+                ecn_marked,
+                cnps,
+            } => {
+                w.u8(12);
+                w.u32(flow);
+                w.u64(start_ps);
+                w.u32(retransmitted);
+                w.u32(ecn_marked);
+                w.u32(cnps);
+            }
         }
         w.pad_to(start, Self::WIRE_BYTES);
     }
@@ -200,6 +219,23 @@ impl Wire for NetEvent {
                     at_source: r.bool(),
                 },
                 6,
+            ),
+            11 => (
+                NetEvent::RailEnd {
+                    flow: r.u32(),
+                    at_source: r.bool(),
+                },
+                6,
+            ),
+            12 => (
+                NetEvent::RailDone {
+                    flow: r.u32(),
+                    start_ps: r.u64(),
+                    retransmitted: r.u32(),
+                    ecn_marked: r.u32(),
+                    cnps: r.u32(),
+                },
+                25,
             ),
             10 => {
                 r.u16();
@@ -269,6 +305,17 @@ mod tests {
             NetEvent::MemoEnd {
                 flow: 77,
                 at_source: false,
+            },
+            NetEvent::RailEnd {
+                flow: 78,
+                at_source: true,
+            },
+            NetEvent::RailDone {
+                flow: 79,
+                start_ps: 1 << 40,
+                retransmitted: 1,
+                ecn_marked: 2,
+                cnps: u32::MAX,
             },
             NetEvent::Wake {
                 port: 2,

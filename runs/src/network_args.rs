@@ -295,7 +295,8 @@ pub struct NetworkArgs {
     pub ff_scope: String,
     /// Fast-forward: on lets rail switches whose traffic is the same flow
     /// for flow as a lower one's follow it: their flows end at their
-    /// twins' instants, without packets (refused where not exact).
+    /// twins' instants, without packets (exact where the leading rail
+    /// marks no packet: a follower takes its leader's ECN marks).
     #[arg(long, default_value = "off", help_heading = "Engine")]
     pub ff_rails: String,
 }

@@ -141,14 +141,13 @@ pub enum NetEvent {
     /// A flow following its twin on a leading rail (`--ff-rails`) ends at
     /// its source or destination, at its twin's instant.
     RailEnd { flow: u32, at_source: bool },
-    /// The twin of follower `flow`, started at `start_ps`, finished with
-    /// these counters: the follower's row is written.
+    /// The twin of follower `flow`, started at `start_ps` (high, low
+    /// words: an event stays 4-aligned), finished with these counters
+    /// (retransmitted, ECN-marked, CNPs): the follower's row is written.
     RailDone {
         flow: u32,
-        start_ps: u64,
-        retransmitted: u32,
-        ecn_marked: u32,
-        cnps: u32,
+        start_ps: [u32; 2],
+        counters: [u32; 3],
     },
     /// A frame from the handling host's SimBricks peer enters the fabric.
     ExternalSend { pkt: Packet },
@@ -400,11 +399,9 @@ impl<S: TelemetrySink> Model for Network<'_, S> {
             NetEvent::RailEnd { flow, at_source } => self.rail_end(ctx, flow, at_source),
             NetEvent::RailDone {
                 flow,
-                start_ps,
-                retransmitted,
-                ecn_marked,
-                cnps,
-            } => self.rail_done(flow, SimTime(start_ps), [retransmitted, ecn_marked, cnps]),
+                start_ps: [hi, lo],
+                counters,
+            } => self.rail_done(flow, SimTime(u64::from(hi) << 32 | u64::from(lo)), counters),
             NetEvent::ExternalSend { pkt } => self.external_send(ctx, pkt),
         }
     }

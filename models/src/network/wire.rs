@@ -151,16 +151,13 @@ impl Wire for NetEvent {
             NetEvent::RailDone {
                 flow,
                 start_ps,
-                retransmitted,
-                ecn_marked,
-                cnps,
+                counters,
             } => {
                 w.u8(12);
                 w.u32(flow);
-                w.u64(start_ps);
-                w.u32(retransmitted);
-                w.u32(ecn_marked);
-                w.u32(cnps);
+                for v in start_ps.into_iter().chain(counters) {
+                    w.u32(v);
+                }
             }
         }
         w.pad_to(start, Self::WIRE_BYTES);
@@ -230,10 +227,8 @@ impl Wire for NetEvent {
             12 => (
                 NetEvent::RailDone {
                     flow: r.u32(),
-                    start_ps: r.u64(),
-                    retransmitted: r.u32(),
-                    ecn_marked: r.u32(),
-                    cnps: r.u32(),
+                    start_ps: [r.u32(), r.u32()],
+                    counters: [r.u32(), r.u32(), r.u32()],
                 },
                 25,
             ),
@@ -306,17 +301,6 @@ mod tests {
                 flow: 77,
                 at_source: false,
             },
-            NetEvent::RailEnd {
-                flow: 78,
-                at_source: true,
-            },
-            NetEvent::RailDone {
-                flow: 79,
-                start_ps: 1 << 40,
-                retransmitted: 1,
-                ecn_marked: 2,
-                cnps: u32::MAX,
-            },
             NetEvent::Wake {
                 port: 2,
                 generation: 99,
@@ -379,6 +363,10 @@ mod tests {
                 },
             },
         ];
+        crosses_unchanged(&payloads);
+    }
+
+    fn crosses_unchanged(payloads: &[NetEvent]) {
         let events: Vec<Event<NetEvent>> = payloads
             .iter()
             .enumerate()
@@ -390,5 +378,20 @@ mod tests {
         }
         let back: Vec<Event<NetEvent>> = decode_events(&bytes).collect();
         assert_eq!(back, events);
+    }
+
+    #[test]
+    fn rail_replay_events_cross_unchanged() {
+        crosses_unchanged(&[
+            NetEvent::RailEnd {
+                flow: 78,
+                at_source: true,
+            },
+            NetEvent::RailDone {
+                flow: 79,
+                start_ps: [1 << 8, 7],
+                counters: [1, 2, u32::MAX],
+            },
+        ]);
     }
 }

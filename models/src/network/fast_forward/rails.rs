@@ -357,12 +357,16 @@ impl<S: TelemetrySink> Network<'_, S> {
         let Some(followers) = r.followers.get(&s.flow) else {
             return;
         };
+        let word = |v: u64| v.min(u64::from(u32::MAX)) as u32;
+        let start = s.start.as_ps();
         let done = |flow| NetEvent::RailDone {
             flow,
-            start_ps: s.start.as_ps(),
-            retransmitted: s.retransmitted_pkts.min(u64::from(u32::MAX)) as u32,
-            ecn_marked: s.ecn_marked_pkts.min(u64::from(u32::MAX)) as u32,
-            cnps: s.cnps.min(u64::from(u32::MAX)) as u32,
+            start_ps: [(start >> 32) as u32, start as u32],
+            counters: [
+                word(s.retransmitted_pkts),
+                word(s.ecn_marked_pkts),
+                word(s.cnps),
+            ],
         };
         for &f in followers {
             let src = self.fabric.workload.flows[f as usize].src;

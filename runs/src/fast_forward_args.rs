@@ -49,5 +49,13 @@ pub(crate) fn summary(
         "memo_events_avoided": stats.memo_events_avoided,
         "memo_path_hits": stats.memo_path_hits,
         "memo_sandbox_events": stats.memo_sandbox_events,
+        "rails": fabric.config.fast_forward.is_some_and(|f| f.rails),
+        "rails_classes": fabric
+            .config
+            .fast_forward
+            .is_some_and(|f| f.rails)
+            .then(|| netsim_models::network::rail_classes(fabric)),
+        "rail_followed": stats.rail_followed,
+        "rail_diverged": stats.rail_diverged,
     })
 }

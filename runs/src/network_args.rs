@@ -293,6 +293,12 @@ pub struct NetworkArgs {
     /// of the run goes on; run jumps only when the whole run is steady.
     #[arg(long, default_value = "run", help_heading = "Engine")]
     pub ff_scope: String,
+    /// Fast-forward: on lets rail switches whose traffic is the same flow
+    /// for flow as a lower one's follow it: their flows end at their
+    /// twins' instants, without packets (exact where the leading rail
+    /// marks no packet: a follower takes its leader's ECN marks).
+    #[arg(long, default_value = "off", help_heading = "Engine")]
+    pub ff_rails: String,
 }
 
 /// The effective network parameters of a run, for `run.json`: the profile

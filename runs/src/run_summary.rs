@@ -66,6 +66,8 @@ impl Outcome {
             stats.memo_sandbox_events,
             stats.sender_slots,
             stats.memo_path_hits,
+            stats.rail_followed,
+            stats.rail_diverged,
         ]);
         words.extend(&self.events_per_shard);
         words
@@ -116,6 +118,8 @@ impl Totals {
             memo_sandbox_events: sum(23),
             sender_slots: sum(24),
             memo_path_hits: sum(25),
+            rail_followed: sum(26),
+            rail_diverged: sum(27),
         };
         let ranks_json = per_rank
             .iter()
@@ -143,7 +147,7 @@ impl Totals {
             skipped_ps: per_rank[0][16],
             skips: per_rank[0][17],
             events_avoided: sum(18),
-            events_per_shard: per_rank.iter().flat_map(|r| &r[26..]).copied().collect(),
+            events_per_shard: per_rank.iter().flat_map(|r| &r[28..]).copied().collect(),
             ranks_json,
         }
     }

@@ -324,6 +324,9 @@ pub struct FastForward {
     /// [`FastForward::WINDOW_PERIODS`] periods. At a short period it keeps
     /// the window longer than DCQCN's oscillation.
     pub window: Option<SimTime>,
+    /// Rail replay (`--ff-rails`): rail switches carrying the same flows as
+    /// a lower one follow it instead of simulating their packets.
+    pub rails: bool,
 }
 
 impl FastForward {
@@ -348,6 +351,7 @@ impl Default for FastForward {
             congested: false,
             domains: false,
             window: None,
+            rails: false,
         }
     }
 }

@@ -63,6 +63,7 @@ pub use crate::workload::progress::CollectiveSpan;
 pub(crate) use aggregation::{chunk_tail, ideal_stream};
 pub use external::{host_mac, mac_host, ExternalPorts};
 pub use fabric::{ideal_fct, Fabric};
+pub use fast_forward::rail_classes;
 
 /// What a packet-level run holds per flow in flight at its source, a
 /// generous estimate for the memory check: the sender in its slot, its
@@ -137,6 +138,17 @@ pub enum NetEvent {
     /// its destination; or any RoCE flow at its destination once its
     /// sender has the last ACK (`recv_complete_at_ack`).
     MemoEnd { flow: u32, at_source: bool },
+    /// A flow following its twin on a leading rail (`--ff-rails`) ends at
+    /// its source or destination, at its twin's instant.
+    RailEnd { flow: u32, at_source: bool },
+    /// The twin of follower `flow`, started at `start_ps` (high, low
+    /// words: an event stays 4-aligned), finished with these counters
+    /// (retransmitted, ECN-marked, CNPs): the follower's row is written.
+    RailDone {
+        flow: u32,
+        start_ps: [u32; 2],
+        counters: [u32; 3],
+    },
     /// A frame from the handling host's SimBricks peer enters the fabric.
     ExternalSend { pkt: Packet },
 }
@@ -384,6 +396,12 @@ impl<S: TelemetrySink> Model for Network<'_, S> {
             NetEvent::InaEmit { op, chunk, in_port } => self.ina_emit(ctx, op, chunk, in_port),
             NetEvent::Fault { fault } => self.apply_fault(ctx, fault),
             NetEvent::MemoEnd { flow, at_source } => self.memo_end(ctx, flow, at_source),
+            NetEvent::RailEnd { flow, at_source } => self.rail_end(ctx, flow, at_source),
+            NetEvent::RailDone {
+                flow,
+                start_ps: [hi, lo],
+                counters,
+            } => self.rail_done(flow, SimTime(u64::from(hi) << 32 | u64::from(lo)), counters),
             NetEvent::ExternalSend { pkt } => self.external_send(ctx, pkt),
         }
     }

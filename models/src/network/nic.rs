@@ -58,7 +58,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         if let Some(info) = self.flow_info(flow) {
             self.span_started(info.collective, ctx.now());
         }
-        if self.memo_flow_start(ctx, i, flow) {
+        if self.memo_flow_start(ctx, i, flow) || self.rail_flow_start(ctx, i) {
             return;
         }
         if self.transport.senders[i].ina_op != NO_TASK {
@@ -429,6 +429,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         self.ff.sender_finished(flow);
         self.qp_unschedule(ctx, i);
         self.record_flow(i);
+        self.rail_leader_finished(ctx, i);
         if let Some(info) = self.flow_info(flow) {
             let config = &self.fabric.config;
             if config.recv_complete_at_ack && config.transport == Transport::Roce {

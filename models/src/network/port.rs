@@ -348,14 +348,20 @@ impl<S: TelemetrySink> Network<'_, S> {
             p.counters.error_dropped_pkts += 1;
             return;
         }
-        ctx.send(
+        let (peer, peer_port, delay) = (
             p.link.peer,
+            p.link.peer_port,
             serialization + p.link.latency,
+        );
+        ctx.send(
+            peer,
+            delay,
             NetEvent::Arrive {
-                port: p.link.peer_port,
+                port: peer_port,
                 pkt,
             },
         );
+        self.rail_mirror(ctx, &pkt, delay);
     }
 
     /// Port `port` finished serialising: its owner sends the next packet.

@@ -36,6 +36,10 @@ pub struct NetStats {
     /// Packet level: the sender slots the shards' slabs grew to, each the
     /// most flows its hosts had started and not finished at once.
     pub sender_slots: u64,
+    /// Rail replay: flows that followed a twin, and those that did not
+    /// start at their twin's instant (the replay then differs).
+    pub rail_followed: u64,
+    pub rail_diverged: u64,
 }
 
 impl std::ops::AddAssign for NetStats {
@@ -53,6 +57,8 @@ impl std::ops::AddAssign for NetStats {
         self.memo_path_hits += o.memo_path_hits;
         self.memo_sandbox_events += o.memo_sandbox_events;
         self.sender_slots += o.sender_slots;
+        self.rail_followed += o.rail_followed;
+        self.rail_diverged += o.rail_diverged;
     }
 }
 

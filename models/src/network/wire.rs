@@ -143,6 +143,22 @@ impl Wire for NetEvent {
                 w.u32(flow);
                 w.bool(at_source);
             }
+            NetEvent::RailEnd { flow, at_source } => {
+                w.u8(11);
+                w.u32(flow);
+                w.bool(at_source);
+            }
+            NetEvent::RailDone {
+                flow,
+                start_ps,
+                counters,
+            } => {
+                w.u8(12);
+                w.u32(flow);
+                for v in start_ps.into_iter().chain(counters) {
+                    w.u32(v);
+                }
+            }
         }
         w.pad_to(start, Self::WIRE_BYTES);
     }
@@ -200,6 +216,21 @@ impl Wire for NetEvent {
                     at_source: r.bool(),
                 },
                 6,
+            ),
+            11 => (
+                NetEvent::RailEnd {
+                    flow: r.u32(),
+                    at_source: r.bool(),
+                },
+                6,
+            ),
+            12 => (
+                NetEvent::RailDone {
+                    flow: r.u32(),
+                    start_ps: [r.u32(), r.u32()],
+                    counters: [r.u32(), r.u32(), r.u32()],
+                },
+                25,
             ),
             10 => {
                 r.u16();
@@ -332,6 +363,10 @@ mod tests {
                 },
             },
         ];
+        crosses_unchanged(&payloads);
+    }
+
+    fn crosses_unchanged(payloads: &[NetEvent]) {
         let events: Vec<Event<NetEvent>> = payloads
             .iter()
             .enumerate()
@@ -343,5 +378,20 @@ mod tests {
         }
         let back: Vec<Event<NetEvent>> = decode_events(&bytes).collect();
         assert_eq!(back, events);
+    }
+
+    #[test]
+    fn rail_replay_events_cross_unchanged() {
+        crosses_unchanged(&[
+            NetEvent::RailEnd {
+                flow: 78,
+                at_source: true,
+            },
+            NetEvent::RailDone {
+                flow: 79,
+                start_ps: [1 << 8, 7],
+                counters: [1, 2, u32::MAX],
+            },
+        ]);
     }
 }

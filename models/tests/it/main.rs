@@ -16,6 +16,7 @@ mod dpu;
 mod fast_forward;
 mod faults;
 mod ff_domains;
+mod ff_rails;
 mod flow_ina;
 mod flow_level;
 mod fold;

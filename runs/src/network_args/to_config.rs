@@ -182,6 +182,7 @@ impl NetworkArgs {
         }
         let memo = on_off("ff-memo", &self.ff_memo)?;
         let congested = on_off("ff-congested", &self.ff_congested)?;
+        let rails = on_off("ff-rails", &self.ff_rails)?;
         let domains = match self.ff_scope.as_str() {
             "run" => false,
             "domain" => true,
@@ -196,6 +197,7 @@ impl NetworkArgs {
             congested,
             domains,
             window: (window != SimTime::ZERO).then_some(window),
+            rails,
         }))
     }
 

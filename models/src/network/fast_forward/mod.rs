@@ -12,6 +12,10 @@
 //! | `memo_seen`           | `tasks.rs`                | a host saw a task complete  |
 //! | `memo_pfc`            | `port.rs`                 | a PFC frame arrived         |
 //! | `memo_draw`           | `switch.rs`               | a random draw was taken     |
+//! | `rail_flow_start`     | `nic.rs`                  | a flow starts (true: it follows a twin) |
+//! | `rail_mirror`         | `port.rs`                 | a packet leaves a port      |
+//! | `rail_leader_finished`| `nic.rs`                  | a sender finished           |
+//! | `rail_end`, `rail_done` | the `RailEnd`, `RailDone` events | a follower ends, its row |
 //! | `ff_*`, `memo_agree`  | the engine's skip hooks   | check instants and jumps    |
 //!
 //! and for samples, [`FastForwarding::unsent_bytes`] and
@@ -24,6 +28,7 @@ mod domain_wait;
 mod domains;
 mod jumps;
 mod memo;
+mod rails;
 
 use super::config::FastForward;
 use super::Network;
@@ -37,6 +42,15 @@ pub(crate) fn bytes_per_port_and_sender(config: Option<FastForward>) -> (u64, u6
     config.map_or((0, 0), |ff| jumps::Steady::bytes_per_port_and_sender(&ff))
 }
 
+/// For `run.json`: how many flows of `fabric` follow a twin under
+/// `--ff-rails on`, or why none does.
+pub fn rail_classes(fabric: &super::Fabric) -> String {
+    match rails::Rails::build(fabric) {
+        rails::Built::Rails(r) => format!("{} flows follow a twin", r.follower_count()),
+        rails::Built::Refused(why) => why.to_string(),
+    }
+}
+
 /// A shard's fast-forward state: jumps' samples and memoization, each
 /// `None` when off.
 #[derive(Debug)]
@@ -45,6 +59,8 @@ pub(crate) struct FastForwarding {
     memo: Option<memo::Memo>,
     /// Per-domain jumps (`--ff-scope domain`).
     domains: Option<domains::Domains>,
+    /// Rail replay (`--ff-rails on`; `None` too where refused).
+    rails: Option<rails::Rails>,
 }
 
 impl FastForwarding {
@@ -70,10 +86,17 @@ impl FastForwarding {
             let nodes = fabric.topo.node_count() as usize;
             domains::Domains::new(workload.flows.len(), workload.tasks.len(), nodes, ports)
         });
+        let rails = config
+            .filter(|ff| ff.rails)
+            .and_then(|_| match rails::Rails::build(fabric) {
+                rails::Built::Rails(r) => Some(r),
+                rails::Built::Refused(_) => None,
+            });
         FastForwarding {
             steady,
             memo,
             domains,
+            rails,
         }
     }
 

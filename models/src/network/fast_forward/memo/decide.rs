@@ -368,7 +368,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         for (d, mut canon) in canons.into_iter().enumerate() {
             let (ports, tasks) = (canon.ports.len(), canon.tasks.len());
             let row = &agreed[base[d]..base[d] + 1 + ports + tasks];
-            if row[0] != 0 || row[1 + ports..].contains(&0) {
+            if row[0] != 0 || row[1 + ports..].contains(&0) || self.rails_hold(&canon.tasks) {
                 continue;
             }
             let at = canon.key.len() + ports;

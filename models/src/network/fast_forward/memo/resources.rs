@@ -54,7 +54,12 @@ pub(in crate::network::fast_forward) fn port_resource(
 
 /// The port a host sends flow `flow` to `dst` on (ECMP over its uplinks,
 /// as `host_port_toward` picks on a fault-free fabric).
-pub(super) fn first_port(fabric: &Fabric, flow: u32, src: u32, dst: u32) -> u16 {
+pub(in crate::network::fast_forward) fn first_port(
+    fabric: &Fabric,
+    flow: u32,
+    src: u32,
+    dst: u32,
+) -> u16 {
     let hops = fabric.routing.next_hops(src, dst);
     let n = hops.len();
     let pick = if n == 1 {
@@ -76,7 +81,7 @@ pub(super) fn flow_ports(fabric: &Fabric, flow: u32, out: &mut Vec<(u32, u16)>) 
 
 /// The ports (node, port) a packet of flow `flow` from `src` to `dst`
 /// leaves by, on a fault-free fabric with hash ECMP.
-pub(super) fn static_path(
+pub(in crate::network::fast_forward) fn static_path(
     fabric: &Fabric,
     flow: u32,
     src: u32,

@@ -110,6 +110,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         sandbox.config.fast_forward = self.fabric.config.fast_forward.map(|ff| FastForward {
             memo: false,
             domains: false,
+            rails: false,
             ..ff
         });
         sandbox.config.sample_period = SimTime::ZERO;

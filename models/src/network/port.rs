@@ -518,6 +518,37 @@ mod tests {
     use super::*;
     use netsim_engine::NodeRng;
 
+    /// A port's `nonempty` bits, which switch senders read instead of the
+    /// queues' lines, say exactly which of its queues hold packets through
+    /// seeded random pushes and pops at both priorities.
+    #[test]
+    fn port_bits_follow_its_queues() {
+        for seed in 0..10 {
+            let mut rng = NodeRng::new(seed, NodeId(5));
+            let mut port = Port::new(NodeId(1), 0, 100_000_000_000, SimTime(1_000));
+            let mut reference = [VecDeque::new(), VecDeque::new()];
+            for psn in 0..5_000 {
+                let prio = rng.below(2) as usize;
+                match rng.below(8) {
+                    0..=3 => {
+                        port.push_back(prio, Packet::test_data(1, psn));
+                        reference[prio].push_back(Packet::test_data(1, psn));
+                    }
+                    4 => assert_eq!(port.pop_front(prio), reference[prio].pop_front()),
+                    5 | 6 => {
+                        assert_eq!(port.take_front(prio), reference[prio].pop_front());
+                        port.refill_front(prio);
+                    }
+                    _ => assert_eq!(port.pop_back(prio), reference[prio].pop_back()),
+                }
+                for (prio, queue) in reference.iter().enumerate() {
+                    assert_eq!(port.has_queued(prio), !queue.is_empty());
+                }
+                assert_eq!(port.any_queued(), reference.iter().any(|q| !q.is_empty()));
+            }
+        }
+    }
+
     /// Seeded random pushes, pops from either end and the switch's
     /// take-then-refill against a `VecDeque`: the same packets in the same
     /// order, the same emptiness, through fills and drains.

@@ -187,7 +187,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         s.line_rate_bps = line_rate_bps;
         s.next_send = ctx.now();
         s.ideal_fct = ideal;
-        self.ports[gport].host.flows.push(i as u32);
+        self.hosts[gport].flows.push(i as u32);
         self.host_try_send(ctx, port);
     }
 

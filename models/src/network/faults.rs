@@ -21,11 +21,10 @@ use crate::telemetry::{PfcEvent, PfcRecord, TelemetrySink};
 use netsim_engine::{Context, NodeId, SimTime};
 use netsim_topo::{NextHops, Routing, Topology};
 
-/// A link direction's health: the faults holding it down and its bit errors.
+/// A link direction's health besides the faults holding it down
+/// (`Port::down_causes`, read on every hop): when it last failed, its bit errors.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct LinkHealth {
-    /// Faults holding the link down (0: it works).
-    pub down_causes: u8,
     /// When the link last failed (`ZERO` if never; a failure at time 0
     /// leaves nothing on the wire to lose).
     pub last_down: SimTime,
@@ -163,8 +162,7 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
                 FaultKind::LinkUp | FaultKind::NodeUp => self.port_up(ctx, port),
                 FaultKind::LinkRate => {
                     let gport = self.port_index(ctx.local_index(), port);
-                    let state = &mut self.ports[gport];
-                    state.link.rate_bps = f.rate_bps;
+                    self.ports[gport].link.rate_bps = f.rate_bps;
                     if fabric.config.degraded_queue_scales {
                         // htsim's failed link: queue and ECN thresholds
                         // shrink with the rate, so the queue's delay stays.
@@ -172,9 +170,10 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
                         let scale =
                             |b: u64| (b as f64 * f.rate_bps as f64 / nominal_bps as f64) as u64;
                         let ecn = fabric.config.ecn_for(nominal_bps);
-                        state.ecn.kmin_bytes = scale(ecn.kmin_bytes);
-                        state.ecn.kmax_bytes = scale(ecn.kmax_bytes);
-                        state.health.queue_limit_bytes = fabric.config.port_buffer_bytes.map(scale);
+                        self.ecn[gport].kmin_bytes = scale(ecn.kmin_bytes);
+                        self.ecn[gport].kmax_bytes = scale(ecn.kmax_bytes);
+                        self.health[gport].queue_limit_bytes =
+                            fabric.config.port_buffer_bytes.map(scale);
                     }
                 }
             }
@@ -190,20 +189,19 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
         let now = ctx.now();
         let switch = !self.is_host(ctx.node());
         let p = &mut self.ports[gport];
-        p.health.down_causes = p.health.down_causes.saturating_add(1);
-        if p.health.down_causes > 1 {
+        p.down_causes = p.down_causes.saturating_add(1);
+        if p.down_causes > 1 {
             return;
         }
-        p.health.last_down = now;
+        self.health[gport].last_down = now;
         self.ingress[gport].pause_sent = false;
         let p = &mut self.ports[gport];
-        let was_paused = std::mem::replace(&mut p.pause.paused, false);
+        let was_paused = std::mem::replace(&mut p.paused, false);
         for prio in 0..PRIORITIES {
-            while let Some(pkt) = self.ports[gport].egress.queues[prio].pop_front() {
+            while let Some(pkt) = self.ports[gport].pop_front(prio) {
                 let wire = u64::from(pkt.wire_bytes);
-                let p = &mut self.ports[gport];
-                p.egress.queued_bytes[prio] -= wire;
-                p.counters.dropped_pkts[prio] += 1;
+                self.ports[gport].egress.queued_bytes[prio] -= wire;
+                self.port_side[gport].counters.dropped_pkts[prio] += 1;
                 if switch {
                     self.buffers[local].used_bytes -= wire;
                     if prio == PRIO_DATA {
@@ -214,7 +212,7 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
             }
         }
         if was_paused {
-            let since = self.ports[gport].pause.since;
+            let since = self.port_side[gport].pause_since;
             self.sink.pfc(PfcRecord {
                 time_ns: now.as_ns(),
                 node: ctx.node().0,
@@ -238,8 +236,8 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
     fn port_up(&mut self, ctx: &mut Context<'_, NetEvent>, port: u16) {
         let gport = self.port_index(ctx.local_index(), port);
         let p = &mut self.ports[gport];
-        p.health.down_causes = p.health.down_causes.saturating_sub(1);
-        if p.health.down_causes == 0 {
+        p.down_causes = p.down_causes.saturating_sub(1);
+        if p.down_causes == 0 {
             if self.is_host(ctx.node()) {
                 self.host_try_send(ctx, port);
             } else {
@@ -254,7 +252,7 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
     fn move_queue_pairs(&mut self, ctx: &mut Context<'_, NetEvent>, port: u16) {
         let local = ctx.local_index();
         let gport = self.port_index(local, port);
-        let flows = std::mem::take(&mut self.ports[gport].host.flows);
+        let flows = std::mem::take(&mut self.hosts[gport].flows);
         let mut stay = Vec::new();
         for &i in &flows {
             let s = &mut self.transport.senders[i as usize];
@@ -289,10 +287,10 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
             }
             self.transport.senders[i as usize].port = to;
             let gto = self.port_index(local, to);
-            self.ports[gto].host.flows.push(i);
+            self.hosts[gto].flows.push(i);
             self.host_try_send(ctx, to);
         }
-        self.ports[gport].host.flows = stay;
+        self.hosts[gport].flows = stay;
     }
 
     /// A packet arrived over port `gport` whose link failed at some time:
@@ -300,11 +298,11 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
     #[inline(never)]
     pub(crate) fn lost_on_dead_link(&self, gport: usize, pkt: &Packet, now: SimTime) -> bool {
         let p = &self.ports[gport];
-        if p.health.down_causes != 0 {
+        if p.down_causes != 0 {
             return true;
         }
         let flight = p.link.latency + serialization(u64::from(pkt.wire_bytes), p.link.rate_bps);
-        now < p.health.last_down + flight
+        now < self.health[gport].last_down + flight
     }
 
     /// The live ports of the current host that are next hops toward host
@@ -340,7 +338,7 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
     /// forwarding check was half of `switch_receive`'s time on k=16).
     #[inline]
     pub(crate) fn port_is_down(&self, gport: usize) -> bool {
-        !self.fabric.faults.is_empty() && self.ports[gport].health.down_causes != 0
+        !self.fabric.faults.is_empty() && self.ports[gport].down_causes != 0
     }
 
     /// Whether port `gport`'s link is down or ever went down (what it
@@ -348,9 +346,8 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
     /// fault-free run, as [`Self::port_is_down`].
     #[inline]
     pub(crate) fn link_ever_down(&self, gport: usize) -> bool {
-        let health = || &self.ports[gport].health;
         !self.fabric.faults.is_empty()
-            && (health().down_causes != 0 || health().last_down != SimTime::ZERO)
+            && (self.ports[gport].down_causes != 0 || self.health[gport].last_down != SimTime::ZERO)
     }
 
     /// The ECMP choice of a switch whose first pick `hops` led to a dead
@@ -390,8 +387,7 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
         hops: &[u16],
     ) -> Option<u16> {
         let local = ctx.local_index();
-        let live =
-            |p: &u16, this: &Self| this.ports[this.port_index(local, *p)].health.down_causes == 0;
+        let live = |p: &u16, this: &Self| this.ports[this.port_index(local, *p)].down_causes == 0;
         let n = hops.iter().filter(|p| live(p, self)).count();
         if n == 0 {
             return None;
@@ -431,7 +427,7 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
         }
         let ports = (self.port_base[local + 1] - self.port_base[local]) as usize;
         let live = (0..ports)
-            .filter(|&i| self.ports[lo + i].health.down_causes == 0)
+            .filter(|&i| self.ports[lo + i].down_causes == 0)
             .fold(0u64, |m, i| m | 1 << i);
         let plan = &self.fabric.faults;
         let first = plan.epoch_at(ctx.now()).map_or(0, |e| e + 1);

@@ -12,23 +12,23 @@
 //!
 //! | part           | holds (its state in `Network`)                     |
 //! |----------------|----------------------------------------------------|
-//! | `port`         | the ports (`Port`: link, egress queues, serialiser, PFC pause, counters, HPCC meter) |
-//! | `switch`       | buffer admission, ECN, PFC thresholds, egress scheduling (`buffers`, `ingress`, `Port::ecn`) |
+//! | `port`         | the ports (`Port`, three cache lines: link, serialiser, PFC pause, egress queues), and by port `tx_bytes`, `port_side` (counters, HPCC meter) |
+//! | `switch`       | buffer admission, ECN, PFC thresholds, egress scheduling (`buffers`, `ingress`, `ecn`) |
 //! | `forwarding`   | ECMP hash, per-packet spray, dragonfly routing (`Forwarding`) |
-//! | `nic`          | host port scheduling over queue pairs, pacing, CC driver (`Port::host`) |
+//! | `nic`          | host port scheduling over queue pairs, pacing, CC driver (`hosts`) |
 //! | `transport`    | queue pairs; RoCE go-back-N; UEC spraying, SACK, NSCC (`Transports`) |
 //! | `cc`           | congestion-control algorithms (pure state machines) |
 //! | `aggregation`  | in-network aggregation at switches and members (`Aggregation`) |
 //! | `tasks`        | the workload's task DAG and collective spans (`Tasks`) |
-//! | `faults`       | link failures, slow links, bit errors (`node_faults`, `Port::health`) |
+//! | `faults`       | link failures, slow links, bit errors (`node_faults`, `health`, `Port::down_causes`) |
 //! | `telemetry`    | queue and link samples, flow records (`next_sample`) |
 //! | `fast_forward` | jumps and memoization, behind hooks (`FastForwarding`) |
 //! | `fabric`, `run`| shared read-only description; running the shards   |
 //! | `common`, `config`, `packet` | ids, pure formulas, parameters, packets: leaves every part may use |
 //! | `wire`         | how events cross MPI ranks (bytes of a `NetEvent`) |
 //!
-//! The parts import each other one way (`port` holds the switch's and
-//! the NIC's per-port state; neither reaches back into `port`). Each
+//! The parts import each other one way (`port` builds the switch's and
+//! the faults' per-port state; neither reaches back into `port`). Each
 //! struct is defined beside the behaviour that owns it; its fields are
 //! visible within the network (the switch and the NIC fill a port's egress
 //! queues), except fast-forward's, which stay behind its hooks.
@@ -177,6 +177,20 @@ pub struct Network<'f, S> {
     /// port: ports of local node `i` are `ports[port_base[i]..port_base[i + 1]]`.
     port_base: Vec<u32>,
     ports: Vec<Port>,
+    /// port: per port (as `ports`), what no per-packet step reads.
+    port_side: Vec<port::PortSide>,
+    /// port: per port, the bytes it sent per priority (dense: every
+    /// transmit adds to it).
+    tx_bytes: Vec<[u64; packet::PRIORITIES]>,
+    /// switch: per port, its ECN marking thresholds (dense: every data
+    /// packet a switch queues reads them).
+    ecn: Vec<switch::EcnMarking>,
+    /// nic: per port, the queue pairs on it (hosts; empty at switches).
+    hosts: Vec<nic::HostQueue>,
+    /// faults: per port, its link's health besides `Port::down_causes`.
+    health: Vec<faults::LinkHealth>,
+    /// faults: some port of this shard loses packets to bit errors.
+    lossy_links: bool,
     /// switch: per port (as `ports`), the PFC ingress accounting of its
     /// link: dense, as every switch hop reads its in-port's.
     ingress: Vec<Ingress>,
@@ -209,7 +223,14 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
     /// State for the nodes `nodes` (increasing ids) of one shard.
     pub fn new(fabric: &'f Fabric, nodes: &[NodeId], sink: S) -> Network<'f, S> {
         let config = &fabric.config;
-        let (port_base, ports, buffers) = port::shard_ports(fabric, nodes);
+        let port::ShardPorts {
+            port_base,
+            ports,
+            buffers,
+            ecn,
+            health,
+            lossy,
+        } = port::shard_ports(fabric, nodes);
         let transport = Transports::new(fabric, nodes);
         let aggregation = Aggregation::new(fabric, nodes);
         let ff = fast_forward::FastForwarding::new(config.fast_forward, fabric, ports.len());
@@ -237,6 +258,14 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
             nodes: nodes.to_vec(),
             port_base,
             ingress: vec![Ingress::default(); ports.len()],
+            port_side: (0..ports.len())
+                .map(|_| port::PortSide::default())
+                .collect(),
+            tx_bytes: vec![[0; packet::PRIORITIES]; ports.len()],
+            hosts: (0..ports.len()).map(|_| nic::HostQueue::new()).collect(),
+            ecn,
+            health,
+            lossy_links: lossy,
             ports,
             transport,
             stats: NetStats::default(),
@@ -270,7 +299,7 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
         self.stats.sender_slots = self.transport.senders.len() as u64;
         self.record_unfinished();
         self.stats.dropped_pkts = self
-            .ports
+            .port_side
             .iter()
             .map(|p| p.counters.dropped_pkts.iter().sum::<u64>() + p.counters.error_dropped_pkts)
             .sum();
@@ -371,7 +400,7 @@ impl<S: TelemetrySink> Model for Network<'_, S> {
             NetEvent::Arrive { port, pkt } => {
                 let gport = self.port_index(local, port);
                 if self.link_ever_down(gport) && self.lost_on_dead_link(gport, &pkt, ctx.now()) {
-                    self.ports[gport].counters.dropped_pkts[pkt.priority()] += 1;
+                    self.port_side[gport].counters.dropped_pkts[pkt.priority()] += 1;
                     return;
                 }
                 if self.is_host(ctx.node()) {

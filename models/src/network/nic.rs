@@ -135,7 +135,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         }
         for p in qp_ports(port, spray_ports) {
             let gport = self.port_index(local, p);
-            self.ports[gport].host.flows.push(i as u32);
+            self.hosts[gport].flows.push(i as u32);
         }
         // Even lossless fabrics reorder under spraying: every queue pair
         // keeps the NIC's retransmission timer.
@@ -159,22 +159,23 @@ impl<S: TelemetrySink> Network<'_, S> {
             return;
         }
         let p = &mut self.ports[gport];
-        if let Some(pkt) = p.egress.queues[PRIO_CONTROL].pop_front() {
+        if let Some(pkt) = p.pop_front(PRIO_CONTROL) {
             p.egress.queued_bytes[PRIO_CONTROL] -= u64::from(pkt.wire_bytes);
             self.transmit(ctx, gport, pkt);
             self.host_continue(ctx, gport, port);
             return;
         }
-        if p.pause.paused || p.host.flows.is_empty() {
+        let host = &mut self.hosts[gport];
+        if p.paused || host.flows.is_empty() {
             return;
         }
         let config = &self.fabric.config;
         let mss = f64::from(config.mtu_bytes);
-        let n = p.host.flows.len();
+        let n = host.flows.len();
         let mut earliest = NO_WAKE;
         for k in 0..n {
-            let slot = (p.host.round_robin + k) % n;
-            let s = &mut self.transport.senders[p.host.flows[slot] as usize];
+            let slot = (host.round_robin + k) % n;
+            let s = &mut self.transport.senders[host.flows[slot] as usize];
             let next_psn = s.qp.next_psn(s.packets);
             if next_psn >= s.packets {
                 continue;
@@ -254,7 +255,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             if let CcState::Timely(t) = &mut s.cc {
                 t.on_sent(psn, now);
             }
-            p.host.round_robin = if config.qp_round_robin_after_last {
+            host.round_robin = if config.qp_round_robin_after_last {
                 slot + 1
             } else {
                 (slot + 1) % n
@@ -263,10 +264,10 @@ impl<S: TelemetrySink> Network<'_, S> {
             self.host_continue(ctx, gport, port);
             return;
         }
-        if earliest != NO_WAKE && earliest < p.host.wake_at {
-            p.host.wake_generation = p.host.wake_generation.wrapping_add(1);
-            p.host.wake_at = earliest;
-            let generation = p.host.wake_generation;
+        if earliest != NO_WAKE && earliest < host.wake_at {
+            host.wake_generation = host.wake_generation.wrapping_add(1);
+            host.wake_at = earliest;
+            let generation = host.wake_generation;
             ctx.schedule_self(earliest - now, NetEvent::Wake { port, generation });
         }
     }
@@ -280,7 +281,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         generation: u32,
     ) {
         let gport = self.port_index(ctx.local_index(), port);
-        let host = &mut self.ports[gport].host;
+        let host = &mut self.hosts[gport];
         if host.wake_generation == generation {
             host.wake_at = NO_WAKE;
             self.host_try_send(ctx, port);
@@ -296,8 +297,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         gport: usize,
         port: u16,
     ) {
-        let p = &self.ports[gport];
-        if !(p.egress.queues[PRIO_CONTROL].is_empty() && p.host.flows.is_empty()) {
+        if self.ports[gport].has_queued(PRIO_CONTROL) || !self.hosts[gport].flows.is_empty() {
             self.port_ready(ctx, gport, port);
         }
     }
@@ -308,7 +308,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         let gport = self.port_index(ctx.local_index(), port);
         let p = &mut self.ports[gport];
         p.egress.queued_bytes[PRIO_CONTROL] += u64::from(pkt.wire_bytes);
-        p.egress.queues[PRIO_CONTROL].push_back(pkt);
+        p.push_back(PRIO_CONTROL, pkt);
         self.host_try_send(ctx, port);
     }
 

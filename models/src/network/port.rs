@@ -8,9 +8,8 @@
 
 use super::cc::{flow_base_rtt, IntRecords};
 use super::common::{prefetch, serialization};
-use super::config::{CcKind, EcnProfile, HpccUtilisation};
+use super::config::{CcKind, HpccUtilisation};
 use super::faults::LinkHealth;
-use super::nic::HostQueue;
 use super::packet::{self, Packet, PacketKind, PRIORITIES, PRIO_DATA};
 use super::switch::{EcnMarking, SharedBuffer};
 use super::{Fabric, NetEvent, Network};
@@ -18,29 +17,46 @@ use crate::telemetry::{PfcEvent, PfcRecord, TelemetrySink};
 use netsim_engine::{splitmix64, Context, NodeId, SimTime};
 use std::collections::VecDeque;
 
-/// One egress port of a node: its state by concern, each part changed by
-/// the file that owns it. The ingress accounting of the same link is
-/// `Network::ingress`, a dense array beside the ports (every switch hop
-/// touches its in-port's; a 16-byte entry misses the cache less than a
-/// whole `Port`).
+/// One egress port of a node: what a packet crossing it reads, in three
+/// cache lines. The first holds the link, the serialiser's state, the
+/// peer's pause and whether a fault holds the link down; each priority's
+/// queue has a line of its own (its front packet and the ring's header).
+/// What no per-packet step reads lives in side arrays by the same index
+/// (`Network::port_side`, `tx_bytes`, `ecn`, `hosts`, `health`): with them
+/// in, a port was 464 bytes, and on k=16 the out-port's first line was
+/// the largest miss of a switch hop (two thirds of `switch_enqueue`).
+/// The ingress accounting of the same link is `Network::ingress`.
 #[derive(Debug)]
+#[repr(C)]
 pub(crate) struct Port {
     /// The link and its peer (a fault may slow it).
     pub link: Link,
-    /// The egress queues and the serialiser.
+    /// The serialiser and the bytes queued.
     pub egress: Egress,
-    /// The PFC pause the peer imposes on the data class.
-    pub pause: Pause,
-    /// Packet, byte and drop counters, for telemetry.
+    /// The peer paused the data class (PFC); since when is in `PortSide`.
+    pub paused: bool,
+    /// Faults holding the link down, 0 when it works (`faults.rs`; the
+    /// rest of the link's health is `Network::health`).
+    pub down_causes: u8,
+    /// The egress queues per priority, a cache line each.
+    pub queues: [PacketQueue; PRIORITIES],
+}
+
+// The layout the comment above promises: a first line of state, then the
+// queues on lines of their own.
+const _: () = assert!(std::mem::size_of::<Port>() == 192);
+const _: () = assert!(std::mem::offset_of!(Port, queues) == 64);
+
+/// The port's state that no per-packet step reads (rarely, or only under
+/// HPCC): counters for telemetry, when the peer's pause began, HPCC's meter.
+#[derive(Debug, Default)]
+pub(crate) struct PortSide {
+    /// Packet and drop counters, for telemetry (bytes sent: `Network::tx_bytes`).
     pub counters: PortCounters,
+    /// When the current PFC pause began (`Port::paused`).
+    pub pause_since: SimTime,
     /// HPCC's rate measurement and INT records (`transmit` stamps packets).
     pub hpcc: RateMeter,
-    /// Switches: ECN marking thresholds (`switch.rs`).
-    pub ecn: EcnMarking,
-    /// Hosts: the NIC's queue pairs on this port and their pacing (`nic.rs`).
-    pub host: HostQueue,
-    /// Faults holding the link down, and its bit errors (`faults.rs`).
-    pub health: LinkHealth,
 }
 
 /// Where a port's packets go, and how fast.
@@ -52,10 +68,10 @@ pub(crate) struct Link {
     pub latency: SimTime,
 }
 
-/// A port's egress queues per priority and its serialiser.
+/// A port's serialiser and the bytes in its egress queues per priority
+/// (0 exactly when the queue is empty: every packet has wire bytes).
 #[derive(Debug, Default)]
 pub(crate) struct Egress {
-    pub queues: [PacketQueue; PRIORITIES],
     pub queued_bytes: [u64; PRIORITIES],
     /// The port is serialising until then.
     pub busy_until: SimTime,
@@ -65,6 +81,9 @@ pub(crate) struct Egress {
     /// (0 for a control packet): what a queue that counts the packet in
     /// service holds beyond `queued_bytes`.
     pub in_service_data_bytes: u32,
+    /// Bit `prio` set: that queue holds a packet (kept by `Port`'s queue
+    /// methods, so that a sender learns it without the queue's line).
+    pub nonempty: u8,
 }
 
 /// A FIFO of packets whose front packet lives in the port itself, the
@@ -73,7 +92,9 @@ pub(crate) struct Egress {
 /// line last touched a whole queue of serialisation times earlier (half of
 /// `switch_try_send`'s time on k=16). The packet behind is moved into the
 /// front as the front leaves, while its port is being worked on anyway.
+/// A queue fills one cache line of its port.
 #[derive(Debug, Default)]
+#[repr(align(64))]
 pub(crate) struct PacketQueue {
     /// The front packet; `None` only when `rest` is empty too.
     front: Option<Packet>,
@@ -139,17 +160,11 @@ impl PacketQueue {
     }
 }
 
-/// The PFC pause state the peer imposes on the data class.
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct Pause {
-    pub paused: bool,
-    pub since: SimTime,
-}
-
-/// What a port counts for the queue and link samples and the run's totals.
+/// What a port counts for the queue and link samples and the run's totals
+/// besides the bytes it sent (`Network::tx_bytes`, added to by every
+/// transmit, dense).
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct PortCounters {
-    pub tx_bytes: [u64; PRIORITIES],
     pub ecn_marked_pkts: [u64; PRIORITIES],
     pub dropped_pkts: [u64; PRIORITIES],
     /// Data packets trimmed to their header here (UEC).
@@ -173,14 +188,8 @@ pub(crate) struct RateMeter {
 
 impl Port {
     /// An idle, empty port toward `peer`'s port `peer_port` over a link of
-    /// `rate_bps` and `latency`, marking ECN by `ecn`.
-    pub(crate) fn new(
-        peer: NodeId,
-        peer_port: u16,
-        rate_bps: u64,
-        latency: SimTime,
-        ecn: EcnProfile,
-    ) -> Port {
+    /// `rate_bps` and `latency`.
+    pub(crate) fn new(peer: NodeId, peer_port: u16, rate_bps: u64, latency: SimTime) -> Port {
         Port {
             link: Link {
                 peer,
@@ -189,27 +198,90 @@ impl Port {
                 latency,
             },
             egress: Egress::default(),
-            pause: Pause::default(),
-            counters: PortCounters::default(),
-            hpcc: RateMeter::default(),
-            ecn: EcnMarking {
-                kmin_bytes: ecn.kmin_bytes,
-                kmax_bytes: ecn.kmax_bytes,
-                pmax: ecn.pmax,
-            },
-            host: HostQueue::new(),
-            health: LinkHealth::default(),
+            paused: false,
+            down_causes: 0,
+            queues: Default::default(),
         }
+    }
+
+    /// Whether priority `prio`'s queue holds a packet (from the first line).
+    #[inline]
+    pub(crate) fn has_queued(&self, prio: usize) -> bool {
+        self.egress.nonempty & 1 << prio != 0
+    }
+
+    /// Whether any queue holds a packet (from the first line).
+    #[inline]
+    pub(crate) fn any_queued(&self) -> bool {
+        self.egress.nonempty != 0
+    }
+
+    /// Keeps `nonempty`'s bit for `prio` in step with its queue.
+    #[inline]
+    fn note_queue(&mut self, prio: usize) {
+        let bit = 1 << prio;
+        if self.queues[prio].is_empty() {
+            self.egress.nonempty &= !bit;
+        } else {
+            self.egress.nonempty |= bit;
+        }
+    }
+
+    /// Queues `pkt` at the back of priority `prio`.
+    #[inline]
+    pub(crate) fn push_back(&mut self, prio: usize, pkt: Packet) {
+        self.queues[prio].push_back(pkt);
+        self.egress.nonempty |= 1 << prio;
+    }
+
+    /// The front packet of priority `prio`, taken out.
+    #[inline]
+    pub(crate) fn pop_front(&mut self, prio: usize) -> Option<Packet> {
+        let pkt = self.queues[prio].pop_front();
+        self.note_queue(prio);
+        pkt
+    }
+
+    /// The newest packet of priority `prio`, taken out.
+    #[inline]
+    pub(crate) fn pop_back(&mut self, prio: usize) -> Option<Packet> {
+        let pkt = self.queues[prio].pop_back();
+        self.note_queue(prio);
+        pkt
+    }
+
+    /// [`PacketQueue::take_front`] of priority `prio`; the queue's bit
+    /// stays until [`Port::refill_front`].
+    #[inline]
+    pub(crate) fn take_front(&mut self, prio: usize) -> Option<Packet> {
+        self.queues[prio].take_front()
+    }
+
+    /// [`PacketQueue::refill_front`] of priority `prio`.
+    #[inline]
+    pub(crate) fn refill_front(&mut self, prio: usize) {
+        self.queues[prio].refill_front();
+        self.note_queue(prio);
     }
 }
 
-/// The ports of the shard's nodes `nodes` (increasing ids), with where
-/// each node's begin (`port_base`, one more entry than nodes), and each
-/// node's shared buffer with its PFC headroom taken off.
-pub(crate) fn shard_ports(
-    fabric: &Fabric,
-    nodes: &[NodeId],
-) -> (Vec<u32>, Vec<Port>, Vec<SharedBuffer>) {
+/// A shard's ports and, by the same index, their side arrays.
+pub(crate) struct ShardPorts {
+    /// Where each node's ports begin (one more entry than nodes).
+    pub port_base: Vec<u32>,
+    pub ports: Vec<Port>,
+    /// Per node, its shared buffer with its PFC headroom taken off.
+    pub buffers: Vec<SharedBuffer>,
+    /// Per port, its ECN marking thresholds.
+    pub ecn: Vec<EcnMarking>,
+    /// Per port, its link's health besides `down_causes` (bit errors).
+    pub health: Vec<LinkHealth>,
+    /// Some port's link loses packets to bit errors.
+    pub lossy: bool,
+}
+
+/// The ports of the shard's nodes `nodes` (increasing ids).
+pub(crate) fn shard_ports(fabric: &Fabric, nodes: &[NodeId]) -> ShardPorts {
     let topo = &fabric.topo;
     let config = &fabric.config;
     let mut port_base = Vec::with_capacity(nodes.len() + 1);
@@ -217,6 +289,8 @@ pub(crate) fn shard_ports(
     // pages again at each doubling.
     let port_count = nodes.iter().map(|n| topo.ports(n.0).len()).sum();
     let mut ports = Vec::with_capacity(port_count);
+    let mut ecns = Vec::with_capacity(port_count);
+    let mut healths = Vec::with_capacity(port_count);
     let mut buffers = Vec::with_capacity(nodes.len());
     for &node in nodes {
         port_base.push(ports.len() as u32);
@@ -236,13 +310,18 @@ pub(crate) fn shard_ports(
             ]
             .into_iter()
             .fold(headroom, u64::saturating_add);
-            let mut port = Port::new(
+            ports.push(Port::new(
                 NodeId(p.peer),
                 p.peer_port,
                 link.bandwidth_bps,
                 SimTime(link.latency_ps),
-                ecn,
-            );
+            ));
+            ecns.push(EcnMarking {
+                kmin_bytes: ecn.kmin_bytes,
+                kmax_bytes: ecn.kmax_bytes,
+                pmax: ecn.pmax,
+            });
+            let mut health = LinkHealth::default();
             // Bit errors on every link (the flag) and on this one (a SimAI
             // file's error_rate column), independent of each other.
             let loss = 1.0 - (1.0 - config.link_error_rate) * (1.0 - topo.link_error_rate(p.link));
@@ -251,10 +330,10 @@ pub(crate) fn shard_ports(
                 let direction = u64::from(link.a != node.0);
                 let mut seed =
                     fabric.seed ^ (u64::from(p.link) << 1 | direction) ^ 0x1055_E7E5 << 32;
-                port.health.error_rng = netsim_engine::splitmix64(&mut seed);
-                port.health.error_threshold = (loss * 18_446_744_073_709_551_616.0) as u64;
+                health.error_rng = netsim_engine::splitmix64(&mut seed);
+                health.error_threshold = (loss * 18_446_744_073_709_551_616.0) as u64;
             }
-            ports.push(port);
+            healths.push(health);
         }
         buffers.push(SharedBuffer {
             used_bytes: 0,
@@ -262,7 +341,15 @@ pub(crate) fn shard_ports(
         });
     }
     port_base.push(ports.len() as u32);
-    (port_base, ports, buffers)
+    let lossy = healths.iter().any(|h| h.error_threshold != 0);
+    ShardPorts {
+        port_base,
+        ports,
+        buffers,
+        ecn: ecns,
+        health: healths,
+        lossy,
+    }
 }
 
 impl<S: TelemetrySink> Network<'_, S> {
@@ -276,7 +363,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         port: u16,
     ) -> bool {
         let p = &mut self.ports[gport];
-        if p.egress.tx_pending || p.health.down_causes != 0 {
+        if p.egress.tx_pending || p.down_causes != 0 {
             return false;
         }
         if ctx.now() >= p.egress.busy_until {
@@ -298,16 +385,54 @@ impl<S: TelemetrySink> Network<'_, S> {
     ) {
         let config = &self.fabric.config;
         let stamp = config.cc == CcKind::Hpcc && !self.is_host(ctx.node());
+        let now = ctx.now();
+        let p = &self.ports[gport];
+        debug_assert!(now >= p.egress.busy_until && !p.egress.tx_pending);
+        if stamp {
+            self.hpcc_stamp(gport, now, &mut pkt);
+        }
         let p = &mut self.ports[gport];
-        debug_assert!(ctx.now() >= p.egress.busy_until && !p.egress.tx_pending);
-        if stamp && config.hpcc.utilisation == HpccUtilisation::IntDelta {
+        self.tx_bytes[gport][pkt.priority()] += u64::from(pkt.wire_bytes);
+        let serialization = serialization(u64::from(pkt.wire_bytes), p.link.rate_bps);
+        p.egress.busy_until = now + serialization;
+        let (peer, latency, peer_port) = (p.link.peer, p.link.latency, p.link.peer_port);
+        if self.lossy_links {
+            let health = &mut self.health[gport];
+            if health.error_threshold != 0
+                && splitmix64(&mut health.error_rng) < health.error_threshold
+            {
+                // Corrupted on the wire: the peer discards it.
+                self.port_side[gport].counters.error_dropped_pkts += 1;
+                return;
+            }
+        }
+        let delay = serialization + latency;
+        ctx.send(
+            peer,
+            delay,
+            NetEvent::Arrive {
+                port: peer_port,
+                pkt,
+            },
+        );
+        self.rail_mirror(ctx, &pkt, delay);
+    }
+
+    /// HPCC: stamps data packet `pkt` leaving port `gport` at `now` with
+    /// the link's utilisation (windowed rate, or INT deltas), and counts
+    /// its bytes in the port's window.
+    fn hpcc_stamp(&mut self, gport: usize, now: SimTime, pkt: &mut Packet) {
+        let config = &self.fabric.config;
+        let p = &self.ports[gport];
+        let meter = &mut self.port_side[gport].hpcc;
+        if config.hpcc.utilisation == HpccUtilisation::IntDelta {
             if pkt.kind == PacketKind::Data {
                 let fabric = self.fabric;
                 let (src, dst) = (pkt.src, pkt.dst);
-                let u = p.hpcc.int_records.stamp(
+                let u = meter.int_records.stamp(
                     pkt.flow,
-                    ctx.now(),
-                    p.counters.tx_bytes.iter().sum(),
+                    now,
+                    self.tx_bytes[gport].iter().sum(),
                     p.egress.queued_bytes.iter().sum(),
                     p.link.rate_bps,
                     pkt.last,
@@ -318,50 +443,23 @@ impl<S: TelemetrySink> Network<'_, S> {
                     pkt.util = pkt.util.max(util);
                 }
             }
-        } else if stamp {
-            let now = ctx.now();
-            let t = config.hpcc.base_rtt;
-            let elapsed = now - p.hpcc.window_start;
-            if elapsed >= t {
-                p.hpcc.measured_rate_bps =
-                    p.hpcc.window_bytes as f64 * 8e12 / elapsed.as_ps() as f64;
-                p.hpcc.window_start = now;
-                p.hpcc.window_bytes = 0;
-            }
-            p.hpcc.window_bytes += u64::from(pkt.wire_bytes);
-            if pkt.kind == PacketKind::Data {
-                let rate = p.link.rate_bps as f64;
-                let queue_bits = (p.egress.queued_bytes[PRIO_DATA] * 8) as f64;
-                let u =
-                    queue_bits * 1e12 / (rate * t.as_ps() as f64) + p.hpcc.measured_rate_bps / rate;
-                let util = (u * packet::UTIL_ONE).min(f64::from(u16::MAX)) as u16;
-                pkt.util = pkt.util.max(util);
-            }
-        }
-        p.counters.tx_bytes[pkt.priority()] += u64::from(pkt.wire_bytes);
-        let serialization = serialization(u64::from(pkt.wire_bytes), p.link.rate_bps);
-        p.egress.busy_until = ctx.now() + serialization;
-        if p.health.error_threshold != 0
-            && splitmix64(&mut p.health.error_rng) < p.health.error_threshold
-        {
-            // Corrupted on the wire: the peer discards it.
-            p.counters.error_dropped_pkts += 1;
             return;
         }
-        let (peer, peer_port, delay) = (
-            p.link.peer,
-            p.link.peer_port,
-            serialization + p.link.latency,
-        );
-        ctx.send(
-            peer,
-            delay,
-            NetEvent::Arrive {
-                port: peer_port,
-                pkt,
-            },
-        );
-        self.rail_mirror(ctx, &pkt, delay);
+        let t = config.hpcc.base_rtt;
+        let elapsed = now - meter.window_start;
+        if elapsed >= t {
+            meter.measured_rate_bps = meter.window_bytes as f64 * 8e12 / elapsed.as_ps() as f64;
+            meter.window_start = now;
+            meter.window_bytes = 0;
+        }
+        meter.window_bytes += u64::from(pkt.wire_bytes);
+        if pkt.kind == PacketKind::Data {
+            let rate = p.link.rate_bps as f64;
+            let queue_bits = (p.egress.queued_bytes[PRIO_DATA] * 8) as f64;
+            let u = queue_bits * 1e12 / (rate * t.as_ps() as f64) + meter.measured_rate_bps / rate;
+            let util = (u * packet::UTIL_ONE).min(f64::from(u16::MAX)) as u16;
+            pkt.util = pkt.util.max(util);
+        }
     }
 
     /// Port `port` finished serialising: its owner sends the next packet.
@@ -383,16 +481,17 @@ impl<S: TelemetrySink> Network<'_, S> {
         let now = ctx.now();
         self.memo_pfc(now);
         let p = &mut self.ports[gport];
-        if p.pause.paused == pause || p.health.down_causes != 0 {
+        if p.paused == pause || p.down_causes != 0 {
             return;
         }
-        p.pause.paused = pause;
+        p.paused = pause;
         self.stats.pfc_pauses += u64::from(pause);
+        let since = &mut self.port_side[gport].pause_since;
         let duration_ns = if pause {
-            p.pause.since = now;
+            *since = now;
             None
         } else {
-            Some((now - p.pause.since).as_ns())
+            Some((now - *since).as_ns())
         };
         self.sink.pfc(PfcRecord {
             time_ns: now.as_ns(),
@@ -420,6 +519,37 @@ impl<S: TelemetrySink> Network<'_, S> {
 mod tests {
     use super::*;
     use netsim_engine::NodeRng;
+
+    /// A port's `nonempty` bits, which switch senders read instead of the
+    /// queues' lines, say exactly which of its queues hold packets through
+    /// seeded random pushes and pops at both priorities.
+    #[test]
+    fn port_bits_follow_its_queues() {
+        for seed in 0..10 {
+            let mut rng = NodeRng::new(seed, NodeId(5));
+            let mut port = Port::new(NodeId(1), 0, 100_000_000_000, SimTime(1_000));
+            let mut reference = [VecDeque::new(), VecDeque::new()];
+            for psn in 0..5_000 {
+                let prio = rng.below(2) as usize;
+                match rng.below(8) {
+                    0..=3 => {
+                        port.push_back(prio, Packet::test_data(1, psn));
+                        reference[prio].push_back(Packet::test_data(1, psn));
+                    }
+                    4 => assert_eq!(port.pop_front(prio), reference[prio].pop_front()),
+                    5 | 6 => {
+                        assert_eq!(port.take_front(prio), reference[prio].pop_front());
+                        port.refill_front(prio);
+                    }
+                    _ => assert_eq!(port.pop_back(prio), reference[prio].pop_back()),
+                }
+                for (prio, queue) in reference.iter().enumerate() {
+                    assert_eq!(port.has_queued(prio), !queue.is_empty());
+                }
+                assert_eq!(port.any_queued(), reference.iter().any(|q| !q.is_empty()));
+            }
+        }
+    }
 
     /// Seeded random pushes, pops from either end and the switch's
     /// take-then-refill against a `VecDeque`: the same packets in the same

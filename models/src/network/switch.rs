@@ -96,12 +96,12 @@ impl<S: TelemetrySink> Network<'_, S> {
         pkt: &Packet,
         queue_bytes: u64,
     ) -> bool {
-        let p = &self.ports[gport];
-        let mark = if queue_bytes >= p.ecn.kmax_bytes {
+        let ecn = &self.ecn[gport];
+        let mark = if queue_bytes >= ecn.kmax_bytes {
             true
-        } else if queue_bytes > p.ecn.kmin_bytes {
-            let probability = p.ecn.pmax * (queue_bytes - p.ecn.kmin_bytes) as f64
-                / (p.ecn.kmax_bytes - p.ecn.kmin_bytes) as f64;
+        } else if queue_bytes > ecn.kmin_bytes {
+            let probability = ecn.pmax * (queue_bytes - ecn.kmin_bytes) as f64
+                / (ecn.kmax_bytes - ecn.kmin_bytes) as f64;
             self.memo_draw();
             let tuple = five_tuple_hash(self.source_port(pkt), pkt.src, pkt.dst)
                 ^ entropy_salt(pkt.entropy);
@@ -111,7 +111,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             false
         };
         if mark {
-            self.ports[gport].counters.ecn_marked_pkts[PRIO_DATA] += 1;
+            self.port_side[gport].counters.ecn_marked_pkts[PRIO_DATA] += 1;
         }
         mark
     }
@@ -190,15 +190,15 @@ impl<S: TelemetrySink> Network<'_, S> {
         let gout = self.port_index(local, out);
         let prio = self.switch_class(&pkt);
         let wire = u64::from(pkt.wire_bytes);
-        if self.ports[gout].health.down_causes != 0 {
+        if self.ports[gout].down_causes != 0 {
             // No live route: the packet is lost at the dead port.
-            self.ports[gout].counters.dropped_pkts[prio] += 1;
+            self.port_side[gout].counters.dropped_pkts[prio] += 1;
             return;
         }
         if prio == PRIO_DATA {
             if !config.pfc {
                 let limit = match config.port_buffer_bytes {
-                    Some(bytes) => self.ports[gout].health.queue_limit_bytes.unwrap_or(bytes),
+                    Some(bytes) => self.health[gout].queue_limit_bytes.unwrap_or(bytes),
                     None => {
                         let free = config
                             .buffer_bytes
@@ -216,7 +216,7 @@ impl<S: TelemetrySink> Network<'_, S> {
                 };
                 if e.queued_bytes[prio] + in_service + wire > limit {
                     if !(config.trim && pkt.kind == PacketKind::Data) {
-                        self.ports[gout].counters.dropped_pkts[prio] += 1;
+                        self.port_side[gout].counters.dropped_pkts[prio] += 1;
                         return;
                     }
                     let queued_instead =
@@ -238,7 +238,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         pkt.in_port = in_port;
         self.buffers[local].used_bytes += wire;
         let p = &mut self.ports[gout];
-        p.egress.queues[prio].push_back(pkt);
+        p.push_back(prio, pkt);
         p.egress.queued_bytes[prio] += wire;
         if prio == PRIO_DATA && config.pfc {
             let gin = self.port_index(local, in_port);
@@ -273,7 +273,7 @@ impl<S: TelemetrySink> Network<'_, S> {
     ) {
         let local = ctx.local_index();
         let gout = self.port_index(local, out);
-        self.ports[gout].counters.trimmed_pkts += 1;
+        self.port_side[gout].counters.trimmed_pkts += 1;
         pkt.kind = PacketKind::Trimmed;
         pkt.wire_bytes = self.fabric.config.header_bytes as u16;
         self.switch_enqueue(ctx, in_port, out, pkt);
@@ -285,11 +285,14 @@ impl<S: TelemetrySink> Network<'_, S> {
     fn trim_newest(&mut self, ctx: &mut Context<'_, NetEvent>, out: u16) -> bool {
         let local = ctx.local_index();
         let gout = self.port_index(local, out);
-        let queue = &mut self.ports[gout].egress.queues[PRIO_DATA];
-        if queue.back().is_none_or(|p| p.kind != PacketKind::Data) {
+        let port = &mut self.ports[gout];
+        if port.queues[PRIO_DATA]
+            .back()
+            .is_none_or(|p| p.kind != PacketKind::Data)
+        {
             return false;
         }
-        let pkt = queue.pop_back().expect("back checked");
+        let pkt = port.pop_back(PRIO_DATA).expect("back checked");
         let wire = u64::from(pkt.wire_bytes);
         self.ports[gout].egress.queued_bytes[PRIO_DATA] -= wire;
         self.buffers[local].used_bytes -= wire;
@@ -308,18 +311,16 @@ impl<S: TelemetrySink> Network<'_, S> {
             return;
         }
         let p = &mut self.ports[gport];
-        let prio = if !p.egress.queues[PRIO_CONTROL].is_empty() {
+        let prio = if p.has_queued(PRIO_CONTROL) {
             PRIO_CONTROL
-        } else if !p.pause.paused && !p.egress.queues[PRIO_DATA].is_empty() {
+        } else if !p.paused && p.has_queued(PRIO_DATA) {
             PRIO_DATA
         } else {
             return;
         };
         // The packet behind moves to the front after the transmit, by when
         // its line has come in.
-        let mut pkt = p.egress.queues[prio]
-            .take_front()
-            .expect("queue checked non-empty");
+        let mut pkt = p.take_front(prio).expect("queue checked non-empty");
         let wire = u64::from(pkt.wire_bytes);
         p.egress.queued_bytes[prio] -= wire;
         let left_bytes = p.egress.queued_bytes[prio];
@@ -339,8 +340,8 @@ impl<S: TelemetrySink> Network<'_, S> {
         }
         self.transmit(ctx, gport, pkt);
         let p = &mut self.ports[gport];
-        p.egress.queues[prio].refill_front();
-        if !(p.egress.queues[PRIO_CONTROL].is_empty() && p.egress.queues[PRIO_DATA].is_empty()) {
+        p.refill_front(prio);
+        if p.any_queued() {
             self.port_ready(ctx, gport, port);
         }
     }

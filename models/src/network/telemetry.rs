@@ -99,10 +99,11 @@ pub fn link_tier(topo: &Topology, src: u32, dst: u32) -> &'static str {
 }
 
 impl Port {
-    /// Bytes this port has put on the wire by `at`: everything it started,
-    /// less what is still to serialise of the packet in flight.
-    pub(super) fn wire_bytes_by(&self, at: SimTime) -> u64 {
-        let started: u64 = self.counters.tx_bytes.iter().sum();
+    /// Bytes this port has put on the wire by `at`: everything it started
+    /// (`tx_bytes`, its entry of `Network::tx_bytes`), less what is still
+    /// to serialise of the packet in flight.
+    pub(super) fn wire_bytes_by(&self, tx_bytes: &[u64; PRIORITIES], at: SimTime) -> u64 {
+        let started: u64 = tx_bytes.iter().sum();
         if self.egress.busy_until <= at {
             return started;
         }
@@ -145,6 +146,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             let time_ns = at.as_ns();
             for (port, p) in self.ports[queue_ports.clone()].iter().enumerate() {
                 let gport = lo + port;
+                let counters = &self.port_side[gport].counters;
                 for prio in 0..PRIORITIES {
                     let sample = QueueSample {
                         time_ns,
@@ -152,15 +154,16 @@ impl<S: TelemetrySink> Network<'_, S> {
                         port: port as u32,
                         priority: prio as u8,
                         qlen_bytes: p.egress.queued_bytes[prio],
-                        tx_bytes: p.counters.tx_bytes[prio] - self.ff.unsent_bytes(gport, prio, at),
-                        ecn_marked_pkts: p.counters.ecn_marked_pkts[prio],
-                        dropped_pkts: p.counters.dropped_pkts[prio],
+                        tx_bytes: self.tx_bytes[gport][prio]
+                            - self.ff.unsent_bytes(gport, prio, at),
+                        ecn_marked_pkts: counters.ecn_marked_pkts[prio],
+                        dropped_pkts: counters.dropped_pkts[prio],
                         trimmed_pkts: if prio == PRIO_DATA {
-                            p.counters.trimmed_pkts
+                            counters.trimmed_pkts
                         } else {
                             0
                         },
-                        paused: prio == PRIO_DATA && p.pause.paused,
+                        paused: prio == PRIO_DATA && p.paused,
                     };
                     if self.idle_rows.changed(gport, prio, &sample) {
                         self.sink.queue(sample);
@@ -177,7 +180,7 @@ impl<S: TelemetrySink> Network<'_, S> {
                 && ports.iter().all(|p| {
                     p.egress.busy_until <= at
                         && p.egress.queued_bytes.iter().all(|&q| q == 0)
-                        && !p.pause.paused
+                        && !p.paused
                 });
         }
     }
@@ -261,13 +264,15 @@ impl<S: TelemetrySink> Network<'_, S> {
             self.port_base[local + 1] as usize,
         );
         let interval_ps = (to - from).as_ps() as f64;
-        for (port, p) in self.ports[lo..hi].iter_mut().enumerate() {
+        for (port, p) in self.ports[lo..hi].iter().enumerate() {
+            let gport = lo + port;
             let replayed: u64 = (0..PRIORITIES)
-                .map(|prio| self.ff.unsent_bytes(lo + port, prio, to))
+                .map(|prio| self.ff.unsent_bytes(gport, prio, to))
                 .sum();
-            let sent = p.wire_bytes_by(to) - replayed;
-            let tx_bytes = sent - p.counters.sampled_tx_bytes;
-            p.counters.sampled_tx_bytes = sent;
+            let sent = p.wire_bytes_by(&self.tx_bytes[gport], to) - replayed;
+            let counters = &mut self.port_side[gport].counters;
+            let tx_bytes = sent - counters.sampled_tx_bytes;
+            counters.sampled_tx_bytes = sent;
             if tx_bytes == 0 && !self.idle_rows.keep {
                 continue;
             }

@@ -43,20 +43,22 @@ impl<S: TelemetrySink> Network<'_, S> {
         added: &[u64; PRIORITIES],
         votes: &[u64],
     ) {
-        let p = &mut self.ports[gp];
-        for (tx, bytes) in p.counters.tx_bytes.iter_mut().zip(added) {
+        for (tx, bytes) in self.tx_bytes[gp].iter_mut().zip(added) {
             *tx += bytes;
         }
-        for pkt in p.egress.queues.iter_mut().flat_map(PacketQueue::iter_mut) {
+        let p = &mut self.ports[gp];
+        for pkt in p.queues.iter_mut().flat_map(PacketQueue::iter_mut) {
             skip_packet(pkt, votes);
         }
         p.egress.busy_until += delta;
         // A pause held over the jump: the `pfc` table's duration is
         // what was simulated (a jump writes no pause of its own).
-        p.pause.since += delta;
-        p.hpcc.window_start += delta;
-        if p.host.wake_at != NO_WAKE {
-            p.host.wake_at += delta;
+        let side = &mut self.port_side[gp];
+        side.pause_since += delta;
+        side.hpcc.window_start += delta;
+        let host = &mut self.hosts[gp];
+        if host.wake_at != NO_WAKE {
+            host.wake_at += delta;
         }
     }
 
@@ -233,26 +235,25 @@ impl<S: TelemetrySink> Network<'_, S> {
             return;
         }
         let ports = self.port_base[local] as usize..self.port_base[local + 1] as usize;
-        let base: Vec<([u64; PRIORITIES], SimTime)> = self.ports[ports.clone()]
-            .iter()
-            .map(|p| (p.counters.tx_bytes, p.egress.busy_until))
+        let base: Vec<([u64; PRIORITIES], SimTime)> = ports
+            .clone()
+            .map(|gp| (self.tx_bytes[gp], self.ports[gp].egress.busy_until))
             .collect();
         while self.next_sample[local] <= end {
             let at = self.next_sample[local];
             let elapsed = at - now;
             for (gp, &(tx, busy)) in ports.clone().zip(&base) {
-                let p = &mut self.ports[gp];
                 for prio in 0..PRIORITIES {
                     let part = u128::from(added[gp][prio]) * u128::from(elapsed.as_ps())
                         / u128::from(delta.as_ps());
-                    p.counters.tx_bytes[prio] = tx[prio] + part as u64;
+                    self.tx_bytes[gp][prio] = tx[prio] + part as u64;
                 }
-                p.egress.busy_until = busy + elapsed;
+                self.ports[gp].egress.busy_until = busy + elapsed;
             }
             self.sample_until(local, at);
         }
         for (gp, &(tx, busy)) in ports.zip(&base) {
-            self.ports[gp].counters.tx_bytes = tx;
+            self.tx_bytes[gp] = tx;
             self.ports[gp].egress.busy_until = busy;
         }
     }

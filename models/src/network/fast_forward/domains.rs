@@ -141,7 +141,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         for (local, &node) in self.nodes.iter().enumerate() {
             let ports = self.port_base[local] as usize..self.port_base[local + 1] as usize;
             for gp in ports {
-                let drops: u64 = self.ports[gp].counters.dropped_pkts.iter().sum();
+                let drops: u64 = self.port_side[gp].counters.dropped_pkts.iter().sum();
                 if drops != d.dropped[gp] || paused {
                     d.disturbed[node.0 as usize] = index + 1;
                 }

@@ -224,7 +224,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             .filter(|&local| self.is_host(self.nodes[local]))
             .flat_map(move |local| {
                 let ports = self.port_base[local] as usize..self.port_base[local + 1] as usize;
-                ports.flat_map(move |gp| self.ports[gp].host.flows.iter().map(|&i| i as usize))
+                ports.flat_map(move |gp| self.hosts[gp].flows.iter().map(|&i| i as usize))
             })
     }
 
@@ -262,7 +262,7 @@ impl<S: TelemetrySink> Network<'_, S> {
     /// senders; returns the check's index and slot.
     fn ff_sample(&mut self, now: SimTime, active: &[usize]) -> (u64, usize) {
         let dropped: u64 = self
-            .ports
+            .port_side
             .iter()
             .map(|p| p.counters.dropped_pkts.iter().sum::<u64>())
             .sum();
@@ -285,8 +285,8 @@ impl<S: TelemetrySink> Network<'_, S> {
         let slot = (index % ff.slots as u64) as usize;
         for (gp, p) in self.ports.iter().enumerate() {
             ff.qlen[gp * ff.slots + slot] = p.egress.queued_bytes[PRIO_DATA];
-            ff.tx[gp * ff.slots + slot] = p.counters.tx_bytes;
-            ff.wire[gp * ff.slots + slot] = p.wire_bytes_by(now);
+            ff.tx[gp * ff.slots + slot] = self.tx_bytes[gp];
+            ff.wire[gp * ff.slots + slot] = p.wire_bytes_by(&self.tx_bytes[gp], now);
         }
         ff.disturbances[slot] = disturbances;
         for &i in active {
@@ -356,7 +356,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         if ff.port_from[gp] + u64::from(ff.config.window_periods()) >= ff.checks {
             return false;
         }
-        if !ff.config.congested && (p.pause.paused || self.ingress[gp].pause_sent) {
+        if !ff.config.congested && (p.paused || self.ingress[gp].pause_sent) {
             return false;
         }
         if node.0 < self.fabric.topo.host_count() {

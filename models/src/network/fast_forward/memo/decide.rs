@@ -322,9 +322,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             agreed.push(u64::from(self.memo_busy(now, canon, active)));
             for &(node, port) in &canon.ports {
                 agreed.push(match self.nodes.binary_search(&NodeId(node)) {
-                    Ok(local) => {
-                        self.ports[self.port_index(local, port)].host.round_robin as u64 + 1
-                    }
+                    Ok(local) => self.hosts[self.port_index(local, port)].round_robin as u64 + 1,
                     Err(_) => 0,
                 });
             }

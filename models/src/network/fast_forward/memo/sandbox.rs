@@ -38,7 +38,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             let mut net = Network::new(&sandbox, nodes, MemorySink::default());
             for (label, &(node, port)) in canon.ports.iter().enumerate() {
                 let gp = net.port_index(node as usize, port);
-                net.ports[gp].host.round_robin = (round_robin[label] - 1) as usize;
+                net.hosts[gp].round_robin = (round_robin[label] - 1) as usize;
             }
             let mut memo = Memo::new(&sandbox, net.ports.len());
             memo.recording = Some(Box::new(Recording {
@@ -69,14 +69,14 @@ impl<S: TelemetrySink> Network<'_, S> {
         let labelled = canon
             .ports
             .iter()
-            .map(|&(node, port)| &net.ports[net.port_index(node as usize, port)]);
+            .map(|&(node, port)| net.port_index(node as usize, port));
         Some(Record {
             span,
             done,
             flows: r.flows.clone(),
-            port_bytes: labelled.clone().map(|p| p.counters.tx_bytes).collect(),
+            port_bytes: labelled.clone().map(|gp| net.tx_bytes[gp]).collect(),
             port_busy,
-            round_robin_after: labelled.map(|p| p.host.round_robin).collect(),
+            round_robin_after: labelled.map(|gp| net.hosts[gp].round_robin).collect(),
             draws: memo.draws,
             identity: super::identity(self.fabric, canon),
             port_numbers: super::port_numbers(canon),

@@ -59,7 +59,7 @@ impl<S: TelemetrySink> Network<'_, S> {
                     || p.egress.queued_bytes.iter().any(|&b| b != 0)
                     // (Nothing was ever sent from a port still at time zero.)
                     || (p.egress.busy_until != SimTime::ZERO && p.egress.busy_until + p.link.latency > now)
-                    || p.pause.paused
+                    || p.paused
                     || self.ingress[gp].pause_sent
             })
         })

@@ -130,7 +130,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         let local = ctx.local_index();
         for p in qp_ports(port, spray) {
             let gport = self.port_index(local, p);
-            self.ports[gport].host.flows.retain(|&f| f as usize != i);
+            self.hosts[gport].flows.retain(|&f| f as usize != i);
         }
     }
 }

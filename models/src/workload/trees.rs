@@ -153,18 +153,23 @@ pub fn chained(nodes: &Tree, local: usize, head: usize) -> Tree {
     Tree::from_parents(parent)
 }
 
-/// The GPUs of `group` by server (servers in index order, GPUs in
-/// `group`'s order) when every GPU has a server and each server has the
-/// same count, more than one: the groups NCCL chains inside servers.
-pub fn chain_servers(topo: &Topology, group: &[NodeIndex]) -> Option<Vec<Vec<NodeIndex>>> {
-    let mut by_server: std::collections::BTreeMap<u32, Vec<NodeIndex>> = Default::default();
+/// The GPUs of `group` by server: servers in index order, GPUs in
+/// `group`'s order; `None` when a GPU has no server.
+pub fn by_server(topo: &Topology, group: &[NodeIndex]) -> Option<Vec<Vec<NodeIndex>>> {
+    let mut servers: std::collections::BTreeMap<u32, Vec<NodeIndex>> = Default::default();
     for &h in group {
-        by_server
+        servers
             .entry(topo.node(h).coords.server?)
             .or_default()
             .push(h);
     }
-    let servers: Vec<Vec<NodeIndex>> = by_server.into_values().collect();
+    Some(servers.into_values().collect())
+}
+
+/// [`by_server`] when each server has the same count of GPUs, more than
+/// one: the groups NCCL chains inside servers.
+pub fn chain_servers(topo: &Topology, group: &[NodeIndex]) -> Option<Vec<Vec<NodeIndex>>> {
+    let servers = by_server(topo, group)?;
     let local = servers.first()?.len();
     (local > 1 && servers.iter().all(|s| s.len() == local)).then_some(servers)
 }

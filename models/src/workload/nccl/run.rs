@@ -37,19 +37,6 @@ pub enum Outcome {
     Host(Algorithm),
 }
 
-/// The GPUs of `group` by server (in the order `group` lists them) and
-/// each GPU's server index and local rank; `None` when a GPU has no server.
-fn by_server(topo: &Topology, group: &[NodeIndex]) -> Option<Vec<Vec<NodeIndex>>> {
-    let mut servers: std::collections::BTreeMap<u32, Vec<NodeIndex>> = Default::default();
-    for &h in group {
-        servers
-            .entry(topo.node(h).coords.server?)
-            .or_default()
-            .push(h);
-    }
-    Some(servers.into_values().collect())
-}
-
 /// Bandwidth of `host`'s first link to a node of role `nvswitch` or not.
 fn link_bps(topo: &Topology, host: NodeIndex, nvswitch: bool) -> u64 {
     topo.ports(host)
@@ -91,7 +78,8 @@ pub fn collective(
         Algorithm::Auto => None,
         other => return Outcome::Host(other),
     };
-    let Some(servers) = by_server(cx.topo, group).filter(|_| covered && group.len() > 1) else {
+    let servers = trees::by_server(cx.topo, group);
+    let Some(servers) = servers.filter(|_| covered && group.len() > 1) else {
         return Outcome::Host(match asked {
             Some(NcclAlgo::Tree) => Algorithm::Tree,
             _ if op.algorithm == Algorithm::Auto => op.op.default_algorithm(),

@@ -3,7 +3,7 @@
 
 use super::Port;
 use crate::network::faults::LinkHealth;
-use crate::network::switch::{EcnMarking, SharedBuffer};
+use crate::network::switch::{ecn_class, EcnMarking, SharedBuffer};
 use crate::network::Fabric;
 use netsim_engine::{NodeId, SimTime};
 
@@ -14,7 +14,7 @@ pub(crate) struct ShardPorts {
     pub ports: Vec<Port>,
     /// Per node, its shared buffer with its PFC headroom taken off.
     pub buffers: Vec<SharedBuffer>,
-    /// Per port, its ECN marking thresholds.
+    /// The distinct ECN markings of the ports (`Port::ecn_class`).
     pub ecn: Vec<EcnMarking>,
     /// Per port, its link's health besides `down_causes` (bit errors).
     pub health: Vec<LinkHealth>,
@@ -31,7 +31,7 @@ pub(crate) fn shard_ports(fabric: &Fabric, nodes: &[NodeId]) -> ShardPorts {
     // pages again at each doubling.
     let port_count = nodes.iter().map(|n| topo.ports(n.0).len()).sum();
     let mut ports = Vec::with_capacity(port_count);
-    let mut ecns = Vec::with_capacity(port_count);
+    let mut ecns = Vec::new();
     let mut healths = Vec::with_capacity(port_count);
     let mut buffers = Vec::with_capacity(nodes.len());
     for &node in nodes {
@@ -52,17 +52,21 @@ pub(crate) fn shard_ports(fabric: &Fabric, nodes: &[NodeId]) -> ShardPorts {
             ]
             .into_iter()
             .fold(headroom, u64::saturating_add);
-            ports.push(Port::new(
+            let mut port = Port::new(
                 NodeId(p.peer),
                 p.peer_port,
                 link.bandwidth_bps,
                 SimTime(link.latency_ps),
-            ));
-            ecns.push(EcnMarking {
-                kmin_bytes: ecn.kmin_bytes,
-                kmax_bytes: ecn.kmax_bytes,
-                pmax: ecn.pmax,
-            });
+            );
+            port.ecn_class = ecn_class(
+                &mut ecns,
+                EcnMarking {
+                    kmin_bytes: ecn.kmin_bytes,
+                    kmax_bytes: ecn.kmax_bytes,
+                    pmax: ecn.pmax,
+                },
+            );
+            ports.push(port);
             let mut health = LinkHealth::default();
             // Bit errors on every link (the flag) and on this one (a SimAI
             // file's error_rate column), independent of each other.

@@ -5,12 +5,19 @@
 use crate::network::cc::flow_base_rtt;
 use crate::network::common::serialization;
 use crate::network::config::{CcKind, HpccUtilisation};
-use crate::network::packet::{self, Packet, PacketKind, PRIO_DATA};
+use crate::network::packet::{self, Packet, PacketKind, PRIORITIES, PRIO_DATA};
 use crate::network::{NetEvent, Network};
 use crate::telemetry::{PfcEvent, PfcRecord, TelemetrySink};
 use netsim_engine::{splitmix64, Context, SimTime};
 
 impl<S: TelemetrySink> Network<'_, S> {
+    /// The bytes port `gport` has sent per priority (started serialising):
+    /// those moved to `tx_flushed` and those still counted in the port.
+    #[inline]
+    pub(crate) fn tx_bytes(&self, gport: usize) -> [u64; PRIORITIES] {
+        self.ports[gport].tx_bytes(&self.tx_flushed[gport])
+    }
+
     /// Whether port `port` can start a packet now. When it is still
     /// serialising, makes sure one `TxDone` will call again when it is free.
     #[inline]
@@ -50,7 +57,15 @@ impl<S: TelemetrySink> Network<'_, S> {
             self.hpcc_stamp(gport, now, &mut pkt);
         }
         let p = &mut self.ports[gport];
-        self.tx_bytes[gport][pkt.priority()] += u64::from(pkt.wire_bytes);
+        let unflushed = &mut p.tx_unflushed[pkt.priority()];
+        match unflushed.checked_add(pkt.wire_bytes) {
+            Some(bytes) => *unflushed = bytes,
+            None => {
+                self.tx_flushed[gport][pkt.priority()] +=
+                    u64::from(*unflushed) + u64::from(pkt.wire_bytes);
+                *unflushed = 0;
+            }
+        }
         let serialization = serialization(u64::from(pkt.wire_bytes), p.link.rate_bps);
         p.egress.busy_until = now + serialization;
         let (peer, latency, peer_port) = (p.link.peer, p.link.latency, p.link.peer_port);
@@ -65,11 +80,13 @@ impl<S: TelemetrySink> Network<'_, S> {
             }
         }
         let delay = serialization + latency;
+        let out = self.route_ahead(peer.0, &pkt);
         ctx.send(
             peer,
             delay,
             NetEvent::Arrive {
                 port: peer_port,
+                out,
                 pkt,
             },
         );
@@ -81,6 +98,7 @@ impl<S: TelemetrySink> Network<'_, S> {
     /// its bytes in the port's window.
     fn hpcc_stamp(&mut self, gport: usize, now: SimTime, pkt: &mut Packet) {
         let config = &self.fabric.config;
+        let sent_bytes: u64 = self.tx_bytes(gport).iter().sum();
         let p = &self.ports[gport];
         let meter = &mut self.port_side[gport].hpcc;
         if config.hpcc.utilisation == HpccUtilisation::IntDelta {
@@ -90,7 +108,7 @@ impl<S: TelemetrySink> Network<'_, S> {
                 let u = meter.int_records.stamp(
                     pkt.flow,
                     now,
-                    self.tx_bytes[gport].iter().sum(),
+                    sent_bytes,
                     p.egress.queued_bytes.iter().sum(),
                     p.link.rate_bps,
                     pkt.last,

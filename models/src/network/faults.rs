@@ -15,6 +15,7 @@
 
 use super::common::{ecmp_pick, serialization, NO_NODE};
 use super::packet::{Packet, PRIORITIES, PRIO_DATA};
+use super::switch::{ecn_class, EcnMarking};
 use super::{NetEvent, Network};
 use crate::faults::{Fault, FaultKind};
 use crate::telemetry::{PfcEvent, PfcRecord, TelemetrySink};
@@ -170,8 +171,13 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
                         let scale =
                             |b: u64| (b as f64 * f.rate_bps as f64 / nominal_bps as f64) as u64;
                         let ecn = fabric.config.ecn_for(nominal_bps);
-                        self.ecn[gport].kmin_bytes = scale(ecn.kmin_bytes);
-                        self.ecn[gport].kmax_bytes = scale(ecn.kmax_bytes);
+                        let old = self.ecn[usize::from(self.ports[gport].ecn_class)];
+                        let scaled = EcnMarking {
+                            kmin_bytes: scale(ecn.kmin_bytes),
+                            kmax_bytes: scale(ecn.kmax_bytes),
+                            pmax: old.pmax,
+                        };
+                        self.ports[gport].ecn_class = ecn_class(&mut self.ecn, scaled);
                         self.health[gport].queue_limit_bytes =
                             fabric.config.port_buffer_bytes.map(scale);
                     }

@@ -114,8 +114,10 @@ use transport::Transports;
 /// Events of the network model.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum NetEvent {
-    /// `pkt` has fully arrived on the handling node's port `port`.
-    Arrive { port: u16, pkt: Packet },
+    /// `pkt` has fully arrived on the handling node's port `port`; at a
+    /// switch, `out` is the out-port its sender chose for it one hop
+    /// ahead, or `forwarding::NO_ROUTE_AHEAD` (`Network::route_ahead`).
+    Arrive { port: u16, out: u8, pkt: Packet },
     /// Port `port` finished serialising its packet.
     TxDone { port: u16 },
     /// A PFC frame for the data class arrived on port `port`.
@@ -179,11 +181,11 @@ pub struct Network<'f, S> {
     ports: Vec<Port>,
     /// port: per port (as `ports`), what no per-packet step reads.
     port_side: Vec<port::PortSide>,
-    /// port: per port, the bytes it sent per priority (dense: every
-    /// transmit adds to it).
-    tx_bytes: Vec<[u64; packet::PRIORITIES]>,
-    /// switch: per port, its ECN marking thresholds (dense: every data
-    /// packet a switch queues reads them).
+    /// port: per port, the bytes it sent per priority, less those still
+    /// counted in the port (`Port::tx_unflushed`; `tx_bytes` adds both).
+    tx_flushed: Vec<[u64; packet::PRIORITIES]>,
+    /// switch: the distinct ECN markings of this shard's ports, by
+    /// `Port::ecn_class` (every data packet a switch queues reads one).
     ecn: Vec<switch::EcnMarking>,
     /// nic: per port, the queue pairs on it (hosts; empty at switches).
     hosts: Vec<nic::HostQueue>,
@@ -261,7 +263,7 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
             port_side: (0..ports.len())
                 .map(|_| port::PortSide::default())
                 .collect(),
-            tx_bytes: vec![[0; packet::PRIORITIES]; ports.len()],
+            tx_flushed: vec![[0; packet::PRIORITIES]; ports.len()],
             hosts: (0..ports.len()).map(|_| nic::HostQueue::new()).collect(),
             ecn,
             health,
@@ -397,7 +399,7 @@ impl<S: TelemetrySink> Model for Network<'_, S> {
         // or the switch, port events to the port, timers to the transport or
         // the congestion control, workload events to the task driver.
         match event {
-            NetEvent::Arrive { port, pkt } => {
+            NetEvent::Arrive { port, out, pkt } => {
                 let gport = self.port_index(local, port);
                 if self.link_ever_down(gport) && self.lost_on_dead_link(gport, &pkt, ctx.now()) {
                     self.port_side[gport].counters.dropped_pkts[pkt.priority()] += 1;
@@ -406,7 +408,7 @@ impl<S: TelemetrySink> Model for Network<'_, S> {
                 if self.is_host(ctx.node()) {
                     self.host_receive(ctx, pkt);
                 } else {
-                    self.switch_receive(ctx, port, pkt);
+                    self.switch_receive(ctx, port, out, pkt);
                 }
             }
             NetEvent::TxDone { port } => self.tx_done(ctx, port),

@@ -42,6 +42,25 @@ pub(crate) struct EcnMarking {
     pub pmax: f64,
 }
 
+/// The index of `marking` in `classes`, the distinct ECN markings of a
+/// shard's ports, added if new.
+///
+/// # Panics
+/// With more than 2^16 distinct markings (each is a link rate's profile,
+/// or one a fault's rate change scaled).
+pub(crate) fn ecn_class(classes: &mut Vec<EcnMarking>, marking: EcnMarking) -> u16 {
+    let same = |m: &EcnMarking| {
+        m.kmin_bytes == marking.kmin_bytes
+            && m.kmax_bytes == marking.kmax_bytes
+            && m.pmax.to_bits() == marking.pmax.to_bits()
+    };
+    let index = classes.iter().position(same).unwrap_or_else(|| {
+        classes.push(marking);
+        classes.len() - 1
+    });
+    u16::try_from(index).expect("more than 2^16 distinct ECN markings in a shard")
+}
+
 /// Whether a packet of `kind` may be ECN-marked: data-class payload, never
 /// an ACK that queues with data (its `ce` counts marked packets).
 #[inline]
@@ -96,7 +115,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         pkt: &Packet,
         queue_bytes: u64,
     ) -> bool {
-        let ecn = &self.ecn[gport];
+        let ecn = &self.ecn[usize::from(self.ports[gport].ecn_class)];
         let mark = if queue_bytes >= ecn.kmax_bytes {
             true
         } else if queue_bytes > ecn.kmin_bytes {
@@ -159,11 +178,13 @@ impl<S: TelemetrySink> Network<'_, S> {
     }
 
     /// A packet arrived at a switch: aggregation packets go to the
-    /// aggregator, every other packet is forwarded and queued.
+    /// aggregator, every other packet is forwarded (on `ahead`, the port
+    /// its sender chose for it, if any) and queued.
     pub(crate) fn switch_receive(
         &mut self,
         ctx: &mut Context<'_, NetEvent>,
         in_port: u16,
+        ahead: u8,
         mut pkt: Packet,
     ) {
         match pkt.kind {
@@ -171,7 +192,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             PacketKind::InaDown => return self.ina_down(ctx, in_port, pkt),
             _ => {}
         }
-        let out = self.route(ctx, in_port, &mut pkt);
+        let out = self.route(ctx, in_port, &mut pkt, ahead);
         self.switch_enqueue(ctx, in_port, out, pkt);
     }
 

@@ -154,7 +154,7 @@ impl<S: TelemetrySink> Network<'_, S> {
                         port: port as u32,
                         priority: prio as u8,
                         qlen_bytes: p.egress.queued_bytes[prio],
-                        tx_bytes: self.tx_bytes[gport][prio]
+                        tx_bytes: self.tx_bytes(gport)[prio]
                             - self.ff.unsent_bytes(gport, prio, at),
                         ecn_marked_pkts: counters.ecn_marked_pkts[prio],
                         dropped_pkts: counters.dropped_pkts[prio],
@@ -269,7 +269,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             let replayed: u64 = (0..PRIORITIES)
                 .map(|prio| self.ff.unsent_bytes(gport, prio, to))
                 .sum();
-            let sent = p.wire_bytes_by(&self.tx_bytes[gport], to) - replayed;
+            let sent = p.wire_bytes_by(&self.tx_bytes(gport), to) - replayed;
             let counters = &mut self.port_side[gport].counters;
             let tx_bytes = sent - counters.sampled_tx_bytes;
             counters.sampled_tx_bytes = sent;

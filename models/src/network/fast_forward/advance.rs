@@ -43,7 +43,11 @@ impl<S: TelemetrySink> Network<'_, S> {
         added: &[u64; PRIORITIES],
         votes: &[u64],
     ) {
-        for (tx, bytes) in self.tx_bytes[gp].iter_mut().zip(added) {
+        for (tx, bytes) in self.ports[gp]
+            .flush_tx(&mut self.tx_flushed[gp])
+            .iter_mut()
+            .zip(added)
+        {
             *tx += bytes;
         }
         let p = &mut self.ports[gp];
@@ -134,7 +138,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             d.resource_shift.get(&r).copied().unwrap_or(SimTime::ZERO)
         };
         match event {
-            NetEvent::Arrive { port, pkt } => {
+            NetEvent::Arrive { port, pkt, .. } => {
                 let flow_kind = matches!(
                     pkt.kind,
                     PacketKind::Data | PacketKind::Ack | PacketKind::Nack | PacketKind::Cnp
@@ -237,7 +241,12 @@ impl<S: TelemetrySink> Network<'_, S> {
         let ports = self.port_base[local] as usize..self.port_base[local + 1] as usize;
         let base: Vec<([u64; PRIORITIES], SimTime)> = ports
             .clone()
-            .map(|gp| (self.tx_bytes[gp], self.ports[gp].egress.busy_until))
+            .map(|gp| {
+                (
+                    self.ports[gp].tx_bytes(&self.tx_flushed[gp]),
+                    self.ports[gp].egress.busy_until,
+                )
+            })
             .collect();
         while self.next_sample[local] <= end {
             let at = self.next_sample[local];
@@ -246,14 +255,15 @@ impl<S: TelemetrySink> Network<'_, S> {
                 for prio in 0..PRIORITIES {
                     let part = u128::from(added[gp][prio]) * u128::from(elapsed.as_ps())
                         / u128::from(delta.as_ps());
-                    self.tx_bytes[gp][prio] = tx[prio] + part as u64;
+                    self.ports[gp].flush_tx(&mut self.tx_flushed[gp])[prio] =
+                        tx[prio] + part as u64;
                 }
                 self.ports[gp].egress.busy_until = busy + elapsed;
             }
             self.sample_until(local, at);
         }
         for (gp, &(tx, busy)) in ports.zip(&base) {
-            self.tx_bytes[gp] = tx;
+            *self.ports[gp].flush_tx(&mut self.tx_flushed[gp]) = tx;
             self.ports[gp].egress.busy_until = busy;
         }
     }

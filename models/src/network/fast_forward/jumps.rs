@@ -284,9 +284,10 @@ impl<S: TelemetrySink> Network<'_, S> {
         ff.last_check = now;
         let slot = (index % ff.slots as u64) as usize;
         for (gp, p) in self.ports.iter().enumerate() {
+            let tx = p.tx_bytes(&self.tx_flushed[gp]);
             ff.qlen[gp * ff.slots + slot] = p.egress.queued_bytes[PRIO_DATA];
-            ff.tx[gp * ff.slots + slot] = self.tx_bytes[gp];
-            ff.wire[gp * ff.slots + slot] = p.wire_bytes_by(&self.tx_bytes[gp], now);
+            ff.tx[gp * ff.slots + slot] = tx;
+            ff.wire[gp * ff.slots + slot] = p.wire_bytes_by(&tx, now);
         }
         ff.disturbances[slot] = disturbances;
         for &i in active {

@@ -570,7 +570,11 @@ impl<S: TelemetrySink> Network<'_, S> {
             if let Ok(local) = self.nodes.binary_search(&NodeId(node)) {
                 let gp = self.port_base[local] as usize + port as usize;
                 let bytes = record.port_bytes[label];
-                for (tx, b) in self.tx_bytes[gp].iter_mut().zip(bytes) {
+                for (tx, b) in self.ports[gp]
+                    .flush_tx(&mut self.tx_flushed[gp])
+                    .iter_mut()
+                    .zip(bytes)
+                {
                     *tx += b;
                 }
                 self.hosts[gp].round_robin = record.round_robin_after[label];

@@ -74,7 +74,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             span,
             done,
             flows: r.flows.clone(),
-            port_bytes: labelled.clone().map(|gp| net.tx_bytes[gp]).collect(),
+            port_bytes: labelled.clone().map(|gp| net.tx_bytes(gp)).collect(),
             port_busy,
             round_robin_after: labelled.map(|gp| net.hosts[gp].round_robin).collect(),
             draws: memo.draws,

@@ -29,6 +29,7 @@ mod domains;
 mod jumps;
 mod memo;
 mod rails;
+pub(crate) mod twin_draws;
 
 use super::config::FastForward;
 use super::Network;

@@ -57,5 +57,54 @@ pub(crate) fn summary(
             .then(|| netsim_models::network::rail_classes(fabric)),
         "rail_followed": stats.rail_followed,
         "rail_diverged": stats.rail_diverged,
+        "rail_leader_marks": stats.rail_leader_marks,
+        "rail_leader_pauses": stats.rail_leader_pauses,
     })
+}
+
+/// The one line rail replay warns with on stderr once it is no longer
+/// exact, or `None`: some followers did not start at their twin's
+/// instant, or a leading switch ECN-marked packets whose followers take
+/// the marks while twin rails draw RED differently (`--ecn-draw packet`;
+/// with `rail` they draw alike, and the marks are packet level's). PFC
+/// pauses follow the queues: alone they change nothing.
+pub(crate) fn rail_warning(stats: &NetStats, draws_shared: bool) -> Option<String> {
+    let (diverged, marks) = (stats.rail_diverged, stats.rail_leader_marks);
+    let why = if diverged > 0 {
+        format!("{diverged} followed flows did not start at their twin's instant")
+    } else if marks > 0 && !draws_shared {
+        format!(
+            "leading rail switches ECN-marked {marks} packets that their followers copy, \
+             but twin rails draw RED differently (--ecn-draw packet; rail draws alike)"
+        )
+    } else {
+        return None;
+    };
+    Some(format!(
+        "netsim: warning: --ff-rails: {why}: the replay is no longer exact \
+         (run.json: fast_forward.rail_diverged, rail_leader_marks)"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rail_replay_warns_once_it_is_no_longer_exact() {
+        let mut stats = NetStats {
+            rail_followed: 9,
+            rail_leader_pauses: 3,
+            ..NetStats::default()
+        };
+        assert_eq!(rail_warning(&stats, false), None);
+        stats.rail_leader_marks = 4;
+        assert_eq!(rail_warning(&stats, true), None);
+        let line = rail_warning(&stats, false).unwrap();
+        assert!(line.contains("marked 4 packets"), "{line}");
+        stats.rail_diverged = 2;
+        let line = rail_warning(&stats, true).unwrap();
+        assert!(line.contains(" 2 followed flows"), "{line}");
+        assert_eq!(line.lines().count(), 1);
+    }
 }

@@ -6,8 +6,8 @@ use netsim_models::network::config::{EcmpEntropy, NetConfig, Transport};
 
 /// Refuses `--lazy-expansion on` where a run reads flows or tasks that a
 /// lazy workload has not expanded: flow level's classes, UEC,
-/// fast-forward, `--recv-complete acked` and per-connection ECMP entropy
-/// (all of which read the whole flow list or task DAG).
+/// fast-forward, `--recv-complete acked`, per-connection ECMP entropy and
+/// rail draws (all of which read the whole flow list or task DAG).
 pub fn check(args: &RunArgs, config: &NetConfig) -> anyhow::Result<()> {
     if args.workload.lazy_expansion != "on" {
         return Ok(());
@@ -22,6 +22,8 @@ pub fn check(args: &RunArgs, config: &NetConfig) -> anyhow::Result<()> {
         Some("--recv-complete acked reads the whole flow list")
     } else if config.ecmp_entropy == EcmpEntropy::Connection {
         Some("--ecmp-entropy connection numbers every flow's connection up front")
+    } else if config.ecn_draw_rails {
+        Some("--ecn-draw rail finds twin rails from the whole flow list up front")
     } else {
         None
     };

@@ -102,6 +102,12 @@ pub struct NetworkArgs {
     /// (against the queue left behind) [netsim, connectx enqueue; simai dequeue].
     #[arg(long, value_parser = ["enqueue", "dequeue"])]
     pub ecn_at: Option<String>,
+    /// ECN: what RED's draw between the thresholds hashes: packet (its
+    /// 5-tuple, PSN, switch and port) or rail (the same, but a flow on a
+    /// rail switch whose flows are a lower rail's flow for flow names its
+    /// twin there: twin rails mark alike, as `--ff-rails on` assumes).
+    #[arg(long, default_value = "packet", value_parser = ["packet", "rail"])]
+    pub ecn_draw: String,
     /// ACKs and NACKs at switches: high (strict priority) or data (the
     /// data class, paused by PFC) [netsim high; simai, connectx data].
     #[arg(long, value_parser = ["high", "data"])]
@@ -296,7 +302,7 @@ pub struct NetworkArgs {
     /// Fast-forward: on lets rail switches whose traffic is the same flow
     /// for flow as a lower one's follow it: their flows end at their
     /// twins' instants, without packets (exact where the leading rail
-    /// marks no packet: a follower takes its leader's ECN marks).
+    /// marks nothing, or with --ecn-draw rail: twin rails mark alike).
     #[arg(long, default_value = "off", help_heading = "Engine")]
     pub ff_rails: String,
 }
@@ -322,6 +328,7 @@ pub fn config_json(profile: &str, uec_profile: &str, c: &NetConfig) -> serde_jso
         "qp_round_robin_after_last": c.qp_round_robin_after_last,
         "window": format!("{:?}", c.window),
         "ecn_at_dequeue": c.ecn_at_dequeue,
+        "ecn_draw_rails": c.ecn_draw_rails,
         "ecn": c.ecn.iter().map(|p| serde_json::json!({
             "rate_mbps": mbps(p.rate_bps),
             "kmin_bytes": p.kmin_bytes,

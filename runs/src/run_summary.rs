@@ -68,6 +68,8 @@ impl Outcome {
             stats.memo_path_hits,
             stats.rail_followed,
             stats.rail_diverged,
+            stats.rail_leader_marks,
+            stats.rail_leader_pauses,
         ]);
         words.extend(&self.events_per_shard);
         words
@@ -120,6 +122,8 @@ impl Totals {
             memo_path_hits: sum(25),
             rail_followed: sum(26),
             rail_diverged: sum(27),
+            rail_leader_marks: sum(28),
+            rail_leader_pauses: sum(29),
         };
         let ranks_json = per_rank
             .iter()
@@ -147,7 +151,7 @@ impl Totals {
             skipped_ps: per_rank[0][16],
             skips: per_rank[0][17],
             events_avoided: sum(18),
-            events_per_shard: per_rank.iter().flat_map(|r| &r[28..]).copied().collect(),
+            events_per_shard: per_rank.iter().flat_map(|r| &r[30..]).copied().collect(),
             ranks_json,
         }
     }
@@ -260,6 +264,11 @@ impl RunArgs {
         summary["interrupted_by"] = by.unwrap_or_default().into();
         if output == Output::Files {
             write_run_json(&self.out, &summary)?;
+        }
+        if let Some(warning) =
+            crate::fast_forward_args::rail_warning(&totals.stats, plan.fabric.config.ecn_draw_rails)
+        {
+            eprintln!("{warning}");
         }
         if !self.quiet {
             self.print_summary(plan, &run, &totals, &written);

@@ -238,6 +238,9 @@ pub struct NetConfig {
     /// queue left behind (SimAI's `SwitchNotifyDequeue`); off, on arrival
     /// against the queue found.
     pub ecn_at_dequeue: bool,
+    /// RED's draw names a twin rail's flow and switch where a flow has one
+    /// (`--ecn-draw rail`, `fast_forward/twin_draws.rs`); else its own.
+    pub ecn_draw_rails: bool,
     /// ACKs and NACKs have strict priority over data at switches; off, they
     /// queue in the data class and PFC pauses them (SimAI's `ACK_HIGH_PRIO 0`).
     pub ack_high_priority: bool,
@@ -410,6 +413,7 @@ impl Default for NetConfig {
             pfc_headroom_latency_factor: 0,
             pfc_reserve_bytes: 0,
             ecn_at_dequeue: false,
+            ecn_draw_rails: false,
             ack_high_priority: true,
             recv_complete_at_ack: false,
             qp_round_robin_after_last: false,

@@ -4,6 +4,7 @@
 
 use super::common::{serialization, NO_NODE};
 use super::config::{EcmpEntropy, NetConfig};
+use super::fast_forward::twin_draws::Twin;
 use super::faults::FaultPlan;
 use crate::traffic::FlowSpec;
 use crate::workload::{CollectiveOp, Workload};
@@ -33,6 +34,10 @@ pub struct Fabric {
     /// (`--ecmp-entropy connection`); empty: the flow id (`flow`). Shared
     /// with memo sandboxes, whose workloads hold no collectives.
     pub(crate) source_ports: Arc<[u32]>,
+    /// Per flow, whose identity it draws RED with at its switch: twin
+    /// rails draw alike (`fast_forward/twin_draws.rs`); empty: none has a
+    /// twin. Shared with memo sandboxes.
+    pub(crate) twin_draws: Arc<[Twin]>,
     /// SimBricks links of hosts' ports (`external`); empty: none.
     pub external: super::external::ExternalPorts,
 }
@@ -57,6 +62,35 @@ impl Fabric {
         config: NetConfig,
         seed: u64,
     ) -> Fabric {
+        let mut fabric = Fabric::assemble(topo, routing, workload, config, seed);
+        fabric.twin_draws = super::fast_forward::twin_draws::build(&fabric);
+        fabric
+    }
+
+    /// The fabric of `workload` on `self`'s network, sharing `self`'s
+    /// connection ports and twin draws (memo's sandboxes: their workloads
+    /// keep the run's flow ids but hold no collectives).
+    pub(crate) fn sharing(&self, workload: Workload) -> Fabric {
+        let mut fabric = Fabric::assemble(
+            self.topo.clone(),
+            self.routing.clone(),
+            workload,
+            self.config.clone(),
+            self.seed,
+        );
+        fabric.source_ports = self.source_ports.clone();
+        fabric.twin_draws = self.twin_draws.clone();
+        fabric
+    }
+
+    /// The fabric of `workload`, without twin draws.
+    fn assemble(
+        topo: Topology,
+        routing: Routing,
+        workload: Workload,
+        config: NetConfig,
+        seed: u64,
+    ) -> Fabric {
         let proxy_host = (0..topo.node_count())
             .map(|n| {
                 topo.ports(n)
@@ -72,6 +106,7 @@ impl Fabric {
         };
         Fabric {
             source_ports,
+            twin_draws: Arc::from([]),
             dragonfly: DragonflyIndex::new(&topo),
             topo,
             routing,

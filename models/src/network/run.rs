@@ -40,6 +40,11 @@ pub struct NetStats {
     /// start at their twin's instant (the replay then differs).
     pub rail_followed: u64,
     pub rail_diverged: u64,
+    /// Rail replay: data packets of leading flows that a leading switch
+    /// ECN-marked, and PFC pauses on a leading switch's links; their
+    /// followers take them as they are.
+    pub rail_leader_marks: u64,
+    pub rail_leader_pauses: u64,
 }
 
 impl std::ops::AddAssign for NetStats {
@@ -59,6 +64,8 @@ impl std::ops::AddAssign for NetStats {
         self.sender_slots += o.sender_slots;
         self.rail_followed += o.rail_followed;
         self.rail_diverged += o.rail_diverged;
+        self.rail_leader_marks += o.rail_leader_marks;
+        self.rail_leader_pauses += o.rail_leader_pauses;
     }
 }
 

@@ -8,6 +8,7 @@
 //! (`Network::ingress`, a dense array beside the ports).
 
 use super::common::{entropy_salt, five_tuple_hash};
+use super::fast_forward::twin_draws::draw_identity;
 use super::packet::{Packet, PacketKind, PRIO_CONTROL, PRIO_DATA};
 use super::{NetEvent, Network};
 use crate::telemetry::TelemetrySink;
@@ -101,6 +102,28 @@ impl<S: TelemetrySink> Network<'_, S> {
         }
     }
 
+    /// The switch and 5-tuple hash RED's draw for `pkt` at switch `node`
+    /// names: its own, or for a data packet of a flow with a lower twin
+    /// rail, the twin's (`twin_draws.rs`: twins mark alike).
+    #[inline]
+    fn red_identity(&self, node: u32, pkt: &Packet) -> (u32, u64) {
+        let twin = match pkt.kind {
+            PacketKind::Data => draw_identity(&self.fabric.twin_draws, node, pkt.flow),
+            _ => None,
+        };
+        match twin {
+            Some((switch, lead)) => {
+                let spec = self.fabric.workload.flows[lead as usize];
+                let port = self.fabric.source_port(lead);
+                (switch, five_tuple_hash(port, spec.src, spec.dst))
+            }
+            None => (
+                node,
+                five_tuple_hash(self.source_port(pkt), pkt.src, pkt.dst),
+            ),
+        }
+    }
+
     /// RED on egress port `gport` (port `port` of the current switch) for
     /// `pkt`, its data queue at `queue_bytes`: whether to mark (counted when
     /// so). Between the thresholds the draw is [`red_draw`]'s: a function
@@ -122,15 +145,21 @@ impl<S: TelemetrySink> Network<'_, S> {
             let probability = ecn.pmax * (queue_bytes - ecn.kmin_bytes) as f64
                 / (ecn.kmax_bytes - ecn.kmin_bytes) as f64;
             self.memo_draw();
-            let tuple = five_tuple_hash(self.source_port(pkt), pkt.src, pkt.dst)
-                ^ entropy_salt(pkt.entropy);
-            let draw = red_draw(self.fabric.seed, ctx.node().0, port, tuple, pkt);
+            let (node, tuple) = self.red_identity(ctx.node().0, pkt);
+            let draw = red_draw(
+                self.fabric.seed,
+                node,
+                port,
+                tuple ^ entropy_salt(pkt.entropy),
+                pkt,
+            );
             unit(draw) < probability
         } else {
             false
         };
         if mark {
             self.port_side[gport].counters.ecn_marked_pkts[PRIO_DATA] += 1;
+            self.rail_marked(ctx.node().0, pkt);
         }
         mark
     }

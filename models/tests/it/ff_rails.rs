@@ -175,3 +175,93 @@ fn rail_replay_is_the_same_on_1_2_and_4_shards() {
         assert_eq!(one.stats().rail_followed, n.stats().rail_followed);
     }
 }
+
+/// Spectrum-X with 32 GPUs (4 servers x 8 rails): per rail, the rail's
+/// GPUs of servers 1-3 each compute 20 us, then send `SIZE` to server 0's,
+/// three times: a 3-to-1 incast on every rail switch's port toward server
+/// 0, whose queue crosses RED's thresholds. `draws`: `--ecn-draw rail`.
+fn incast(rails: bool, draws: bool) -> Fabric {
+    let mut p = SimaiParams::defaults(SimaiTemplate::SpectrumX);
+    p.gpus = 32;
+    let topo = netsim_topo::build(&TopoSpec::Simai(p)).unwrap();
+    let routing = Routing::build(&topo).unwrap();
+    let mut b = Builder::new(SimTime(US));
+    for rail in 0..8u32 {
+        // Per source, its last flow (a source sees its flow end).
+        let mut before: Vec<Vec<u32>> = vec![Vec::new(); 3];
+        for _ in 0..3 {
+            let c = b.collective(Collective {
+                name: "incast".into(),
+                op: CollectiveOp::Send,
+                algorithm: "direct",
+                group_size: 4,
+                size_bytes: 3 * SIZE,
+                offloaded: false,
+                fallback_reason: None,
+                tasks: 3,
+                job: NONE,
+            });
+            for (k, server) in (1..4u32).enumerate() {
+                let src = 8 * server + rail;
+                let go = b.compute(src, SimTime(20 * US), NONE, &before[k]);
+                before[k] = vec![b.flow(src, rail, SIZE, c, &[go])];
+            }
+        }
+    }
+    let mut config = config(rails);
+    config.ecn_draw_rails = draws;
+    Fabric::with_workload(topo, routing, b.finish(), config, 7)
+}
+
+/// How many flows of rails 1-7 differ from their rail 0 twin in start,
+/// end, ECN marks or CNPs; asserts that RED's band was crossed.
+fn unlike_twins(run: &NetRun<MemorySink>) -> usize {
+    let all = flows(run);
+    let rail0: Vec<_> = all.iter().filter(|f| f.dst == 0).collect();
+    assert_eq!(rail0.len(), 9);
+    // The queue crossed RED's band: some packets marked, not all.
+    let packets = SIZE.div_ceil(u64::from(NetConfig::default().mtu_bytes));
+    let marked: Vec<u64> = rail0.iter().map(|f| f.ecn_marked_pkts).collect();
+    assert!(marked.iter().any(|&m| m > 0 && m < packets), "{marked:?}");
+    let key = |f: &netsim_models::telemetry::FlowRecord| (f.end_ns, f.ecn_marked_pkts, f.cnps);
+    all.iter()
+        .filter(|f| {
+            let twin = rail0
+                .iter()
+                .find(|t| t.src / 8 == f.src / 8 && t.start_ns == f.start_ns);
+            twin.is_none_or(|t| key(t) != key(f))
+        })
+        .count()
+}
+
+#[test]
+fn twin_rails_mark_alike_at_packet_level_with_rail_draws() {
+    // RED's draw for a flow of rail r names rail 0's twin flow and
+    // switch: the rails, in the same state, mark the same packets.
+    assert_eq!(unlike_twins(&run(&incast(false, true), 1)), 0);
+    // Drawn per packet, the rails' marks differ and they drift apart.
+    assert!(unlike_twins(&run(&incast(false, false), 1)) > 0);
+}
+
+#[test]
+fn followers_of_a_marked_rail_equal_packet_level_and_are_counted() {
+    let off = run(&incast(false, true), 1);
+    let on = run(&incast(true, true), 1);
+    same_flows(&off, &on);
+    assert_eq!(on.stats().rail_followed, 7 * 9);
+    // Every mark of rail 0's flows was taken on its switch (one hop), and
+    // counted there once for its followers.
+    let leader_marks: u64 = flows(&off)
+        .iter()
+        .filter(|f| f.dst == 0)
+        .map(|f| f.ecn_marked_pkts)
+        .sum();
+    assert!(leader_marks > 0);
+    assert_eq!(on.stats().rail_leader_marks, leader_marks);
+    assert_eq!(off.stats().rail_leader_marks, 0);
+    // Drawn per packet, the rails still follow, and the marks they take
+    // from their leader are counted the same.
+    let per_packet = run(&incast(true, false), 1);
+    assert_eq!(per_packet.stats().rail_followed, 7 * 9);
+    assert_eq!(per_packet.stats().rail_leader_marks, leader_marks);
+}

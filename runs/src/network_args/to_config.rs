@@ -300,6 +300,7 @@ impl NetworkArgs {
         if let Some(v) = &self.ecn_at {
             c.ecn_at_dequeue = v == "dequeue";
         }
+        c.ecn_draw_rails = self.ecn_draw == "rail";
         if let Some(v) = &self.ack_priority {
             c.ack_high_priority = v == "high";
         }

@@ -142,6 +142,10 @@ fn what_lazy_expansion_cannot_run_yet_is_refused_with_the_reason() {
             "--ecmp-entropy connection",
             "numbers every flow's connection",
         ),
+        (
+            "--ecn-draw rail",
+            "finds twin rails from the whole flow list",
+        ),
     ] {
         rejects(&dir, &format!("{base} {extra}"), &[], needle);
     }

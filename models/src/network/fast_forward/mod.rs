@@ -16,6 +16,7 @@
 //! | `rail_mirror`         | `port.rs`                 | a packet leaves a port      |
 //! | `rail_leader_finished`| `nic.rs`                  | a sender finished           |
 //! | `rail_end`, `rail_done` | the `RailEnd`, `RailDone` events | a follower ends, its row |
+//! | `rail_marked`, `rail_paused` | `switch.rs`, `port.rs` | a switch marked, a port was paused |
 //! | `ff_*`, `memo_agree`  | the engine's skip hooks   | check instants and jumps    |
 //!
 //! and for samples, [`FastForwarding::unsent_bytes`] and
@@ -29,6 +30,7 @@ mod domains;
 mod jumps;
 mod memo;
 mod rails;
+pub(crate) mod twin_draws;
 
 use super::config::FastForward;
 use super::Network;

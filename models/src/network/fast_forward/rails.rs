@@ -13,6 +13,7 @@
 //! that did not start at its twin's instant).
 
 use super::memo::resources::static_path;
+use super::twin_draws::{draw_identity, signature, TwoHop};
 use crate::network::config::{EcmpMode, Transport};
 use crate::network::{Fabric, NetEvent, Network};
 use crate::telemetry::TelemetrySink;
@@ -49,7 +50,7 @@ pub(crate) enum Built {
 /// A flow's route if it is one switch between two hosts: (switch, the
 /// host port it leaves by, the switch's port toward the destination, the
 /// switch's port back toward the source).
-fn two_hop(fabric: &Fabric, flow: u32) -> Option<(u32, u16, u16, u16)> {
+fn two_hop(fabric: &Fabric, flow: u32) -> Option<TwoHop> {
     let spec = fabric.workload.flows[flow as usize];
     let (mut there, mut back) = (Vec::new(), Vec::new());
     static_path(fabric, flow, spec.src, spec.dst, &mut there);
@@ -58,19 +59,6 @@ fn two_hop(fabric: &Fabric, flow: u32) -> Option<(u32, u16, u16, u16)> {
         return None;
     }
     Some((there[1].0, there[0].1, there[1].1, back[1].1))
-}
-
-/// The server of host `host` beside its rail switch `rail`: its other
-/// neighbour, if it has exactly one (the NVSwitch of a GPU server).
-fn server(fabric: &Fabric, host: u32, rail: u32) -> Option<u32> {
-    let mut others = fabric
-        .topo
-        .ports(host)
-        .iter()
-        .map(|p| p.peer)
-        .filter(|&n| n != rail);
-    let s = others.next()?;
-    others.next().is_none().then_some(s)
 }
 
 /// What the run's configuration rules out: the replay is exact only for
@@ -117,28 +105,6 @@ fn rail_flows(fabric: &Fabric) -> Classes {
     by_switch
 }
 
-/// The signature two switches of one class share: per flow in id order,
-/// the servers it joins, its size and the switch and host ports it takes.
-fn signature(fabric: &Fabric, w: u32, flows: &[u32]) -> Option<Vec<u64>> {
-    let mut sig = Vec::with_capacity(flows.len() * 4);
-    for &f in flows {
-        let spec = fabric.workload.flows[f as usize];
-        if spec.size_bytes == 0 {
-            return None;
-        }
-        let (_, host_port, down, up) = two_hop(fabric, f)?;
-        let (a, b) = (server(fabric, spec.src, w)?, server(fabric, spec.dst, w)?);
-        let link = fabric.topo.link(fabric.topo.port(w, down).link);
-        sig.extend([
-            u64::from(a) << 32 | u64::from(b),
-            spec.size_bytes,
-            u64::from(host_port) << 32 | u64::from(down) << 16 | u64::from(up),
-            link.bandwidth_bps ^ link.latency_ps.rotate_left(32),
-        ]);
-    }
-    Some(sig)
-}
-
 /// Whether the events a follower's hosts receive from its leader's switch
 /// keep their order among the others they receive at the same instant
 /// (by source node): no neighbour of theirs lies between the two switches.
@@ -151,6 +117,24 @@ fn same_order(fabric: &Fabric, leader: u32, follower: u32, flows: &[u32]) -> boo
             !between(h) && fabric.topo.ports(h).iter().all(|p| !between(p.peer))
         })
     })
+}
+
+/// Whether every flow of follower switch `w` draws RED as its twin on
+/// `leader` does (`twin_draws.rs`): then packet level would have marked
+/// the follower's packets as the leader's, and the replay may copy them.
+/// True without `--ecn-draw rail`: the follower takes its leader's marks,
+/// which `rail_leader_marks` counts (the replay is then exact only where
+/// the leader marks nothing).
+fn same_draws(fabric: &Fabric, leader: (u32, &[u32]), follower: (u32, &[u32])) -> bool {
+    if !fabric.config.ecn_draw_rails {
+        return true;
+    }
+    let identity = |w: u32, f: u32| draw_identity(&fabric.twin_draws, w, f).unwrap_or((w, f));
+    let ((l, lflows), (w, flows)) = (leader, follower);
+    flows
+        .iter()
+        .zip(lflows)
+        .all(|(&f, &lead)| identity(w, f) == identity(l, lead))
 }
 
 impl Rails {
@@ -171,7 +155,7 @@ impl Rails {
         let mut followers: HashMap<u32, Vec<u32>> = HashMap::new();
         let mut leading_switch = vec![false; fabric.topo.node_count() as usize];
         for (w, flows) in switches {
-            let Some(sig) = signature(fabric, w, &flows) else {
+            let Some(sig) = signature(fabric, w, &flows, |f| two_hop(fabric, f)) else {
                 continue;
             };
             let Some((leader, lflows)) = classes.get(&sig) else {
@@ -190,6 +174,7 @@ impl Rails {
             if !last_hop(w, &flows)
                 || !last_hop(*leader, lflows)
                 || !same_order(fabric, *leader, w, &flows)
+                || !same_draws(fabric, (*leader, lflows), (w, &flows))
             {
                 continue;
             }
@@ -323,6 +308,33 @@ impl<S: TelemetrySink> Network<'_, S> {
                 delay,
                 NetEvent::RailEnd { flow: f, at_source },
             );
+        }
+    }
+
+    /// The current switch ECN-marked data packet `pkt`: counted when the
+    /// switch leads a class and the packet is a flow with followers (they
+    /// take its marks as they are).
+    pub(crate) fn rail_marked(&mut self, node: u32, pkt: &crate::network::packet::Packet) {
+        let Some(r) = self.ff.rails.as_ref() else {
+            return;
+        };
+        if pkt.kind == crate::network::packet::PacketKind::Data
+            && r.leading_switch[node as usize]
+            && r.followers.contains_key(&pkt.flow)
+        {
+            self.stats.rail_leader_marks += 1;
+        }
+    }
+
+    /// Port `port` of `node` was paused by its peer: counted when either
+    /// end is a leading switch (its followers' links would pause alike).
+    pub(crate) fn rail_paused(&mut self, node: u32, port: u16) {
+        let Some(r) = self.ff.rails.as_ref() else {
+            return;
+        };
+        let peer = self.fabric.topo.port(node, port).peer;
+        if r.leading_switch[node as usize] || r.leading_switch[peer as usize] {
+            self.stats.rail_leader_pauses += 1;
         }
     }
 

@@ -162,6 +162,9 @@ impl<S: TelemetrySink> Network<'_, S> {
         }
         p.paused = pause;
         self.stats.pfc_pauses += u64::from(pause);
+        if pause {
+            self.rail_paused(ctx.node().0, port);
+        }
         let since = &mut self.port_side[gport].pause_since;
         let duration_ns = if pause {
             *since = now;

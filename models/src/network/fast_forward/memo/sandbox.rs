@@ -92,16 +92,9 @@ impl<S: TelemetrySink> Network<'_, S> {
     /// jumps as the run's, no memo and no samples.
     fn memo_sandbox_fabric(&self, canon: &Canon, ready: &[SimTime]) -> Fabric {
         let workload = &self.fabric.workload;
-        let mut sandbox = Fabric::with_workload(
-            self.fabric.topo.clone(),
-            self.fabric.routing.clone(),
-            workload.sandbox(&canon.tasks, ready),
-            self.fabric.config.clone(),
-            self.fabric.seed,
-        );
         // Its workload has no collectives: the connections' source ports
-        // are the run's.
-        sandbox.source_ports = self.fabric.source_ports.clone();
+        // are the run's, and so are the twin draws.
+        let mut sandbox = self.fabric.sharing(workload.sandbox(&canon.tasks, ready));
         // Jumps as the run's: the sandbox keeps absolute time and period,
         // so its checks fall on the run's grid until either jumps, and a
         // steady stretch of the domain alone is jumped as

@@ -189,6 +189,18 @@ pub trait TelemetrySink: Send {
     fn pfc(&mut self, record: PfcRecord);
     fn switch_offload(&mut self, record: SwitchOffloadRecord);
     fn link(&mut self, sample: LinkSample);
+    /// Whether the sink takes the `collectives` table's rows during the
+    /// run ([`TelemetrySink::collective`]); otherwise the run keeps every
+    /// collective's span, and the rows are made from them after it. Only a
+    /// sequential (flow-level) run hands them out.
+    fn takes_collectives(&self) -> bool {
+        false
+    }
+    /// The `collectives` table's next row, in collective-id order: every
+    /// collective of the workload once, as soon as its row is final.
+    fn collective(&mut self, record: CollectiveRecord) {
+        let _ = record;
+    }
 }
 
 /// Keeps every row in memory; for tests and small runs.

@@ -196,8 +196,9 @@ pub trait TelemetrySink: Send {
     fn takes_collectives(&self) -> bool {
         false
     }
-    /// The `collectives` table's next row, in collective-id order: every
-    /// collective of the workload once, as soon as its row is final.
+    /// The `collectives` table's next row, in the table's order
+    /// ([`crate::network::collective_order`]): every collective of the
+    /// workload once, finished ones as soon as their row is final.
     fn collective(&mut self, record: CollectiveRecord) {
         let _ = record;
     }

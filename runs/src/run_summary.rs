@@ -10,7 +10,9 @@ use crate::run_plan::Plan;
 use crate::run_tables::{KeptPart, KeptTable, Output};
 use crate::telemetry::{write_run_json, Kept, PartConfig, TableRow};
 use netsim_engine::{SimTime, SkipStats};
-use netsim_models::network::{collective_record, merge_spans, CollectiveSpan, NetStats};
+use netsim_models::network::{
+    collective_order, collective_record, merge_spans, CollectiveSpan, NetStats,
+};
 use netsim_models::telemetry::{CollectiveRecord, FaultRecord};
 use netsim_models::workload::Workload;
 use netsim_process::peak_rss_bytes;
@@ -228,8 +230,8 @@ fn write_collectives(
     let collectives = workload.collectives.len().min(spans.len());
     let mut collectives_finished = 0;
     let mut writer = output.writer::<CollectiveRecord>(part0)?;
-    for (id, span) in spans.iter().enumerate().take(collectives) {
-        let c = collective_record(workload, id as u32, span);
+    for id in collective_order(workload, &spans) {
+        let c = collective_record(workload, id, &spans[id as usize]);
         collectives_finished += usize::from(c.end_ns.is_some());
         writer.push(&c)?;
     }

@@ -36,10 +36,9 @@ impl FlowDag {
     /// ([`FlowDag::take_final_spans`]), not the whole iteration's.
     pub(super) fn new(fabric: &Fabric, streamed: bool) -> (FlowDag, Vec<u32>) {
         let workload = &fabric.workload;
-        let count = workload.collectives.len();
         let spans = match streamed {
-            true => Spans::streamed(count),
-            false => Spans::whole(count),
+            true => Spans::streamed(workload.collectives.iter().map(|c| c.tasks).collect()),
+            false => Spans::whole(workload.collectives.len()),
         };
         match &workload.lazy {
             Some(plan) => {

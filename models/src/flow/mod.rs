@@ -282,15 +282,7 @@ pub fn simulate<S: TelemetrySink>(
         ready: Vec::new(),
         drained: Vec::new(),
     };
-    if workload.has_tasks() {
-        for task in roots {
-            fluid.start_task(task);
-        }
-    } else {
-        for (flow, spec) in workload.flows.iter().enumerate() {
-            fluid.push(spec.start, Event::Start { flow: flow as u32 });
-        }
-    }
+    fluid.start_roots(roots);
     let mut reported = 0;
     while let Some((at, _)) = fluid.queue.peek() {
         if at >= end {
@@ -332,6 +324,22 @@ pub fn simulate<S: TelemetrySink>(
 }
 
 impl<S: TelemetrySink> Fluid<'_, S> {
+    /// Starts the workload's tasks without dependencies (`roots`), or
+    /// schedules every flow of plain traffic.
+    fn start_roots(&mut self, roots: Vec<u32>) {
+        let fabric = self.fabric;
+        let workload = &fabric.workload;
+        if workload.has_tasks() {
+            for task in roots {
+                self.start_task(task);
+            }
+        } else {
+            for (flow, spec) in workload.flows.iter().enumerate() {
+                self.push(spec.start, Event::Start { flow: flow as u32 });
+            }
+        }
+    }
+
     fn push(&mut self, at: SimTime, event: Event) {
         self.queue.push(at, self.next_seq, event);
         self.next_seq += 1;
@@ -531,22 +539,25 @@ impl<S: TelemetrySink> Fluid<'_, S> {
         }
     }
 
-    /// Hands the sink, in id order, the `collectives` rows final before
-    /// `now` (with `rest`, every row left: the run is over), when it takes
-    /// them; the spans of those collectives are no longer held.
+    /// Hands the sink the `collectives` rows of the collectives that
+    /// finished before `now`, by end then id (with `rest`, every row left:
+    /// the run is over), when it takes them; their spans are no longer held.
     fn write_collectives(&mut self, rest: bool) {
         if !self.stream_collectives {
             return;
         }
         let (workload, now) = (&self.fabric.workload, self.now);
         let sink = &mut self.sink;
-        let out = |c: u32, span: &CollectiveSpan| {
+        let mut out = |c: u32, span: &CollectiveSpan| {
             sink.collective(collective_record(workload, c, span));
         };
         let spans = self.dag.spans_mut();
         match rest {
-            true => spans.take_rest(out),
-            false => spans.take_final(now, |c| workload.collectives[c as usize].tasks, out),
+            true => {
+                spans.take_final(SimTime::MAX, &mut out);
+                spans.take_rest(out);
+            }
+            false => spans.take_final(now, out),
         }
     }
 

@@ -1,29 +1,41 @@
 //! [`Spans`]: per collective, what a run saw of it, held whole (a shard's
 //! view, merged with the other shards' after the run) or streamed: only the
-//! collectives from the first whose row is not yet written to the last one
-//! touched, each handed out, in id order, once its row can no longer change.
+//! collectives started and not yet handed out, each handed out once its row
+//! can no longer change, in the `collectives` table's order
+//! ([`crate::network::collective_order`]).
 
 use super::progress::CollectiveSpan;
+use hashbrown::hash_map::Entry;
+use hashbrown::HashMap;
 use netsim_engine::SimTime;
-use std::collections::VecDeque;
 
-/// The spans of a run's collectives, `first..first + window.len()` held.
+/// What a streamed run holds per collective of the workload: its task
+/// count (4 B) and its bit, rounded up; the spans in flight come on top.
+pub const BYTES_PER_STREAMED_COLLECTIVE: u64 = 5;
+
+/// The spans of a run's collectives.
 ///
 /// Whole ([`Spans::whole`]): every collective's, from the start, as a
 /// packet-level shard needs them (a collective's tasks run on several
 /// shards; its row is known only once they are merged). Streamed
-/// ([`Spans::streamed`]): a sequential run hands each row out as soon as it
-/// is final ([`Spans::take_final`]), in the order of the ids, which is the
-/// order the whole table has; so the written table is the same bytes, and
-/// what is held is the collectives between the first unfinished one and
-/// the last one started, not the iteration.
+/// ([`Spans::streamed`]): a sequential run hands each finished collective's
+/// span out at the first instant after it finished ([`Spans::take_final`]),
+/// those of one instant by id, so in the order of their ends and ids; the
+/// others at the end, by id ([`Spans::take_rest`]). What is held is the
+/// collectives in flight, a bit per collective and its task count, not a
+/// span per collective of the iteration.
 #[derive(Clone, Debug)]
 pub struct Spans {
-    /// The id of `window[0]`: every collective before it was handed out.
-    first: u32,
-    window: VecDeque<CollectiveSpan>,
-    /// Collectives in the workload.
-    count: u32,
+    /// Whole: every collective's span, by id; empty when streamed.
+    whole: Vec<CollectiveSpan>,
+    /// Streamed: per collective, its tasks; empty when whole.
+    tasks: Vec<u32>,
+    /// Streamed: the spans of collectives started and not handed out.
+    live: HashMap<u32, CollectiveSpan>,
+    /// Streamed: collectives whose last task completed, not handed out.
+    done: Vec<(SimTime, u32)>,
+    /// Streamed: a bit per collective handed out.
+    written: Vec<u64>,
     /// The most spans held at once.
     peak: usize,
 }
@@ -32,39 +44,53 @@ impl Spans {
     /// Every one of `count` collectives' spans, unseen.
     pub fn whole(count: usize) -> Spans {
         Spans {
-            first: 0,
-            window: VecDeque::from(vec![CollectiveSpan::UNSEEN; count]),
-            count: u32::try_from(count).expect("collective ids are u32"),
+            whole: vec![CollectiveSpan::UNSEEN; count],
+            tasks: Vec::new(),
+            live: HashMap::new(),
+            done: Vec::new(),
+            written: Vec::new(),
             peak: count,
         }
     }
 
-    /// None held yet; a span is held from the first time its collective
-    /// (or a later one) is touched until [`Spans::take_final`] hands it out.
-    pub fn streamed(count: usize) -> Spans {
+    /// None held yet, for collectives of `tasks` tasks each (by id).
+    pub fn streamed(tasks: Vec<u32>) -> Spans {
         Spans {
-            first: 0,
-            window: VecDeque::new(),
-            count: u32::try_from(count).expect("collective ids are u32"),
+            whole: Vec::new(),
+            written: vec![0; tasks.len().div_ceil(64)],
+            tasks,
+            live: HashMap::new(),
+            done: Vec::new(),
             peak: 0,
         }
+    }
+
+    fn is_streamed(&self) -> bool {
+        !self.written.is_empty()
+    }
+
+    fn is_written(&self, c: u32) -> bool {
+        self.written[c as usize / 64] >> (c % 64) & 1 == 1
     }
 
     /// The span of collective `c`, held from now on.
     ///
     /// # Panics
-    /// If `c`'s row was handed out already (a run that touches a
-    /// collective after its last completion is a bug), or `c` is not a
-    /// collective of the workload.
+    /// If `c` is not a collective, or its row was handed out already (a run
+    /// that touches a collective after its last completion is a bug).
     fn at(&mut self, c: u32) -> &mut CollectiveSpan {
-        assert!(c < self.count, "collective {c} of {}", self.count);
-        assert!(c >= self.first, "collective {c} touched after its row");
-        let i = (c - self.first) as usize;
-        if i >= self.window.len() {
-            self.window.resize(i + 1, CollectiveSpan::UNSEEN);
-            self.peak = self.peak.max(self.window.len());
+        if !self.is_streamed() {
+            return &mut self.whole[c as usize];
         }
-        &mut self.window[i]
+        assert!(!self.is_written(c), "collective {c} touched after its row");
+        let held = self.live.len() + 1;
+        match self.live.entry(c) {
+            Entry::Occupied(span) => span.into_mut(),
+            Entry::Vacant(slot) => {
+                self.peak = self.peak.max(held);
+                slot.insert(CollectiveSpan::UNSEEN)
+            }
+        }
     }
 
     /// A task of collective `c` started at `now`.
@@ -76,64 +102,56 @@ impl Spans {
     /// A task of collective `c` was seen complete at `now`; counted once,
     /// where it started (`at_source`).
     pub fn completed(&mut self, c: u32, now: SimTime, at_source: bool) {
+        let tasks = self.tasks.get(c as usize).copied();
         let span = self.at(c);
         span.end = span.end.max(now);
         span.tasks_done += u32::from(at_source);
-    }
-
-    /// Hands out, in id order, the spans of the collectives before the
-    /// first one whose row may still change: with `tasks(c)` tasks, a
-    /// collective is final once every task of it completed at an instant
-    /// before `now` (the run has handled every event before `now`, so no
-    /// completion at its last instant, at a destination, is still to come).
-    /// A collective of no tasks is never touched: it is final at once.
-    pub fn take_final(
-        &mut self,
-        now: SimTime,
-        tasks: impl Fn(u32) -> u32,
-        mut out: impl FnMut(u32, &CollectiveSpan),
-    ) {
-        while self.first < self.count {
-            let c = self.first;
-            let n = tasks(c);
-            let span = self.window.front().copied();
-            let done = match span {
-                _ if n == 0 => true,
-                None => false,
-                Some(s) => s.start != SimTime::MAX && s.tasks_done == n && s.end < now,
-            };
-            if !done {
-                return;
-            }
-            out(c, &span.unwrap_or(CollectiveSpan::UNSEEN));
-            self.window.pop_front();
-            self.first += 1;
+        let span = *span;
+        let started = span.start != SimTime::MAX;
+        if at_source && started && Some(span.tasks_done) == tasks {
+            self.done.push((span.end, c));
         }
     }
 
-    /// Hands out every span not yet handed out, in id order (unseen past
-    /// the last collective touched): the end of a streamed run.
+    /// Hands out the spans of the collectives that finished before `now`,
+    /// by end then id. Called at every instant, before its events, it hands
+    /// each out at the first instant after its last completion (no
+    /// completion of that instant, at a destination, is still to come), so
+    /// across the run every finished collective comes out by end then id.
+    pub fn take_final(&mut self, now: SimTime, mut out: impl FnMut(u32, &CollectiveSpan)) {
+        if self.done.is_empty() {
+            return;
+        }
+        for (end, c) in &mut self.done {
+            *end = self.live[c].end;
+        }
+        self.done.sort_unstable();
+        let ready = self.done.partition_point(|&(end, _)| end < now);
+        for i in 0..ready {
+            let c = self.done[i].1;
+            let span = self.live.remove(&c).expect("a finished collective is live");
+            self.written[c as usize / 64] |= 1 << (c % 64);
+            out(c, &span);
+        }
+        self.done.drain(..ready);
+    }
+
+    /// Hands out every span not yet handed out, by id (unseen for the
+    /// collectives never touched): the end of a streamed run, after
+    /// [`Spans::take_final`] at [`SimTime::MAX`].
     pub fn take_rest(&mut self, mut out: impl FnMut(u32, &CollectiveSpan)) {
-        for c in self.first..self.count {
-            let span = self.window.pop_front();
-            out(c, &span.unwrap_or(CollectiveSpan::UNSEEN));
+        for c in 0..self.tasks.len() as u32 {
+            if !self.is_written(c) {
+                let span = self.live.remove(&c).unwrap_or(CollectiveSpan::UNSEEN);
+                out(c, &span);
+            }
         }
-        self.first = self.count;
+        self.written.fill(u64::MAX);
     }
 
-    /// The spans of collectives `0..count` (whole), or of none once a
-    /// streamed run handed them out.
-    ///
-    /// # Panics
-    /// If some were handed out and others not.
+    /// The spans of every collective (whole), or of none once streamed.
     pub fn into_vec(self) -> Vec<CollectiveSpan> {
-        if self.first == self.count {
-            return Vec::new();
-        }
-        assert_eq!(self.first, 0, "a streamed run hands out every span");
-        let mut all = Vec::from(self.window);
-        all.resize(self.count as usize, CollectiveSpan::UNSEEN);
-        all
+        self.whole
     }
 
     /// The most spans held at once.
@@ -151,17 +169,17 @@ mod tests {
     }
 
     /// A chain: collective `c` of 2 tasks runs from `c` to `c + 1` ns.
-    /// Streamed, each row leaves at the next instant, in id order, with
-    /// the span the whole run keeps, and 2 spans at most are held however
-    /// long the chain.
+    /// Streamed, each span leaves at the next instant with the span the
+    /// whole run keeps, and 2 spans at most are held however long the
+    /// chain.
     #[test]
-    fn a_chain_streams_its_rows_holding_two_spans() {
+    fn a_chain_streams_its_spans_holding_two() {
         for len in [10u32, 1000] {
-            let (mut whole, mut streamed) =
-                (Spans::whole(len as usize), Spans::streamed(len as usize));
+            let mut whole = Spans::whole(len as usize);
+            let mut streamed = Spans::streamed(vec![2; len as usize]);
             let mut rows = Vec::new();
             for c in 0..len {
-                streamed.take_final(ns(u64::from(c)), |_| 2, |id, s| rows.push((id, *s)));
+                streamed.take_final(ns(u64::from(c)), |id, s| rows.push((id, *s)));
                 for spans in [&mut whole, &mut streamed] {
                     spans.started(c, ns(u64::from(c)));
                     spans.completed(c, ns(u64::from(c) + 1), false);
@@ -170,6 +188,7 @@ mod tests {
                 }
                 assert_eq!(rows.len(), c.saturating_sub(1) as usize, "rows before {c}");
             }
+            streamed.take_final(SimTime::MAX, |id, s| rows.push((id, *s)));
             streamed.take_rest(|id, s| rows.push((id, *s)));
             let whole = whole.into_vec();
             let ids: Vec<u32> = rows.iter().map(|r| r.0).collect();
@@ -180,39 +199,36 @@ mod tests {
         }
     }
 
-    /// A collective still waiting for a task, or that ended at the instant
-    /// now, holds back every later row; one of no tasks does not; the rest
-    /// of a run comes out unseen past what was touched.
+    /// Collectives come out by end then id once an instant after their end
+    /// is reached; the unfinished ones, and those of no tasks, last by id.
     #[test]
-    fn rows_wait_for_the_first_unfinished_collective() {
-        let mut s = Spans::streamed(5);
-        let tasks = |c: u32| if c == 1 { 0 } else { 1 };
+    fn finished_spans_leave_by_end_then_id_and_the_rest_by_id() {
+        let mut s = Spans::streamed(vec![1, 0, 1, 2, 1, 1]);
         let mut rows = Vec::new();
-        s.started(0, ns(1));
-        s.started(2, ns(1));
+        for c in [0, 2, 3, 4] {
+            s.started(c, ns(1));
+        }
+        s.completed(4, ns(2), true);
         s.completed(2, ns(2), true);
-        s.take_final(ns(3), tasks, |id, _| rows.push(id));
-        assert!(rows.is_empty(), "collective 0 is unfinished");
+        s.take_final(ns(2), |id, _| rows.push(id));
+        assert!(rows.is_empty(), "they ended at this instant");
         s.completed(0, ns(3), true);
-        s.take_final(ns(3), tasks, |id, _| rows.push(id));
-        assert!(rows.is_empty(), "collective 0 ended at this instant");
-        s.take_final(ns(4), tasks, |id, _| rows.push(id));
-        assert_eq!(rows, [0, 1, 2]);
+        s.completed(3, ns(3), true);
+        s.take_final(ns(4), |id, _| rows.push(id));
+        assert_eq!(rows, [2, 4, 0]);
+        s.take_final(SimTime::MAX, |id, _| rows.push(id));
         let mut rest = Vec::new();
-        s.take_rest(|id, span| rest.push((id, *span)));
-        assert_eq!(
-            rest,
-            [(3, CollectiveSpan::UNSEEN), (4, CollectiveSpan::UNSEEN)]
-        );
+        s.take_rest(|id, span| rest.push((id, span.tasks_done)));
+        assert_eq!(rest, [(1, 0), (3, 1), (5, 0)]);
     }
 
     #[test]
     #[should_panic(expected = "touched after its row")]
     fn touching_a_written_collective_is_a_bug() {
-        let mut s = Spans::streamed(2);
+        let mut s = Spans::streamed(vec![1, 1]);
         s.started(0, ns(1));
         s.completed(0, ns(1), true);
-        s.take_final(ns(2), |_| 1, |_, _| {});
+        s.take_final(ns(2), |_, _| {});
         s.completed(0, ns(2), false);
     }
 }

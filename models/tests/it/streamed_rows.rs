@@ -1,12 +1,13 @@
 //! A flow-level run hands a sink that takes them the `collectives` rows as
 //! they become final (issue 32): the very rows, in the very order, that
-//! the spans of the whole run give, and no more of them held back when the
-//! run grows longer.
+//! the spans of the whole run give (finished collectives by end then id,
+//! then the rest by id), and no more of them held back when the run grows
+//! longer.
 
 use netsim_engine::SimTime;
 use netsim_models::flow;
 use netsim_models::network::config::NetConfig;
-use netsim_models::network::{collective_records, Fabric};
+use netsim_models::network::{collective_order, collective_record, Fabric};
 use netsim_models::telemetry::{
     CollectiveRecord, FlowRecord, LinkSample, MemorySink, PfcRecord, QueueSample,
     SwitchOffloadRecord, TelemetrySink,
@@ -25,13 +26,14 @@ struct Streaming {
     flows: Vec<FlowRecord>,
     collectives: Vec<CollectiveRecord>,
     waiting: BTreeSet<u32>,
+    written: BTreeSet<u32>,
     most_waiting: usize,
 }
 
 impl TelemetrySink for Streaming {
     fn flow(&mut self, record: FlowRecord) {
         if let Some(c) = record.collective_id {
-            if c as usize >= self.collectives.len() {
+            if !self.written.contains(&c) {
                 self.waiting.insert(c);
                 self.most_waiting = self.most_waiting.max(self.waiting.len());
             }
@@ -46,11 +48,7 @@ impl TelemetrySink for Streaming {
         true
     }
     fn collective(&mut self, record: CollectiveRecord) {
-        assert_eq!(
-            record.collective_id as usize,
-            self.collectives.len(),
-            "in id order"
-        );
+        assert!(self.written.insert(record.collective_id), "one row each");
         self.waiting.remove(&record.collective_id);
         self.collectives.push(record);
     }
@@ -92,7 +90,11 @@ fn streamed_against_whole(fabric: &Fabric, end: SimTime) -> usize {
         unreachable!("one shard")
     };
     assert!(shard.spans.is_empty(), "a streamed run keeps no spans");
-    let rows = collective_records(&fabric.workload, &whole.spans());
+    let spans = whole.spans();
+    let rows: Vec<_> = collective_order(&fabric.workload, &spans)
+        .into_iter()
+        .map(|c| collective_record(&fabric.workload, c, &spans[c as usize]))
+        .collect();
     assert_eq!(rows.len(), fabric.workload.collectives.len());
     assert!(shard.sink.collectives == rows, "the streamed rows differ");
     assert!(shard.sink.flows == whole.shards[0].sink.flows);

@@ -189,6 +189,19 @@ pub trait TelemetrySink: Send {
     fn pfc(&mut self, record: PfcRecord);
     fn switch_offload(&mut self, record: SwitchOffloadRecord);
     fn link(&mut self, sample: LinkSample);
+    /// Whether the sink takes the `collectives` table's rows during the
+    /// run ([`TelemetrySink::collective`]); otherwise the run keeps every
+    /// collective's span, and the rows are made from them after it. Only a
+    /// sequential (flow-level) run hands them out.
+    fn takes_collectives(&self) -> bool {
+        false
+    }
+    /// The `collectives` table's next row, in the table's order
+    /// ([`crate::network::collective_order`]): every collective of the
+    /// workload once, finished ones as soon as their row is final.
+    fn collective(&mut self, record: CollectiveRecord) {
+        let _ = record;
+    }
 }
 
 /// Keeps every row in memory; for tests and small runs.

@@ -11,7 +11,7 @@ use netsim_models::network;
 use netsim_models::network::config::{CcKind, NetConfig};
 use netsim_models::traffic::FlowSpec;
 use netsim_models::workload::Workload;
-use netsim_models::workload::{on_demand, progress};
+use netsim_models::workload::{on_demand, progress, spans};
 use netsim_process::{human_bytes, memory_in_use_bytes, memory_limit_bytes};
 
 /// What the network model holds per port (queues, counters, pause state),
@@ -102,7 +102,12 @@ impl RunBytes {
         });
         let state_per_shard = (tasks * progress::BYTES_PER_TASK)
             .saturating_add(workload.collectives.len() as u64 * progress::BYTES_PER_COLLECTIVE);
-        let dag_per_shard = state_per_shard.saturating_add(live);
+        // A flow-level run streams its `collectives` rows: no span per
+        // collective, its task count and a bit (`workload/spans.rs`).
+        let streamed = (tasks * progress::BYTES_PER_TASK).saturating_add(
+            workload.collectives.len() as u64 * spans::BYTES_PER_STREAMED_COLLECTIVE,
+        );
+        let flow_dag = streamed.saturating_add(live);
         let all_ports = 2 * u64::from(topo.link_count());
         let ports = all_ports / ranks;
         // Plain traffic may have every flow in flight at once.
@@ -120,7 +125,7 @@ impl RunBytes {
                     flow::bytes_per_flow(config.cc == CcKind::None, workload.lazy.is_some())
                         + BYTES_PER_FCT,
                 ),
-                dag: dag_per_shard,
+                dag: flow_dag,
                 in_flight: in_flight(FLOWS_IN_FLIGHT_PER_HOST)
                     .saturating_mul(flow::BYTES_PER_FLOW_IN_FLIGHT),
                 memo: 0,

@@ -7,7 +7,7 @@ use crate::fcts::Fcts;
 use crate::progress::with_progress_bar;
 use crate::ranks::Ranks;
 use crate::run_cmd::{Fidelity, RunArgs};
-use crate::run_summary::Outcome;
+use crate::run_summary::{Outcome, StreamedCollectives};
 use crate::run_tables::{KeptPart, KeptTable, Output, RunTables};
 use crate::telemetry::{
     prepare_output_dir, Kept, PartConfig, TableRow, TableWriter, TelemetryError, TABLES,
@@ -16,7 +16,8 @@ use netsim_engine::{splitmix64, Progress, SimTime};
 use netsim_models::flow;
 use netsim_models::network::ShardOutcome;
 use netsim_models::telemetry::{
-    FlowRecord, LinkSample, PfcRecord, QueueSample, SwitchOffloadRecord, TelemetrySink,
+    CollectiveRecord, FlowRecord, LinkSample, PfcRecord, QueueSample, SwitchOffloadRecord,
+    TelemetrySink,
 };
 use netsim_partition::Partition;
 use std::sync::Mutex;
@@ -34,6 +35,10 @@ struct ParquetSink {
     pfc: TableWriter<PfcRecord>,
     switch_offload: TableWriter<SwitchOffloadRecord>,
     links: TableWriter<LinkSample>,
+    /// A flow-level run's `collectives` table, streamed as its rows become
+    /// final (packet level writes it after the run, from every shard's
+    /// spans), and the rows of finished collectives.
+    collectives: Option<(TableWriter<CollectiveRecord>, usize)>,
     error: Option<TelemetryError>,
     /// Completion times of finished flows, for the run's percentiles.
     fcts: Fcts,
@@ -56,18 +61,26 @@ impl ParquetSink {
     ];
 
     /// Renames the part files into place; returns what was kept of (flows,
-    /// queues, pfc, switch_offload, links).
-    fn finish(self) -> Result<[Kept; 5], TelemetryError> {
+    /// queues, pfc, switch_offload, links), and of the streamed collectives.
+    fn finish(self) -> Result<([Kept; 5], Option<StreamedCollectives>), TelemetryError> {
         if let Some(e) = self.error {
             return Err(e);
         }
-        Ok([
+        let tables = [
             self.flows.finish_kept()?,
             self.queues.finish_kept()?,
             self.pfc.finish_kept()?,
             self.switch_offload.finish_kept()?,
             self.links.finish_kept()?,
-        ])
+        ];
+        let collectives = match self.collectives {
+            Some((writer, finished)) => Some(StreamedCollectives {
+                kept: writer.finish_kept()?,
+                finished,
+            }),
+            None => None,
+        };
+        Ok((tables, collectives))
     }
 }
 
@@ -93,6 +106,15 @@ impl TelemetrySink for ParquetSink {
     }
     fn link(&mut self, sample: LinkSample) {
         let r = self.links.push(&sample);
+        self.keep(r);
+    }
+    fn takes_collectives(&self) -> bool {
+        self.collectives.is_some()
+    }
+    fn collective(&mut self, record: CollectiveRecord) {
+        let (writer, finished) = self.collectives.as_mut().expect("takes collectives");
+        *finished += usize::from(record.end_ns.is_some());
+        let r = writer.push(&record);
         self.keep(r);
     }
 }
@@ -212,7 +234,7 @@ impl RunArgs {
         let events_per_shard: Vec<u64> = run.shards.iter().map(|s| s.handled_events).collect();
         let mut fcts = Fcts::default();
         let finished = finish_shards(run.shards, &mut fcts);
-        let (rows, mut tables) = ranks.agree(finished)?;
+        let (rows, mut tables, collectives) = ranks.agree(finished)?;
         // Every rank stopped at the same exchange; rank 0 learns why.
         if let Some(signals) = ranks.gather(&[crate::interrupt::signal_number()]) {
             crate::interrupt::adopt_first(&signals);
@@ -224,6 +246,7 @@ impl RunArgs {
             stats,
             skip,
             spans,
+            collectives,
             events_per_shard,
             fcts,
             rows,
@@ -263,6 +286,11 @@ impl RunArgs {
             pfc: output.writer(part)?,
             switch_offload: output.writer(part)?,
             links: output.writer(part)?,
+            // A flow-level run is one sequential part, rank 0's first.
+            collectives: match self.fidelity {
+                Fidelity::Flow => Some((output.writer(part)?, 0)),
+                Fidelity::Packet => None,
+            },
             error: None,
             // One flow-level sink sees every flow.
             fcts: match self.fidelity {
@@ -275,11 +303,12 @@ impl RunArgs {
 
 /// Finishes every shard's sink, their completion times appended to
 /// `fcts`: the rows of (flows, queues, pfc, switch_offload, links) summed
-/// over the shards, and those tables' parts when kept in memory.
+/// over the shards, those tables' parts when kept in memory, and the
+/// `collectives` table when a sink streamed it.
 fn finish_shards(
     shards: Vec<ShardOutcome<ParquetSink>>,
     fcts: &mut Fcts,
-) -> anyhow::Result<([u64; 5], Vec<KeptTable>)> {
+) -> anyhow::Result<([u64; 5], Vec<KeptTable>, Option<StreamedCollectives>)> {
     let mut tables: Vec<KeptTable> = ParquetSink::TABLES
         .iter()
         .map(|&name| KeptTable {
@@ -288,10 +317,13 @@ fn finish_shards(
         })
         .collect();
     let mut rows = [0u64; 5];
+    let mut streamed = None;
     for mut shard in shards {
         fcts.append(&mut shard.sink.fcts);
         let (rank, shard_id) = (shard.sink.rank, shard.sink.shard);
-        for ((total, table), kept) in rows.iter_mut().zip(&mut tables).zip(shard.sink.finish()?) {
+        let (kept_tables, collectives) = shard.sink.finish()?;
+        streamed = streamed.or(collectives);
+        for ((total, table), kept) in rows.iter_mut().zip(&mut tables).zip(kept_tables) {
             *total += kept.rows;
             table.parts.push(KeptPart {
                 rank,
@@ -300,7 +332,7 @@ fn finish_shards(
             });
         }
     }
-    Ok((rows, tables))
+    Ok((rows, tables, streamed))
 }
 
 /// A hash of the node -> shard map and lookahead, to check that all ranks

@@ -8,10 +8,13 @@ use crate::ranks::Ranks;
 use crate::run_cmd::RunArgs;
 use crate::run_plan::Plan;
 use crate::run_tables::{KeptPart, KeptTable, Output};
-use crate::telemetry::{write_run_json, PartConfig, TableRow};
+use crate::telemetry::{write_run_json, Kept, PartConfig, TableRow};
 use netsim_engine::{SimTime, SkipStats};
-use netsim_models::network::{collective_record, merge_spans, CollectiveSpan, NetStats};
+use netsim_models::network::{
+    collective_order, collective_record, merge_spans, CollectiveSpan, NetStats,
+};
 use netsim_models::telemetry::{CollectiveRecord, FaultRecord};
+use netsim_models::workload::Workload;
 use netsim_process::peak_rss_bytes;
 use std::time::Instant;
 
@@ -24,6 +27,9 @@ pub(crate) struct Outcome {
     pub stats: NetStats,
     pub skip: SkipStats,
     pub spans: Vec<CollectiveSpan>,
+    /// The `collectives` table, when a flow-level sink streamed it (then
+    /// `spans` is empty).
+    pub collectives: Option<StreamedCollectives>,
     pub events_per_shard: Vec<u64>,
     pub fcts: Fcts,
     /// Rows written: flows, queues, pfc, switch_offload, links.
@@ -157,6 +163,13 @@ impl Totals {
     }
 }
 
+/// The `collectives` table as a flow-level run streamed it.
+pub(crate) struct StreamedCollectives {
+    pub kept: Kept,
+    /// Rows of finished collectives.
+    pub finished: usize,
+}
+
 /// What rank 0 wrote of the collectives and faults.
 struct Written {
     /// Both tables, when kept in memory.
@@ -170,24 +183,20 @@ struct Written {
 
 /// The `collectives` and `faults` tables, into `part0` of `output`: one
 /// row per collective, from what every shard of every rank saw of it
-/// (`spans`, freed once written), and one per fault.
+/// (`spans`, freed once written) unless a flow-level run `streamed` them,
+/// and one per fault.
 fn write_tables(
     plan: &Plan,
     spans: Vec<CollectiveSpan>,
+    streamed: Option<StreamedCollectives>,
     part0: &PartConfig,
     output: Output,
 ) -> anyhow::Result<Written> {
     let workload = &plan.fabric.workload;
-    let collectives = workload.collectives.len().min(spans.len());
-    let mut collectives_finished = 0;
-    let mut writer = output.writer::<CollectiveRecord>(part0)?;
-    for (id, span) in spans.iter().enumerate().take(collectives) {
-        let c = collective_record(workload, id as u32, span);
-        collectives_finished += usize::from(c.end_ns.is_some());
-        writer.push(&c)?;
-    }
-    drop(spans);
-    let collective_kept = writer.finish_kept()?;
+    let (collectives, collectives_finished, collective_kept) = match streamed {
+        Some(s) => (workload.collectives.len(), s.finished, s.kept),
+        None => write_collectives(workload, spans, part0, output)?,
+    };
     let mut writer = output.writer::<FaultRecord>(part0)?;
     for f in fault_records(&plan.fabric.faults) {
         writer.push(&f)?;
@@ -212,6 +221,26 @@ fn write_tables(
         collective_rows,
         fault_rows,
     })
+}
+
+/// The `collectives` table from `spans`: the collectives that have one,
+/// the rows of finished ones, and what the writer kept.
+fn write_collectives(
+    workload: &Workload,
+    spans: Vec<CollectiveSpan>,
+    part0: &PartConfig,
+    output: Output,
+) -> anyhow::Result<(usize, usize, Kept)> {
+    let collectives = workload.collectives.len().min(spans.len());
+    let mut collectives_finished = 0;
+    let mut writer = output.writer::<CollectiveRecord>(part0)?;
+    for id in collective_order(workload, &spans) {
+        let c = collective_record(workload, id, &spans[id as usize]);
+        collectives_finished += usize::from(c.end_ns.is_some());
+        writer.push(&c)?;
+    }
+    drop(spans);
+    Ok((collectives, collectives_finished, writer.finish_kept()?))
 }
 
 impl RunArgs {
@@ -247,7 +276,7 @@ impl RunArgs {
             return Ok(None);
         };
         let totals = Totals::from_words(&gathered, record);
-        let mut written = write_tables(plan, spans, part0, output)?;
+        let mut written = write_tables(plan, spans, outcome.collectives, part0, output)?;
         let fct_ns = (fcts.percentile(0.5), fcts.percentile(0.99));
         drop(fcts);
         let run = RunFigures {

@@ -9,6 +9,7 @@ use crate::network::Fabric;
 use crate::traffic::FlowSpec;
 use crate::workload::on_demand::{LazyDag, Source};
 use crate::workload::progress::{CollectiveSpan, DagProgress, Start};
+use crate::workload::spans::Spans;
 use crate::workload::{FlowInfo, NONE};
 use netsim_engine::SimTime;
 use std::sync::Arc;
@@ -30,13 +31,19 @@ fn source(fabric: &Fabric) -> Source<'_> {
 
 impl FlowDag {
     /// The DAG of `fabric`'s workload and its tasks without dependencies,
-    /// ascending (the order the eager run starts them in).
-    pub(super) fn new(fabric: &Fabric) -> (FlowDag, Vec<u32>) {
+    /// ascending (the order the eager run starts them in). With `streamed`
+    /// it holds the collectives' spans only until they are taken
+    /// ([`FlowDag::take_final_spans`]), not the whole iteration's.
+    pub(super) fn new(fabric: &Fabric, streamed: bool) -> (FlowDag, Vec<u32>) {
         let workload = &fabric.workload;
+        let spans = match streamed {
+            true => Spans::streamed(workload.collectives.iter().map(|c| c.tasks).collect()),
+            false => Spans::whole(workload.collectives.len()),
+        };
         match &workload.lazy {
             Some(plan) => {
                 let hosts = (0..fabric.topo.node_count()).collect();
-                let (dag, roots) = LazyDag::new(source(fabric), plan.clone(), hosts);
+                let (dag, roots) = LazyDag::with_spans(source(fabric), plan.clone(), hosts, spans);
                 let mut roots: Vec<u32> = roots.into_iter().map(|(_, t)| t).collect();
                 roots.sort_unstable();
                 (FlowDag::Lazy(dag), roots)
@@ -45,7 +52,10 @@ impl FlowDag {
                 let roots = (0..workload.tasks.len() as u32)
                     .filter(|&t| workload.tasks[t as usize].deps == 0)
                     .collect();
-                (FlowDag::Eager(DagProgress::new(workload)), roots)
+                (
+                    FlowDag::Eager(DagProgress::with_spans(workload, spans)),
+                    roots,
+                )
             }
         }
     }
@@ -119,7 +129,15 @@ impl FlowDag {
         (c, job)
     }
 
-    /// Per collective, what was seen of it.
+    /// The collectives' spans.
+    pub(super) fn spans_mut(&mut self) -> &mut Spans {
+        match self {
+            FlowDag::Eager(dag) => dag.spans_mut(),
+            FlowDag::Lazy(dag) => dag.spans_mut(),
+        }
+    }
+
+    /// Per collective, what was seen of it (none once streamed out).
     pub(super) fn into_spans(self) -> Vec<CollectiveSpan> {
         match self {
             FlowDag::Eager(dag) => dag.into_spans(),

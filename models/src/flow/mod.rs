@@ -40,7 +40,8 @@ pub use slots::{bytes_per_flow, BYTES_PER_FLOW_IN_FLIGHT};
 
 use crate::network::config::EcmpMode;
 use crate::network::{
-    five_tuple_hash, ideal_fct, Fabric, NetRun, NetStats, PathTiming, ShardOutcome,
+    collective_record, five_tuple_hash, ideal_fct, CollectiveSpan, Fabric, NetRun, NetStats,
+    PathTiming, ShardOutcome,
 };
 use crate::telemetry::{FlowRecord, TelemetrySink};
 use crate::traffic::FlowSpec;
@@ -184,6 +185,8 @@ struct Fluid<'f, S> {
     queue: EventQueue<Event>,
     next_seq: u64,
     dag: FlowDag,
+    /// The sink takes the `collectives` rows as they become final.
+    stream_collectives: bool,
     stats: NetStats,
     sink: S,
     now: SimTime,
@@ -221,7 +224,8 @@ pub fn simulate<S: TelemetrySink>(
         .collect::<Vec<u64>>();
     let workload = &fabric.workload;
     let flow_count = workload.flow_count();
-    let (dag, roots) = FlowDag::new(fabric);
+    let stream_collectives = sink.takes_collectives();
+    let (dag, roots) = FlowDag::new(fabric, stream_collectives);
     // A lazily expanded workload keeps nothing per flow id (issue 32).
     let sparse = workload.lazy.is_some();
     // Without congestion control nothing slows a sender: it injects at its
@@ -260,6 +264,7 @@ pub fn simulate<S: TelemetrySink>(
         queue: EventQueue::new(),
         next_seq: 0,
         dag,
+        stream_collectives,
         stats: NetStats::default(),
         sink,
         now: SimTime::ZERO,
@@ -277,15 +282,7 @@ pub fn simulate<S: TelemetrySink>(
         ready: Vec::new(),
         drained: Vec::new(),
     };
-    if workload.has_tasks() {
-        for task in roots {
-            fluid.start_task(task);
-        }
-    } else {
-        for (flow, spec) in workload.flows.iter().enumerate() {
-            fluid.push(spec.start, Event::Start { flow: flow as u32 });
-        }
-    }
+    fluid.start_roots(roots);
     let mut reported = 0;
     while let Some((at, _)) = fluid.queue.peek() {
         if at >= end {
@@ -293,6 +290,7 @@ pub fn simulate<S: TelemetrySink>(
         }
         fluid.sample_until(at);
         fluid.now = at;
+        fluid.write_collectives(false);
         while let Some((t, event)) = fluid.queue.peek() {
             if t != at {
                 break;
@@ -326,6 +324,22 @@ pub fn simulate<S: TelemetrySink>(
 }
 
 impl<S: TelemetrySink> Fluid<'_, S> {
+    /// Starts the workload's tasks without dependencies (`roots`), or
+    /// schedules every flow of plain traffic.
+    fn start_roots(&mut self, roots: Vec<u32>) {
+        let fabric = self.fabric;
+        let workload = &fabric.workload;
+        if workload.has_tasks() {
+            for task in roots {
+                self.start_task(task);
+            }
+        } else {
+            for (flow, spec) in workload.flows.iter().enumerate() {
+                self.push(spec.start, Event::Start { flow: flow as u32 });
+            }
+        }
+    }
+
     fn push(&mut self, at: SimTime, event: Event) {
         self.queue.push(at, self.next_seq, event);
         self.next_seq += 1;
@@ -525,6 +539,28 @@ impl<S: TelemetrySink> Fluid<'_, S> {
         }
     }
 
+    /// Hands the sink the `collectives` rows of the collectives that
+    /// finished before `now`, by end then id (with `rest`, every row left:
+    /// the run is over), when it takes them; their spans are no longer held.
+    fn write_collectives(&mut self, rest: bool) {
+        if !self.stream_collectives {
+            return;
+        }
+        let (workload, now) = (&self.fabric.workload, self.now);
+        let sink = &mut self.sink;
+        let mut out = |c: u32, span: &CollectiveSpan| {
+            sink.collective(collective_record(workload, c, span));
+        };
+        let spans = self.dag.spans_mut();
+        match rest {
+            true => {
+                spans.take_final(SimTime::MAX, &mut out);
+                spans.take_rest(out);
+            }
+            false => spans.take_final(now, out),
+        }
+    }
+
     fn record_flow(&mut self, flow: u32) {
         let f = self.flows[flow as usize];
         let spec = f.spec;
@@ -585,6 +621,7 @@ impl<S: TelemetrySink> Fluid<'_, S> {
         for flow in running {
             self.record_flow(flow);
         }
+        self.write_collectives(true);
         NetRun {
             shards: vec![ShardOutcome {
                 skip: netsim_engine::SkipStats::default(),

@@ -96,8 +96,8 @@ pub(crate) use common::{ecmp_pick, serialization, NO_NODE};
 pub(crate) use fabric::PathTiming;
 pub use faults::{dead_links, FaultPlan};
 pub use run::{
-    collective_record, collective_records, merge_spans, simulate, simulate_on, NetRun, NetStats,
-    ShardOutcome,
+    collective_order, collective_record, collective_records, merge_spans, simulate, simulate_on,
+    NetRun, NetStats, ShardOutcome,
 };
 pub use telemetry::link_tier;
 

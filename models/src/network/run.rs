@@ -162,6 +162,23 @@ pub fn collective_record(workload: &Workload, id: u32, span: &CollectiveSpan) ->
     }
 }
 
+/// The order of the `collectives` table's rows: the collectives that
+/// finished, by end (in picoseconds, not the row's `end_ns`) then id, then
+/// the others by id. It is the order in
+/// which a streamed run finds rows final ([`crate::workload::spans::Spans`]),
+/// so a table written after the run and one written during it are the same.
+pub fn collective_order(workload: &Workload, spans: &[CollectiveSpan]) -> Vec<u32> {
+    let n = workload.collectives.len().min(spans.len());
+    let finished = |c: usize| {
+        let s = &spans[c];
+        s.start != SimTime::MAX && s.tasks_done == workload.collectives[c].tasks
+    };
+    let mut order: Vec<u32> = (0..n).filter(|&c| finished(c)).map(|c| c as u32).collect();
+    order.sort_unstable_by_key(|&c| (spans[c as usize].end, c));
+    order.extend((0..n).filter(|&c| !finished(c)).map(|c| c as u32));
+    order
+}
+
 /// Per collective, the union of what several shards (or ranks) saw.
 pub fn merge_spans<'a>(parts: impl Iterator<Item = &'a [CollectiveSpan]>) -> Vec<CollectiveSpan> {
     let mut total: Vec<CollectiveSpan> = Vec::new();

@@ -38,6 +38,7 @@ pub mod progress;
 mod rows;
 mod sandbox;
 pub mod simai;
+pub mod spans;
 pub mod spec;
 pub mod trace;
 pub mod trees;

@@ -2,6 +2,7 @@
 //! task still waits for, and what each collective's hosts saw of it. Packet
 //! level (per shard) and flow level drive it alike.
 
+use super::spans::Spans;
 use super::{TaskKind, Workload, NONE};
 use hashbrown::HashMap;
 use netsim_engine::SimTime;
@@ -47,7 +48,7 @@ pub struct DagProgress {
     /// for more (an iteration's end gathers hundreds), counted in `many`.
     remaining: Vec<u8>,
     many: HashMap<u32, u32>,
-    spans: Vec<CollectiveSpan>,
+    spans: Spans,
 }
 
 /// In [`DagProgress::remaining`]: the count is in `many`.
@@ -60,6 +61,11 @@ pub const BYTES_PER_COLLECTIVE: u64 = std::mem::size_of::<CollectiveSpan>() as u
 
 impl DagProgress {
     pub fn new(workload: &Workload) -> DagProgress {
+        Self::with_spans(workload, Spans::whole(workload.collectives.len()))
+    }
+
+    /// [`DagProgress::new`], the collectives' spans held in `spans`.
+    pub fn with_spans(workload: &Workload, spans: Spans) -> DagProgress {
         let many = (0..workload.tasks.len() as u32)
             .map(|t| (t, workload.tasks[t as usize].deps))
             .filter(|&(_, deps)| deps >= u32::from(MANY))
@@ -71,7 +77,7 @@ impl DagProgress {
                 .map(|t| u8::try_from(t.deps).unwrap_or(MANY))
                 .collect(),
             many,
-            spans: vec![CollectiveSpan::UNSEEN; workload.collectives.len()],
+            spans,
         }
     }
 
@@ -86,8 +92,7 @@ impl DagProgress {
     /// A task of `collective` (or [`NONE`]) started at `now`.
     pub fn span_started(&mut self, collective: u32, now: SimTime) {
         if collective != NONE {
-            let span = &mut self.spans[collective as usize];
-            span.start = span.start.min(now);
+            self.spans.started(collective, now);
         }
     }
 
@@ -124,10 +129,8 @@ impl DagProgress {
     ) {
         let t = workload.tasks[task as usize];
         if t.collective != NONE {
-            let span = &mut self.spans[t.collective as usize];
-            span.end = span.end.max(now);
             // Counted once, where the task started.
-            span.tasks_done += u32::from(at_source);
+            self.spans.completed(t.collective, now, at_source);
         }
         for &d in workload.dependents(task) {
             if workload.tasks[d as usize].host != host {
@@ -148,9 +151,14 @@ impl DagProgress {
         }
     }
 
-    /// Per collective, what was seen of it.
+    /// The collectives' spans.
+    pub fn spans_mut(&mut self) -> &mut Spans {
+        &mut self.spans
+    }
+
+    /// Per collective, what was seen of it (none once streamed out).
     pub fn into_spans(self) -> Vec<CollectiveSpan> {
-        self.spans
+        self.spans.into_vec()
     }
 }
 

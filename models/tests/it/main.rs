@@ -37,6 +37,7 @@ mod parser_properties;
 mod pipeline;
 mod planes;
 mod simbricks;
+mod streamed_rows;
 mod timely;
 mod traces;
 mod uec;

@@ -6,6 +6,7 @@
 
 use super::super::build::lazy::Expanded;
 use super::super::progress::{CollectiveSpan, Start};
+use super::super::spans::Spans;
 use super::super::{FlowInfo, Task, TaskKind, NONE};
 use super::{LazyPlan, Place, Source};
 use crate::traffic::FlowSpec;
@@ -21,7 +22,7 @@ pub struct LazyDag {
     local: Vec<u32>,
     /// Per kept task, the dependencies its host has not yet seen complete.
     kept_left: Counts,
-    spans: Vec<CollectiveSpan>,
+    spans: Spans,
     /// Plan -> slot of the collectives expanded here.
     live: HashMap<u32, u32>,
     slots: Vec<Live>,
@@ -59,7 +60,17 @@ impl LazyDag {
         plan: Arc<LazyPlan>,
         local: Vec<u32>,
     ) -> (LazyDag, Vec<(u32, u32)>) {
-        let w = src.workload;
+        let spans = Spans::whole(src.workload.collectives.len());
+        Self::with_spans(src, plan, local, spans)
+    }
+
+    /// [`LazyDag::new`], the collectives' spans held in `spans`.
+    pub fn with_spans(
+        src: Source<'_>,
+        plan: Arc<LazyPlan>,
+        local: Vec<u32>,
+        spans: Spans,
+    ) -> (LazyDag, Vec<(u32, u32)>) {
         let kept_left = Counts::new(plan.kept.tasks.iter().map(|t| t.deps));
         let mut roots: Vec<(u32, u32)> = plan
             .kept
@@ -73,7 +84,7 @@ impl LazyDag {
             plan: plan.clone(),
             local,
             kept_left,
-            spans: vec![CollectiveSpan::UNSEEN; w.collectives.len()],
+            spans,
             live: HashMap::new(),
             slots: Vec::new(),
             free: Vec::new(),
@@ -149,8 +160,7 @@ impl LazyDag {
     /// A task of `collective` (or [`NONE`]) started at `now`.
     pub fn span_started(&mut self, collective: u32, now: SimTime) {
         if collective != NONE {
-            let span = &mut self.spans[collective as usize];
-            span.start = span.start.min(now);
+            self.spans.started(collective, now);
         }
     }
 
@@ -190,9 +200,7 @@ impl LazyDag {
         };
         let (t, _) = self.task(src, task);
         if t.collective != NONE {
-            let span = &mut self.spans[t.collective as usize];
-            span.end = span.end.max(now);
-            span.tasks_done += u32::from(at_source);
+            self.spans.completed(t.collective, now, at_source);
         }
 
         if let Some((p, slot)) = mine {
@@ -314,9 +322,14 @@ impl LazyDag {
         self.live.len()
     }
 
-    /// Per collective, what this shard saw of it.
+    /// The collectives' spans.
+    pub fn spans_mut(&mut self) -> &mut Spans {
+        &mut self.spans
+    }
+
+    /// Per collective, what this shard saw of it (none once streamed out).
     pub fn into_spans(self) -> Vec<CollectiveSpan> {
-        self.spans
+        self.spans.into_vec()
     }
 }
 

@@ -176,11 +176,8 @@ impl<S: TelemetrySink> Network<'_, S> {
         let mut earliest = NO_WAKE;
         for k in 0..n {
             let slot = (host.round_robin + k) % n;
-            if self.transport.queued_behind(host.flows[slot] as usize) {
-                continue;
-            }
+            let next_psn = self.transport.sendable_psn(host.flows[slot] as usize);
             let s = &mut self.transport.senders[host.flows[slot] as usize];
-            let next_psn = s.qp.next_psn(s.packets);
             if next_psn >= s.packets {
                 continue;
             }

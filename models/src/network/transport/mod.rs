@@ -404,6 +404,17 @@ impl Transports {
         a.on_port && a.port == s.port && a.spray_ports == 0 && q.next_psn() < a.packets
     }
 
+    /// The next packet sender `i` may send, its packet count (none) while
+    /// it is [`Transports::queued_behind`] another.
+    #[inline]
+    pub(crate) fn sendable_psn(&mut self, i: usize) -> u32 {
+        if self.queued_behind(i) {
+            return self.senders[i].packets;
+        }
+        let s = &mut self.senders[i];
+        s.qp.next_psn(s.packets)
+    }
+
     /// A sender for flow `flow` in a free slot (the slab grows only when
     /// none is free); returns the slot. Its `start` is the flow's own
     /// (`SimTime::MAX` for a workload task's: it starts when the task does).

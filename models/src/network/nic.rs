@@ -133,6 +133,7 @@ impl<S: TelemetrySink> Network<'_, S> {
                 ctx.now(),
             );
         }
+        self.transport.senders[i].on_port = true;
         for p in qp_ports(port, spray_ports) {
             let gport = self.port_index(local, p);
             self.hosts[gport].flows.push(i as u32);
@@ -175,8 +176,8 @@ impl<S: TelemetrySink> Network<'_, S> {
         let mut earliest = NO_WAKE;
         for k in 0..n {
             let slot = (host.round_robin + k) % n;
+            let next_psn = self.transport.sendable_psn(host.flows[slot] as usize);
             let s = &mut self.transport.senders[host.flows[slot] as usize];
-            let next_psn = s.qp.next_psn(s.packets);
             if next_psn >= s.packets {
                 continue;
             }

@@ -248,6 +248,31 @@ impl Builder {
         task
     }
 
+    /// Queues flow task `task` behind flow task `ahead` on one queue pair
+    /// (same source and destination; `ahead` added first): it sends no
+    /// packet while `ahead` still has packets to send from its port. What
+    /// NCCL's steps on one connection do: posted in order, they leave the
+    /// NIC back to back, each at the link's rate, rather than sharing it.
+    pub fn queue_after(&mut self, task: u32, ahead: u32) {
+        if self.over {
+            return;
+        }
+        let flow_of = |b: &Builder, t: u32| match b.kind(&b.task_at(t)) {
+            TaskKind::Flow(f) => f,
+            TaskKind::Compute(_) => panic!("task {t} is not a flow"),
+        };
+        let (flow, prev) = (flow_of(self, task), flow_of(self, ahead));
+        assert!(prev < flow, "a flow queues behind an earlier one");
+        let (a, b) = (self.flow_spec(prev), self.flow_spec(flow));
+        assert_eq!((a.src, a.dst), (b.src, b.dst), "one queue pair, one peer");
+        assert!(
+            self.w.queued_flows.last().is_none_or(|&(f, _)| f < flow),
+            "flows are queued in id order"
+        );
+        self.charge(memory::INA_FLOW_BYTES);
+        self.w.queued_flows.push((flow, prev));
+    }
+
     /// `duration` of compute on `host` after `deps`.
     pub fn compute(
         &mut self,
@@ -516,6 +541,7 @@ impl Builder {
 
     /// What this builder added, as one collective expanded alone.
     pub(crate) fn into_expanded(self) -> Expanded {
+        let queued = self.w.queued_flows.clone();
         let mut deps = self.deps.iter().copied();
         let tasks: Vec<(Task, TaskKind)> = self
             .tasks
@@ -535,6 +561,7 @@ impl Builder {
             flows: self.flows.iter().copied().collect(),
             deps,
             collectives: self.rows().cloned().collect(),
+            queued,
         }
     }
 

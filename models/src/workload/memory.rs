@@ -60,6 +60,7 @@ impl Workload {
             b.dependents = 0;
         }
         b.flows += (self.ina_flows.len() * INA_FLOW_BYTES as usize) as u64;
+        b.flows += (self.queued_flows.len() * INA_FLOW_BYTES as usize) as u64;
         // Each distinct row once, an index per collective.
         b.collectives = self.collectives.bytes();
         if let Some(lazy) = &self.lazy {

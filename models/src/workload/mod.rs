@@ -86,13 +86,18 @@ pub struct Task {
 const COMPUTE: u32 = 1 << 31;
 
 /// What a flow of a workload belongs to ([`Workload::flow_info`]): its
-/// task and collective, and the aggregation tree it streams into ([`NONE`]
-/// for a host-to-host flow).
+/// task and collective, the aggregation tree it streams into ([`NONE`]
+/// for a host-to-host flow), and the flow ahead of it on its queue pair
+/// ([`NONE`] when it has a queue pair of its own).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FlowInfo {
     pub task: u32,
     pub collective: u32,
     pub ina_op: u32,
+    /// A flow queued behind another sends none of its packets while that
+    /// one still has packets to send from the same port: NCCL's steps, one
+    /// queue pair per connection, leave in order ([`Workload::flow_queued_after`]).
+    pub after: u32,
 }
 
 /// One collective as the `collectives` table reports it.
@@ -133,6 +138,9 @@ pub struct Workload {
     /// [`InaOp`], sorted by flow (few flows do: 4 B a flow for the rest
     /// would be 0.5 GB on a large job).
     ina_flows: Vec<(u32, u32)>,
+    /// The flows queued behind another on one queue pair, and that flow,
+    /// sorted by flow (NCCL's pipelined steps; few workloads have them).
+    queued_flows: Vec<(u32, u32)>,
     pub tasks: Vec<Task>,
     /// Tasks that depend on task `t`: `dependents[dependent_base[t]..dependent_base[t + 1]]`.
     dependents: Vec<u32>,
@@ -240,6 +248,7 @@ impl Workload {
             task,
             collective: self.tasks.get(task as usize).map_or(NONE, |t| t.collective),
             ina_op: self.flow_ina_op(flow),
+            after: self.flow_queued_after(flow),
         })
     }
 
@@ -260,6 +269,24 @@ impl Workload {
         }
         match self.ina_flows.binary_search_by_key(&flow, |&(f, _)| f) {
             Ok(i) => self.ina_flows[i].1,
+            Err(_) => NONE,
+        }
+    }
+
+    /// The queued flows ([`Workload::flow_queued_after`]) among `flows`.
+    pub fn queued_in(&self, flows: std::ops::Range<usize>) -> Vec<(u32, u32)> {
+        let inside = |&&(f, _): &&(u32, u32)| flows.contains(&(f as usize));
+        self.queued_flows.iter().filter(inside).copied().collect()
+    }
+
+    /// The flow ahead of `flow` on its queue pair, or [`NONE`].
+    #[inline]
+    pub fn flow_queued_after(&self, flow: u32) -> u32 {
+        if self.queued_flows.is_empty() {
+            return NONE;
+        }
+        match self.queued_flows.binary_search_by_key(&flow, |&(f, _)| f) {
+            Ok(i) => self.queued_flows[i].1,
             Err(_) => NONE,
         }
     }

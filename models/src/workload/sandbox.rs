@@ -68,6 +68,7 @@ impl Workload {
             flows: self.flows.clone(),
             flow_task,
             ina_flows: Vec::new(),
+            queued_flows: self.queued_flows.clone(),
             tasks: out_tasks,
             dependents,
             dependent_base,

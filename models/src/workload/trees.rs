@@ -277,12 +277,23 @@ fn all_reduce(
     true
 }
 
-/// Per position, every flow so far up to its parent and down from it, and
-/// how many of an edge's flows may be in flight at once.
+/// Per position, every flow so far up to its parent and down from it, how
+/// many of an edge's flows may be in flight at once, and whether an edge's
+/// flows queue on one queue pair ([`Builder::queue_after`]).
 struct Edges<'a> {
     up: &'a mut [Vec<u32>],
     down: &'a mut [Vec<u32>],
     window: usize,
+    queued: bool,
+}
+
+/// Flow `flow` onto an edge's `flows`, queued behind the previous one there
+/// when `queued`.
+fn push_edge(b: &mut Builder, flows: &mut Vec<u32>, flow: u32, queued: bool) {
+    if let (true, Some(&ahead)) = (queued, flows.last()) {
+        b.queue_after(flow, ahead);
+    }
+    flows.push(flow);
 }
 
 /// The latest of `flows`, `NONE` for none.
@@ -307,7 +318,12 @@ fn pass(
     entry: &HostTasks,
     edges: Edges,
 ) {
-    let Edges { up, down, window } = edges;
+    let Edges {
+        up,
+        down,
+        window,
+        queued,
+    } = edges;
     let live = |mut deps: Vec<u32>| {
         deps.retain(|&d| d != NONE);
         deps
@@ -320,7 +336,7 @@ fn pass(
         deps.push(back(&up[pos], window));
         let deps = after_entry(entry, group[pos], &live(deps));
         let flow = b.flow(group[pos], group[parent], bytes, coll, &deps);
-        up[pos].push(flow);
+        push_edge(b, &mut up[pos], flow, queued);
     }
     for &pos in &tree.order {
         let received: Vec<u32> = match tree.parent[pos] {
@@ -332,22 +348,19 @@ fn pass(
             deps.push(back(&down[c], window));
             let deps = after_entry(entry, group[pos], &live(deps));
             let flow = b.flow(group[pos], group[c], bytes, coll, &deps);
-            down[c].push(flow);
+            push_edge(b, &mut down[c], flow, queued);
         }
     }
 }
 
 /// Flows of an edge of a chained tree ([`TreePipeline::on_servers`]) in
-/// flight at once. NCCL keeps up to `NCCL_STEPS` (8) chunks in flight on a
-/// connection, sent in order on one queue pair, so an edge never idles for
-/// an acknowledgement. netsim's flows share a link rather than queue on
-/// it, so a window of 1 keeps chunks in order, as on the double binary
-/// tree of `2 x channels` trees; with `2 x local` trees each flow is
-/// `local` times smaller and a rail would idle for a round trip after
-/// each (16 MiB on two servers of 100 Gb/s NICs: 207.4 us, 199.7 with
-/// the window; the rails need 170.3), so the next flow starts while the
-/// previous one is in flight, two sharing the link at most.
-pub const CHAIN_WINDOW: usize = 2;
+/// flight at once: NCCL keeps up to `NCCL_STEPS` (8) chunks in flight on a
+/// connection (a step's slot is free again once the peer has taken it),
+/// posted in order on one queue pair, so they leave back to back, each at
+/// the link's rate, and an edge never idles for an acknowledgement. Each
+/// flow queues behind the previous one of its edge
+/// ([`Builder::queue_after`]) rather than sharing the link with it.
+pub const CHAIN_WINDOW: usize = 8;
 
 /// A double binary tree that takes its data one piece at a time, as a
 /// pipeline stage does (and [`double_binary_tree`] its chunks): each
@@ -364,6 +377,8 @@ pub struct TreePipeline {
     down: Vec<Vec<Vec<u32>>>,
     /// Flows of an edge in flight at once.
     window: usize,
+    /// Whether an edge's flows queue on one queue pair.
+    queued: bool,
 }
 
 impl TreePipeline {
@@ -373,7 +388,7 @@ impl TreePipeline {
         let shapes = (0..channels.max(1))
             .flat_map(|_| pair.iter().cloned())
             .collect();
-        TreePipeline::of(group.to_vec(), shapes, 1)
+        TreePipeline::of(group.to_vec(), shapes, 1, false)
     }
 
     /// NCCL's trees over whole servers ([`server_double_binary_tree`]),
@@ -385,10 +400,10 @@ impl TreePipeline {
         let shapes = (0..rounds * local)
             .flat_map(|c| nodes.iter().map(move |t| chained(t, local, c % local)))
             .collect();
-        TreePipeline::of(servers.concat(), shapes, CHAIN_WINDOW)
+        TreePipeline::of(servers.concat(), shapes, CHAIN_WINDOW, true)
     }
 
-    fn of(group: Vec<NodeIndex>, shapes: Vec<Tree>, window: usize) -> TreePipeline {
+    fn of(group: Vec<NodeIndex>, shapes: Vec<Tree>, window: usize, queued: bool) -> TreePipeline {
         let fresh = vec![vec![Vec::new(); group.len()]; shapes.len()];
         TreePipeline {
             group,
@@ -396,6 +411,7 @@ impl TreePipeline {
             up: fresh.clone(),
             down: fresh,
             window,
+            queued,
         }
     }
 
@@ -407,8 +423,13 @@ impl TreePipeline {
         for (t, (up, down)) in self.up.iter_mut().zip(&mut self.down).enumerate() {
             let bytes = part(size_bytes, trees, t as u64);
             let tree = &self.shapes[t];
-            let window = self.window;
-            let edges = Edges { up, down, window };
+            let (window, queued) = (self.window, self.queued);
+            let edges = Edges {
+                up,
+                down,
+                window,
+                queued,
+            };
             pass(b, coll, &self.group, tree, bytes, entry, edges);
         }
         first

@@ -10,7 +10,14 @@ use netsim_models::workload::nccl::{Nccl, Protocol};
 use netsim_models::workload::{Algorithm, CollectiveOp, Dtype, OpSpec, ReduceOp, WorkloadSpec};
 use netsim_topo::{SimaiParams, SimaiTemplate, TopoSpec};
 
-use crate::common::{collectives, lossless, packets, workload_fabric};
+use netsim_engine::SimTime;
+use netsim_models::network::Fabric;
+use netsim_models::telemetry::MemorySink;
+use netsim_models::workload::{Builder, NONE};
+
+use crate::common::{
+    cc_none, collectives, flows, layout, lossless, packets, star, workload_fabric,
+};
 
 fn spectrum_x(gpus: u32) -> SimaiParams {
     let mut p = SimaiParams::defaults(SimaiTemplate::SpectrumX);
@@ -146,4 +153,143 @@ fn tree_on_two_servers_takes_the_busier_links_time() {
             "{nic_gbps} Gb/s NICs: tree took {took_ps} ps; rails {rails_ps} ps, NVLink {nvlink_ps} ps"
         );
     }
+}
+
+/// Two 1 MB flows from host 0 to host 1 of a star, ready at once. On
+/// queue pairs of their own they share the link round robin, so the first
+/// ends only with the second, at about twice its ideal time. Queued on
+/// one queue pair ([`Builder::queue_after`]), as NCCL's steps are, the
+/// first leaves alone at line rate and ends at its ideal time (measured
+/// +0.3%), and the
+/// second's packets follow its last: the two end a flow's serialization
+/// apart (the ideal time less the 2 us path), and both are done by the
+/// same time as when they shared.
+#[test]
+fn flows_queued_on_one_queue_pair_leave_in_order() {
+    let size: u64 = 1_000_000;
+    let mut ends = Vec::new();
+    for queued in [false, true] {
+        let topo = netsim_topo::build(&star(2)).unwrap();
+        let routing = netsim_topo::Routing::build(&topo).unwrap();
+        let mut b = Builder::new(SimTime::ZERO);
+        let first = b.flow(0, 1, size, NONE, &[]);
+        let second = b.flow(0, 1, size, NONE, &[]);
+        if queued {
+            b.queue_after(second, first);
+        }
+        let w = b.finish();
+        assert_eq!(w.flow_queued_after(1), if queued { 0 } else { NONE });
+        assert_eq!(w.flow_queued_after(0), NONE);
+        let fabric = Fabric::with_workload(topo, routing, w, cc_none(), 3);
+        let f = flows(&packets(&fabric));
+        let (a, c) = (&f[0], &f[1]);
+        let (a_fct, c_end) = (a.fct_ns.unwrap(), c.end_ns.unwrap());
+        if queued {
+            assert!(
+                a_fct * 100 <= a.ideal_fct_ns * 101,
+                "the first took {a_fct} ns, ideal {}",
+                a.ideal_fct_ns
+            );
+            let apart = c_end - a.end_ns.unwrap();
+            assert!(
+                apart * 10 >= a.ideal_fct_ns * 9 && apart <= a.ideal_fct_ns,
+                "queued flows ended {apart} ns apart"
+            );
+        } else {
+            assert!(
+                a_fct * 10 >= a.ideal_fct_ns * 19,
+                "sharing, the first took {a_fct} ns, ideal {}",
+                a.ideal_fct_ns
+            );
+        }
+        ends.push(c_end);
+    }
+    let (shared, queued) = (ends[0] as i64, ends[1] as i64);
+    assert!(
+        (shared - queued).abs() * 1000 <= shared,
+        "both done at {queued} ns queued, {shared} ns shared"
+    );
+}
+
+/// Every edge of the chained tree sends its chunks on one queue pair, in
+/// order, up to NCCL_STEPS (8) of them in flight: on 2 servers of 8 at
+/// 16 MiB (16 pieces of 64 KiB a tree), each flow but an edge's first is
+/// queued behind the edge's previous flow (same source and destination,
+/// an earlier id), and the `k`-th waits for the `k - 8`-th to complete,
+/// not for the one before it.
+#[test]
+fn chained_tree_edges_queue_their_chunks_eight_in_flight() {
+    let topo = netsim_topo::build(&TopoSpec::Simai(spectrum_x(16))).unwrap();
+    let w = netsim_models::workload::build(&tree_spec(16 << 20, true), &topo, &lossless()).unwrap();
+    let (pieces, edges) = (16usize, 16 * 2 * 15);
+    assert_eq!(w.flows.len(), pieces * edges);
+    let deps = w.dependencies();
+    // Per edge (tree, direction, pair), its flows in order.
+    let mut by_flow: Vec<Vec<u32>> = Vec::new();
+    let mut head_of = std::collections::HashMap::new();
+    for f in 0..w.flows.len() as u32 {
+        let ahead = w.flow_queued_after(f);
+        if ahead == NONE {
+            head_of.insert(f, by_flow.len());
+            by_flow.push(vec![f]);
+            continue;
+        }
+        let (a, s) = (w.flows[ahead as usize], w.flows[f as usize]);
+        assert!(
+            ahead < f && (a.src, a.dst) == (s.src, s.dst),
+            "{f} behind {ahead}"
+        );
+        let edge = head_of[&ahead];
+        assert_eq!(
+            by_flow[edge].last(),
+            Some(&ahead),
+            "{f} skips its edge's previous flow"
+        );
+        by_flow[edge].push(f);
+        head_of.insert(f, edge);
+    }
+    assert_eq!(
+        by_flow.len(),
+        edges,
+        "one queue pair per tree edge and direction"
+    );
+    for edge in &by_flow {
+        assert_eq!(edge.len(), pieces);
+        for (k, &f) in edge.iter().enumerate() {
+            let mine = &deps[w.flow_task(f) as usize];
+            if k >= 8 {
+                assert!(
+                    mine.contains(&w.flow_task(edge[k - 8])),
+                    "flow {f}: no window"
+                );
+            }
+            if k >= 1 {
+                assert!(
+                    !mine.contains(&w.flow_task(edge[k - 1])),
+                    "flow {f}: window of 1"
+                );
+            }
+        }
+    }
+}
+
+/// The chained tree with its queued flows writes the same flow rows on 1,
+/// 2 and 4 shards: a queue pair's order is decided at its source host.
+#[test]
+fn chained_tree_with_queue_pairs_is_the_same_on_1_2_4_shards() {
+    let spec = tree_spec(1 << 20, true);
+    let fabric = workload_fabric(&TopoSpec::Simai(spectrum_x(16)), &spec, lossless());
+    let rows = |shards: u32| {
+        let l = layout(&fabric.topo, shards);
+        let run = netsim_models::network::simulate(&fabric, &l, SimTime::MAX, None, |_| {
+            MemorySink::default()
+        });
+        let mut f: Vec<String> = flows(&run).iter().map(|r| format!("{r:?}")).collect();
+        f.sort();
+        f
+    };
+    let one = rows(1);
+    assert_eq!(one.len(), fabric.workload.flows.len());
+    assert_eq!(rows(2), one);
+    assert_eq!(rows(4), one);
 }

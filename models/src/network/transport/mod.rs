@@ -79,8 +79,15 @@ pub(crate) struct Sender {
     /// have outstanding; `NO_TASK` for a host-to-host flow.
     pub ina_op: u32,
     pub ina_window: u32,
+    /// The flow ahead of this one on its queue pair ([`FlowInfo::after`]),
+    /// `NO_TASK` for none: this one waits while that one has packets left
+    /// to send from the same port.
+    pub after: u32,
     /// Local port index at the source host.
     pub port: u16,
+    /// Its packets are sent from `port` (not replayed by fast-forward, not
+    /// an aggregation stream).
+    pub on_port: bool,
     /// UEC plane spraying: the host ports (a bit each) the queue pair is
     /// scheduled on, `port` among them; 0 when it has `port` alone.
     pub spray_ports: u64,
@@ -249,7 +256,9 @@ impl Sender {
             packets: packets as u32,
             ina_op: NO_TASK,
             ina_window: 0,
+            after: NO_TASK,
             port: 0,
+            on_port: false,
             spray_ports: 0,
             line_rate_bps: 1,
             qp: match config.transport {
@@ -375,6 +384,37 @@ impl Transports {
         }
     }
 
+    /// Whether sender `i` waits for the flow ahead of it on its queue pair
+    /// ([`Sender::after`]): that flow is sending from the same port, RoCE,
+    /// not sprayed, with packets left to send. When its last packet leaves
+    /// the port, the port's next turn finds this one free to send.
+    #[inline]
+    pub(crate) fn queued_behind(&self, i: usize) -> bool {
+        let s = &self.senders[i];
+        if s.after == NO_TASK {
+            return false;
+        }
+        let Some(&j) = self.sender_of.get(&s.after) else {
+            return false;
+        };
+        let a = &self.senders[j as usize];
+        let Qp::Roce(q) = &a.qp else {
+            return false;
+        };
+        a.on_port && a.port == s.port && a.spray_ports == 0 && q.next_psn() < a.packets
+    }
+
+    /// The next packet sender `i` may send, its packet count (none) while
+    /// it is [`Transports::queued_behind`] another.
+    #[inline]
+    pub(crate) fn sendable_psn(&mut self, i: usize) -> u32 {
+        if self.queued_behind(i) {
+            return self.senders[i].packets;
+        }
+        let s = &mut self.senders[i];
+        s.qp.next_psn(s.packets)
+    }
+
     /// A sender for flow `flow` in a free slot (the slab grows only when
     /// none is free); returns the slot. Its `start` is the flow's own
     /// (`SimTime::MAX` for a workload task's: it starts when the task does).
@@ -389,6 +429,7 @@ impl Transports {
         let mut sender = Sender::new(flow, spec, &fabric.config);
         if let Some(info) = info {
             sender.start = SimTime::MAX;
+            sender.after = info.after;
             if info.ina_op != NO_TASK {
                 let op = &workload.ina_ops[info.ina_op as usize];
                 sender.ina_op = info.ina_op;

@@ -439,6 +439,9 @@ pub struct Expanded {
     pub deps: Vec<Vec<u32>>,
     /// Its rows (a DPU-staged collective registers more than one).
     pub collectives: Vec<Collective>,
+    /// Its flows queued behind another ([`Workload::flow_queued_after`]),
+    /// global ids, sorted.
+    pub queued: Vec<(u32, u32)>,
 }
 
 /// Plan `i` of `jobs` expanded alone (`row`: its collective's row as
@@ -529,6 +532,7 @@ impl Workload {
             collectives: self
                 .collectives
                 .range(range(plan.base.collective, plan.count.collective)),
+            queued: self.queued_in(range(plan.base.flow, plan.count.flow)),
         }
     }
 

@@ -49,6 +49,8 @@ struct Live {
     outside: Vec<(u32, u32)>,
     /// Completions a local host will still see of its tasks.
     pending: u32,
+    /// Its flows queued behind another, sorted (global ids).
+    queued: Vec<(u32, u32)>,
 }
 
 impl LazyDag {
@@ -259,12 +261,7 @@ impl LazyDag {
     /// What flow `flow` belongs to (its collective expanded again, apart,
     /// if it was freed here).
     pub fn flow_info(&self, src: Source<'_>, flow: u32) -> FlowInfo {
-        let (_, task, collective) = self.flow(src, flow);
-        FlowInfo {
-            task,
-            collective,
-            ina_op: NONE,
-        }
+        self.flow(src, flow).1
     }
 
     /// Flow `flow`'s spec.
@@ -274,17 +271,19 @@ impl LazyDag {
 
     /// Flow `flow`'s spec and what it belongs to, in one look-up.
     pub fn flow_spec_info(&self, src: Source<'_>, flow: u32) -> (FlowSpec, FlowInfo) {
-        let (spec, task, collective) = self.flow(src, flow);
-        let info = FlowInfo {
+        self.flow(src, flow)
+    }
+
+    /// Flow `flow`'s spec, task, collective and the flow ahead of it.
+    fn flow(&self, src: Source<'_>, flow: u32) -> (FlowSpec, FlowInfo) {
+        let info = |task, collective, queued: &[(u32, u32)]| FlowInfo {
             task,
             collective,
             ina_op: NONE,
+            after: queued
+                .binary_search_by_key(&flow, |&(f, _)| f)
+                .map_or(NONE, |i| queued[i].1),
         };
-        (spec, info)
-    }
-
-    /// Flow `flow`'s spec, task and collective.
-    fn flow(&self, src: Source<'_>, flow: u32) -> (FlowSpec, u32, u32) {
         match self.plan.flow_place(flow) {
             Place::Kept(i) => {
                 let (spec, task) = self.plan.kept_flow(i);
@@ -292,7 +291,9 @@ impl LazyDag {
                     Place::Kept(k) if task != NONE => self.plan.kept.tasks[k as usize].collective,
                     _ => NONE,
                 };
-                (spec, task, collective)
+                let mut kept = info(task, collective, &[]);
+                kept.after = src.workload.flow_queued_after(flow);
+                (spec, kept)
             }
             Place::Plan(p) => {
                 let base = self.plan.base(p);
@@ -304,13 +305,14 @@ impl LazyDag {
                     Some(&slot) => {
                         let live = &self.slots[slot as usize];
                         let task = live.flow_task[i];
-                        (live.flows[i], task, at(&live.tasks, task))
+                        let c = at(&live.tasks, task);
+                        (live.flows[i], info(task, c, &live.queued))
                     }
                     None => {
                         // A late packet of a collective freed here: rare.
                         let e = self.plan.expand(src, p);
                         let task = task_of(&e, base.task, flow);
-                        (e.flows[i], task, at(&e.tasks, task))
+                        (e.flows[i], info(task, at(&e.tasks, task), &e.queued))
                     }
                 }
             }
@@ -395,6 +397,8 @@ fn fill(live: &mut Live, task0: u32, flow0: u32, e: Expanded, local: &[u32]) {
     live.tasks.extend_from_slice(&e.tasks);
     live.flows.clear();
     live.flows.extend_from_slice(&e.flows);
+    live.queued.clear();
+    live.queued.extend_from_slice(&e.queued);
     live.flow_task.clear();
     live.flow_task.resize(e.flows.len(), NONE);
     live.left.clear();

@@ -4,18 +4,16 @@
 //! expands each collective once, frees each, and holds no more at once
 //! when the chain of iterations grows.
 
+use crate::common;
 use netsim_engine::SimTime;
 use netsim_models::network::config::NetConfig;
 use netsim_models::traffic::FlowSpec;
 use netsim_models::workload::build::lazy::lazy_jobs;
 use netsim_models::workload::on_demand::{LazyDag, Source};
 use netsim_models::workload::progress::{DagProgress, Start};
-use netsim_models::workload::{build_jobs, simai, Algorithm, Job, Workload};
-use netsim_topo::{SimaiParams, SimaiTemplate, TopoSpec, Topology};
+use netsim_models::workload::{build_jobs, Workload};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-
-const MOE: &str = include_str!("../../../runs/scenarios/workloads/moe-pp4-ep2-tp8-128.txt");
 
 enum Driver<'a> {
     Eager(&'a Workload, DagProgress),
@@ -97,18 +95,8 @@ fn run(mut driver: Driver<'_>, roots: &[(u32, u32)]) -> (Log, (u64, u64)) {
 /// The MoE repeated `iterations` times, run eager and lazy on one shard:
 /// the same starts; returns the lazy run's expansions and peak live.
 fn lazy_against_eager(iterations: u32) -> (u64, u64) {
-    let mut p = SimaiParams::defaults(SimaiTemplate::SpectrumX);
-    p.gpus = 128;
-    let topo: Topology = netsim_topo::build(&TopoSpec::Simai(p)).unwrap();
+    let (topo, job) = common::moe_128_job(iterations);
     let config = NetConfig::default();
-    let mut spec = simai::parse(MOE, "moe.txt", 128, Algorithm::Ring).unwrap();
-    spec.iterations = iterations;
-    let job = Job {
-        name: None,
-        spec,
-        hosts: (0..topo.host_count()).collect(),
-        start: SimTime::ZERO,
-    };
     let jobs = std::slice::from_ref(&job);
     let eager = build_jobs(jobs, &[], &topo, &config).unwrap();
     let lazy = lazy_jobs(jobs, &[], &topo, &config).unwrap();

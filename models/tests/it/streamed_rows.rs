@@ -4,6 +4,7 @@
 //! then the rest by id), and no more of them held back when the run grows
 //! longer.
 
+use crate::common;
 use netsim_engine::SimTime;
 use netsim_models::flow;
 use netsim_models::network::config::NetConfig;
@@ -13,11 +14,9 @@ use netsim_models::telemetry::{
     SwitchOffloadRecord, TelemetrySink,
 };
 use netsim_models::workload::build::lazy::lazy_jobs;
-use netsim_models::workload::{build_jobs, simai, Algorithm, Job};
-use netsim_topo::{Routing, SimaiParams, SimaiTemplate, TopoSpec};
+use netsim_models::workload::build_jobs;
+use netsim_topo::Routing;
 use std::collections::BTreeSet;
-
-const MOE: &str = include_str!("../../../runs/scenarios/workloads/moe-pp4-ep2-tp8-128.txt");
 
 /// Takes the rows as they come and counts, at every row, the collectives
 /// of which a flow has finished and whose row has not come yet.
@@ -57,18 +56,8 @@ impl TelemetrySink for Streaming {
 /// The 128-GPU MoE repeated `iterations` times on Spectrum-X, built eager
 /// or lazy.
 fn moe(iterations: u32, lazy: bool) -> Fabric {
-    let mut p = SimaiParams::defaults(SimaiTemplate::SpectrumX);
-    p.gpus = 128;
-    let topo = netsim_topo::build(&TopoSpec::Simai(p)).unwrap();
+    let (topo, job) = common::moe_128_job(iterations);
     let config = NetConfig::default();
-    let mut spec = simai::parse(MOE, "moe.txt", 128, Algorithm::Ring).unwrap();
-    spec.iterations = iterations;
-    let job = Job {
-        name: None,
-        spec,
-        hosts: (0..topo.host_count()).collect(),
-        start: SimTime::ZERO,
-    };
     let jobs = std::slice::from_ref(&job);
     let workload = match lazy {
         true => lazy_jobs(jobs, &[], &topo, &config),

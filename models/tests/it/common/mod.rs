@@ -185,3 +185,24 @@ pub fn star_run(
     );
     (fabric, run)
 }
+
+/// SimAI's 128-GPU Spectrum-X and, on all its hosts from time zero, the
+/// 128-GPU MoE (`moe-pp4-ep2-tp8-128.txt`, rings) repeated `iterations`
+/// times.
+pub fn moe_128_job(iterations: u32) -> (Topology, netsim_models::workload::Job) {
+    use netsim_models::workload::{simai, Algorithm, Job};
+    use netsim_topo::{SimaiParams, SimaiTemplate, TopoSpec};
+    const MOE: &str = include_str!("../../../../runs/scenarios/workloads/moe-pp4-ep2-tp8-128.txt");
+    let mut p = SimaiParams::defaults(SimaiTemplate::SpectrumX);
+    p.gpus = 128;
+    let topo = netsim_topo::build(&TopoSpec::Simai(p)).unwrap();
+    let mut spec = simai::parse(MOE, "moe.txt", 128, Algorithm::Ring).unwrap();
+    spec.iterations = iterations;
+    let job = Job {
+        name: None,
+        spec,
+        hosts: (0..topo.host_count()).collect(),
+        start: SimTime::ZERO,
+    };
+    (topo, job)
+}

@@ -67,6 +67,28 @@ impl Fabric {
         fabric
     }
 
+    /// A k = 4 fat-tree with `tiers` tiers (2: 4 leaves of 2 hosts and 2
+    /// spines; 3: 16 hosts and 20 switches) of 100 Gb/s, 1 us links: the
+    /// unit tests' small fabric.
+    #[cfg(test)]
+    pub(crate) fn k4_fat_tree(
+        tiers: u32,
+        workload: Workload,
+        config: NetConfig,
+        seed: u64,
+    ) -> Fabric {
+        let topo = netsim_topo::build(&netsim_topo::TopoSpec::FatTree(
+            netsim_topo::FatTreeParams {
+                k: 4,
+                tiers,
+                ..netsim_topo::FatTreeParams::default()
+            },
+        ))
+        .unwrap();
+        let routing = Routing::build(&topo).unwrap();
+        Fabric::with_workload(topo, routing, workload, config, seed)
+    }
+
     /// The fabric of `workload` on `self`'s network, sharing `self`'s
     /// connection ports and twin draws (memo's sandboxes: their workloads
     /// keep the run's flow ids but hold no collectives).

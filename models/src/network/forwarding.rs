@@ -294,28 +294,11 @@ mod tests {
     use crate::telemetry::MemorySink;
     use crate::workload::Builder;
     use netsim_engine::SimTime;
-    use netsim_topo::{FatTreeParams, LinkParams, TopoSpec};
     use std::collections::HashSet;
 
     /// A three-tier k = 4 fat-tree (16 hosts, 20 switches) without traffic.
     fn fat_tree(config: NetConfig) -> Fabric {
-        let link = LinkParams {
-            bandwidth_bps: 100_000_000_000,
-            latency_ps: 1_000_000,
-        };
-        let topo = netsim_topo::build(&TopoSpec::FatTree(FatTreeParams {
-            k: 4,
-            tiers: 3,
-            oversub: 1,
-            host_link: link,
-            agg_link: link,
-            core_link: link,
-            ..FatTreeParams::default()
-        }))
-        .unwrap();
-        let routing = Routing::build(&topo).unwrap();
-        let workload = Builder::new(SimTime::ZERO).finish();
-        Fabric::with_workload(topo, routing, workload, config, 7)
+        Fabric::k4_fat_tree(3, Builder::new(SimTime::ZERO).finish(), config, 7)
     }
 
     fn data(flow: u32, src: u32, dst: u32, entropy: u16) -> Packet {

@@ -12,7 +12,6 @@ use crate::network::config::NetConfig;
 use crate::network::Fabric;
 use crate::workload::{Builder, NONE};
 use netsim_engine::SimTime;
-use netsim_topo::{FatTreeParams, LinkParams, Routing, TopoSpec};
 
 /// The fixture's tasks (and flows: the same ids).
 pub(super) const C: u32 = 0;
@@ -40,24 +39,9 @@ pub(super) fn fabric(c_bytes: u64) -> Fabric {
 
 /// The leaf-spine of [`fabric`] with the workload `tasks` adds.
 fn leaf_spine(tasks: impl FnOnce(&mut Builder)) -> Fabric {
-    let link = LinkParams {
-        bandwidth_bps: 100_000_000_000,
-        latency_ps: US,
-    };
-    let topo = netsim_topo::build(&TopoSpec::FatTree(FatTreeParams {
-        k: 4,
-        tiers: 2,
-        oversub: 1,
-        host_link: link,
-        agg_link: link,
-        core_link: link,
-        ..FatTreeParams::default()
-    }))
-    .unwrap();
-    let routing = Routing::build(&topo).unwrap();
     let mut b = Builder::new(OVERHEAD);
     tasks(&mut b);
-    Fabric::with_workload(topo, routing, b.finish(), NetConfig::default(), 1)
+    Fabric::k4_fat_tree(2, b.finish(), NetConfig::default(), 1)
 }
 
 /// 1 kB at 100 Gb/s.

@@ -503,7 +503,7 @@ impl Builder {
             tasks: p.tasks,
             flows: p.flows,
             flow_task: p.flow_task,
-            deps: p.deps.into_vec(),
+            deps: p.deps,
             task_gaps: p.task_gaps,
             flow_gaps: p.flow_gaps,
         };

@@ -2,6 +2,7 @@
 //! collectives it does not keep, and what it keeps ([`Kept`]).
 
 use super::builder::IdBase;
+use super::chunked::Chunked;
 use super::Task;
 use crate::traffic::FlowSpec;
 
@@ -106,8 +107,9 @@ pub(crate) struct Kept {
     pub flows: Vec<FlowSpec>,
     pub flow_task: Vec<u32>,
     /// Every kept task's dependencies (global ids), task after task (a
-    /// run keeps them as its dependents' lists instead).
-    pub deps: Vec<u32>,
+    /// run keeps them as its dependents' lists instead, read block by
+    /// block and each block freed once read: never held beside them).
+    pub deps: Chunked<u32>,
     pub task_gaps: Gaps,
     pub flow_gaps: Gaps,
 }

@@ -219,7 +219,7 @@ impl LazyDag {
                 }
             }
         }
-        for &d in plan.kept_dependents(task) {
+        for d in plan.kept_dependents(task) {
             let Place::Kept(i) = plan.task_place(d) else {
                 unreachable!("a kept dependent is kept")
             };
@@ -227,7 +227,7 @@ impl LazyDag {
                 ready.push(d);
             }
         }
-        for &(p, member) in plan.entry_waiters(task) {
+        for (p, member) in plan.entry_waiters(task) {
             if member != host {
                 continue;
             }

@@ -61,15 +61,16 @@ pub struct Reach {
     pub tasks: u64,
 }
 
-/// Values grouped by a sparse key: `values[base[k]..base[k + 1]]` for
-/// `keys[k]`, a key found through a bucket index (millions of keys, asked
-/// for at every completion: a binary search of them all misses the cache
-/// at each of its last steps).
+/// Values grouped by a sparse key: the `(key, value)` pairs sorted, a
+/// key's values found through a bucket index (millions of keys, asked for
+/// at every completion: a binary search of them all misses the cache at
+/// each of its last steps). The pairs are the structure: sorted in place,
+/// never copied into separate key, offset and value arrays, so that
+/// building it holds them once (issue 32: the whole 9,216-GPU example's
+/// reverse indices held twice at the plan build's peak).
 #[derive(Debug, Default)]
 struct Csr<V> {
-    keys: Vec<u32>,
-    base: Vec<u32>,
-    values: Vec<V>,
+    pairs: Vec<(u32, V)>,
     index: PlanIndex,
 }
 
@@ -78,40 +79,23 @@ impl<V: Copy + Ord> Csr<V> {
     fn from_pairs(mut pairs: Vec<(u32, V)>) -> Csr<V> {
         pairs.sort_unstable();
         pairs.dedup();
-        // Sized at once: grown by doubling, they would copy and touch
-        // twice what they keep.
-        let keys = 1 + pairs.windows(2).filter(|w| w[0].0 != w[1].0).count();
-        let mut csr = Csr {
-            keys: Vec::with_capacity(keys),
-            base: Vec::with_capacity(keys + 1),
-            values: Vec::with_capacity(pairs.len()),
-            index: PlanIndex::default(),
-        };
-        for (k, v) in pairs {
-            if csr.keys.last() != Some(&k) {
-                csr.keys.push(k);
-                csr.base.push(csr.values.len() as u32);
-            }
-            csr.values.push(v);
-        }
-        csr.base.push(csr.values.len() as u32);
-        csr.index = PlanIndex::new(csr.keys.iter().copied(), csr.keys.len());
-        csr
+        pairs.shrink_to_fit();
+        let index = PlanIndex::new(pairs.iter().map(|p| p.0), pairs.len());
+        Csr { pairs, index }
     }
 
-    fn get(&self, key: u32) -> &[V] {
-        match self.index.at_or_before(&self.keys, |&k| k, key) {
-            k if k > 0 && self.keys[k - 1] == key => {
-                &self.values[self.base[k - 1] as usize..self.base[k] as usize]
-            }
-            _ => &[],
-        }
+    /// The pairs of `key`, values ascending.
+    fn get(&self, key: u32) -> &[(u32, V)] {
+        let end = self.index.at_or_before(&self.pairs, |p| p.0, key);
+        let start = match key.checked_sub(1) {
+            Some(before) => self.index.at_or_before(&self.pairs, |p| p.0, before),
+            None => 0,
+        };
+        &self.pairs[start..end]
     }
 
     fn bytes(&self) -> u64 {
-        (self.keys.len() * 4 + self.base.len() * 4 + self.values.len() * std::mem::size_of::<V>())
-            as u64
-            + self.index.bytes()
+        (self.pairs.len() * std::mem::size_of::<(u32, V)>()) as u64 + self.index.bytes()
     }
 }
 
@@ -184,16 +168,14 @@ pub struct Source<'a> {
 impl LazyPlan {
     pub(crate) fn new(jobs: Vec<Job>, plans: Plans, mut kept: Kept, topo: &Topology) -> LazyPlan {
         let mut pairs = Vec::with_capacity(kept.deps.len());
-        let mut at = 0usize;
         let ids = kept.task_gaps.ids(kept.tasks.len() as u32);
+        // The dependencies live on as their dependents' lists only: each
+        // block is freed once read, so the two are never held whole at once.
+        let mut deps = std::mem::take(&mut kept.deps).into_blocks().flatten();
         for (t, id) in kept.tasks.iter().zip(ids) {
-            for &d in &kept.deps[at..at + t.deps as usize] {
-                pairs.push((d, id));
-            }
-            at += t.deps as usize;
+            pairs.extend(deps.by_ref().take(t.deps as usize).map(|d| (d, id)));
         }
-        // The dependencies live on as their dependents' lists only.
-        kept.deps = Vec::new();
+        debug_assert!(deps.next().is_none(), "every kept dependency is read");
         let kept_rev = Csr::from_pairs(pairs);
         // Sized at once: grown by doubling, the largest would peak at twice.
         let mut pairs = Vec::with_capacity(plans.entry_tasks());
@@ -321,13 +303,13 @@ impl LazyPlan {
     }
 
     /// The kept tasks that depend on task `task`, ascending.
-    pub(crate) fn kept_dependents(&self, task: u32) -> &[u32] {
-        self.kept_rev.get(task)
+    pub(crate) fn kept_dependents(&self, task: u32) -> impl Iterator<Item = u32> + '_ {
+        self.kept_rev.get(task).iter().map(|&(_, d)| d)
     }
 
     /// The `(plan, member)` pairs whose entry lists task `task`.
-    pub(crate) fn entry_waiters(&self, task: u32) -> &[(u32, u32)] {
-        self.entry_rev.get(task)
+    pub(crate) fn entry_waiters(&self, task: u32) -> impl Iterator<Item = (u32, u32)> + '_ {
+        self.entry_rev.get(task).iter().map(|&(_, w)| w)
     }
 
     /// Plans expanded as a run starts (a member waits for nothing).
@@ -359,22 +341,27 @@ impl LazyPlan {
 mod tests {
     use super::{Csr, PlanIndex};
 
-    /// A key's values through the bucket index are those a binary search
-    /// finds, for keys in one bucket, far apart, past the last and absent.
+    /// A key's values through the bucket index are those a search of every
+    /// pair finds, once each, for keys in one bucket, far apart, zero, past
+    /// the last and absent.
     #[test]
     fn an_indexed_key_finds_its_values() {
-        let keys = [3u32, 4, 4, 9, 255, 256, 700, 70_000, 70_001];
+        let keys = [0u32, 3, 4, 4, 9, 255, 256, 700, 70_000, 70_001];
         let pairs: Vec<(u32, u32)> = keys
             .iter()
             .enumerate()
             .map(|(i, &k)| (k, i as u32))
             .collect();
-        let csr = Csr::from_pairs(pairs.clone());
+        // Given twice and out of order: kept once, in order.
+        let mut given = pairs.clone();
+        given.extend(pairs.iter().rev());
+        let csr = Csr::from_pairs(given);
+        assert_eq!(csr.pairs.len(), pairs.len());
         for key in (0..71_000).chain([u32::MAX]) {
-            let want: Vec<u32> = pairs.iter().filter(|p| p.0 == key).map(|p| p.1).collect();
+            let want: Vec<(u32, u32)> = pairs.iter().filter(|p| p.0 == key).copied().collect();
             assert_eq!(csr.get(key), want.as_slice(), "key {key}");
         }
-        assert_eq!(Csr::<u32>::from_pairs(Vec::new()).get(5), &[] as &[u32]);
+        assert_eq!(Csr::<u32>::from_pairs(Vec::new()).get(5), &[]);
     }
 
     /// The bucketed search finds the plan a search of every plan finds,

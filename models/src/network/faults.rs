@@ -200,7 +200,7 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
             return;
         }
         self.health[gport].last_down = now;
-        self.ingress[gport].pause_sent = false;
+        self.ingress[gport].set_pause_sent(false);
         let p = &mut self.ports[gport];
         let was_paused = std::mem::replace(&mut p.paused, false);
         for prio in 0..PRIORITIES {
@@ -212,7 +212,7 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
                     self.buffers[local].used_bytes -= wire;
                     if prio == PRIO_DATA {
                         let gin = self.port_index(local, pkt.in_port);
-                        self.ingress[gin].bytes -= wire;
+                        self.ingress[gin].sub(wire);
                     }
                 }
             }

@@ -357,7 +357,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         if ff.port_from[gp] + u64::from(ff.config.window_periods()) >= ff.checks {
             return false;
         }
-        if !ff.config.congested && (p.paused || self.ingress[gp].pause_sent) {
+        if !ff.config.congested && (p.paused || self.ingress[gp].pause_sent()) {
             return false;
         }
         if node.0 < self.fabric.topo.host_count() {

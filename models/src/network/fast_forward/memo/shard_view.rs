@@ -60,7 +60,7 @@ impl<S: TelemetrySink> Network<'_, S> {
                     // (Nothing was ever sent from a port still at time zero.)
                     || (p.egress.busy_until != SimTime::ZERO && p.egress.busy_until + p.link.latency > now)
                     || p.paused
-                    || self.ingress[gp].pause_sent
+                    || self.ingress[gp].pause_sent()
             })
         })
     }

@@ -9,11 +9,11 @@
 
 use super::cc::{window_bytes, CcState, Dcqcn, IncreaseSource};
 use super::common::{five_tuple_hash, serialization, NO_NODE};
-use super::config::{CnpMode, DcqcnConfig, Transport};
+use super::config::{CnpMode, DcqcnConfig, NetConfig, Transport};
 use super::fabric::ideal_fct;
 use super::packet::{Packet, PacketKind, PRIO_CONTROL};
 use super::transport::uec::planes::{qp_ports, NO_PLANE};
-use super::transport::Qp;
+use super::transport::{Qp, Sender, Transports};
 use super::{FlowTimer, NetEvent, Network};
 use crate::telemetry::TelemetrySink;
 use crate::workload::NONE as NO_TASK;
@@ -182,12 +182,8 @@ impl<S: TelemetrySink> Network<'_, S> {
             if next_psn >= s.packets {
                 continue;
             }
-            let take = s.after != NO_TASK && !s.rate_taken && config.qp_rate_kept;
-            if take && self.transport.take_rate(i, now, &config.dcqcn) {
-                let s = &self.transport.senders[i];
-                if let CcState::Dcqcn(d) = &s.cc {
-                    start_dcqcn_timers(ctx, &config.dcqcn, s.flow, d);
-                }
+            if s.after != NO_TASK && !s.rate_taken && config.qp_rate_kept {
+                take_rate(&mut self.transport, ctx, &config.dcqcn, i);
             }
             let s = &mut self.transport.senders[i];
             let ina = s.ina_op != NO_TASK;
@@ -195,19 +191,8 @@ impl<S: TelemetrySink> Network<'_, S> {
                 // Every aggregation slot of the operation is in use.
                 continue;
             }
-            let paced_bps = match &s.cc {
-                CcState::Dcqcn(d) => Some(d.rate_bps),
-                CcState::Hpcc(h) => Some(h.rate_bps),
-                CcState::Timely(t) => Some(t.rate_bps),
-                _ => None,
-            };
-            if let Some(rate) = paced_bps {
-                // HAS_WIN / VAR_WIN: the window bounds the bytes in flight.
-                let window = window_bytes(config.window, s.bdp_bytes, rate, s.line_rate_bps);
-                let in_flight_bytes = u64::from(s.qp.in_flight()) * u64::from(config.mtu_bytes);
-                if window.is_some_and(|w| in_flight_bytes >= w) {
-                    continue;
-                }
+            if window_full(s, config) {
+                continue;
             }
             let rate_bps = match &s.cc {
                 CcState::Dcqcn(d) => d.rate_bps as u64,
@@ -506,4 +491,30 @@ fn start_dcqcn_timers(ctx: &mut Context<'_, NetEvent>, c: &DcqcnConfig, flow: u3
             },
         );
     }
+}
+
+/// Queued sender `i` takes its first turn: it takes its queue pair's DCQCN
+/// state ([`Transports::take_rate`]) and, if that state's timers run,
+/// starts its own.
+fn take_rate(t: &mut Transports, ctx: &mut Context<'_, NetEvent>, c: &DcqcnConfig, i: usize) {
+    if t.take_rate(i, ctx.now(), c) {
+        let s = &t.senders[i];
+        if let CcState::Dcqcn(d) = &s.cc {
+            start_dcqcn_timers(ctx, c, s.flow, d);
+        }
+    }
+}
+
+/// HAS_WIN / VAR_WIN: whether sender `s`, paced by a rate, has its
+/// window's bytes in flight.
+fn window_full(s: &Sender, config: &NetConfig) -> bool {
+    let rate = match &s.cc {
+        CcState::Dcqcn(d) => d.rate_bps,
+        CcState::Hpcc(h) => h.rate_bps,
+        CcState::Timely(t) => t.rate_bps,
+        _ => return false,
+    };
+    let window = window_bytes(config.window, s.bdp_bytes, rate, s.line_rate_bps);
+    let in_flight_bytes = u64::from(s.qp.in_flight()) * u64::from(config.mtu_bytes);
+    window.is_some_and(|w| in_flight_bytes >= w)
 }

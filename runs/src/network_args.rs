@@ -124,6 +124,12 @@ pub struct NetworkArgs {
     /// turn, as SimAI's RdmaEgressQueue) [all profiles: fixed].
     #[arg(long, value_parser = ["fixed", "after-last"])]
     pub qp_round_robin: Option<String>,
+    /// DCQCN rate of a flow queued behind another on one queue pair (NCCL's
+    /// steps): kept (it takes the state the flow ahead leaves, as a NIC's
+    /// queue pair keeps its rate between messages) or fresh (line rate, as
+    /// SimAI's ns-3, a queue pair per message) [all profiles: kept].
+    #[arg(long, value_parser = ["kept", "fresh"])]
+    pub qp_rate: Option<String>,
     /// Sender window of DCQCN and HPCC queue pairs: off, bdp (line rate x
     /// base RTT in flight) or var-bdp (scaled by rate / line rate)
     /// [netsim, connectx off; simai var-bdp].
@@ -326,6 +332,7 @@ pub fn config_json(profile: &str, uec_profile: &str, c: &NetConfig) -> serde_jso
         "ack_high_priority": c.ack_high_priority,
         "recv_complete_at_ack": c.recv_complete_at_ack,
         "qp_round_robin_after_last": c.qp_round_robin_after_last,
+        "qp_rate_kept": c.qp_rate_kept,
         "window": format!("{:?}", c.window),
         "ecn_at_dequeue": c.ecn_at_dequeue,
         "ecn_draw_rails": c.ecn_draw_rails,

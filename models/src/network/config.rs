@@ -255,6 +255,12 @@ pub struct NetConfig {
     /// off, the next turn's index is fixed when a packet is sent, modulo the
     /// queue pairs then, so it wraps to the oldest (`--qp-round-robin`).
     pub qp_round_robin_after_last: bool,
+    /// A flow queued behind another on its queue pair takes the DCQCN
+    /// state the flow ahead leaves (rate, target, alpha, stages), as a
+    /// NIC's queue pair keeps its rate from one message to the next; off,
+    /// every flow starts at line rate, as SimAI's ns-3 makes a queue pair
+    /// per message (`--qp-rate`).
+    pub qp_rate_kept: bool,
     /// The sender window of DCQCN and HPCC queue pairs.
     pub window: WindowMode,
     /// ECN profiles by link rate; a link uses the profile of the highest rate not above its own.
@@ -417,6 +423,7 @@ impl Default for NetConfig {
             ack_high_priority: true,
             recv_complete_at_ack: false,
             qp_round_robin_after_last: false,
+            qp_rate_kept: true,
             window: WindowMode::Off,
             ecn: default_ecn_profiles(),
             ack_interval: 1,

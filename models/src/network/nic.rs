@@ -7,13 +7,13 @@
 //! from its flows; when none may send yet it schedules one `Wake` for the
 //! earliest pacing deadline (stale ones are told apart by a generation).
 
-use super::cc::{window_bytes, CcState, IncreaseSource};
+use super::cc::{window_bytes, CcState, Dcqcn, IncreaseSource};
 use super::common::{five_tuple_hash, serialization, NO_NODE};
-use super::config::{CnpMode, Transport};
+use super::config::{CnpMode, DcqcnConfig, NetConfig, Transport};
 use super::fabric::ideal_fct;
 use super::packet::{Packet, PacketKind, PRIO_CONTROL};
 use super::transport::uec::planes::{qp_ports, NO_PLANE};
-use super::transport::Qp;
+use super::transport::{Qp, Sender, Transports};
 use super::{FlowTimer, NetEvent, Network};
 use crate::telemetry::TelemetrySink;
 use crate::workload::NONE as NO_TASK;
@@ -176,29 +176,23 @@ impl<S: TelemetrySink> Network<'_, S> {
         let mut earliest = NO_WAKE;
         for k in 0..n {
             let slot = (host.round_robin + k) % n;
-            let next_psn = self.transport.sendable_psn(host.flows[slot] as usize);
-            let s = &mut self.transport.senders[host.flows[slot] as usize];
+            let i = host.flows[slot] as usize;
+            let next_psn = self.transport.sendable_psn(i);
+            let s = &mut self.transport.senders[i];
             if next_psn >= s.packets {
                 continue;
             }
+            if s.after != NO_TASK && !s.rate_taken && config.qp_rate_kept {
+                take_rate(&mut self.transport, ctx, &config.dcqcn, i);
+            }
+            let s = &mut self.transport.senders[i];
             let ina = s.ina_op != NO_TASK;
             if ina && next_psn >= s.qp.acked() + s.ina_window {
                 // Every aggregation slot of the operation is in use.
                 continue;
             }
-            let paced_bps = match &s.cc {
-                CcState::Dcqcn(d) => Some(d.rate_bps),
-                CcState::Hpcc(h) => Some(h.rate_bps),
-                CcState::Timely(t) => Some(t.rate_bps),
-                _ => None,
-            };
-            if let Some(rate) = paced_bps {
-                // HAS_WIN / VAR_WIN: the window bounds the bytes in flight.
-                let window = window_bytes(config.window, s.bdp_bytes, rate, s.line_rate_bps);
-                let in_flight_bytes = u64::from(s.qp.in_flight()) * u64::from(config.mtu_bytes);
-                if window.is_some_and(|w| in_flight_bytes >= w) {
-                    continue;
-                }
+            if window_full(s, config) {
+                continue;
             }
             let rate_bps = match &s.cc {
                 CcState::Dcqcn(d) => d.rate_bps as u64,
@@ -355,44 +349,16 @@ impl<S: TelemetrySink> Network<'_, S> {
             return;
         }
         s.cnps += 1;
+        // The queue pair's state: this flow's, or the queued flow's it was
+        // handed to.
+        let holder = self.transport.rate_holder(i);
+        let s = &mut self.transport.senders[holder];
         let flow = s.flow;
         let CcState::Dcqcn(d) = &mut s.cc else {
             return;
         };
-        if !d.on_cnp(c) {
-            return;
-        }
-        ctx.schedule_self(
-            c.alpha_update,
-            NetEvent::Timer {
-                flow,
-                timer: FlowTimer::DcqcnAlpha,
-            },
-        );
-        // SimAI checks the first decrease 1 ns after the alpha update due
-        // at the same time, so that the update goes first.
-        let after_alpha = if c.rate_on_first_cnp.is_some() {
-            SimTime::from_ns(1)
-        } else {
-            SimTime::ZERO
-        };
-        ctx.schedule_self(
-            c.rate_decrease_interval + after_alpha,
-            NetEvent::Timer {
-                flow,
-                timer: FlowTimer::DcqcnDecrease,
-            },
-        );
-        if d.increasing {
-            // The first CNP cut at once: the increase timer starts now.
-            let generation = d.increase_generation;
-            ctx.schedule_self(
-                c.rate_increase_timer,
-                NetEvent::Timer {
-                    flow,
-                    timer: FlowTimer::DcqcnIncrease { generation },
-                },
-            );
+        if d.on_cnp(c) {
+            start_dcqcn_timers(ctx, c, flow, d);
         }
     }
 
@@ -428,6 +394,10 @@ impl<S: TelemetrySink> Network<'_, S> {
         let flow = s.flow;
         self.stats.flows_finished += 1;
         self.ff.sender_finished(flow);
+        let keep = self.fabric.config.qp_rate_kept && self.transport.rate_parkable(i);
+        if keep && self.flow_has_queued_behind(flow) {
+            self.transport.park_rate(i, ctx.now());
+        }
         self.qp_unschedule(ctx, i);
         self.record_flow(i);
         self.rail_leader_finished(ctx, i);
@@ -483,4 +453,68 @@ impl<S: TelemetrySink> Network<'_, S> {
             _ => unreachable!("timer {timer:?} for a flow without that congestion control"),
         }
     }
+}
+
+/// Starts the DCQCN timers of flow `flow` with state `d` (its first CNP,
+/// or a queue pair's state taken over while they run): the alpha update,
+/// the decrease check and, once the rate was cut, the increase timer.
+fn start_dcqcn_timers(ctx: &mut Context<'_, NetEvent>, c: &DcqcnConfig, flow: u32, d: &Dcqcn) {
+    ctx.schedule_self(
+        c.alpha_update,
+        NetEvent::Timer {
+            flow,
+            timer: FlowTimer::DcqcnAlpha,
+        },
+    );
+    // SimAI checks the first decrease 1 ns after the alpha update due
+    // at the same time, so that the update goes first.
+    let after_alpha = if c.rate_on_first_cnp.is_some() {
+        SimTime::from_ns(1)
+    } else {
+        SimTime::ZERO
+    };
+    ctx.schedule_self(
+        c.rate_decrease_interval + after_alpha,
+        NetEvent::Timer {
+            flow,
+            timer: FlowTimer::DcqcnDecrease,
+        },
+    );
+    if d.increasing {
+        // The first CNP cut at once: the increase timer starts now.
+        let generation = d.increase_generation;
+        ctx.schedule_self(
+            c.rate_increase_timer,
+            NetEvent::Timer {
+                flow,
+                timer: FlowTimer::DcqcnIncrease { generation },
+            },
+        );
+    }
+}
+
+/// Queued sender `i` takes its first turn: it takes its queue pair's DCQCN
+/// state ([`Transports::take_rate`]) and, if that state's timers run,
+/// starts its own.
+fn take_rate(t: &mut Transports, ctx: &mut Context<'_, NetEvent>, c: &DcqcnConfig, i: usize) {
+    if t.take_rate(i, ctx.now(), c) {
+        let s = &t.senders[i];
+        if let CcState::Dcqcn(d) = &s.cc {
+            start_dcqcn_timers(ctx, c, s.flow, d);
+        }
+    }
+}
+
+/// HAS_WIN / VAR_WIN: whether sender `s`, paced by a rate, has its
+/// window's bytes in flight.
+fn window_full(s: &Sender, config: &NetConfig) -> bool {
+    let rate = match &s.cc {
+        CcState::Dcqcn(d) => d.rate_bps,
+        CcState::Hpcc(h) => h.rate_bps,
+        CcState::Timely(t) => t.rate_bps,
+        _ => return false,
+    };
+    let window = window_bytes(config.window, s.bdp_bytes, rate, s.line_rate_bps);
+    let in_flight_bytes = u64::from(s.qp.in_flight()) * u64::from(config.mtu_bytes);
+    window.is_some_and(|w| in_flight_bytes >= w)
 }

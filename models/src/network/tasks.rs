@@ -147,6 +147,14 @@ impl<S: TelemetrySink> Network<'_, S> {
         }
     }
 
+    /// Whether a flow is queued behind flow `flow` on its queue pair.
+    pub(crate) fn flow_has_queued_behind(&self, flow: u32) -> bool {
+        match &self.tasks.lazy {
+            Some(lazy) => lazy.flow_has_queued_behind(source(self.fabric), flow),
+            None => self.fabric.workload.flow_has_queued_behind(flow),
+        }
+    }
+
     /// Flow `flow`'s spec.
     pub(crate) fn flow_spec(&self, flow: u32) -> FlowSpec {
         match &self.tasks.lazy {

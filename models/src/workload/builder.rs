@@ -269,7 +269,7 @@ impl Builder {
             self.w.queued_flows.last().is_none_or(|&(f, _)| f < flow),
             "flows are queued in id order"
         );
-        self.charge(memory::INA_FLOW_BYTES);
+        self.charge(memory::INA_FLOW_BYTES + memory::QUEUE_HEAD_BYTES);
         self.w.queued_flows.push((flow, prev));
     }
 
@@ -528,6 +528,7 @@ impl Builder {
         for c in collectives.into_blocks().flatten() {
             w.collectives.push(c);
         }
+        w.queue_heads = Workload::heads_of(&w.queued_flows);
         Parts {
             w,
             tasks: tasks.into_vec(),

@@ -61,6 +61,7 @@ impl Workload {
         }
         b.flows += (self.ina_flows.len() * INA_FLOW_BYTES as usize) as u64;
         b.flows += (self.queued_flows.len() * INA_FLOW_BYTES as usize) as u64;
+        b.flows += (self.queue_heads.len() * QUEUE_HEAD_BYTES as usize) as u64;
         // Each distinct row once, an index per collective.
         b.collectives = self.collectives.bytes();
         if let Some(lazy) = &self.lazy {
@@ -116,6 +117,10 @@ pub const FLOW_BYTES: u64 = size_of::<FlowSpec>() as u64 + 4 + 4;
 /// What a flow streaming into an aggregation tree costs beside: its entry
 /// in the list of those.
 pub const INA_FLOW_BYTES: u64 = 8;
+
+/// What a flow queued behind another costs besides its entry: the flow
+/// ahead's entry in the sorted list of those (`Workload::queue_heads`).
+pub const QUEUE_HEAD_BYTES: u64 = 4;
 
 /// What one collective costs: its row, its fallback reason, and its span
 /// during a run (its name is one string per phase, shared by its

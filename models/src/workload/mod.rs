@@ -141,6 +141,9 @@ pub struct Workload {
     /// The flows queued behind another on one queue pair, and that flow,
     /// sorted by flow (NCCL's pipelined steps; few workloads have them).
     queued_flows: Vec<(u32, u32)>,
+    /// The flows some flow is queued behind, sorted (`queued_flows`'
+    /// second halves; a flow leaving its queue pair's state to the next).
+    queue_heads: Vec<u32>,
     pub tasks: Vec<Task>,
     /// Tasks that depend on task `t`: `dependents[dependent_base[t]..dependent_base[t + 1]]`.
     dependents: Vec<u32>,
@@ -277,6 +280,19 @@ impl Workload {
     pub fn queued_in(&self, flows: std::ops::Range<usize>) -> Vec<(u32, u32)> {
         let inside = |&&(f, _): &&(u32, u32)| flows.contains(&(f as usize));
         self.queued_flows.iter().filter(inside).copied().collect()
+    }
+
+    /// Whether a flow is queued behind `flow` on its queue pair.
+    #[inline]
+    pub fn flow_has_queued_behind(&self, flow: u32) -> bool {
+        self.queue_heads.binary_search(&flow).is_ok()
+    }
+
+    /// The sorted flows ahead of others among `queued` ([`Workload::queue_heads`]).
+    pub(crate) fn heads_of(queued: &[(u32, u32)]) -> Vec<u32> {
+        let mut heads: Vec<u32> = queued.iter().map(|&(_, ahead)| ahead).collect();
+        heads.sort_unstable();
+        heads
     }
 
     /// The flow ahead of `flow` on its queue pair, or [`NONE`].

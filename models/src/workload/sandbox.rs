@@ -69,6 +69,7 @@ impl Workload {
             flow_task,
             ina_flows: Vec::new(),
             queued_flows: self.queued_flows.clone(),
+            queue_heads: self.queue_heads.clone(),
             tasks: out_tasks,
             dependents,
             dependent_base,

@@ -36,6 +36,7 @@ mod nvls;
 mod parser_properties;
 mod pipeline;
 mod planes;
+mod qp_rate;
 mod simbricks;
 mod streamed_rows;
 mod timely;

@@ -310,6 +310,9 @@ impl NetworkArgs {
         if let Some(v) = &self.qp_round_robin {
             c.qp_round_robin_after_last = v == "after-last";
         }
+        if let Some(v) = &self.qp_rate {
+            c.qp_rate_kept = v == "kept";
+        }
         if let Some(v) = &self.window {
             c.window = match v.as_str() {
                 "off" => WindowMode::Off,

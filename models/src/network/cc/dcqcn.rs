@@ -15,6 +15,7 @@
 //! ```
 
 use crate::network::config::DcqcnConfig;
+use netsim_engine::SimTime;
 
 /// What raised a rate-increase event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -184,6 +185,62 @@ impl Dcqcn {
     }
 }
 
+impl Dcqcn {
+    /// The queue pair sat idle for `idle` (its last message done, the next
+    /// not yet sending): the reaction point's timers that would have fired
+    /// meanwhile fire now, in time order, their phases counted from the
+    /// start of the idle time. A queue pair keeps its rate between
+    /// messages; the timers raise it back toward the line rate meanwhile.
+    pub fn idle(&mut self, c: &DcqcnConfig, line_rate_bps: u64, idle: SimTime) {
+        let (a, d, r) = (
+            c.alpha_update.as_ps(),
+            c.rate_decrease_interval.as_ps(),
+            c.rate_increase_timer.as_ps(),
+        );
+        if !self.timers_running || a == 0 || d == 0 || r == 0 {
+            return;
+        }
+        let end = idle.as_ps();
+        let line = line_rate_bps as f64;
+        let (mut next_alpha, mut next_decrease, mut next_increase) = (a, d, r);
+        loop {
+            let increase_at = if self.increasing {
+                next_increase
+            } else {
+                u64::MAX
+            };
+            let next = next_alpha.min(next_decrease).min(increase_at);
+            if next > end {
+                return;
+            }
+            let at_rest = !self.cnp_since_alpha
+                && !self.cnp_since_decrease
+                && self.rate_bps >= line
+                && self.target_bps >= line;
+            if at_rest {
+                // Only alpha moves now: the updates left decay it at once.
+                if next_alpha <= end {
+                    let left = (end - next_alpha) / a + 1;
+                    self.alpha *= (1.0 - c.g).powf(left as f64);
+                }
+                return;
+            }
+            if next == next_alpha {
+                self.update_alpha(c);
+                next_alpha += a;
+            } else if next == next_decrease {
+                if self.check_decrease(c) {
+                    next_increase = next_decrease + r;
+                }
+                next_decrease += d;
+            } else {
+                self.increase(c, line_rate_bps, IncreaseSource::Timer);
+                next_increase += r;
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -250,6 +307,35 @@ mod tests {
         e.on_cnp(&clamped);
         e.check_decrease(&clamped);
         assert_eq!(e.target_bps, 50e9);
+    }
+
+    #[test]
+    fn an_idle_queue_pair_recovers_as_its_timers_would_have_raised_it() {
+        let c = DcqcnConfig {
+            fast_recovery_times: 5,
+            ..NetConfig::default().dcqcn
+        };
+        let mut d = Dcqcn::new(LINE);
+        d.on_cnp(&c); // cuts at once: 50 Gb/s, target 100
+        let mut idle = d.clone();
+        // Three increase periods and a bit: three fast-recovery steps, each
+        // halfway to the target; the decrease checks find no CNP.
+        let span = SimTime(3 * c.rate_increase_timer.as_ps() + 1);
+        idle.idle(&c, LINE, span);
+        assert_eq!(idle.rate_bps, 100e9 - 50e9 / 8.0);
+        assert_eq!(idle.target_bps, 100e9);
+        assert_eq!(idle.timer_stage, 3);
+        // Alpha: the CNP's period keeps it at 1, each later one decays it.
+        let updates = span.as_ps() / c.alpha_update.as_ps();
+        let alpha = (1.0 - c.g).powi(updates as i32 - 1);
+        assert!((idle.alpha - alpha).abs() < 1e-12, "{} {alpha}", idle.alpha);
+        // Long enough, it is back at the line rate; a state whose timers
+        // never ran (no CNP) does not move.
+        idle.idle(&c, LINE, SimTime::from_ns(100_000_000));
+        assert_eq!(idle.rate_bps, 100e9);
+        let mut fresh = Dcqcn::new(LINE);
+        fresh.idle(&c, LINE, SimTime::from_ns(1_000_000));
+        assert_eq!((fresh.rate_bps, fresh.alpha), (100e9, 1.0));
     }
 
     #[test]

@@ -7,7 +7,7 @@
 use super::super::build::lazy::Expanded;
 use super::super::progress::{CollectiveSpan, Start};
 use super::super::spans::Spans;
-use super::super::{FlowInfo, Task, TaskKind, NONE};
+use super::super::{FlowInfo, Task, TaskKind, Workload, NONE};
 use super::{LazyPlan, Place, Source};
 use crate::traffic::FlowSpec;
 use hashbrown::HashMap;
@@ -51,6 +51,8 @@ struct Live {
     pending: u32,
     /// Its flows queued behind another, sorted (global ids).
     queued: Vec<(u32, u32)>,
+    /// The flows ahead of those, sorted.
+    heads: Vec<u32>,
 }
 
 impl LazyDag {
@@ -264,6 +266,21 @@ impl LazyDag {
         self.flow(src, flow).1
     }
 
+    /// Whether a flow is queued behind flow `flow` on its queue pair.
+    pub fn flow_has_queued_behind(&self, src: Source<'_>, flow: u32) -> bool {
+        match self.plan.flow_place(flow) {
+            Place::Kept(_) => src.workload.flow_has_queued_behind(flow),
+            Place::Plan(p) => match self.live.get(&p) {
+                Some(&slot) => self.slots[slot as usize].heads.binary_search(&flow).is_ok(),
+                // A late finish of a collective freed here: rare.
+                None => {
+                    let queued = self.plan.expand(src, p).queued;
+                    queued.iter().any(|&(_, ahead)| ahead == flow)
+                }
+            },
+        }
+    }
+
     /// Flow `flow`'s spec.
     pub fn flow_spec(&self, src: Source<'_>, flow: u32) -> FlowSpec {
         self.flow(src, flow).0
@@ -399,6 +416,7 @@ fn fill(live: &mut Live, task0: u32, flow0: u32, e: Expanded, local: &[u32]) {
     live.flows.extend_from_slice(&e.flows);
     live.queued.clear();
     live.queued.extend_from_slice(&e.queued);
+    live.heads = Workload::heads_of(&e.queued);
     live.flow_task.clear();
     live.flow_task.resize(e.flows.len(), NONE);
     live.left.clear();

@@ -431,14 +431,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             }
             (FlowTimer::DcqcnDecrease, CcState::Dcqcn(d)) => {
                 if d.check_decrease(c) {
-                    let generation = d.increase_generation;
-                    ctx.schedule_self(
-                        c.rate_increase_timer,
-                        NetEvent::Timer {
-                            flow,
-                            timer: FlowTimer::DcqcnIncrease { generation },
-                        },
-                    );
+                    start_increase_timer(ctx, c, flow, d);
                 }
                 ctx.schedule_self(c.rate_decrease_interval, NetEvent::Timer { flow, timer });
             }
@@ -482,15 +475,22 @@ fn start_dcqcn_timers(ctx: &mut Context<'_, NetEvent>, c: &DcqcnConfig, flow: u3
     );
     if d.increasing {
         // The first CNP cut at once: the increase timer starts now.
-        let generation = d.increase_generation;
-        ctx.schedule_self(
-            c.rate_increase_timer,
-            NetEvent::Timer {
-                flow,
-                timer: FlowTimer::DcqcnIncrease { generation },
-            },
-        );
+        start_increase_timer(ctx, c, flow, d);
     }
+}
+
+/// Starts flow `flow`'s rate-increase timer for `d`'s current cut: a
+/// later cut bumps the generation, and the timer of an older one is
+/// ignored when it fires.
+fn start_increase_timer(ctx: &mut Context<'_, NetEvent>, c: &DcqcnConfig, flow: u32, d: &Dcqcn) {
+    let generation = d.increase_generation;
+    ctx.schedule_self(
+        c.rate_increase_timer,
+        NetEvent::Timer {
+            flow,
+            timer: FlowTimer::DcqcnIncrease { generation },
+        },
+    );
 }
 
 /// Queued sender `i` takes its first turn: it takes its queue pair's DCQCN

@@ -197,14 +197,6 @@ impl Routing {
         }
     }
 
-    /// Whether `node` is a switch whose full row is in these tables (every switch after
-    /// [`Routing::build`], the owned ones after [`Routing::build_for`]): whether
-    /// [`Routing::switch_next_hops`] may be asked about it.
-    #[inline]
-    pub fn has_row(&self, node: NodeIndex) -> bool {
-        self.comp_of[node as usize] != NO_COMP && self.row_offset[node as usize] != NO_ROW
-    }
-
     /// Next-hop ports of switch `s` toward host `dst` (empty if unreachable).
     ///
     /// Panics if `s` is not a switch, `dst` not a host, or `s` outside the scope of

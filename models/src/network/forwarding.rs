@@ -1,13 +1,6 @@
 //! Forwarding at switches and NICs: ECMP by 5-tuple hash or per-packet
 //! spraying, and dragonfly Valiant and UGAL routing through an
 //! intermediate router.
-//!
-//! Where a switch's choice is a function of the packet and fixed tables
-//! alone (hash ECMP, no faults, no dragonfly routing), the node that puts
-//! a packet on the wire toward a switch makes that switch's choice for it
-//! ([`Network::route_ahead`]), as htsim's packets carry their route: the
-//! switch then reads its out-port from the arriving event, and the first
-//! touch of that port no longer waits on the routing tables' lookups.
 
 use super::common::{ecmp_pick, entropy_salt, five_tuple_hash, NO_NODE};
 use super::config::{DragonflyRouting, EcmpMode};
@@ -16,10 +9,7 @@ use super::{Fabric, NetEvent, Network};
 use crate::telemetry::TelemetrySink;
 use hashbrown::HashMap;
 use netsim_engine::{Context, NodeId};
-use netsim_topo::{DragonflyIndex, Routing};
-
-/// An `Arrive` whose sender did not choose the switch's out-port for it.
-pub(crate) const NO_ROUTE_AHEAD: u8 = u8::MAX;
+use netsim_topo::DragonflyIndex;
 
 /// One shard's forwarding state: ECMP seeds and UGAL's choices.
 #[derive(Debug)]
@@ -29,10 +19,6 @@ pub(crate) struct Forwarding {
     /// UGAL: the path (intermediate router or `NO_NODE`) each flow took at
     /// its source router `(router, flow)`.
     pub ugal_choice: HashMap<(u32, u32), u32>,
-    /// Every switch's choice is hash ECMP over tables that do not change
-    /// (no faults, no dragonfly routing): a sender may make it one hop
-    /// ahead. The same on every shard and rank (one fabric).
-    pub ahead: bool,
 }
 
 impl Forwarding {
@@ -41,62 +27,7 @@ impl Forwarding {
         Forwarding {
             ecmp_seed: nodes.iter().map(|n| fabric.ecmp_seed(n.0)).collect(),
             ugal_choice: HashMap::new(),
-            ahead: fabric.faults.is_empty()
-                && fabric.dragonfly.is_none()
-                && fabric.config.ecmp == EcmpMode::Hash,
         }
-    }
-}
-
-/// The host a packet at switch `node` heads for: its destination, or the
-/// host standing for the intermediate router in `via` (Valiant), unless
-/// that router is `node` itself (where `route` clears it). A SACK's `via`
-/// holds its mask.
-#[inline]
-fn toward(fabric: &Fabric, node: u32, pkt: &Packet) -> u32 {
-    if pkt.via == NO_NODE || pkt.via == node || pkt.kind == PacketKind::Sack {
-        pkt.dst
-    } else {
-        fabric.proxy_host[pkt.via as usize]
-    }
-}
-
-/// Hash ECMP's next hop at switch `node` (ECMP seed `seed`) for `pkt`
-/// heading for host `toward` in `tables`, before any check that the port
-/// lives; `None` without a route: what a sender picks for a switch one hop
-/// ahead, and (checked in debug builds) what the switch would pick.
-#[inline]
-fn hash_pick(
-    fabric: &Fabric,
-    tables: &Routing,
-    node: u32,
-    seed: u64,
-    pkt: &Packet,
-    toward: u32,
-) -> Option<u16> {
-    let hops = tables.switch_next_hops(node, toward);
-    let pick = match hops.len() {
-        0 => return None,
-        1 => 0,
-        n => ecmp_pick(
-            seed ^ entropy_salt(pkt.entropy),
-            source_port(fabric, pkt),
-            pkt.src,
-            pkt.dst,
-            n,
-        ),
-    };
-    Some(hops[pick])
-}
-
-/// The UDP source port `pkt`'s 5-tuple carries: its flow's (or
-/// connection's, `--ecmp-entropy connection`); an aggregation packet's
-/// `flow` is its operation, which it keeps.
-#[inline]
-fn source_port(fabric: &Fabric, pkt: &Packet) -> u32 {
-    match pkt.kind {
-        PacketKind::InaUp | PacketKind::InaDown => pkt.flow,
-        _ => fabric.source_port(pkt.flow),
     }
 }
 
@@ -129,50 +60,20 @@ impl<S: TelemetrySink> Network<'_, S> {
     /// `flow` is its operation, which it keeps.
     #[inline]
     pub(crate) fn source_port(&self, pkt: &Packet) -> u32 {
-        source_port(self.fabric, pkt)
-    }
-
-    /// The out-port that switch `peer` will choose for `pkt`, which this
-    /// node is putting on the wire toward it, or [`NO_ROUTE_AHEAD`]: where
-    /// the choice depends on more than the packet and fixed tables (faults,
-    /// spraying, dragonfly routing), `peer` is a host or outside these
-    /// tables' scope (another MPI rank's switch), the packet is aggregated
-    /// rather than forwarded, or the port's number does not fit.
-    #[inline]
-    pub(crate) fn route_ahead(&self, peer: u32, pkt: &Packet) -> u8 {
-        let fabric = self.fabric;
-        if !self.forwarding.ahead
-            || peer < fabric.topo.host_count()
-            || matches!(pkt.kind, PacketKind::InaUp | PacketKind::InaDown)
-            || !fabric.routing.has_row(peer)
-        {
-            return NO_ROUTE_AHEAD;
-        }
-        let seed = fabric.ecmp_seed(peer);
-        match hash_pick(
-            fabric,
-            &fabric.routing,
-            peer,
-            seed,
-            pkt,
-            toward(fabric, peer, pkt),
-        ) {
-            Some(port) if port < u16::from(NO_ROUTE_AHEAD) => port as u8,
-            _ => NO_ROUTE_AHEAD,
+        match pkt.kind {
+            PacketKind::InaUp | PacketKind::InaDown => pkt.flow,
+            _ => self.fabric.source_port(pkt.flow),
         }
     }
 
     /// The output port of the current switch for `pkt`, which arrived on
-    /// `in_port` with the choice its sender made for it, `ahead` (or
-    /// [`NO_ROUTE_AHEAD`]). Dragonfly Valiant and UGAL decide at the
-    /// source router and steer the packet through an intermediate router
-    /// (`pkt.via`).
+    /// `in_port`. Dragonfly Valiant and UGAL decide at the source router and
+    /// steer the packet through an intermediate router (`pkt.via`).
     pub(crate) fn route(
         &mut self,
         ctx: &mut Context<'_, NetEvent>,
         in_port: u16,
         pkt: &mut Packet,
-        ahead: u8,
     ) -> u16 {
         let fabric = self.fabric;
         let node = ctx.node().0;
@@ -180,23 +81,6 @@ impl<S: TelemetrySink> Network<'_, S> {
         let sack = pkt.kind == PacketKind::Sack;
         if pkt.via == node && !sack {
             pkt.via = NO_NODE;
-        }
-        if ahead != NO_ROUTE_AHEAD {
-            // Made by the sender only where it is this switch's choice
-            // (`route_ahead`); a debug build checks it is.
-            debug_assert_eq!(
-                Some(u16::from(ahead)),
-                hash_pick(
-                    fabric,
-                    self.tables_at(ctx.now()),
-                    node,
-                    self.forwarding.ecmp_seed[ctx.local_index()],
-                    pkt,
-                    toward(fabric, node, pkt)
-                ),
-                "switch {node}: the out-port chosen ahead differs"
-            );
-            return u16::from(ahead);
         }
         if let Some(index) = &fabric.dragonfly {
             let adaptive = fabric.config.dragonfly_routing != DragonflyRouting::Minimal;
@@ -284,83 +168,5 @@ impl<S: TelemetrySink> Network<'_, S> {
             return;
         }
         pkt.via = intermediate;
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::network::config::NetConfig;
-    use crate::telemetry::MemorySink;
-    use crate::workload::Builder;
-    use netsim_engine::SimTime;
-    use std::collections::HashSet;
-
-    /// A three-tier k = 4 fat-tree (16 hosts, 20 switches) without traffic.
-    fn fat_tree(config: NetConfig) -> Fabric {
-        Fabric::k4_fat_tree(3, Builder::new(SimTime::ZERO).finish(), config, 7)
-    }
-
-    fn data(flow: u32, src: u32, dst: u32, entropy: u16) -> Packet {
-        Packet {
-            flow,
-            src,
-            dst,
-            psn: flow ^ 5,
-            wire_bytes: 4158,
-            in_port: 0,
-            kind: PacketKind::Data,
-            ce: 0,
-            last: false,
-            sack_offset: 0,
-            via: NO_NODE,
-            util: 0,
-            entropy,
-        }
-    }
-
-    /// What a sender picks for a switch one hop ahead is that switch's own
-    /// hash ECMP choice, by its own seed table, for every switch and host
-    /// pair, flow and entropy; the choice spreads over the next hops (it is
-    /// not one port); hosts, sprayed packets and aggregation packets get
-    /// none.
-    #[test]
-    fn route_ahead_is_the_switch_own_choice() {
-        let fabric = fat_tree(NetConfig::default());
-        let nodes: Vec<NodeId> = (0..fabric.topo.node_count()).map(NodeId).collect();
-        let net = Network::new(&fabric, &nodes, MemorySink::default());
-        let hosts = fabric.topo.host_count();
-        let mut chosen = HashSet::new();
-        for switch in hosts..fabric.topo.node_count() {
-            for (src, dst) in [(0, 15), (3, 4), (9, 2), (12, 13)] {
-                for (flow, entropy) in [(0, 0), (1, 0), (2, 0), (7, 3), (7, 900)] {
-                    let pkt = data(flow, src, dst, entropy);
-                    let hops = fabric.routing.switch_next_hops(switch, dst);
-                    // Node ids are local indices here: one shard of all.
-                    let seed = net.forwarding.ecmp_seed[switch as usize];
-                    let own = match hops.len() {
-                        1 => 0,
-                        n => ecmp_pick(seed ^ entropy_salt(entropy), flow, src, dst, n),
-                    };
-                    assert_eq!(net.route_ahead(switch, &pkt), hops[own] as u8);
-                    chosen.insert((switch, dst, hops[own]));
-                }
-            }
-        }
-        let routes: HashSet<(u32, u32)> = chosen.iter().map(|&(s, d, _)| (s, d)).collect();
-        assert!(chosen.len() > routes.len(), "ECMP never spread");
-        let pkt = data(1, 0, 15, 0);
-        assert_eq!(net.route_ahead(3, &pkt), NO_ROUTE_AHEAD);
-        let ina = Packet {
-            kind: PacketKind::InaUp,
-            ..pkt
-        };
-        assert_eq!(net.route_ahead(hosts, &ina), NO_ROUTE_AHEAD);
-        let spray = fat_tree(NetConfig {
-            ecmp: EcmpMode::Spray,
-            ..NetConfig::default()
-        });
-        let net = Network::new(&spray, &nodes, MemorySink::default());
-        assert_eq!(net.route_ahead(hosts, &pkt), NO_ROUTE_AHEAD);
     }
 }

@@ -114,10 +114,8 @@ use transport::Transports;
 /// Events of the network model.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum NetEvent {
-    /// `pkt` has fully arrived on the handling node's port `port`; at a
-    /// switch, `out` is the out-port its sender chose for it one hop
-    /// ahead, or `forwarding::NO_ROUTE_AHEAD` (`Network::route_ahead`).
-    Arrive { port: u16, out: u8, pkt: Packet },
+    /// `pkt` has fully arrived on the handling node's port `port`.
+    Arrive { port: u16, pkt: Packet },
     /// Port `port` finished serialising its packet.
     TxDone { port: u16 },
     /// A PFC frame for the data class arrived on port `port`.
@@ -399,7 +397,7 @@ impl<S: TelemetrySink> Model for Network<'_, S> {
         // or the switch, port events to the port, timers to the transport or
         // the congestion control, workload events to the task driver.
         match event {
-            NetEvent::Arrive { port, out, pkt } => {
+            NetEvent::Arrive { port, pkt } => {
                 let gport = self.port_index(local, port);
                 if self.link_ever_down(gport) && self.lost_on_dead_link(gport, &pkt, ctx.now()) {
                     self.port_side[gport].counters.dropped_pkts[pkt.priority()] += 1;
@@ -408,7 +406,7 @@ impl<S: TelemetrySink> Model for Network<'_, S> {
                 if self.is_host(ctx.node()) {
                     self.host_receive(ctx, pkt);
                 } else {
-                    self.switch_receive(ctx, port, out, pkt);
+                    self.switch_receive(ctx, port, pkt);
                 }
             }
             NetEvent::TxDone { port } => self.tx_done(ctx, port),

@@ -246,13 +246,11 @@ impl<S: TelemetrySink> Network<'_, S> {
     }
 
     /// A packet arrived at a switch: aggregation packets go to the
-    /// aggregator, every other packet is forwarded (on `ahead`, the port
-    /// its sender chose for it, if any) and queued.
+    /// aggregator, every other packet is forwarded and queued.
     pub(crate) fn switch_receive(
         &mut self,
         ctx: &mut Context<'_, NetEvent>,
         in_port: u16,
-        ahead: u8,
         mut pkt: Packet,
     ) {
         match pkt.kind {
@@ -260,7 +258,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             PacketKind::InaDown => return self.ina_down(ctx, in_port, pkt),
             _ => {}
         }
-        let out = self.route(ctx, in_port, &mut pkt, ahead);
+        let out = self.route(ctx, in_port, &mut pkt);
         self.switch_enqueue(ctx, in_port, out, pkt);
     }
 

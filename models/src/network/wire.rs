@@ -77,16 +77,15 @@ impl Wire for Packet {
 }
 
 impl Wire for NetEvent {
-    /// Tag, port, out-port chosen ahead, packet.
-    const WIRE_BYTES: usize = 1 + 2 + 1 + PACKET_BYTES;
+    /// Tag, port, packet.
+    const WIRE_BYTES: usize = 1 + 2 + PACKET_BYTES;
 
     fn encode(&self, w: &mut WireWriter<'_>) {
         let start = w.position();
         match *self {
-            NetEvent::Arrive { port, out, pkt } => {
+            NetEvent::Arrive { port, pkt } => {
                 w.u8(0);
                 w.u16(port);
-                w.u8(out);
                 pkt.encode(w);
             }
             NetEvent::TxDone { port } => {
@@ -169,7 +168,6 @@ impl Wire for NetEvent {
             0 => (
                 NetEvent::Arrive {
                     port: r.u16(),
-                    out: r.u8(),
                     pkt: Packet::decode(r),
                 },
                 Self::WIRE_BYTES,
@@ -237,7 +235,7 @@ impl Wire for NetEvent {
             10 => {
                 r.u16();
                 let pkt = Packet::decode(r);
-                (NetEvent::ExternalSend { pkt }, 1 + 2 + PACKET_BYTES)
+                (NetEvent::ExternalSend { pkt }, Self::WIRE_BYTES)
             }
             tag => panic!("invalid network event tag {tag} on the wire"),
         };
@@ -251,7 +249,6 @@ impl Wire for NetEvent {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::network::forwarding::NO_ROUTE_AHEAD;
     use netsim_engine::wire::{decode_events, encode_event};
     use netsim_engine::{Event, NodeId, SimTime};
 
@@ -261,9 +258,6 @@ mod tests {
         // window offset the byte after `last`.
         assert_eq!(std::mem::size_of::<Packet>(), 32);
         assert!(std::mem::size_of::<Event<NetEvent>>() < 64);
-        // An arrival's out-port chosen ahead sits in the byte after the
-        // tag: a queued body (target and event) stays 40 bytes.
-        assert_eq!(std::mem::size_of::<NetEvent>(), 36);
     }
 
     #[test]
@@ -284,14 +278,9 @@ mod tests {
             entropy: 4097,
         };
         let payloads = [
-            NetEvent::Arrive {
-                port: 7,
-                out: 3,
-                pkt,
-            },
+            NetEvent::Arrive { port: 7, pkt },
             NetEvent::Arrive {
                 port: 0,
-                out: NO_ROUTE_AHEAD,
                 pkt: Packet {
                     kind: PacketKind::Cnp,
                     last: false,
@@ -341,7 +330,6 @@ mod tests {
             NetEvent::Fault { fault: 7 },
             NetEvent::Arrive {
                 port: 1,
-                out: NO_ROUTE_AHEAD,
                 pkt: Packet {
                     kind: PacketKind::InaUp,
                     ..pkt
@@ -349,7 +337,6 @@ mod tests {
             },
             NetEvent::Arrive {
                 port: 1,
-                out: NO_ROUTE_AHEAD,
                 pkt: Packet {
                     kind: PacketKind::InaDown,
                     ..pkt
@@ -357,7 +344,6 @@ mod tests {
             },
             NetEvent::Arrive {
                 port: 2,
-                out: NO_ROUTE_AHEAD,
                 pkt: Packet {
                     kind: PacketKind::Sack,
                     ..pkt
@@ -365,7 +351,6 @@ mod tests {
             },
             NetEvent::Arrive {
                 port: 2,
-                out: NO_ROUTE_AHEAD,
                 pkt: Packet {
                     kind: PacketKind::Trimmed,
                     ..pkt

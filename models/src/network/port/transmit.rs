@@ -80,13 +80,11 @@ impl<S: TelemetrySink> Network<'_, S> {
             }
         }
         let delay = serialization + latency;
-        let out = self.route_ahead(peer.0, &pkt);
         ctx.send(
             peer,
             delay,
             NetEvent::Arrive {
                 port: peer_port,
-                out,
                 pkt,
             },
         );

@@ -76,6 +76,8 @@ impl Outcome {
             stats.rail_diverged,
             stats.rail_leader_marks,
             stats.rail_leader_pauses,
+            stats.qp_rates_declined,
+            stats.qp_rates_parked_left,
         ]);
         words.extend(&self.events_per_shard);
         words
@@ -130,6 +132,8 @@ impl Totals {
             rail_diverged: sum(27),
             rail_leader_marks: sum(28),
             rail_leader_pauses: sum(29),
+            qp_rates_declined: sum(30),
+            qp_rates_parked_left: sum(31),
         };
         let ranks_json = per_rank
             .iter()
@@ -157,7 +161,7 @@ impl Totals {
             skipped_ps: per_rank[0][16],
             skips: per_rank[0][17],
             events_avoided: sum(18),
-            events_per_shard: per_rank.iter().flat_map(|r| &r[30..]).copied().collect(),
+            events_per_shard: per_rank.iter().flat_map(|r| &r[32..]).copied().collect(),
             ranks_json,
         }
     }

@@ -45,6 +45,12 @@ pub struct NetStats {
     /// followers take them as they are.
     pub rail_leader_marks: u64,
     pub rail_leader_pauses: u64,
+    /// `--qp-rate kept`: queued flows that left their queue pair's DCQCN
+    /// state at their turn (another port, sprayed, not DCQCN), and the
+    /// states still parked at the end, awaited by no flow (0 once every
+    /// queued flow had its turn).
+    pub qp_rates_declined: u64,
+    pub qp_rates_parked_left: u64,
 }
 
 impl std::ops::AddAssign for NetStats {
@@ -66,6 +72,8 @@ impl std::ops::AddAssign for NetStats {
         self.rail_diverged += o.rail_diverged;
         self.rail_leader_marks += o.rail_leader_marks;
         self.rail_leader_pauses += o.rail_leader_pauses;
+        self.qp_rates_declined += o.qp_rates_declined;
+        self.qp_rates_parked_left += o.qp_rates_parked_left;
     }
 }
 

@@ -107,3 +107,47 @@ fn kept_queue_pair_rates_are_the_same_on_1_2_4_shards() {
         assert_eq!(format!("{:?}", after_incast(true, gap, 4)), one);
     }
 }
+
+/// On a 16-GPU HPN fabric (two servers, each NIC dual-homed to two ToRs),
+/// GPUs 8-15 send 1 MB each to GPU 0 (flows A, cut by the incast), each
+/// with a 1 MB flow B queued behind it, released 1 us later. A host
+/// picks one of its two NIC ports per flow, so some B start on the other
+/// port than their A and decline A's DCQCN state at their first turn; an
+/// A whose B had its turn parks nothing, so no state is left parked at
+/// the end of the run.
+#[test]
+fn a_declined_queue_pair_state_is_not_left_parked() {
+    use netsim_topo::{SimaiParams, SimaiTemplate, TopoSpec};
+    let mut p = SimaiParams::defaults(SimaiTemplate::Hpn);
+    p.gpus = 16;
+    let topo = netsim_topo::build(&TopoSpec::Simai(p)).unwrap();
+    let routing = netsim_topo::Routing::build(&topo).unwrap();
+    let mut b = Builder::new(SimTime::ZERO);
+    let ahead: Vec<u32> = (8..16)
+        .map(|src| b.flow(src, 0, 1_000_000, NONE, &[]))
+        .collect();
+    for (src, &a) in (8..16).zip(&ahead) {
+        // 1 us later: the flow ahead is open when this one has its turn.
+        let wait = b.compute(src, SimTime::from_ns(1_000), NONE, &[]);
+        let queued = b.flow(src, 0, 1_000_000, NONE, &[wait]);
+        b.queue_after(queued, a);
+    }
+    let fabric = Fabric::with_workload(topo, routing, b.finish(), dcqcn(true), 3);
+    for shards in [1, 2] {
+        let l = layout(&fabric.topo, shards);
+        let run = netsim_models::network::simulate(&fabric, &l, SimTime::MAX, None, |_| {
+            MemorySink::default()
+        });
+        let stats = run.stats();
+        let f = flows(&run);
+        assert_eq!(f.len(), 16);
+        assert!(f.iter().all(|r| r.finished), "a flow did not finish");
+        assert!(f.iter().any(|r| r.cnps > 0), "no flow was cut");
+        eprintln!(
+            "{shards} shards: declined {}, left parked {}",
+            stats.qp_rates_declined, stats.qp_rates_parked_left
+        );
+        assert!(stats.qp_rates_declined > 0, "no queued flow declined");
+        assert_eq!(stats.qp_rates_parked_left, 0, "states left parked");
+    }
+}

@@ -1,6 +1,7 @@
 //! Transports: the per-flow queue-pair state at the NICs, and the
 //! reliability logic: RoCE go-back-N behind two small traits, and the
-//! Ultra Ethernet transport (`uec/`: spraying, SACK, trimming NACKs, NSCC).
+//! Ultra Ethernet transport (`uec/`: spraying, SACK, trimming NACKs, NSCC),
+//! and one queue pair's DCQCN state across messages (`queue_pair.rs`).
 //!
 //! A [`Sender`] is one queue pair at its source host: what the NIC's
 //! scheduler reads to pace it (`port`, `next_send`, `cc`), the flow's record,
@@ -11,12 +12,13 @@
 //! both, and `qp` becomes an enum over the implementations, one `match` per
 //! call, no `dyn` dispatch and no allocation per packet.
 
+mod queue_pair;
 pub(crate) mod roce;
 pub(crate) mod uec;
 
-use super::cc::{CcState, Dcqcn};
+use super::cc::CcState;
+use super::config::NetConfig;
 use super::config::Transport;
-use super::config::{DcqcnConfig, NetConfig};
 use super::packet::{Packet, PacketKind};
 use super::Fabric;
 use crate::traffic::FlowSpec;
@@ -24,6 +26,7 @@ use crate::workload::{FlowInfo, NONE as NO_TASK};
 use hashbrown::HashMap;
 use netsim_engine::SimTime;
 use netsim_engine::{NodeId, NodeRng};
+pub(crate) use queue_pair::ParkedRate;
 pub(crate) use roce::{GoBackNReceiver, GoBackNSender};
 use uec::sack::SackReceiver;
 use uec::UecSender;
@@ -89,6 +92,9 @@ pub(crate) struct Sender {
     /// The queued flow that took this one's DCQCN state (`NO_TASK`: none):
     /// CNPs for this flow's last packets reach the queue pair's state there.
     pub handed_to: u32,
+    /// The flow queued behind this one had its turn to send (took the
+    /// state or declined it) or finished: this one parks no state for it.
+    pub queued_had_turn: bool,
     /// Local port index at the source host.
     pub port: u16,
     /// Its packets are sent from `port` (not replayed by fast-forward, not
@@ -265,6 +271,7 @@ impl Sender {
             after: NO_TASK,
             rate_taken: false,
             handed_to: NO_TASK,
+            queued_had_turn: false,
             port: 0,
             on_port: false,
             spray_ports: 0,
@@ -344,20 +351,12 @@ pub(crate) struct Transports {
     /// UEC RCCC credit state of local hosts that receive, by node.
     pub credit_issuers: HashMap<u32, uec::rccc::CreditIssuer>,
     /// DCQCN states of queue pairs between messages, by the flow that
-    /// finished and left its state for the flow queued behind it.
+    /// finished and left its state for the flow queued behind it
+    /// (`queue_pair.rs`): empty again once every queued flow had its turn.
     pub parked: HashMap<u32, ParkedRate>,
-}
-
-/// A queue pair's DCQCN state while no message of it sends: its last
-/// flow finished before the next one took its turn.
-#[derive(Clone, Debug)]
-pub(crate) struct ParkedRate {
-    pub cc: Dcqcn,
-    /// When the flow that left it finished.
-    pub since: SimTime,
-    pub port: u16,
-    /// When that flow's next packet was due (its pacing).
-    pub next_send: SimTime,
+    /// Queued flows that had their turn and left their queue pair's DCQCN
+    /// state (another port, sprayed, not DCQCN).
+    pub qp_rates_declined: u64,
 }
 
 impl Transports {
@@ -405,108 +404,8 @@ impl Transports {
             received_cnp_prune_len: RECEIVED_CNP_PRUNE_LEN,
             credit_issuers: HashMap::new(),
             parked: HashMap::new(),
+            qp_rates_declined: 0,
         }
-    }
-
-    /// Whether sender `i` waits for the flow ahead of it on its queue pair
-    /// ([`Sender::after`]): that flow is sending from the same port, RoCE,
-    /// not sprayed, with packets left to send. When its last packet leaves
-    /// the port, the port's next turn finds this one free to send.
-    #[inline]
-    pub(crate) fn queued_behind(&self, i: usize) -> bool {
-        let s = &self.senders[i];
-        if s.after == NO_TASK {
-            return false;
-        }
-        let Some(&j) = self.sender_of.get(&s.after) else {
-            return false;
-        };
-        let a = &self.senders[j as usize];
-        let Qp::Roce(q) = &a.qp else {
-            return false;
-        };
-        a.on_port && a.port == s.port && a.spray_ports == 0 && q.next_psn() < a.packets
-    }
-
-    /// Queued sender `i` takes its first turn to send: it takes the DCQCN
-    /// state of its queue pair from the flow ahead (still waiting for its
-    /// ACKs: the state is copied and the flow ahead sends its CNPs on to
-    /// this one), or from [`Transports::parked`] if that flow has finished
-    /// (advanced over the idle time, [`Dcqcn::idle`]), so that a queue pair
-    /// keeps its rate from one message to the next, as a NIC's does.
-    /// Returns whether the state's timers run (the caller starts this
-    /// flow's). Under other congestion controls it takes nothing.
-    pub(crate) fn take_rate(&mut self, i: usize, now: SimTime, c: &DcqcnConfig) -> bool {
-        let s = &mut self.senders[i];
-        s.rate_taken = true;
-        let (ahead, flow, port) = (s.after, s.flow, s.port);
-        if !matches!(s.cc, CcState::Dcqcn(_)) || s.spray_ports != 0 {
-            return false;
-        }
-        let (cc, next_send) = match self.sender_of.get(&ahead) {
-            Some(&j) => {
-                let a = &mut self.senders[j as usize];
-                let CcState::Dcqcn(d) = &a.cc else {
-                    return false;
-                };
-                if !a.on_port || a.port != port {
-                    return false;
-                }
-                a.handed_to = flow;
-                (d.clone(), a.next_send)
-            }
-            None => match self.parked.remove(&ahead) {
-                Some(p) if p.port == port => {
-                    let mut d = p.cc;
-                    d.idle(c, self.senders[i].line_rate_bps, now - p.since);
-                    (d, p.next_send)
-                }
-                _ => return false,
-            },
-        };
-        let s = &mut self.senders[i];
-        let running = cc.timers_running;
-        s.cc = CcState::Dcqcn(cc);
-        s.next_send = s.next_send.max(next_send);
-        running
-    }
-
-    /// Whether finished sender `i` leaves a DCQCN state worth keeping for a
-    /// flow queued behind it: CNPs moved it (else a fresh one is the same),
-    /// and no queued flow took it already.
-    pub(crate) fn rate_parkable(&self, i: usize) -> bool {
-        let s = &self.senders[i];
-        let moved = matches!(&s.cc, CcState::Dcqcn(d) if d.timers_running);
-        moved && s.handed_to == NO_TASK && s.on_port && s.spray_ports == 0
-    }
-
-    /// Sender `i` ([`Transports::rate_parkable`]) finished at `now` with a
-    /// flow queued behind it: its DCQCN state waits in
-    /// [`Transports::parked`] for that flow.
-    pub(crate) fn park_rate(&mut self, i: usize, now: SimTime) {
-        let s = &self.senders[i];
-        let CcState::Dcqcn(d) = &s.cc else {
-            return;
-        };
-        let parked = ParkedRate {
-            cc: d.clone(),
-            since: now,
-            port: s.port,
-            next_send: s.next_send,
-        };
-        self.parked.insert(s.flow, parked);
-    }
-
-    /// The sender whose DCQCN state sender `i`'s CNPs reach: `i`, or the
-    /// live flow its state was handed to (and on along the queue pair).
-    pub(crate) fn rate_holder(&self, mut i: usize) -> usize {
-        while self.senders[i].handed_to != NO_TASK {
-            match self.sender_of.get(&self.senders[i].handed_to) {
-                Some(&j) if self.senders[j as usize].end.is_none() => i = j as usize,
-                _ => break,
-            }
-        }
-        i
     }
 
     /// The next packet sender `i` may send, its packet count (none) while
@@ -564,6 +463,7 @@ impl Transports {
     /// Frees slot `i` (its flow finished and was recorded): its flow no
     /// longer maps to it and its transport state is dropped.
     pub(crate) fn release(&mut self, i: usize) {
+        self.queued_released(i);
         let s = &mut self.senders[i];
         self.released_retransmitted_pkts += s.retransmitted_pkts;
         self.sender_of.remove(&s.flow);

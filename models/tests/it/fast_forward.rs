@@ -314,3 +314,27 @@ fn a_congested_dcqcn_incast_jumps_on_its_averages_within_the_bounds() {
     let stats = skipped.stats();
     assert_eq!(stats.delivered_payload_bytes, 2 * size);
 }
+
+#[test]
+fn a_flow_left_alone_jumps_at_its_new_rate() {
+    // After the shorter flow ends, the longer one has the uplink alone.
+    // A window that starts on the packets still queued at the old spacing
+    // measured 0.35% under the new rate, so its jump left it late by an
+    // error growing with the jump (measured: 3.1 us at 10 MB, 5.4 us at
+    // 30 MB). With the window a period past the end, only the packet
+    // quantum of the votes is left: the same error at both sizes.
+    let late_ns = |size: u64| {
+        let full = run(&shared_uplink(size, None), 1);
+        let skipped = run(&shared_uplink(size, Some(FastForward::default())), 1);
+        let (a, b) = (&flows(&full)[1], &flows(&skipped)[1]);
+        assert!(b.skipped_ns > 0, "never jumped");
+        b.fct_ns.unwrap() as i64 - a.fct_ns.unwrap() as i64
+    };
+    let (short, long) = (late_ns(10_000_000), late_ns(30_000_000));
+    // One 4,158-byte packet at 100 Gb/s.
+    let packet_ns = 333;
+    assert!(
+        (long - short).abs() < packet_ns && long.abs() < 3 * packet_ns,
+        "{short} ns late at 10 MB, {long} ns at 30 MB"
+    );
+}

@@ -70,6 +70,9 @@ pub(crate) struct Steady {
     pub(super) tx: Vec<[u64; PRIORITIES]>,
     /// Drops, PFC pauses and finished flows on this shard at each slot.
     disturbances: Vec<u64>,
+    /// The last check at which that count had moved since the check
+    /// before: a window must start a period after it (see `settled`).
+    disturbed_at: u64,
     /// Per port, the check its samples count from again after a domain's
     /// jump moved it (`--ff-scope domain`; 0 otherwise).
     pub(super) port_from: Vec<u64>,
@@ -95,6 +98,7 @@ impl Steady {
             wire: vec![0; ports * slots],
             tx: vec![[0; PRIORITIES]; ports * slots],
             disturbances: vec![0; slots],
+            disturbed_at: 0,
             port_from: vec![0; ports],
         }
     }
@@ -182,6 +186,19 @@ impl Steady {
         Some((total, span_ps))
     }
 
+    /// Whether a window ending at check `index` lies wholly a period past
+    /// check `since` (the last disturbance) and within the history: the
+    /// packets a flow's end finds queued still arrive at the old spacing
+    /// for up to a period, and a window that starts on them measures the
+    /// old rate into the new one (a flow left alone on a link, jumped at
+    /// the first full window after its neighbour's end, ran 0.35% slow).
+    /// A jump or a gap restarts the history (`valid_from`) without a
+    /// change in the flows' spacing: the window may start right there.
+    fn settled(&self, since: u64, index: u64) -> bool {
+        let periods = u64::from(self.config.window_periods());
+        since + periods < index && self.valid_from + periods <= index
+    }
+
     /// Whether sender `i` (now at `cnps` CNPs) took cuts in both halves
     /// of the window ending at `slot`, as many in each to within one: its
     /// rate's cycle is shorter than a half window, so the halves average it.
@@ -243,10 +260,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         if index < ff.valid_from + periods || replaying {
             return not_steady(!active.is_empty());
         }
-        let oldest = oldest_to_newest(0, slot, ff.slots)
-            .next()
-            .expect("slots > 0");
-        if ff.disturbances[oldest] != ff.disturbances[slot] || !self.ff_ports_steady(slot) {
+        if !ff.settled(ff.disturbed_at, index) || !self.ff_ports_steady(slot) {
             return not_steady(!active.is_empty());
         }
         match self.ff_max_skip(index, slot, &active) {
@@ -288,6 +302,10 @@ impl<S: TelemetrySink> Network<'_, S> {
             ff.qlen[gp * ff.slots + slot] = p.egress.queued_bytes[PRIO_DATA];
             ff.tx[gp * ff.slots + slot] = tx;
             ff.wire[gp * ff.slots + slot] = p.wire_bytes_by(&tx, now);
+        }
+        let previous = (slot + ff.slots - 1) % ff.slots;
+        if disturbances != ff.disturbances[previous] {
+            ff.disturbed_at = index;
         }
         ff.disturbances[slot] = disturbances;
         for &i in active {

@@ -18,8 +18,10 @@ use netsim_process::{human_bytes, memory_in_use_bytes, memory_limit_bytes};
 /// a generous estimate for the memory check.
 const BYTES_PER_PORT: u64 = 192;
 
-/// What a run keeps per finished flow for `run.json`'s percentiles (a
-/// completion time under 4.3 s, see [`crate::fcts`]).
+/// What a rank of several keeps per finished flow for `run.json`'s
+/// percentiles (a completion time under 4.3 s, read back from its `flows`
+/// table after the run, see [`crate::fcts`]). A run of one rank keeps none:
+/// it reads the percentiles back from the table in two passes.
 const BYTES_PER_FCT: u64 = 4;
 
 /// Flows a workload's flow-level run is allowed to have in flight at once,
@@ -83,6 +85,7 @@ impl RunBytes {
     ) -> RunBytes {
         let ranks = ranks as u64;
         let flows = workload.flow_count() as u64 / ranks;
+        let fct = if ranks == 1 { 0 } else { BYTES_PER_FCT };
         // Under --lazy-expansion on, counts are kept for the tasks outside
         // collectives only, and the collectives in flight are expanded:
         // no more than can start by `end`, whose flows are the only ones
@@ -122,8 +125,7 @@ impl RunBytes {
             Fidelity::Flow => RunBytes {
                 ports: ports.saturating_mul(BYTES_PER_PORT),
                 flows: flows.saturating_mul(
-                    flow::bytes_per_flow(config.cc == CcKind::None, workload.lazy.is_some())
-                        + BYTES_PER_FCT,
+                    flow::bytes_per_flow(config.cc == CcKind::None, workload.lazy.is_some()) + fct,
                 ),
                 dag: flow_dag,
                 in_flight: in_flight(FLOWS_IN_FLIGHT_PER_HOST)
@@ -136,11 +138,11 @@ impl RunBytes {
             // A packet-level run makes a flow's sender when it starts and
             // its receiver when its first packet arrives, and frees them
             // when it ends (a RoCE receiver leaves a bit per workload flow
-            // on each shard); its kept completion times grow as a vector
-            // does (three times).
+            // on each shard); a rank of several reads its completion times
+            // back into a vector (three times, as it grows).
             Fidelity::Packet => RunBytes {
                 ports: ports.saturating_mul(BYTES_PER_PORT.saturating_add(ff_port)),
-                flows: finishing.saturating_mul(3 * BYTES_PER_FCT).saturating_add(
+                flows: finishing.saturating_mul(3 * fct).saturating_add(
                     (workload.flow_count() as u64)
                         .div_ceil(8)
                         .saturating_mul(u64::from(shards)),
@@ -362,13 +364,14 @@ mod tests {
         let config = NetConfig::default();
         let ports = 2 * u64::from(topo.link_count()) * 192;
         let flow = whole(Fidelity::Flow, &config, &topo, 0, &w, (1, 1));
-        // Two flows: 8 B of slot indices and 4 B of completion time each,
-        // both allowed in flight; three tasks at a byte each, no collective.
+        // Two flows: 8 B of slot indices each (one rank keeps no completion
+        // times), both allowed in flight; three tasks at a byte each, no
+        // collective.
         assert_eq!(
             flow,
             RunBytes {
                 ports,
-                flows: 2 * 12,
+                flows: 2 * 8,
                 dag: 3,
                 in_flight: 2 * flow::BYTES_PER_FLOW_IN_FLIGHT,
                 memo: 0,
@@ -377,13 +380,13 @@ mod tests {
                 finishing_flows: 2,
             }
         );
-        assert_eq!(flow.total(), ports + 24 + 3 + 1024);
+        assert_eq!(flow.total(), ports + 16 + 3 + 1024);
         // Plain traffic: every flow may be in flight, no DAG.
         let traffic = Workload::from_flows(w.flows.clone());
         let traffic = whole(Fidelity::Flow, &config, &topo, 0, &traffic, (1, 1));
         assert_eq!(
             (traffic.flows, traffic.dag, traffic.in_flight),
-            (2 * 12, 0, 2 * flow::BYTES_PER_FLOW_IN_FLIGHT)
+            (2 * 8, 0, 2 * flow::BYTES_PER_FLOW_IN_FLIGHT)
         );
     }
 
@@ -391,7 +394,8 @@ mod tests {
     fn packet_level_counts_senders_receivers_and_progress_per_shard() {
         let (topo, w) = fixture();
         let config = NetConfig::default();
-        // Packet level: per flow its completion time and a bit per shard,
+        // Packet level: per flow a bit per shard (and its completion time
+        // on a rank of several),
         // a sender and a receiver per flow in flight (both may be), the
         // DAG's progress per shard.
         let packet = whole(Fidelity::Packet, &config, &topo, 0, &w, (1, 4));
@@ -399,7 +403,7 @@ mod tests {
         let in_flight = sender + network::BYTES_PER_RECEIVER;
         assert_eq!(
             (packet.flows, packet.in_flight, packet.dag),
-            (2 * 12 + 4, 2 * in_flight, 4 * 3)
+            (4, 2 * in_flight, 4 * 3)
         );
         // Under mpirun a process holds its own shards' progress: 4 of them
         // on each of 2 ranks, and half the flows.

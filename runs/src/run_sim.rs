@@ -3,14 +3,14 @@
 //! API), the simulation with its progress bar, and what the shards did
 //! handed to `run_summary.rs`.
 
-use crate::fcts::Fcts;
+use crate::fcts::{exact_percentiles, read_fcts, FlowsPart};
 use crate::progress::with_progress_bar;
 use crate::ranks::Ranks;
 use crate::run_cmd::{Fidelity, RunArgs};
-use crate::run_summary::{Outcome, StreamedCollectives};
+use crate::run_summary::{FctTimes, Outcome, StreamedCollectives};
 use crate::run_tables::{KeptPart, KeptTable, Output, RunTables};
 use crate::telemetry::{
-    prepare_output_dir, Kept, PartConfig, TableRow, TableWriter, TelemetryError, TABLES,
+    part_name, prepare_output_dir, Kept, PartConfig, TableRow, TableWriter, TelemetryError, TABLES,
 };
 use netsim_engine::{splitmix64, Progress, SimTime};
 use netsim_models::flow;
@@ -40,8 +40,6 @@ struct ParquetSink {
     /// spans), and the rows of finished collectives.
     collectives: Option<(TableWriter<CollectiveRecord>, usize)>,
     error: Option<TelemetryError>,
-    /// Completion times of finished flows, for the run's percentiles.
-    fcts: Fcts,
 }
 
 impl ParquetSink {
@@ -86,9 +84,6 @@ impl ParquetSink {
 
 impl TelemetrySink for ParquetSink {
     fn flow(&mut self, record: FlowRecord) {
-        if let Some(fct_ns) = record.fct_ns {
-            self.fcts.push(fct_ns);
-        }
         let r = self.flows.push(&record);
         self.keep(r);
     }
@@ -184,10 +179,7 @@ impl RunArgs {
         let sinks = ranks.agree(
             local
                 .clone()
-                .map(|shard| {
-                    self.sink(output, &part(shard), &plan)
-                        .map(|s| Mutex::new(Some(s)))
-                })
+                .map(|shard| self.sink(output, &part(shard)).map(|s| Mutex::new(Some(s))))
                 .collect::<Result<Vec<_>, TelemetryError>>()
                 .map_err(Into::into),
         )?;
@@ -232,9 +224,9 @@ impl RunArgs {
         let skip = run.skip();
         let spans = run.take_spans();
         let events_per_shard: Vec<u64> = run.shards.iter().map(|s| s.handled_events).collect();
-        let mut fcts = Fcts::default();
-        let finished = finish_shards(run.shards, &mut fcts);
+        let finished = finish_shards(run.shards);
         let (rows, mut tables, collectives) = ranks.agree(finished)?;
+        let fcts = ranks.agree(self.fct_times(ranks, output, &tables[0]))?;
         // Every rank stopped at the same exchange; rank 0 learns why.
         if let Some(signals) = ranks.gather(&[crate::interrupt::signal_number()]) {
             crate::interrupt::adopt_first(&signals);
@@ -272,12 +264,7 @@ impl RunArgs {
     }
 
     /// The telemetry sink of the part `part`.
-    fn sink(
-        &self,
-        output: Output,
-        part: &PartConfig,
-        plan: &crate::run_plan::Plan,
-    ) -> Result<ParquetSink, TelemetryError> {
+    fn sink(&self, output: Output, part: &PartConfig) -> Result<ParquetSink, TelemetryError> {
         Ok(ParquetSink {
             rank: part.rank,
             shard: part.shard,
@@ -292,22 +279,41 @@ impl RunArgs {
                 Fidelity::Packet => None,
             },
             error: None,
-            // One flow-level sink sees every flow.
-            fcts: match self.fidelity {
-                Fidelity::Flow => Fcts::with_capacity(plan.fabric.workload.flows.len()),
-                Fidelity::Packet => Fcts::default(),
-            },
+        })
+    }
+
+    /// The completion times of the flows of this rank's `flows` table,
+    /// read back from its parts: their percentiles when this is the only
+    /// rank, else every time for rank 0 to gather.
+    fn fct_times(
+        &self,
+        ranks: &Ranks,
+        output: Output,
+        flows: &KeptTable,
+    ) -> anyhow::Result<FctTimes> {
+        debug_assert_eq!(flows.name, FlowRecord::TABLE);
+        let dir = self.out.join(FlowRecord::TABLE);
+        let parts: Vec<FlowsPart> = flows
+            .parts
+            .iter()
+            .map(|p| match output {
+                Output::Files => FlowsPart::File(dir.join(part_name(p.rank, p.shard))),
+                Output::Memory => FlowsPart::Batches(&p.kept.batches),
+            })
+            .collect();
+        Ok(if ranks.size() == 1 {
+            FctTimes::Percentiles(exact_percentiles(&parts, [0.5, 0.99])?)
+        } else {
+            FctTimes::Kept(read_fcts(&parts)?)
         })
     }
 }
 
-/// Finishes every shard's sink, their completion times appended to
-/// `fcts`: the rows of (flows, queues, pfc, switch_offload, links) summed
+/// Finishes every shard's sink: the rows of (flows, queues, pfc, switch_offload, links) summed
 /// over the shards, those tables' parts when kept in memory, and the
 /// `collectives` table when a sink streamed it.
 fn finish_shards(
     shards: Vec<ShardOutcome<ParquetSink>>,
-    fcts: &mut Fcts,
 ) -> anyhow::Result<([u64; 5], Vec<KeptTable>, Option<StreamedCollectives>)> {
     let mut tables: Vec<KeptTable> = ParquetSink::TABLES
         .iter()
@@ -318,8 +324,7 @@ fn finish_shards(
         .collect();
     let mut rows = [0u64; 5];
     let mut streamed = None;
-    for mut shard in shards {
-        fcts.append(&mut shard.sink.fcts);
+    for shard in shards {
         let (rank, shard_id) = (shard.sink.rank, shard.sink.shard);
         let (kept_tables, collectives) = shard.sink.finish()?;
         streamed = streamed.or(collectives);

@@ -18,6 +18,33 @@ use netsim_models::workload::Workload;
 use netsim_process::peak_rss_bytes;
 use std::time::Instant;
 
+/// The completion times of this process's flows, read back from its
+/// `flows` table ([`crate::fcts`]).
+pub(crate) enum FctTimes {
+    /// The percentiles `run.json` gives, p50 and p99: the only process's.
+    Percentiles([Option<u64>; 2]),
+    /// Every time, for rank 0 to gather.
+    Kept(Fcts),
+}
+
+impl FctTimes {
+    /// p50 and p99.
+    fn percentiles(self) -> (Option<u64>, Option<u64>) {
+        match self {
+            FctTimes::Percentiles([p50, p99]) => (p50, p99),
+            FctTimes::Kept(mut f) => (f.percentile(0.5), f.percentile(0.99)),
+        }
+    }
+
+    /// This rank's times, as words to gather.
+    fn to_ns(&self) -> Vec<u64> {
+        match self {
+            FctTimes::Percentiles(_) => Vec::new(),
+            FctTimes::Kept(f) => f.to_ns(),
+        }
+    }
+}
+
 /// What this process's shards did, before it is summed over the ranks.
 pub(crate) struct Outcome {
     /// When the run started (its wall time ends at the summary).
@@ -31,7 +58,7 @@ pub(crate) struct Outcome {
     /// `spans` is empty).
     pub collectives: Option<StreamedCollectives>,
     pub events_per_shard: Vec<u64>,
-    pub fcts: Fcts,
+    pub fcts: FctTimes,
     /// Rows written: flows, queues, pfc, switch_offload, links.
     pub rows: [u64; 5],
     /// The same on every rank.
@@ -272,17 +299,16 @@ impl RunArgs {
             (
                 ranks
                     .gather_varcount(&outcome.fcts.to_ns())
-                    .map(|t| Fcts::from_ns(&t)),
+                    .map(|t| FctTimes::Kept(Fcts::from_ns(&t))),
                 gather_spans(ranks, &outcome.spans),
             )
         };
-        let (Some(gathered), Some(mut fcts), Some(spans)) = (gathered, fcts, spans) else {
+        let (Some(gathered), Some(fcts), Some(spans)) = (gathered, fcts, spans) else {
             return Ok(None);
         };
         let totals = Totals::from_words(&gathered, record);
         let mut written = write_tables(plan, spans, outcome.collectives, part0, output)?;
-        let fct_ns = (fcts.percentile(0.5), fcts.percentile(0.99));
-        drop(fcts);
+        let fct_ns = fcts.percentiles();
         let run = RunFigures {
             size,
             windows: outcome.windows,

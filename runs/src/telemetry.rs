@@ -36,7 +36,7 @@ use thiserror::Error;
 pub(crate) use row::table_row;
 pub use row::{column, CellValue, RowBuilder, TableRow};
 pub use tables::TABLES;
-pub use writer::{Kept, PartConfig, PartFile, TableWriter, DEFAULT_ROW_GROUP_ROWS};
+pub use writer::{part_name, Kept, PartConfig, PartFile, TableWriter, DEFAULT_ROW_GROUP_ROWS};
 
 /// Writing telemetry failed; each variant names the path that failed.
 #[derive(Debug, Error)]

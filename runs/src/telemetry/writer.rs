@@ -204,6 +204,11 @@ fn part_schema(config: &PartConfig, table: &str, schema: &SchemaRef) -> SchemaRe
     Arc::new(schema.as_ref().clone().with_metadata(metadata))
 }
 
+/// The file name of rank `rank`'s shard `shard`'s part of a table.
+pub fn part_name(rank: u32, shard: u32) -> String {
+    format!("part-{rank:05}-{shard:05}.parquet")
+}
+
 /// One part file being written: `<out>/<table>/part-<rank>-<shard>.parquet`,
 /// under a temporary name until [`PartFile::finish`].
 pub struct PartFile {
@@ -224,7 +229,7 @@ impl PartFile {
     ) -> Result<Self, TelemetryError> {
         let dir = config.out_dir.join(table);
         create_dir(&dir)?;
-        let name = format!("part-{:05}-{:05}.parquet", config.rank, config.shard);
+        let name = part_name(config.rank, config.shard);
         let path = dir.join(&name);
         // The leading dot and the `.tmp` suffix hide the file from dataset
         // readers (pyarrow skips dot files, `*.parquet` globs do not match).

@@ -42,8 +42,10 @@ pub struct Plans {
     /// Every distinct group, once: plans of a group seen before (the same
     /// ring in every micro-batch) share its members.
     members: Vec<NodeIndex>,
-    /// Where each distinct group is in `members`, by the group's hash.
-    groups: HashMap<u64, Vec<(u32, u32)>>,
+    /// Per distinct group: where it is in `members` (first, length).
+    group_at: Vec<(u32, u32)>,
+    /// The distinct groups by their hash: their indices into `group_at`.
+    groups: HashMap<u64, Vec<u32>>,
     /// Members listed by the plans, shared or not (for `entry_tasks`).
     listed: usize,
     /// Per plan, per member in order: how many tasks it waits for, then those.
@@ -61,8 +63,10 @@ pub(super) struct Replay {
     pub fallback_reason: Option<String>,
 }
 
-/// One collective as planned (48 B): the id ranges reserved for it, and
-/// where [`Plans`] keeps its operation, members and entries.
+/// One collective as planned (40 B): the id ranges reserved for it, and
+/// where [`Plans`] keeps its operation, members and entries (a distinct
+/// group's index, and an offset into the entries: 2^32 of them would be
+/// 16 GiB).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CollectivePlan {
     /// Its first task, flow and collective ids.
@@ -72,9 +76,11 @@ pub struct CollectivePlan {
     /// Of a group of `logical` members.
     pub logical: u32,
     op: u32,
-    members: (u32, u32),
-    entries: u64,
+    group: u32,
+    entries: u32,
 }
+
+const _: () = assert!(std::mem::size_of::<CollectivePlan>() == 40);
 
 impl Plans {
     pub(super) fn set_job(&mut self, job: usize) {
@@ -108,7 +114,7 @@ impl Plans {
 
     /// Plan `i`'s simulated members.
     pub fn group(&self, i: usize) -> &[NodeIndex] {
-        let (first, len) = self.list[i].members;
+        let (first, len) = self.group_at[self.list[i].group as usize];
         &self.members[first as usize..(first + len) as usize]
     }
 
@@ -117,7 +123,7 @@ impl Plans {
         let end = self
             .list
             .get(i + 1)
-            .map_or(self.entries.len() as u64, |p| p.entries);
+            .map_or(self.entries.len(), |p| p.entries as usize);
         let mut at = self.list[i].entries as usize;
         let mut entry = HostTasks::new();
         for &h in self.group(i) {
@@ -127,7 +133,7 @@ impl Plans {
             }
             at += 1 + n;
         }
-        debug_assert_eq!(at as u64, end);
+        debug_assert_eq!(at, end);
         entry
     }
 
@@ -155,27 +161,32 @@ impl Plans {
     pub fn bytes(&self) -> u64 {
         (self.list.len() * std::mem::size_of::<CollectivePlan>()
             + self.members.len() * 4
+            + self.group_at.len() * 8
             + self.entries.len() * 4
             + self.groups.len() * 32
             + self.ops.len() * std::mem::size_of::<(usize, Arc<str>, OpSpec)>()
             + self.op_earliest.len() * 8) as u64
     }
 
-    /// Where `group` is in `members`, added if not seen before.
-    fn intern(&mut self, group: &[NodeIndex]) -> (u32, u32) {
+    /// The index of `group` among the distinct groups, added if not seen
+    /// before.
+    fn intern(&mut self, group: &[NodeIndex]) -> u32 {
         let hash = self.groups.hasher().hash_one(group);
         let seen = self.groups.entry(hash).or_default();
-        let members = &self.members;
-        let same = |&&(first, len): &&(u32, u32)| {
+        let (members, group_at) = (&self.members, &self.group_at);
+        let same = |&&g: &&u32| {
+            let (first, len) = group_at[g as usize];
             members[first as usize..(first + len) as usize] == *group
         };
-        if let Some(&at) = seen.iter().find(same) {
-            return at;
+        if let Some(&g) = seen.iter().find(same) {
+            return g;
         }
-        let at = (self.members.len() as u32, group.len() as u32);
-        seen.push(at);
+        let g = self.group_at.len() as u32;
+        seen.push(g);
+        self.group_at
+            .push((self.members.len() as u32, group.len() as u32));
         self.members.extend_from_slice(group);
-        at
+        g
     }
 
     /// Records the plan of a collective built from `base` to `next`.
@@ -202,9 +213,9 @@ impl Plans {
                 i
             }
         };
-        let members = self.intern(group);
+        let group_id = self.intern(group);
         self.listed += group.len();
-        let entries = self.entries.len() as u64;
+        let entries = u32::try_from(self.entries.len()).expect("under 2^32 entries (16 GiB)");
         // A member that waits for nothing may start at once; a send's
         // receiver starts nothing.
         let senders = if op.op == CollectiveOp::Send {
@@ -233,7 +244,7 @@ impl Plans {
             },
             logical: logical as u32,
             op: op_id,
-            members,
+            group: group_id,
             entries,
         });
     }

@@ -15,6 +15,7 @@ use crate::workload::TaskKind;
 use hashbrown::{HashMap, HashSet};
 use netsim_engine::{Aborted, AllMax, NodeId, SimTime};
 use std::cmp::Reverse;
+use std::sync::Arc;
 
 /// What the rounds of one check share: the prediction (a round after a
 /// replay adds what the replayed domain's completions make ready), the
@@ -23,8 +24,11 @@ use std::cmp::Reverse;
 /// walks built on them until a round replays a domain (whose completions
 /// the guard then follows).
 /// Round 1's outcome: the agreed entry starts (per plan entry, `t + 1`;
-/// 0: not foreseen) and the domains' keys.
-type Foreseen = (Vec<u64>, Vec<Canon>);
+/// 0: not foreseen) and the domains' keys, shared with the cache of last
+/// builds (`memo_canons`): most domains are busy and dropped unused, and
+/// a copy of each key per round was most of what the memo allocated and
+/// freed (perf report fast-forward-13, section 6).
+type Foreseen = (Vec<u64>, Vec<Arc<Canon>>);
 
 /// A domain whose key has no record yet: its candidate's index, its
 /// labelled ports' round-robin state (agreed, + 1) and its tasks' ready
@@ -215,7 +219,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         mut domains: Vec<Vec<u32>>,
         grow: &[u32],
         entries: &[u64],
-    ) -> Vec<Canon> {
+    ) -> Vec<Arc<Canon>> {
         let fabric = self.fabric;
         let m = self.ff.memo.as_mut().expect("memo on");
         let mut used: Option<Vec<HashSet<Resource>>> = None;
@@ -236,7 +240,13 @@ impl<S: TelemetrySink> Network<'_, S> {
                         check,
                     });
                 if cached.canon.is_none() || cached.starts != starts {
-                    cached.canon = Some(Canon::build(fabric, &m.plan, &domains[d], &[], entries));
+                    cached.canon = Some(Arc::new(Canon::build(
+                        fabric,
+                        &m.plan,
+                        &domains[d],
+                        &[],
+                        entries,
+                    )));
                     cached.starts = starts;
                 }
                 cached.check = check;
@@ -276,13 +286,13 @@ impl<S: TelemetrySink> Network<'_, S> {
                 &mut used[d],
                 &foreign,
             );
-            canons.push(Canon::build(
+            canons.push(Arc::new(Canon::build(
                 fabric,
                 &m.plan,
                 &domains[d],
                 &computes,
                 entries,
-            ));
+            )));
         }
         canons
     }
@@ -292,7 +302,7 @@ impl<S: TelemetrySink> Network<'_, S> {
     fn memo_agreed_rows(
         &self,
         now: SimTime,
-        canons: &[Canon],
+        canons: &[Arc<Canon>],
         shared: &mut Shared,
         all_max: AllMax<'_>,
     ) -> Result<(Vec<u64>, Vec<usize>), Aborted> {
@@ -350,7 +360,7 @@ impl<S: TelemetrySink> Network<'_, S> {
     /// has no record yet, to make.
     fn memo_candidates(
         &self,
-        canons: Vec<Canon>,
+        canons: Vec<Arc<Canon>>,
         (agreed, base): (&[u64], &[usize]),
         entries: &[u64],
     ) -> (Vec<(Canon, bool)>, Vec<ToMake>) {
@@ -363,12 +373,15 @@ impl<S: TelemetrySink> Network<'_, S> {
         let mut candidates: Vec<(Canon, bool)> = Vec::new();
         let mut to_make: Vec<ToMake> = Vec::new();
         let mut starts: Option<HashMap<u32, SimTime>> = None;
-        for (d, mut canon) in canons.into_iter().enumerate() {
+        for (d, canon) in canons.into_iter().enumerate() {
             let (ports, tasks) = (canon.ports.len(), canon.tasks.len());
             let row = &agreed[base[d]..base[d] + 1 + ports + tasks];
             if row[0] != 0 || row[1 + ports..].contains(&0) || self.rails_hold(&canon.tasks) {
                 continue;
             }
+            // Copied only here, to take the agreed row: a busy domain's
+            // key is dropped as it was shared.
+            let mut canon = Arc::unwrap_or_clone(canon);
             let at = canon.key.len() + ports;
             canon.key.extend_from_slice(&row[1..]);
             canon.times.extend((at..canon.key.len()).map(|i| i as u32));

@@ -373,7 +373,7 @@ impl ReplayedBytes {
 #[derive(Debug)]
 struct CachedCanon {
     starts: Vec<u64>,
-    canon: Option<Canon>,
+    canon: Option<std::sync::Arc<Canon>>,
     check: u64,
 }
 

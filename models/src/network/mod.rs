@@ -298,7 +298,7 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
         }
         self.stats.sender_slots = self.transport.senders.len() as u64;
         self.stats.qp_rates_declined = self.transport.qp_rates_declined;
-        self.stats.qp_rates_parked_left = self.transport.parked.len() as u64;
+        self.stats.qp_rates_parked_left = self.transport.hand_overs_left() as u64;
         self.record_unfinished();
         self.stats.dropped_pkts = self
             .port_side

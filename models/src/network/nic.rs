@@ -385,6 +385,18 @@ impl<S: TelemetrySink> Network<'_, S> {
         self.transport.release(i);
     }
 
+    /// Sender `i` ends at `now` (finished, or replayed by fast-forward):
+    /// a flow queued behind it that has not had its turn finds its DCQCN
+    /// state parked, or a note that it ended ([`Transports::ahead_ended`]).
+    pub(crate) fn flow_ahead_ended(&mut self, i: usize, now: SimTime) {
+        let s = &self.transport.senders[i];
+        if s.queued_had_turn || !self.flow_has_queued_behind(s.flow) {
+            return;
+        }
+        let keep = self.fabric.config.qp_rate_kept && self.transport.rate_parkable(i);
+        self.transport.ahead_ended(i, now, keep);
+    }
+
     /// Sender `i` has every packet acknowledged (or every aggregation
     /// result back): record it, let the tasks waiting for it go, and free
     /// its slot.
@@ -394,10 +406,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         let flow = s.flow;
         self.stats.flows_finished += 1;
         self.ff.sender_finished(flow);
-        let keep = self.fabric.config.qp_rate_kept && self.transport.rate_parkable(i);
-        if keep && self.flow_has_queued_behind(flow) {
-            self.transport.park_rate(i, ctx.now());
-        }
+        self.flow_ahead_ended(i, ctx.now());
         self.qp_unschedule(ctx, i);
         self.record_flow(i);
         self.rail_leader_finished(ctx, i);

@@ -47,8 +47,9 @@ pub struct NetStats {
     pub rail_leader_pauses: u64,
     /// `--qp-rate kept`: queued flows that left their queue pair's DCQCN
     /// state at their turn (another port, sprayed, not DCQCN), and the
-    /// states still parked at the end, awaited by no flow (0 once every
-    /// queued flow had its turn).
+    /// hand-over entries still held at the end: states parked and notes
+    /// of flows ahead, awaited by no flow (0 once every queued flow had
+    /// its turn and every flow ahead opened).
     pub qp_rates_declined: u64,
     pub qp_rates_parked_left: u64,
 }

@@ -151,3 +151,44 @@ fn a_declined_queue_pair_state_is_not_left_parked() {
         assert_eq!(stats.qp_rates_parked_left, 0, "states left parked");
     }
 }
+
+/// The queued flow's turn comes before the flow ahead has opened: on a
+/// k=4 leaf-spine, hosts 2, 4 and 6 send 500 KB each to host 7 at once
+/// with flow B (1 MB, host 0 to 7); flow A (1 MB, same queue pair, B
+/// queued behind it) opens 2 us later, after a compute task. B had its
+/// turn at 0 with no state to take; A, cut by the incast, ends with a
+/// moved DCQCN state and parks nothing for B, so nothing is left parked
+/// (the old rule parked A's state, which no flow took). On 1 and 2 shards.
+#[test]
+fn a_flow_ahead_opened_after_the_queued_turn_parks_nothing() {
+    let topo = netsim_topo::build(&fat_tree(4, 2)).unwrap();
+    let routing = netsim_topo::Routing::build(&topo).unwrap();
+    let mut b = Builder::new(SimTime::ZERO);
+    for src in [2, 4, 6] {
+        b.flow(src, 7, 500_000, NONE, &[]);
+    }
+    let wait = b.compute(0, SimTime::from_ns(2_000), NONE, &[]);
+    let a = b.flow(0, 7, 1_000_000, NONE, &[wait]);
+    let queued = b.flow(0, 7, 1_000_000, NONE, &[]);
+    b.queue_after(queued, a);
+    let fabric = Fabric::with_workload(topo, routing, b.finish(), dcqcn(true), 3);
+    for shards in [1, 2] {
+        let l = layout(&fabric.topo, shards);
+        let run = netsim_models::network::simulate(&fabric, &l, SimTime::MAX, None, |_| {
+            MemorySink::default()
+        });
+        let stats = run.stats();
+        let mut f = flows(&run);
+        f.sort_by_key(|r| r.flow_id);
+        assert_eq!(f.len(), 5);
+        assert!(f.iter().all(|r| r.finished), "a flow did not finish");
+        // A is flow 3, B flow 4: B opened first, A was cut.
+        assert!(f[4].start_ns < f[3].start_ns, "B did not open first");
+        assert!(f[3].cnps > 0, "A was never cut");
+        eprintln!(
+            "{shards} shards: A cnps {}, left parked {}",
+            f[3].cnps, stats.qp_rates_parked_left
+        );
+        assert_eq!(stats.qp_rates_parked_left, 0, "states left parked");
+    }
+}

@@ -355,6 +355,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         s.end = Some(ctx.now());
         s.skipped = ctx.now() - s.start;
         self.stats.flows_finished += 1;
+        self.flow_ahead_ended(i as usize, ctx.now());
         // Its row waits for the twin's counters (`RailDone`).
         self.task_seen_complete(ctx, task, true);
     }

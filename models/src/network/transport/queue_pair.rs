@@ -11,6 +11,22 @@
 //! at that turn, taken or declined (another port, sprayed, not DCQCN), and
 //! a flow ahead whose queued flow already had its turn parks nothing, so
 //! `parked` holds only states still awaited.
+//!
+//! A turn can come before the flow ahead has even opened: netsim's DAG may
+//! ready the later step first (a hand-built workload; NCCL's builders ready
+//! a connection's steps in order). On a NIC that cannot happen: a queue
+//! pair runs its work requests in the order posted, and NCCL's proxy posts
+//! a connection's steps in step order, so the later message never sends
+//! first and the state passes from the earlier to the later one. Here the
+//! queued flow has already sent at its own rate from its first turn, which
+//! is had once: the flow ahead, when it opens, is marked as if that turn
+//! came while it was live ([`Transports::turned_early`]) and parks nothing.
+//! Holding the queued flow back until the flow ahead has sent (the NIC's
+//! order) would change when packets leave; it is not done. To tell "not yet
+//! open" from "ended" at that turn, a flow ahead that ends leaving no state
+//! for a queued flow still to have its turn is noted
+//! ([`Transports::ended_ahead`]); each note goes at that turn or when the
+//! flow ahead opens, so at the end of a run all three are empty.
 
 use super::{Qp, Sender, SenderReliability, Transports};
 use crate::network::cc::{CcState, Dcqcn};
@@ -85,7 +101,7 @@ impl Transports {
                 a.handed_to = flow;
                 (d.clone(), a.next_send)
             }
-            None => match self.parked.remove(&ahead) {
+            None => match self.ahead_gone(ahead) {
                 Some(p) if takes && p.port == port => {
                     let mut d = p.cc;
                     d.idle(c, self.senders[i].line_rate_bps, now - p.since);
@@ -108,17 +124,58 @@ impl Transports {
     /// Queued sender `i` is freed (finished, its turn had or not: a flow
     /// replayed by fast-forward never sends from a port): the flow ahead,
     /// if still live, parks nothing for it, and a state parked for it goes.
+    /// A queued flow that had its turn ([`Sender::rate_taken`]) settled it
+    /// then.
     pub(crate) fn queued_released(&mut self, i: usize) {
-        let ahead = self.senders[i].after;
-        if ahead == NO_TASK {
+        let (ahead, had_turn) = (self.senders[i].after, self.senders[i].rate_taken);
+        if ahead == NO_TASK || had_turn {
             return;
         }
         match self.sender_of.get(&ahead) {
             Some(&j) => self.senders[j as usize].queued_had_turn = true,
             None => {
-                self.parked.remove(&ahead);
+                self.ahead_gone(ahead);
             }
         }
+    }
+
+    /// A queued flow has its turn (or is freed) while flow `ahead` is not
+    /// live: `ahead` either ended (its parked state, if any, comes back and
+    /// leaves [`Transports::parked`]; its note leaves `ended_ahead`) or has
+    /// not opened yet (noted in `turned_early`: it will park nothing).
+    fn ahead_gone(&mut self, ahead: u32) -> Option<ParkedRate> {
+        if let Some(p) = self.parked.remove(&ahead) {
+            return Some(p);
+        }
+        if !self.ended_ahead.remove(&ahead) {
+            self.turned_early.insert(ahead);
+        }
+        None
+    }
+
+    /// Whether flow `flow`, opening now, is a flow ahead whose queued flow
+    /// already had its turn ([`Transports::ahead_gone`]).
+    pub(crate) fn opened_after_turn(&mut self, flow: u32) -> bool {
+        !self.turned_early.is_empty() && self.turned_early.remove(&flow)
+    }
+
+    /// Sender `i`, with a flow queued behind it that has not had its turn,
+    /// ends at `now`: it parks its DCQCN state if `keep`
+    /// ([`Transports::rate_parkable`] under `--qp-rate kept`), else it is
+    /// noted as ended, so that the queued flow's turn does not take it for
+    /// a flow not yet open.
+    pub(crate) fn ahead_ended(&mut self, i: usize, now: SimTime, keep: bool) {
+        if keep {
+            self.park_rate(i, now);
+        } else {
+            self.ended_ahead.insert(self.senders[i].flow);
+        }
+    }
+
+    /// Hand-over entries still held: parked states and notes of flows
+    /// ahead; 0 once every queued flow had its turn.
+    pub(crate) fn hand_overs_left(&self) -> usize {
+        self.parked.len() + self.ended_ahead.len() + self.turned_early.len()
     }
 
     /// Whether finished sender `i` leaves a DCQCN state worth keeping for a

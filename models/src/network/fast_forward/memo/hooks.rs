@@ -107,6 +107,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             self.transport.senders[i].end = Some(ctx.now());
             self.stats.flows_finished += 1;
             self.record_flow(i);
+            self.flow_ahead_ended(i, ctx.now());
             // `memo_seen` reads the sender's counters: freed after.
             self.task_seen_complete(ctx, task, at_source);
             self.release_sender(i);

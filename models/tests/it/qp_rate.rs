@@ -6,7 +6,7 @@
 
 use netsim_engine::SimTime;
 use netsim_models::network::config::{CcKind, NetConfig};
-use netsim_models::network::Fabric;
+use netsim_models::network::{Fabric, NetStats};
 use netsim_models::telemetry::{FlowRecord, MemorySink};
 use netsim_models::workload::{Builder, NONE};
 
@@ -43,13 +43,17 @@ fn after_incast(kept: bool, gap: Option<SimTime>, shards: u32) -> Vec<FlowRecord
     let flow_b = b.flow(0, 7, 1_000_000, NONE, &deps);
     b.queue_after(flow_b, a);
     let fabric = Fabric::with_workload(topo, routing, b.finish(), dcqcn(kept), 3);
+    run_on(&fabric, shards).0
+}
+
+/// `fabric` run on `shards`: its flows' rows by flow id, and its counters.
+fn run_on(fabric: &Fabric, shards: u32) -> (Vec<FlowRecord>, NetStats) {
     let l = layout(&fabric.topo, shards);
-    let run = netsim_models::network::simulate(&fabric, &l, SimTime::MAX, None, |_| {
-        MemorySink::default()
-    });
+    let run =
+        netsim_models::network::simulate(fabric, &l, SimTime::MAX, None, |_| MemorySink::default());
     let mut f = flows(&run);
     f.sort_by_key(|r| r.flow_id);
-    f
+    (f, run.stats())
 }
 
 /// Handed over from the flow ahead: B leaves at A's cut rate and climbs
@@ -134,12 +138,7 @@ fn a_declined_queue_pair_state_is_not_left_parked() {
     }
     let fabric = Fabric::with_workload(topo, routing, b.finish(), dcqcn(true), 3);
     for shards in [1, 2] {
-        let l = layout(&fabric.topo, shards);
-        let run = netsim_models::network::simulate(&fabric, &l, SimTime::MAX, None, |_| {
-            MemorySink::default()
-        });
-        let stats = run.stats();
-        let f = flows(&run);
+        let (f, stats) = run_on(&fabric, shards);
         assert_eq!(f.len(), 16);
         assert!(f.iter().all(|r| r.finished), "a flow did not finish");
         assert!(f.iter().any(|r| r.cnps > 0), "no flow was cut");
@@ -173,13 +172,7 @@ fn a_flow_ahead_opened_after_the_queued_turn_parks_nothing() {
     b.queue_after(queued, a);
     let fabric = Fabric::with_workload(topo, routing, b.finish(), dcqcn(true), 3);
     for shards in [1, 2] {
-        let l = layout(&fabric.topo, shards);
-        let run = netsim_models::network::simulate(&fabric, &l, SimTime::MAX, None, |_| {
-            MemorySink::default()
-        });
-        let stats = run.stats();
-        let mut f = flows(&run);
-        f.sort_by_key(|r| r.flow_id);
+        let (f, stats) = run_on(&fabric, shards);
         assert_eq!(f.len(), 5);
         assert!(f.iter().all(|r| r.finished), "a flow did not finish");
         // A is flow 3, B flow 4: B opened first, A was cut.

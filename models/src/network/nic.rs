@@ -52,7 +52,11 @@ impl<S: TelemetrySink> Network<'_, S> {
     /// host's uplinks), set its line rate and congestion control, arm the
     /// retransmission timer and try to send.
     pub(crate) fn flow_start(&mut self, ctx: &mut Context<'_, NetEvent>, flow: u32) {
+        if self.queued_waits(flow) {
+            return;
+        }
         let i = self.open_sender(flow);
+        self.release_held(ctx, flow);
         let fabric = self.fabric;
         self.transport.senders[i].start = ctx.now();
         if let Some(info) = self.flow_info(flow) {
@@ -387,14 +391,39 @@ impl<S: TelemetrySink> Network<'_, S> {
 
     /// Sender `i` ends at `now` (finished, or replayed by fast-forward):
     /// a flow queued behind it that has not had its turn finds its DCQCN
-    /// state parked, or a note that it ended ([`Transports::ahead_ended`]).
+    /// state parked ([`Transports::park_rate`]) under `--qp-rate kept`.
     pub(crate) fn flow_ahead_ended(&mut self, i: usize, now: SimTime) {
         let s = &self.transport.senders[i];
-        if s.queued_had_turn || !self.flow_has_queued_behind(s.flow) {
+        if !self.fabric.config.qp_rate_kept
+            || !self.transport.rate_parkable(i)
+            || !self.flow_has_queued_behind(s.flow)
+        {
             return;
         }
-        let keep = self.fabric.config.qp_rate_kept && self.transport.rate_parkable(i);
-        self.transport.ahead_ended(i, now, keep);
+        self.transport.park_rate(i, now);
+    }
+
+    /// Whether flow `flow`, queued behind a flow that has not opened yet,
+    /// waits for it to open ([`Transports::wait_for_ahead`]): a queue pair
+    /// posts its messages in order.
+    fn queued_waits(&mut self, flow: u32) -> bool {
+        let Some(info) = self.flow_info(flow) else {
+            return false;
+        };
+        info.after != NO_TASK && self.transport.wait_for_ahead(flow, info.after)
+    }
+
+    /// Flow `flow` opened: the flow queued behind it, if it waited for this
+    /// ([`Transports::ahead_opened`]), starts now.
+    fn release_held(&mut self, ctx: &mut Context<'_, NetEvent>, flow: u32) {
+        if !self.flow_has_queued_behind(flow) {
+            return;
+        }
+        if let Some(queued) = self.transport.ahead_opened(flow) {
+            let event = NetEvent::FlowStart { flow: queued };
+            self.memo_scheduled(&event, ctx.now());
+            ctx.schedule_self(SimTime::ZERO, event);
+        }
     }
 
     /// Sender `i` has every packet acknowledged (or every aggregation

@@ -47,9 +47,9 @@ pub struct NetStats {
     pub rail_leader_pauses: u64,
     /// `--qp-rate kept`: queued flows that left their queue pair's DCQCN
     /// state at their turn (another port, sprayed, not DCQCN), and the
-    /// hand-over entries still held at the end: states parked and notes
-    /// of flows ahead, awaited by no flow (0 once every queued flow had
-    /// its turn and every flow ahead opened).
+    /// hand-over entries still held at the end: states parked, queued
+    /// flows held for their flow ahead and notes of flows ahead opened
+    /// (0 once every queued flow started and had its turn).
     pub qp_rates_declined: u64,
     pub qp_rates_parked_left: u64,
 }

@@ -151,15 +151,16 @@ fn a_declined_queue_pair_state_is_not_left_parked() {
     }
 }
 
-/// The queued flow's turn comes before the flow ahead has opened: on a
-/// k=4 leaf-spine, hosts 2, 4 and 6 send 500 KB each to host 7 at once
-/// with flow B (1 MB, host 0 to 7); flow A (1 MB, same queue pair, B
-/// queued behind it) opens 2 us later, after a compute task. B had its
-/// turn at 0 with no state to take; A, cut by the incast, ends with a
-/// moved DCQCN state and parks nothing for B, so nothing is left parked
-/// (the old rule parked A's state, which no flow took). On 1 and 2 shards.
+/// The queued flow is ready before the flow ahead has opened: on a k=4
+/// leaf-spine, hosts 2, 4 and 6 send 500 KB each to host 7 at once with
+/// flow B (1 MB, host 0 to 7, ready at 0); flow A (1 MB, same queue pair,
+/// B queued behind it) is ready 2 us later, after a compute task. A queue
+/// pair runs its messages in the order posted, so B waits for A to open,
+/// then for its packets: B starts no earlier than A and ends after it, A
+/// is cut by the incast, and no hand-over is left (A's state goes to B).
+/// On 1 and 2 shards.
 #[test]
-fn a_flow_ahead_opened_after_the_queued_turn_parks_nothing() {
+fn a_queued_flow_waits_for_its_flow_ahead_to_open() {
     let topo = netsim_topo::build(&fat_tree(4, 2)).unwrap();
     let routing = netsim_topo::Routing::build(&topo).unwrap();
     let mut b = Builder::new(SimTime::ZERO);
@@ -175,13 +176,20 @@ fn a_flow_ahead_opened_after_the_queued_turn_parks_nothing() {
         let (f, stats) = run_on(&fabric, shards);
         assert_eq!(f.len(), 5);
         assert!(f.iter().all(|r| r.finished), "a flow did not finish");
-        // A is flow 3, B flow 4: B opened first, A was cut.
-        assert!(f[4].start_ns < f[3].start_ns, "B did not open first");
+        // A is flow 3, B flow 4.
+        assert!(f[3].start_ns >= 2_000, "A opened before its compute task");
+        assert!(f[4].start_ns >= f[3].start_ns, "B opened before A");
+        assert!(f[4].end_ns > f[3].end_ns, "B ended before A");
         assert!(f[3].cnps > 0, "A was never cut");
         eprintln!(
-            "{shards} shards: A cnps {}, left parked {}",
-            f[3].cnps, stats.qp_rates_parked_left
+            "{shards} shards: A {}-{:?} ns, B {}-{:?} ns, cnps {}, left {}",
+            f[3].start_ns,
+            f[3].end_ns,
+            f[4].start_ns,
+            f[4].end_ns,
+            f[3].cnps,
+            stats.qp_rates_parked_left
         );
-        assert_eq!(stats.qp_rates_parked_left, 0, "states left parked");
+        assert_eq!(stats.qp_rates_parked_left, 0, "hand-overs left");
     }
 }

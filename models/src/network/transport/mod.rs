@@ -354,12 +354,12 @@ pub(crate) struct Transports {
     /// finished and left its state for the flow queued behind it
     /// (`queue_pair.rs`): empty again once every queued flow had its turn.
     pub parked: HashMap<u32, ParkedRate>,
-    /// Flows ahead that ended leaving no state while the flow queued behind
-    /// had not had its turn: that turn finds them ended, not yet to open.
-    pub ended_ahead: HashSet<u32>,
-    /// Flows ahead not yet open when the flow queued behind had its turn
-    /// (or was freed): they park nothing when they end (`queue_pair.rs`).
-    pub turned_early: HashSet<u32>,
+    /// Flows ahead that opened before the flow queued behind them started
+    /// (`queue_pair.rs`): that start finds them opened and goes ahead.
+    pub opened_ahead: HashSet<u32>,
+    /// Queued flows whose start waits for their flow ahead to open, by the
+    /// flow ahead: a queue pair posts its messages in order.
+    pub held: HashMap<u32, u32>,
     /// Queued flows that had their turn and left their queue pair's DCQCN
     /// state (another port, sprayed, not DCQCN).
     pub qp_rates_declined: u64,
@@ -410,8 +410,8 @@ impl Transports {
             received_cnp_prune_len: RECEIVED_CNP_PRUNE_LEN,
             credit_issuers: HashMap::new(),
             parked: HashMap::new(),
-            ended_ahead: HashSet::new(),
-            turned_early: HashSet::new(),
+            opened_ahead: HashSet::new(),
+            held: HashMap::new(),
             qp_rates_declined: 0,
         }
     }
@@ -439,7 +439,6 @@ impl Transports {
     ) -> usize {
         let workload = &fabric.workload;
         let mut sender = Sender::new(flow, spec, &fabric.config);
-        sender.queued_had_turn = self.opened_after_turn(flow);
         if let Some(info) = info {
             sender.start = SimTime::MAX;
             sender.after = info.after;

@@ -12,21 +12,17 @@
 //! a flow ahead whose queued flow already had its turn parks nothing, so
 //! `parked` holds only states still awaited.
 //!
-//! A turn can come before the flow ahead has even opened: netsim's DAG may
-//! ready the later step first (a hand-built workload; NCCL's builders ready
-//! a connection's steps in order). On a NIC that cannot happen: a queue
-//! pair runs its work requests in the order posted, and NCCL's proxy posts
-//! a connection's steps in step order, so the later message never sends
-//! first and the state passes from the earlier to the later one. Here the
-//! queued flow has already sent at its own rate from its first turn, which
-//! is had once: the flow ahead, when it opens, is marked as if that turn
-//! came while it was live ([`Transports::turned_early`]) and parks nothing.
-//! Holding the queued flow back until the flow ahead has sent (the NIC's
-//! order) would change when packets leave; it is not done. To tell "not yet
-//! open" from "ended" at that turn, a flow ahead that ends leaving no state
-//! for a queued flow still to have its turn is noted
-//! ([`Transports::ended_ahead`]); each note goes at that turn or when the
-//! flow ahead opens, so at the end of a run all three are empty.
+//! A queue pair runs its work requests in the order posted, and NCCL's
+//! proxy posts a connection's steps in step order: the later message never
+//! sends first. netsim's DAG may still ready the later step first (a
+//! hand-built workload; NCCL's builders ready a connection's steps in
+//! order), so a queued flow whose flow ahead has not opened yet does not
+//! start: it waits in [`Transports::held`] and starts when the flow ahead
+//! opens ([`Transports::wait_for_ahead`], [`Transports::ahead_opened`]).
+//! Its first turn therefore finds the flow ahead live or ended, never
+//! still to open. A flow ahead that opens before its queued flow starts is
+//! noted in [`Transports::opened_ahead`] until that start; at the end of a
+//! run `parked`, `held` and `opened_ahead` are empty.
 
 use super::{Qp, Sender, SenderReliability, Transports};
 use crate::network::cc::{CcState, Dcqcn};
@@ -101,7 +97,7 @@ impl Transports {
                 a.handed_to = flow;
                 (d.clone(), a.next_send)
             }
-            None => match self.ahead_gone(ahead) {
+            None => match self.parked.remove(&ahead) {
                 Some(p) if takes && p.port == port => {
                     let mut d = p.cc;
                     d.idle(c, self.senders[i].line_rate_bps, now - p.since);
@@ -134,48 +130,34 @@ impl Transports {
         match self.sender_of.get(&ahead) {
             Some(&j) => self.senders[j as usize].queued_had_turn = true,
             None => {
-                self.ahead_gone(ahead);
+                self.parked.remove(&ahead);
             }
         }
     }
 
-    /// A queued flow has its turn (or is freed) while flow `ahead` is not
-    /// live: `ahead` either ended (its parked state, if any, comes back and
-    /// leaves [`Transports::parked`]; its note leaves `ended_ahead`) or has
-    /// not opened yet (noted in `turned_early`: it will park nothing).
-    fn ahead_gone(&mut self, ahead: u32) -> Option<ParkedRate> {
-        if let Some(p) = self.parked.remove(&ahead) {
-            return Some(p);
+    /// Queued flow `flow` is to start behind flow `ahead`: whether it waits
+    /// ([`Transports::held`]) because `ahead` has not opened yet.
+    pub(crate) fn wait_for_ahead(&mut self, flow: u32, ahead: u32) -> bool {
+        if self.opened_ahead.remove(&ahead) {
+            return false;
         }
-        if !self.ended_ahead.remove(&ahead) {
-            self.turned_early.insert(ahead);
-        }
-        None
+        let old = self.held.insert(ahead, flow);
+        debug_assert!(old.is_none(), "two flows queued behind flow {ahead}");
+        true
     }
 
-    /// Whether flow `flow`, opening now, is a flow ahead whose queued flow
-    /// already had its turn ([`Transports::ahead_gone`]).
-    pub(crate) fn opened_after_turn(&mut self, flow: u32) -> bool {
-        !self.turned_early.is_empty() && self.turned_early.remove(&flow)
+    /// Flow `flow`, with a flow queued behind it, opens: it is noted as
+    /// opened for that flow's start, and that flow is returned if it waited
+    /// to start ([`Transports::wait_for_ahead`]): it starts again now.
+    pub(crate) fn ahead_opened(&mut self, flow: u32) -> Option<u32> {
+        self.opened_ahead.insert(flow);
+        self.held.remove(&flow)
     }
 
-    /// Sender `i`, with a flow queued behind it that has not had its turn,
-    /// ends at `now`: it parks its DCQCN state if `keep`
-    /// ([`Transports::rate_parkable`] under `--qp-rate kept`), else it is
-    /// noted as ended, so that the queued flow's turn does not take it for
-    /// a flow not yet open.
-    pub(crate) fn ahead_ended(&mut self, i: usize, now: SimTime, keep: bool) {
-        if keep {
-            self.park_rate(i, now);
-        } else {
-            self.ended_ahead.insert(self.senders[i].flow);
-        }
-    }
-
-    /// Hand-over entries still held: parked states and notes of flows
-    /// ahead; 0 once every queued flow had its turn.
+    /// Hand-over entries still held: parked states, held queued flows and
+    /// notes of opened flows ahead; 0 once every queued flow had its turn.
     pub(crate) fn hand_overs_left(&self) -> usize {
-        self.parked.len() + self.ended_ahead.len() + self.turned_early.len()
+        self.parked.len() + self.held.len() + self.opened_ahead.len()
     }
 
     /// Whether finished sender `i` leaves a DCQCN state worth keeping for a

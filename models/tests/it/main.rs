@@ -27,6 +27,7 @@ mod lazy_dag;
 mod load;
 mod memo_near;
 mod memory;
+mod mocknccl;
 mod nccl;
 mod nccl_choice;
 mod nccl_tree;

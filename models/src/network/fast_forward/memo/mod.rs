@@ -439,7 +439,7 @@ impl Record {
 }
 
 /// What RED's draws in `canon`'s domain are a function of besides its key
-/// (`switch::red_draw`): its labelled ports' nodes and numbers, and its
+/// (`switch::ecn::red_draw`): its labelled ports' nodes and numbers, and its
 /// flows' hosts and source ports, hashed.
 fn identity(fabric: &crate::network::Fabric, canon: &Canon) -> u64 {
     let mut h = 0u64;

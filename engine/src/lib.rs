@@ -45,6 +45,7 @@ mod progress;
 mod queue;
 mod rng;
 mod shard;
+mod skip;
 pub mod sync;
 mod threads;
 mod time;
@@ -56,10 +57,8 @@ pub use layout::{Layout, LayoutError};
 pub use progress::{Progress, Stopped};
 pub use queue::{Event, EventQueue, MAX_NODES};
 pub use rng::{splitmix64, NodeRng};
-pub use shard::{
-    run_shard, AllMax, Context, Inject, Model, ShardReport, SkipProposal, SkipStats,
-    EXTERNAL_SEQ_BASE,
-};
+pub use shard::{run_shard, Context, Inject, Model, ShardReport, EXTERNAL_SEQ_BASE};
+pub use skip::{AllMax, SkipProposal, SkipStats};
 pub use sync::{Aborted, Comm};
 pub use threads::run_on_threads;
 pub use time::{SimTime, TimeRangeError};

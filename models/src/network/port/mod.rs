@@ -4,7 +4,7 @@
 //! A busy port with a queue keeps exactly one pending `TxDone` for when it
 //! frees up; a packet put on the wire is one `Arrive` event at the peer,
 //! after serialisation plus link latency. What to send next is the owner's
-//! choice: the switch's queues (`switch.rs`) or the NIC's flows (`nic.rs`).
+//! choice: the switch's queues (`switch.rs`) or the NIC's flows (`nic/`).
 //!
 //! Rooms: the port's layout and state (here), its queues (`queue`), the
 //! ports of a shard built from the topology (`build`), and serialisation,

@@ -13,7 +13,7 @@
 //! next epoch's tables (a local recomputation). A run without faults has no
 //! epochs and pays one branch per forwarded packet.
 
-use super::common::{ecmp_pick, serialization, NO_NODE};
+use super::common::{ecmp_pick, serialization};
 use super::packet::{Packet, PRIORITIES, PRIO_DATA};
 use super::switch::{ecn_class, EcnMarking};
 use super::{NetEvent, Network};
@@ -271,21 +271,7 @@ impl<'f, S: TelemetrySink> Network<'f, S> {
                 continue;
             }
             s.spray_ports = 0;
-            let probe = Packet {
-                flow: s.flow,
-                src: s.spec.src,
-                dst: s.spec.dst,
-                psn: 0,
-                wire_bytes: 0,
-                in_port: 0,
-                kind: super::packet::PacketKind::Data,
-                ce: 0,
-                last: false,
-                via: NO_NODE,
-                util: 0,
-                entropy: 0,
-                sack_offset: 0,
-            };
+            let probe = Packet::route_probe(s.flow, s.spec.src, s.spec.dst);
             let to = self.host_port_toward(ctx, &probe);
             if to == port {
                 stay.push(i);

@@ -1,5 +1,7 @@
 //! Packets: small plain values, copied into events and queues.
 
+use super::common::NO_NODE;
+
 /// What a packet is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PacketKind {
@@ -97,6 +99,26 @@ impl Packet {
         debug_assert!(mask >> 48 == 0, "SACK mask {mask:#x} wider than 48 bits");
         self.via = mask as u32;
         self.util = (mask >> 32) as u16;
+    }
+
+    /// An empty data packet of `flow` from `src` to `dst`: what a host asks
+    /// its routing with to learn which port the flow leaves by.
+    pub(crate) fn route_probe(flow: u32, src: u32, dst: u32) -> Packet {
+        Packet {
+            flow,
+            src,
+            dst,
+            psn: 0,
+            wire_bytes: 0,
+            in_port: 0,
+            kind: PacketKind::Data,
+            ce: 0,
+            last: false,
+            via: NO_NODE,
+            util: 0,
+            entropy: 0,
+            sack_offset: 0,
+        }
     }
 
     /// A full-size data packet of `flow` from host 3 to host 11, for tests

@@ -4,10 +4,10 @@
 //! acknowledged, and released for the next flow.
 
 use crate::network::cc::CcState;
-use crate::network::common::{five_tuple_hash, NO_NODE};
+use crate::network::common::five_tuple_hash;
 use crate::network::config::Transport;
 use crate::network::fabric::ideal_fct;
-use crate::network::packet::{Packet, PacketKind};
+use crate::network::packet::Packet;
 use crate::network::transport::uec::planes::{qp_ports, NO_PLANE};
 use crate::network::transport::uec::rccc;
 use crate::network::transport::Qp;
@@ -42,21 +42,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             self.transport.senders[i].spec.src,
             self.transport.senders[i].spec.dst,
         );
-        let probe = Packet {
-            flow,
-            src,
-            dst,
-            psn: 0,
-            wire_bytes: 0,
-            in_port: 0,
-            kind: PacketKind::Data,
-            ce: 0,
-            last: false,
-            via: NO_NODE,
-            util: 0,
-            entropy: 0,
-            sack_offset: 0,
-        };
+        let probe = Packet::route_probe(flow, src, dst);
         let port = self.host_port_toward(ctx, &probe);
         let local = ctx.local_index();
         let gport = self.port_index(local, port);

@@ -100,6 +100,11 @@ pub struct WorkloadArgs {
     /// Per-message host overhead before each flow starts, ns.
     #[arg(long, default_value_t = 0)]
     pub host_overhead_ns: u64,
+    /// Add to each flow's host overhead a delay uniform in [0, J] ns, drawn
+    /// from the run seed and the flow id (0: none). Ranks do not post their
+    /// sends in lockstep; SimAI 1.6's per-flow delays differ (10 or 40 ns).
+    #[arg(long, value_name = "J", default_value_t = 0)]
+    pub host_overhead_jitter_ns: u64,
     /// Give every host's NIC a DPU (BlueField-2 defaults, the --dpu-* flags)
     /// with N worker cores for algorithm `dpu`; ranks run on the host
     /// memories only.
@@ -235,9 +240,12 @@ impl WorkloadArgs {
         if !jobs {
             return Ok((Workload::from_flows(flows), None));
         }
-        Ok(self
+        let (mut workload, note) = self
             .workload(topo, config, flows)?
-            .expect("a workload was asked for"))
+            .expect("a workload was asked for");
+        workload.host_overhead_jitter = SimTime::from_ns(self.host_overhead_jitter_ns);
+        workload.jitter_seed = seed;
+        Ok((workload, note))
     }
 
     /// `topo` with a DPU on every host when `--dpu-workers` is given.
@@ -279,6 +287,12 @@ impl WorkloadArgs {
             bail!(
                 "--host-overhead-ns: {} ns is above 100 ms, the longest supported",
                 self.host_overhead_ns
+            );
+        }
+        if self.host_overhead_jitter_ns > MAX_PER_MESSAGE_NS {
+            bail!(
+                "--host-overhead-jitter-ns: {} ns is above 100 ms, the longest supported",
+                self.host_overhead_jitter_ns
             );
         }
         spec.host_overhead = SimTime::from_ns(self.host_overhead_ns);

@@ -158,6 +158,12 @@ pub struct Workload {
     pub fallbacks: Vec<(NodeIndex, FallbackCount)>,
     /// Time every task without dependencies waits before starting (per-message host overhead).
     pub host_overhead: SimTime,
+    /// Each flow's extra host overhead is uniform in `[0, this]`
+    /// (`--host-overhead-jitter-ns`; zero: none), drawn by
+    /// [`Workload::flow_overhead`] from `jitter_seed` and the flow id alone.
+    pub host_overhead_jitter: SimTime,
+    /// The run seed the jitter is drawn from.
+    pub jitter_seed: u64,
     /// The folded jobs that run as classes at flow level (`--fold-dp` with
     /// `--fold-classes`).
     pub folds: Vec<Fold>,
@@ -188,6 +194,20 @@ impl Workload {
             flows,
             ..Workload::default()
         }
+    }
+
+    /// How long flow `flow` waits after it is ready before it starts: the
+    /// host overhead plus its jitter, a hash of the run seed and the flow
+    /// id (no shared stream, so any shard or thread count draws the same).
+    pub fn flow_overhead(&self, flow: u32) -> SimTime {
+        let jitter_ps = self.host_overhead_jitter.0;
+        if jitter_ps == 0 {
+            return self.host_overhead;
+        }
+        let mut h = self.jitter_seed ^ (u64::from(flow) << 16 | 0x4a17);
+        let draw = netsim_engine::splitmix64(&mut h);
+        self.host_overhead
+            .saturating_add(SimTime(draw % (jitter_ps + 1)))
     }
 
     /// Whether the flows form a DAG of tasks (a workload) rather than traffic.

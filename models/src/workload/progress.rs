@@ -102,7 +102,7 @@ impl DagProgress {
         match workload.kind(&t) {
             TaskKind::Flow(flow) => Start::Flow {
                 flow,
-                after: workload.host_overhead,
+                after: workload.flow_overhead(flow),
             },
             TaskKind::Compute(duration) => {
                 self.span_started(t.collective, now);

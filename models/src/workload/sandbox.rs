@@ -79,6 +79,8 @@ impl Workload {
             ina_ops: Vec::new(),
             fallbacks: Vec::new(),
             host_overhead: self.host_overhead,
+            host_overhead_jitter: self.host_overhead_jitter,
+            jitter_seed: self.jitter_seed,
             folds: Vec::new(),
             lazy: None,
         }

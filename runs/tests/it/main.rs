@@ -22,6 +22,7 @@ mod flow_ina;
 mod flow_level;
 mod fuzz;
 mod golden;
+mod host_jitter;
 mod interrupt;
 mod jobs;
 mod lazy;

@@ -174,7 +174,7 @@ impl LazyDag {
         match kind {
             TaskKind::Flow(flow) => Start::Flow {
                 flow,
-                after: src.workload.host_overhead,
+                after: src.workload.flow_overhead(flow),
             },
             TaskKind::Compute(after) => {
                 self.span_started(t.collective, now);

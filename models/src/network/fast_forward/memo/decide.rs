@@ -7,7 +7,7 @@ use super::guard;
 use super::key::{self, Canon};
 use super::payoff;
 use super::predict::Prediction;
-use super::resources::{flow_resources, Resource};
+use super::resources::Resource;
 use super::{some, CachedCanon, Held, Record};
 use crate::network::Network;
 use crate::telemetry::TelemetrySink;
@@ -185,7 +185,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             shared.predicted = true;
         }
         m.predict = Some(p);
-        let m = self.ff.memo.as_ref().expect("memo on");
+        let m = self.ff.memo.as_mut().expect("memo on");
         let predicted = m.predict.as_ref().expect("predicted");
         let mut entries = vec![0u64; m.plan.entries.len()];
         for (slot, &f) in entries.iter_mut().zip(&m.plan.entries) {
@@ -203,7 +203,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         if colls.is_empty() {
             return Ok(None);
         }
-        let domains = key::domains(fabric, &m.plan, &colls);
+        let domains = key::domains(fabric, &m.plan, &mut m.coll_resources, &colls);
         let canons = self.memo_canons(domains, grow, &entries);
         Ok(Some((entries, canons)))
     }
@@ -255,22 +255,15 @@ impl<S: TelemetrySink> Network<'_, S> {
             }
             // Only a domain that grows needs the others' resources.
             let used = used.get_or_insert_with(|| {
-                domains
-                    .iter()
-                    .map(|d| {
-                        let mut res = Vec::new();
-                        for &c in d {
-                            for &t in m.plan.tasks(c) {
-                                if let TaskKind::Flow(f) =
-                                    fabric.workload.kind(&fabric.workload.tasks[t as usize])
-                                {
-                                    flow_resources(fabric, f, &mut res);
-                                }
-                            }
-                        }
-                        res.into_iter().collect()
-                    })
-                    .collect()
+                let mut used = Vec::with_capacity(domains.len());
+                for d in &domains {
+                    let mut res = HashSet::new();
+                    for &c in d {
+                        res.extend(m.coll_resources.of(fabric, c, m.plan.tasks(c)));
+                    }
+                    used.push(res);
+                }
+                used
             });
             let foreign: HashSet<Resource> = used
                 .iter()
@@ -285,6 +278,7 @@ impl<S: TelemetrySink> Network<'_, S> {
                 &mut domains[d],
                 &mut used[d],
                 &foreign,
+                &mut m.coll_resources,
             );
             canons.push(Arc::new(Canon::build(
                 fabric,

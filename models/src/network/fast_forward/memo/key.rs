@@ -5,7 +5,7 @@
 //! relabelled in order of appearance) and how a domain grows; how early a
 //! flow that uses its resources could start is `guard.rs`.
 
-use super::resources::{flow_resources, static_path, Resource};
+use super::resources::{flow_resources, static_path, CollResources, Resource};
 use crate::network::Fabric;
 use crate::workload::{TaskKind, Workload, NONE};
 use hashbrown::{HashMap, HashSet};
@@ -129,10 +129,15 @@ impl Plan {
 /// The contention domains of `colls`: collectives whose flows use a
 /// common resource, directly or through others, end up in one domain
 /// (union-find over the collectives and the resources they use, rebuilt
-/// for every decision, so departures split domains). Each domain's
-/// collectives in id order; domains ordered by their first collective.
-pub(super) fn domains(fabric: &Fabric, plan: &Plan, colls: &[u32]) -> Vec<Vec<u32>> {
-    let workload = &fabric.workload;
+/// for every decision, so departures split domains; each collective's
+/// resources from `cache`). Each domain's collectives in id order;
+/// domains ordered by their first collective.
+pub(super) fn domains(
+    fabric: &Fabric,
+    plan: &Plan,
+    cache: &mut CollResources,
+    colls: &[u32],
+) -> Vec<Vec<u32>> {
     let mut parent: Vec<u32> = (0..colls.len() as u32).collect();
     fn root(parent: &mut [u32], mut x: u32) -> u32 {
         while parent[x as usize] != x {
@@ -142,20 +147,12 @@ pub(super) fn domains(fabric: &Fabric, plan: &Plan, colls: &[u32]) -> Vec<Vec<u3
         x
     }
     let mut owner: HashMap<Resource, u32> = HashMap::new();
-    let mut res = Vec::new();
     for (i, &c) in colls.iter().enumerate() {
-        for &t in plan.tasks(c) {
-            let TaskKind::Flow(f) = workload.kind(&workload.tasks[t as usize]) else {
-                continue;
-            };
-            res.clear();
-            flow_resources(fabric, f, &mut res);
-            for &r in &res {
-                let other = *owner.entry(r).or_insert(i as u32);
-                let (a, b) = (root(&mut parent, other), root(&mut parent, i as u32));
-                if a != b {
-                    parent[a.max(b) as usize] = a.min(b);
-                }
+        for &r in cache.of(fabric, c, plan.tasks(c)) {
+            let other = *owner.entry(r).or_insert(i as u32);
+            let (a, b) = (root(&mut parent, other), root(&mut parent, i as u32));
+            if a != b {
+                parent[a.max(b) as usize] = a.min(b);
             }
         }
     }
@@ -469,6 +466,7 @@ pub(super) fn extend(
     colls: &mut Vec<u32>,
     resources: &mut HashSet<Resource>,
     foreign: &HashSet<Resource>,
+    cache: &mut CollResources,
 ) -> Vec<u32> {
     let workload = &fabric.workload;
     let mut members: HashSet<u32> = colls
@@ -484,7 +482,6 @@ pub(super) fn extend(
     // Per task outside the domain: its dependencies inside it.
     let mut incoming: HashMap<u32, u32> = HashMap::new();
     let mut computes = Vec::new();
-    let mut res = Vec::new();
     while let Some(t) = frontier.pop() {
         for &d in workload.dependents(t) {
             if members.contains(&d) || members.len() >= MAX_DOMAIN_TASKS {
@@ -516,12 +513,7 @@ pub(super) fn extend(
                     if !ok {
                         continue;
                     }
-                    res.clear();
-                    for &u in plan.tasks(c) {
-                        if let TaskKind::Flow(f) = workload.kind(&workload.tasks[u as usize]) {
-                            flow_resources(fabric, f, &mut res);
-                        }
-                    }
+                    let res = cache.of(fabric, c, plan.tasks(c));
                     if !res.iter().any(|r| resources.contains(r))
                         || res.iter().any(|r| foreign.contains(r))
                     {

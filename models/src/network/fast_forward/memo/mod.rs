@@ -279,6 +279,8 @@ pub(crate) struct Memo {
     /// while they are the same (`decide.rs`).
     check: u64,
     canons: HashMap<Vec<u32>, CachedCanon>,
+    /// Per collective, the resources its flows use, made once.
+    coll_resources: resources::CollResources,
     /// The last check's DAG view's buffer, for the next one's.
     dag_spare: Vec<u64>,
     /// A sandbox's notes (only in a sandbox's network).
@@ -320,6 +322,7 @@ impl Memo {
             check: 0,
             dag_spare: Vec::new(),
             canons: HashMap::new(),
+            coll_resources: resources::CollResources::new(fabric.workload.collectives.len()),
             recording: None,
             draws: 0,
             replayed_bytes: vec![Vec::new(); ports],

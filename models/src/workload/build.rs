@@ -109,15 +109,20 @@ fn build_into<'a>(
         cx.b.flow(f.src, f.dst, f.size_bytes, super::NONE, &deps);
     }
     if cx.b.over() {
-        return Err(BuildError::Invalid(too_large(&cx.b)));
+        return Err(BuildError::Invalid(too_large(cx)));
     }
     Ok(())
 }
 
-/// The error of a workload that does not fit, and what its parts cost.
-fn too_large(b: &Builder) -> String {
+/// The error of a workload that does not fit, and what its parts cost
+/// (or of plans past the entries they may list, which refuse the rest).
+fn too_large(cx: &Cx<'_>) -> String {
     use super::memory::{EDGE_BYTES, FLOW_BYTES, TASK_BYTES};
     use netsim_process::human_bytes;
+    if let Some(error) = cx.plans.as_ref().and_then(lazy::Plans::too_many_entries) {
+        return error;
+    }
+    let b = &cx.b;
     format!(
         "the workload needs more than the {} it may take here (the memory left; tasks \
          {TASK_BYTES} B, flows {FLOW_BYTES} B, dependencies {EDGE_BYTES} B each): use fewer --iterations, \
@@ -238,6 +243,9 @@ impl<'a> Cx<'a> {
         let next = self.b.next_ids();
         if let Some(plans) = &mut self.plans {
             plans.record(base, next, name, op, group, logical, entry);
+            if plans.over() {
+                self.b.refuse();
+            }
         }
         exits
     }

@@ -5,7 +5,7 @@
 use netsim_engine::SimTime;
 use netsim_models::network::config::NetConfig;
 use netsim_models::workload::build::lazy::{
-    expand, lazy_jobs, plan_jobs, plan_only_jobs, plan_only_shaped, Plans,
+    expand, lazy_jobs, lazy_jobs_within, plan_jobs, plan_only_jobs, plan_only_shaped, Plans,
 };
 use netsim_models::workload::nccl::Nccl;
 use netsim_models::workload::on_demand::Source;
@@ -213,4 +213,30 @@ fn most_collectives_are_planned_from_a_shape_built_before() {
     let (hits, plans) = (shaped.shape_hits(), shaped.list.len() as u64);
     eprintln!("{hits} of {plans} planned from a shape built before");
     assert!(hits * 10 >= plans * 9, "{hits} of {plans}");
+}
+
+/// Plans that would list more entries than a lazy build allows stop it
+/// with an error naming them (at 2^32 entries, 16 GiB, it was a panic):
+/// on the 128-GPU MoE, exactly as many as its plans list is accepted, one
+/// fewer is refused.
+#[test]
+fn plans_past_the_most_entries_are_refused_with_an_error() {
+    let topo = spectrum_x();
+    let jobs = [moe(&topo, Algorithm::Ring, false)];
+    let config = NetConfig::default();
+    let (_, plans) = plan_only_jobs(&jobs, &[], &topo, &config).unwrap();
+    // Per plan, per member: a count, then the tasks it waits for.
+    let listed: usize = (0..plans.list.len())
+        .map(|i| plans.group(i).len() + plans.entry(i).values().map(Vec::len).sum::<usize>())
+        .sum();
+    assert!(listed > 1000, "{listed}");
+    let w = lazy_jobs_within(&jobs, &[], &topo, &config, listed).unwrap();
+    assert!(w.lazy.is_some());
+    let Err(error) = lazy_jobs_within(&jobs, &[], &topo, &config, listed - 1) else {
+        panic!("plans of {listed} entries accepted within {}", listed - 1);
+    };
+    let error = error.to_string();
+    let most = format!("pass the {} a lazy build may list", listed - 1);
+    assert!(error.contains(&most), "{error}");
+    assert!(error.contains("--fold-dp"), "{error}");
 }

@@ -54,7 +54,7 @@ pub(super) fn build_job(cx: &mut Cx<'_>, job: &Job) -> Result<(), BuildError> {
                 "{} iterations of ~{} each: {}",
                 spec.iterations,
                 human_bytes(per_iteration),
-                too_large(&cx.b)
+                too_large(cx)
             )));
         }
         if per_iteration == 0 {
@@ -255,7 +255,7 @@ fn build_iteration(
         let mut waits = true;
         let exit = build_phase(cx, layout, phase, &name, entry, &mut waits).map_err(err)?;
         if cx.b.over() {
-            return Err(err(too_large(&cx.b)));
+            return Err(err(too_large(cx)));
         }
         low.push(match &phase.kind {
             // A host that waits for nothing computes at once.
@@ -401,7 +401,7 @@ fn build_collective_phase(
         }
         exit.extend(cx.collective(name, op, &g, logical, entry));
         if cx.b.over() {
-            return Err(too_large(&cx.b));
+            return Err(too_large(cx));
         }
     }
     Ok(())

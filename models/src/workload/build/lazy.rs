@@ -54,6 +54,24 @@ pub struct Plans {
     shapes: Option<Shapes>,
     /// Collectives planned from a shape built before, not built again.
     shape_hits: u64,
+    /// The most `entries` may hold, and whether a plan would have passed it
+    /// (the build then stops with [`Plans::too_many_entries`]).
+    max_entries: MaxEntries,
+    over: bool,
+}
+
+/// The most entries the plans of one build may list: each plan finds its
+/// own by a `u32` offset (2^32 entries would be 16 GiB).
+pub const MAX_PLAN_ENTRIES: usize = u32::MAX as usize;
+
+/// [`MAX_PLAN_ENTRIES`] unless a build asks for fewer.
+#[derive(Clone, Copy, Debug)]
+struct MaxEntries(usize);
+
+impl Default for MaxEntries {
+    fn default() -> MaxEntries {
+        MaxEntries(MAX_PLAN_ENTRIES)
+    }
 }
 
 /// What a collective expanded alone keeps of the build that planned it.
@@ -147,6 +165,25 @@ impl Plans {
         }
     }
 
+    /// Why the plans are incomplete, if a plan would have passed the most
+    /// entries they may list (it was not recorded, nor any after it).
+    pub(super) fn too_many_entries(&self) -> Option<String> {
+        self.over.then(|| {
+            format!(
+                "the collectives' entries (per member, the tasks it waits for) pass the {} \
+                 a lazy build may list ({}; each plan finds its own by a 32-bit offset): use \
+                 fewer --iterations or simulate fewer data-parallel replicas (--fold-dp)",
+                self.max_entries.0,
+                netsim_process::human_bytes(self.max_entries.0 as u64 * 4)
+            )
+        })
+    }
+
+    /// Whether a plan would have passed the most entries the plans may list.
+    pub(super) fn over(&self) -> bool {
+        self.over
+    }
+
     /// How many collectives were planned from a shape built before.
     pub fn shape_hits(&self) -> u64 {
         self.shape_hits
@@ -189,7 +226,8 @@ impl Plans {
         g
     }
 
-    /// Records the plan of a collective built from `base` to `next`.
+    /// Records the plan of a collective built from `base` to `next`;
+    /// records nothing once its entries would pass the most allowed.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn record(
         &mut self,
@@ -213,9 +251,16 @@ impl Plans {
                 i
             }
         };
+        let deps_of = |h: &NodeIndex| entry.get(h).map_or(&[][..], Vec::as_slice);
+        let listing = group.len() + group.iter().map(|h| deps_of(h).len()).sum::<usize>();
+        if self.over || self.entries.len() + listing > self.max_entries.0 {
+            self.over = true;
+            return;
+        }
         let group_id = self.intern(group);
         self.listed += group.len();
-        let entries = u32::try_from(self.entries.len()).expect("under 2^32 entries (16 GiB)");
+        // Every offset fits: the entries end at or before `MAX_PLAN_ENTRIES`.
+        let entries = self.entries.len() as u32;
         // A member that waits for nothing may start at once; a send's
         // receiver starts nothing.
         let senders = if op.op == CollectiveOp::Send {
@@ -226,7 +271,7 @@ impl Plans {
         let mut waits = true;
         for (i, h) in group.iter().enumerate() {
             // Only the members' entries: the builder reads no other host's.
-            let deps = entry.get(h).map_or(&[][..], Vec::as_slice);
+            let deps = deps_of(h);
             waits &= i >= senders || !deps.is_empty();
             self.entries.push(deps.len() as u32);
             self.entries.extend_from_slice(deps);
@@ -304,7 +349,7 @@ pub fn plan_only_shaped(
     config: &NetConfig,
     shapes: bool,
 ) -> Result<(Skeleton, Plans), BuildError> {
-    let (b, plans) = build_planned(jobs, background, topo, config, shapes)?;
+    let (b, plans) = build_planned(jobs, background, topo, config, (shapes, MAX_PLAN_ENTRIES))?;
     if let Some(c) = b.offloaded_collective() {
         return Err(BuildError::Invalid(format!(
             "collective {c} is offloaded: a plan-only build keeps no aggregation tree yet"
@@ -313,20 +358,22 @@ pub fn plan_only_shaped(
     Ok((b.into_skeleton(), plans))
 }
 
-/// `jobs` built planned only, each shape built once when `shapes`: the
-/// builder with what it kept, and the plans.
+/// `jobs` built planned only, each shape built once when `shapes`, the
+/// plans listing at most `max_entries` entries: the builder with what it
+/// kept, and the plans.
 fn build_planned(
     jobs: &[Job],
     background: &[FlowSpec],
     topo: &Topology,
     config: &NetConfig,
-    shapes: bool,
+    (shapes, max_entries): (bool, usize),
 ) -> Result<(Builder, Plans), BuildError> {
     let none = WorkloadSpec::with_phases(Vec::new());
     let budget = super::super::memory::build_budget_bytes();
     let mut cx = Cx::new(jobs, topo, config, &none, budget);
     cx.plans = Some(Plans {
         shapes: shapes.then(Shapes::default),
+        max_entries: MaxEntries(max_entries.min(MAX_PLAN_ENTRIES)),
         ..Plans::default()
     });
     cx.plan_only = true;
@@ -345,7 +392,19 @@ pub fn lazy_jobs(
     topo: &Topology,
     config: &NetConfig,
 ) -> Result<Workload, BuildError> {
-    let (b, plans) = build_planned(jobs, background, topo, config, true)?;
+    lazy_jobs_within(jobs, background, topo, config, MAX_PLAN_ENTRIES)
+}
+
+/// [`lazy_jobs`] refusing plans that list more than `max_entries` entries
+/// (at most [`MAX_PLAN_ENTRIES`]).
+pub fn lazy_jobs_within(
+    jobs: &[Job],
+    background: &[FlowSpec],
+    topo: &Topology,
+    config: &NetConfig,
+    max_entries: usize,
+) -> Result<Workload, BuildError> {
+    let (b, plans) = build_planned(jobs, background, topo, config, (true, max_entries))?;
     if let Some(c) = b.offloaded_collective() {
         return Err(BuildError::Invalid(format!(
             "--lazy-expansion on: collective {c} is offloaded to the switches, whose \
@@ -419,6 +478,9 @@ pub(super) fn plan_alone(
         let before = plans.bytes();
         plans.record(base, next, name, op, group, logical, entry);
         cx.b.charge(plans.bytes() - before);
+        if plans.over() {
+            cx.b.refuse();
+        }
     }
     exits
 }

@@ -56,7 +56,7 @@ pub(super) fn build_trace_job(cx: &mut Cx<'_>, job: &Job, trace: &Trace) -> Resu
         let mut run = Run::new(trace, &plan, &job.hosts, &suffix);
         previous = run.build(cx, &previous)?;
         if cx.b.over() {
-            return Err(BuildError::Invalid(super::too_large(&cx.b)));
+            return Err(BuildError::Invalid(super::too_large(cx)));
         }
     }
     Ok(())

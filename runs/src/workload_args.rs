@@ -238,6 +238,16 @@ impl WorkloadArgs {
             traffic.flows(topo.host_count(), seed)?
         };
         if !jobs {
+            // Traffic flows start at their own times: a per-message overhead
+            // belongs to a workload's ranks, so the flags would do nothing.
+            for (flag, ns) in [
+                ("--host-overhead-ns", self.host_overhead_ns),
+                ("--host-overhead-jitter-ns", self.host_overhead_jitter_ns),
+            ] {
+                if ns > 0 {
+                    bail!("{flag}: applies to a workload's flows (--workload or --job), not to --traffic alone");
+                }
+            }
             return Ok((Workload::from_flows(flows), None));
         }
         let (mut workload, note) = self

@@ -84,6 +84,15 @@ const FLAG_CASES: &[(&str, &str)] = &[
         "--host-overhead-ns",
     ),
     ("--topo star --sample-ns 18446744073709552", "--sample-ns"),
+    // A per-message overhead without a workload did nothing, silently.
+    (
+        "--topo star --host-overhead-ns 500",
+        "--host-overhead-ns: applies to a workload",
+    ),
+    (
+        "--topo star --traffic incast --host-overhead-jitter-ns 30",
+        "--host-overhead-jitter-ns: applies to a workload",
+    ),
     // Issue 32: sampling every nanosecond a run of milliseconds (8 x 100 MB
     // into one 100 Gb/s host) wrote rows for minutes; the flows' ideal
     // completion times bound the run's length before it starts.

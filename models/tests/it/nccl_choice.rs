@@ -1,6 +1,8 @@
-//! `--algo auto --nccl-tuning simai` against what SimAI 1.6's MockNccl
-//! picks on its own A100 and H100 Spectrum-X files
-//! (`tests/data/simai-choice/choice.txt`, which says how it was read).
+//! `--algo auto` against what SimAI 1.6's MockNccl picks on its own A100
+//! and H100 Spectrum-X files of 8, 16 and 128 GPUs
+//! (`tests/data/simai-choice/choice.txt`, which says how it was read):
+//! `--nccl-tuning simai` picks as MockNccl, and NCCL's model (the default,
+//! PXN off and on) keeps its recorded picks.
 
 use netsim_engine::SimTime;
 use netsim_models::network::config::{CcKind, NetConfig};
@@ -31,14 +33,14 @@ fn chosen(topo: &netsim_topo::Topology, op: CollectiveOp, size_bytes: u64, nccl:
 }
 
 #[test]
-fn auto_with_simai_tuning_picks_what_mocknccl_picks() {
+fn auto_picks_what_mocknccl_picks_and_nccls_model_is_kept() {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/simai-choice");
     let table = std::fs::read_to_string(format!("{dir}/choice.txt")).unwrap();
     let mut topos = std::collections::BTreeMap::new();
     let mut cases = 0;
     for line in table.lines().filter(|l| !l.starts_with('#')) {
         let f: Vec<&str> = line.split_whitespace().collect();
-        let [file, op, size, nvls, _simai, want] = f[..] else {
+        let [file, op, size, nvls, simai, want_simai, want_off, want_on] = f[..] else {
             panic!("bad line {line}")
         };
         let topo = topos.entry(file).or_insert_with(|| {
@@ -48,17 +50,32 @@ fn auto_with_simai_tuning_picks_what_mocknccl_picks() {
         let op = match op {
             "allreduce" => CollectiveOp::AllReduce,
             "allgather" => CollectiveOp::AllGather,
-            _ => CollectiveOp::ReduceScatter,
+            "reducescatter" => CollectiveOp::ReduceScatter,
+            "alltoall" => CollectiveOp::AllToAll,
+            _ => panic!("bad op {line}"),
         };
-        let nccl = Nccl {
-            nvls: nvls == "1",
-            pxn: false,
-            simai_choice: true,
-            ..Nccl::default()
+        // MockNccl's label, as netsim names it (its all-to-all: direct flows).
+        let label = if op == CollectiveOp::AllToAll {
+            "direct"
+        } else {
+            &simai.to_lowercase()
         };
-        let got = chosen(topo, op, size.parse().unwrap(), nccl);
-        assert_eq!(got, want, "{line}");
+        assert!(want_simai.starts_with(label), "{line}");
+        let size = size.parse().unwrap();
+        for (simai_choice, pxn, want) in [
+            (true, false, want_simai),
+            (false, false, want_off),
+            (false, true, want_on),
+        ] {
+            let nccl = Nccl {
+                nvls: nvls == "1",
+                pxn,
+                simai_choice,
+                ..Nccl::default()
+            };
+            assert_eq!(chosen(topo, op, size, nccl), want, "{line}");
+        }
         cases += 1;
     }
-    assert_eq!(cases, 96);
+    assert_eq!(cases, 160);
 }

@@ -32,6 +32,12 @@ fn chosen(topo: &netsim_topo::Topology, op: CollectiveOp, size_bytes: u64, nccl:
     w.collectives[0].algorithm.to_string()
 }
 
+/// SimAI's H100 topology files, kept once for the packet-level comparisons.
+const SIMAI_PACKET_DIR: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../runs/tests/data/simai-packet"
+);
+
 #[test]
 fn auto_picks_what_mocknccl_picks_and_nccls_model_is_kept() {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/simai-choice");
@@ -44,7 +50,13 @@ fn auto_picks_what_mocknccl_picks_and_nccls_model_is_kept() {
             panic!("bad line {line}")
         };
         let topo = topos.entry(file).or_insert_with(|| {
-            let text = std::fs::read_to_string(format!("{dir}/{file}")).unwrap();
+            // SimAI's H100 files are the packet-level tests' own copies.
+            let path = [dir, SIMAI_PACKET_DIR]
+                .map(|d| format!("{d}/{file}"))
+                .into_iter()
+                .find(|p| std::path::Path::new(p).exists())
+                .unwrap_or_else(|| panic!("no topology file {file}"));
+            let text = std::fs::read_to_string(path).unwrap();
             netsim_topo::parse_simai(&text, file).unwrap()
         });
         let op = match op {

@@ -19,6 +19,12 @@ pub(crate) fn check(fabric: &Fabric) -> anyhow::Result<()> {
              run it with --fast-forward off"
         );
     }
+    if fabric.config.fast_forward.is_some() && fabric.workload.reduce.is_some() {
+        anyhow::bail!(
+            "--fast-forward on: SimAI's marked-flow delay (--reduce-overhead-ns) is not \
+             fast-forwarded yet; run it with --fast-forward off"
+        );
+    }
     if fabric.config.fast_forward.is_some() && fabric.workload.host_overhead_jitter.0 > 0 {
         anyhow::bail!(
             "--fast-forward on: per-flow host-overhead jitter (--host-overhead-jitter-ns) is \

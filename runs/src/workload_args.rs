@@ -105,6 +105,13 @@ pub struct WorkloadArgs {
     /// sends in lockstep; SimAI 1.6's per-flow delays differ (10 or 40 ns).
     #[arg(long, value_name = "J", default_value_t = 0)]
     pub host_overhead_jitter_ns: u64,
+    /// SimAI 1.6's extra delay, ns, on the flows it marks `processed` (its
+    /// mem_write + 2 mem_read: 30): per rank and collective, each channel's
+    /// sends in rounds of the group's size, all but a round's first on
+    /// reduce-scatter, and on all-reduce while a per-rank toggle, flipped as
+    /// any channel starts a round, is set (0: none).
+    #[arg(long, value_name = "NS", default_value_t = 0)]
+    pub reduce_overhead_ns: u64,
     /// Give every host's NIC a DPU (BlueField-2 defaults, the --dpu-* flags)
     /// with N worker cores for algorithm `dpu`; ranks run on the host
     /// memories only.
@@ -212,6 +219,9 @@ impl WorkloadArgs {
         } else {
             "--job"
         };
+        if self.lazy_expansion == "on" && self.reduce_overhead_ns > 0 {
+            bail!("--reduce-overhead-ns: counts every flow of a collective as built, not with --lazy-expansion on");
+        }
         let built = if self.lazy_expansion == "on" {
             workload::build::lazy::lazy_jobs(&jobs, &background, topo, config)
         } else {
@@ -243,6 +253,7 @@ impl WorkloadArgs {
             for (flag, ns) in [
                 ("--host-overhead-ns", self.host_overhead_ns),
                 ("--host-overhead-jitter-ns", self.host_overhead_jitter_ns),
+                ("--reduce-overhead-ns", self.reduce_overhead_ns),
             ] {
                 if ns > 0 {
                     bail!("{flag}: applies to a workload's flows (--workload or --job), not to --traffic alone");
@@ -299,13 +310,16 @@ impl WorkloadArgs {
                 self.host_overhead_ns
             );
         }
-        if self.host_overhead_jitter_ns > MAX_PER_MESSAGE_NS {
-            bail!(
-                "--host-overhead-jitter-ns: {} ns is above 100 ms, the longest supported",
-                self.host_overhead_jitter_ns
-            );
+        for (flag, ns) in [
+            ("--host-overhead-jitter-ns", self.host_overhead_jitter_ns),
+            ("--reduce-overhead-ns", self.reduce_overhead_ns),
+        ] {
+            if ns > MAX_PER_MESSAGE_NS {
+                bail!("{flag}: {ns} ns is above 100 ms, the longest supported");
+            }
         }
         spec.host_overhead = SimTime::from_ns(self.host_overhead_ns);
+        spec.reduce_overhead = SimTime::from_ns(self.reduce_overhead_ns);
         spec.dpu_workers = self.dpu_workers.unwrap_or(0);
         spec.dpu = self.dpu.params()?;
         spec.fold_dp = self.fold_dp;

@@ -182,6 +182,7 @@ pub fn relayed_rings(
         let mut sent = Vec::with_capacity(prev.capacity());
         for i in 0..n {
             for p in 0..pieces {
+                b.set_channel(p / chunks);
                 let order = &orders[p / chunks];
                 let (src, dst) = (order[i], order[(i + 1) % n]);
                 let bytes = part(per_step, pieces as u64, p as u64);
@@ -203,6 +204,7 @@ pub fn relayed_rings(
         }
         prev = sent;
     }
+    b.set_channel(0);
 }
 
 fn heap_children(pos: usize, n: usize) -> impl Iterator<Item = usize> {

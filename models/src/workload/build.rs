@@ -161,8 +161,15 @@ impl<'a> Cx<'a> {
         budget_bytes: u64,
     ) -> Cx<'a> {
         let host_overhead = jobs.first().map_or(SimTime::ZERO, |j| j.spec.host_overhead);
+        let mut b = Builder::within(host_overhead, budget_bytes);
+        let reduce_overhead = jobs
+            .first()
+            .map_or(SimTime::ZERO, |j| j.spec.reduce_overhead);
+        if reduce_overhead > SimTime::ZERO {
+            b.track_channels(reduce_overhead);
+        }
         Cx {
-            b: Builder::within(host_overhead, budget_bytes),
+            b,
             topo,
             spec: jobs.first().map_or(none, |j| &j.spec),
             config,

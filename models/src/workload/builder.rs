@@ -51,6 +51,10 @@ pub struct Builder {
     /// ([`Builder::skip_collective`]).
     task_gaps: Gaps,
     flow_gaps: Gaps,
+    /// Under `--reduce-overhead-ns`: the extra delay and each flow's
+    /// channel ([`super::membus`]); `channel` is the one flows get now.
+    reduce: Option<(SimTime, Chunked<u8>)>,
+    channel: u8,
 }
 
 /// The first task, flow and collective ids a [`Builder`] hands out.
@@ -94,7 +98,20 @@ impl Builder {
             base: IdBase::default(),
             task_gaps: Gaps::default(),
             flow_gaps: Gaps::default(),
+            reduce: None,
+            channel: 0,
         }
+    }
+
+    /// Marks each flow with its channel from now on, for SimAI's extra
+    /// delay of `extra` on the flows it marks ([`super::membus`]).
+    pub fn track_channels(&mut self, extra: SimTime) {
+        self.reduce = Some((extra, Chunked::default()));
+    }
+
+    /// The channel of the flows added next (rings set it; 0 otherwise).
+    pub fn set_channel(&mut self, channel: usize) {
+        self.channel = u8::try_from(channel).unwrap_or(u8::MAX);
     }
 
     /// A builder for one collective expanded alone: its ids start at
@@ -240,6 +257,9 @@ impl Builder {
             start: SimTime::ZERO,
         });
         self.flow_task.push(task);
+        if let Some((_, channels)) = &mut self.reduce {
+            channels.push(self.channel);
+        }
         if ina_op != NONE {
             self.charge(memory::INA_FLOW_BYTES);
             // Flows are added in id order: the list stays sorted.
@@ -571,7 +591,8 @@ impl Builder {
     /// dependencies, which are freed block by block as they are read: the
     /// peak is what the workload holds and a block or two, not a vector's
     /// spare half or the dependencies twice.
-    pub fn finish(self) -> Workload {
+    pub fn finish(mut self) -> Workload {
+        let reduce = self.reduce.take();
         let p = self.into_parts();
         let mut w = p.w;
         w.flows = p.flows;
@@ -581,6 +602,10 @@ impl Builder {
         let (dependents, base) = dependents_csr(&w.tasks, base, p.deps.into_blocks().flatten());
         w.dependents = dependents;
         w.dependent_base = base;
+        if let Some((extra, channels)) = reduce {
+            let plan = super::membus::ReducePlan::new(&w, &channels.into_vec(), extra);
+            w.reduce = Some(std::sync::Arc::new(plan));
+        }
         w
     }
 }

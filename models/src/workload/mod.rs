@@ -30,6 +30,7 @@ pub mod dpu;
 pub mod file;
 mod gaps;
 pub mod groups;
+pub mod membus;
 pub mod memory;
 pub mod nccl;
 pub mod offload;
@@ -164,6 +165,8 @@ pub struct Workload {
     pub host_overhead_jitter: SimTime,
     /// The run seed the jitter is drawn from.
     pub jitter_seed: u64,
+    /// SimAI 1.6's extra delay on the flows it marks (`--reduce-overhead-ns`).
+    pub reduce: Option<Arc<membus::ReducePlan>>,
     /// The folded jobs that run as classes at flow level (`--fold-dp` with
     /// `--fold-classes`).
     pub folds: Vec<Fold>,

@@ -2,6 +2,7 @@
 //! task still waits for, and what each collective's hosts saw of it. Packet
 //! level (per shard) and flow level drive it alike.
 
+use super::membus::ReduceState;
 use super::spans::Spans;
 use super::{TaskKind, Workload, NONE};
 use hashbrown::HashMap;
@@ -49,6 +50,8 @@ pub struct DagProgress {
     remaining: Vec<u8>,
     many: HashMap<u32, u32>,
     spans: Spans,
+    /// SimAI's marks so far ([`super::membus`]), when the workload has them.
+    reduce: Option<ReduceState>,
 }
 
 /// In [`DagProgress::remaining`]: the count is in `many`.
@@ -78,6 +81,7 @@ impl DagProgress {
                 .collect(),
             many,
             spans,
+            reduce: workload.reduce.as_ref().map(|p| p.state()),
         }
     }
 
@@ -100,10 +104,13 @@ impl DagProgress {
     pub fn start(&mut self, workload: &Workload, task: u32, now: SimTime) -> Start {
         let t = workload.tasks[task as usize];
         match workload.kind(&t) {
-            TaskKind::Flow(flow) => Start::Flow {
-                flow,
-                after: workload.flow_overhead(flow),
-            },
+            TaskKind::Flow(flow) => {
+                let mut after = workload.flow_overhead(flow);
+                if let (Some(plan), Some(state)) = (&workload.reduce, &mut self.reduce) {
+                    after = after.saturating_add(plan.extra_for(state, flow));
+                }
+                Start::Flow { flow, after }
+            }
             TaskKind::Compute(duration) => {
                 self.span_started(t.collective, now);
                 Start::Compute {

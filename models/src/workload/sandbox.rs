@@ -81,6 +81,7 @@ impl Workload {
             host_overhead: self.host_overhead,
             host_overhead_jitter: self.host_overhead_jitter,
             jitter_seed: self.jitter_seed,
+            reduce: None,
             folds: Vec::new(),
             lazy: None,
         }

@@ -193,6 +193,9 @@ pub struct WorkloadSpec {
     pub chunks: Option<u32>,
     /// Per-message host overhead before each flow starts.
     pub host_overhead: SimTime,
+    /// SimAI 1.6's extra delay on the flows it marks `processed`
+    /// ([`super::membus`]); zero: none.
+    pub reduce_overhead: SimTime,
     pub profile: SwitchProfile,
     /// Host algorithm an all-reduce falls back to when it cannot be offloaded.
     pub fallback: Algorithm,
@@ -242,6 +245,7 @@ impl WorkloadSpec {
             channels: 1,
             chunks: None,
             host_overhead: SimTime::ZERO,
+            reduce_overhead: SimTime::ZERO,
             profile: SwitchProfile::tofino(),
             fallback: Algorithm::Ring,
             dpu_workers: 0,

@@ -33,6 +33,7 @@ mod nccl;
 mod partition;
 mod schemas;
 mod simai;
+mod simai_rules;
 mod telemetry;
 mod traces;
 mod uet_htsim;

@@ -148,7 +148,26 @@ pub fn collective(
     let pxn = cx.nccl.pxn && whole && algo == NcclAlgo::Ring;
     b.collective_mut(coll).algorithm = label(algo, pxn, proto);
     let whole_servers = whole.then_some(&servers[..]);
-    build(b, cx, coll, op.op, group, whole_servers, algo, size, &entry);
+    // A ring inside one server runs one channel per GPU too (SimAI's
+    // `gen_local_ring`; NCCL's NVLink rings are more); the tuning above
+    // keeps its channels, so what `auto` picks is unchanged.
+    let channels = if servers.len() == 1 {
+        cx.channels.max(group.len() as u32)
+    } else {
+        shape.channels
+    };
+    build(
+        b,
+        cx,
+        coll,
+        op.op,
+        group,
+        whole_servers,
+        algo,
+        size,
+        channels,
+        &entry,
+    );
     Outcome::Built
 }
 
@@ -168,7 +187,8 @@ fn best_protocol(shape: &Shape, algo: NcclAlgo, asked: Option<Protocol>) -> Prot
     })
 }
 
-/// The flows of `algo` with wire size `size` (flags included).
+/// The flows of `algo` with wire size `size` (flags included); a ring
+/// that does not span whole servers runs `channels` channels.
 #[allow(clippy::too_many_arguments)]
 fn build(
     b: &mut Builder,
@@ -179,6 +199,7 @@ fn build(
     servers: Option<&[Vec<NodeIndex>]>,
     algo: NcclAlgo,
     size: u64,
+    channels: u32,
     entry: &HostTasks,
 ) {
     let n = group.len() as u32;
@@ -193,7 +214,7 @@ fn build(
         }
         (NcclAlgo::Ring, None) => {
             let pieces = Pieces {
-                channels: cx.channels,
+                channels,
                 chunks: 1,
             };
             algo::ring(b, coll, group, size, steps, pieces, entry);

@@ -93,6 +93,10 @@ const FLAG_CASES: &[(&str, &str)] = &[
         "--topo star --traffic incast --host-overhead-jitter-ns 30",
         "--host-overhead-jitter-ns: applies to a workload",
     ),
+    (
+        "--topo star --traffic incast --reduce-overhead-ns 30",
+        "--reduce-overhead-ns: applies to a workload",
+    ),
     // Issue 32: sampling every nanosecond a run of milliseconds (8 x 100 MB
     // into one 100 Gb/s host) wrote rows for minutes; the flows' ideal
     // completion times bound the run's length before it starts.

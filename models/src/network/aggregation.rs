@@ -12,7 +12,7 @@
 //! partial aggregate and the result copies queue like any data packet
 //! (PFC, ECN) on their egress ports.
 
-use super::common::{serialization, NO_NODE};
+use super::common::serialization;
 use super::packet::{Packet, PacketKind};
 use super::transport::SenderReliability;
 use super::{Fabric, NetEvent, Network};
@@ -359,20 +359,10 @@ impl<S: TelemetrySink> Network<'_, S> {
         dst: u32,
     ) -> Packet {
         let payload = op.chunk_payload_bytes(chunk);
+        let wire_bytes = (payload + u64::from(self.fabric.config.header_bytes)) as u16;
         Packet {
-            flow: op_id,
-            src,
-            dst,
-            psn: chunk,
-            wire_bytes: (payload + u64::from(self.fabric.config.header_bytes)) as u16,
-            in_port: 0,
-            kind,
-            ce: 0,
             last: chunk + 1 == op.chunks,
-            via: NO_NODE,
-            util: 0,
-            entropy: 0,
-            sack_offset: 0,
+            ..Packet::new(kind, op_id, src, dst, chunk, wire_bytes)
         }
     }
 

@@ -17,7 +17,6 @@
 //! then a SYNC when one is due (or when it is about to wait), never
 //! spinning on a full ring: what does not fit waits for the next boundary.
 
-use super::common::NO_NODE;
 use super::packet::{Packet, PacketKind};
 use super::{NetEvent, Network};
 use crate::telemetry::TelemetrySink;
@@ -290,20 +289,17 @@ impl<S: TelemetrySink> Network<'_, S> {
                 self.external.dropped_frames += 1;
                 continue;
             };
+            let wire_bytes = frame.len() as u16;
             let pkt = Packet {
-                flow: EXTERNAL_FLOW,
-                src: link.host,
-                dst,
-                psn: link.next_frame,
-                wire_bytes: frame.len() as u16,
-                in_port: 0,
-                kind: PacketKind::External,
-                ce: 0,
                 last: true,
-                via: NO_NODE,
-                util: 0,
-                entropy: 0,
-                sack_offset: 0,
+                ..Packet::new(
+                    PacketKind::External,
+                    EXTERNAL_FLOW,
+                    link.host,
+                    dst,
+                    link.next_frame,
+                    wire_bytes,
+                )
             };
             let key = (link.host, link.next_frame);
             self.fabric

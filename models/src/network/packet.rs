@@ -101,17 +101,27 @@ impl Packet {
         self.util = (mask >> 32) as u16;
     }
 
-    /// An empty data packet of `flow` from `src` to `dst`: what a host asks
-    /// its routing with to learn which port the flow leaves by.
-    pub(crate) fn route_probe(flow: u32, src: u32, dst: u32) -> Packet {
+    /// A packet of `kind` with nothing set beyond what names it: not marked,
+    /// not a flow's last, no Valiant waypoint, no telemetry or SACK mask,
+    /// entropy 0, not yet inside a switch. Builders set what differs with
+    /// `Packet { field, ..Packet::new(..) }`.
+    #[inline]
+    pub(crate) const fn new(
+        kind: PacketKind,
+        flow: u32,
+        src: u32,
+        dst: u32,
+        psn: u32,
+        wire_bytes: u16,
+    ) -> Packet {
         Packet {
             flow,
             src,
             dst,
-            psn: 0,
-            wire_bytes: 0,
+            psn,
+            wire_bytes,
             in_port: 0,
-            kind: PacketKind::Data,
+            kind,
             ce: 0,
             last: false,
             via: NO_NODE,
@@ -121,25 +131,24 @@ impl Packet {
         }
     }
 
+    /// The control packet of `kind` a host answers `self` with: the same
+    /// flow, back from `self`'s destination to its source.
+    #[inline]
+    pub(crate) const fn reply(&self, kind: PacketKind, psn: u32, wire_bytes: u16) -> Packet {
+        Packet::new(kind, self.flow, self.dst, self.src, psn, wire_bytes)
+    }
+
+    /// An empty data packet of `flow` from `src` to `dst`: what a host asks
+    /// its routing with to learn which port the flow leaves by.
+    pub(crate) fn route_probe(flow: u32, src: u32, dst: u32) -> Packet {
+        Packet::new(PacketKind::Data, flow, src, dst, 0, 0)
+    }
+
     /// A full-size data packet of `flow` from host 3 to host 11, for tests
     /// of queues and switches that only tell packets apart by flow and PSN.
     #[cfg(test)]
     pub fn test_data(flow: u32, psn: u32) -> Packet {
-        Packet {
-            flow,
-            src: 3,
-            dst: 11,
-            psn,
-            wire_bytes: 4158,
-            in_port: 0,
-            kind: PacketKind::Data,
-            ce: 0,
-            last: false,
-            via: u32::MAX,
-            util: 0,
-            entropy: 0,
-            sack_offset: 0,
-        }
+        Packet::new(PacketKind::Data, flow, 3, 11, psn, 4158)
     }
 
     #[inline]

@@ -13,7 +13,7 @@ mod reaction_point;
 mod senders;
 
 use super::cc::{window_bytes, CcState, IncreaseSource};
-use super::common::{serialization, NO_NODE};
+use super::common::serialization;
 use super::config::{NetConfig, Transport};
 use super::packet::{Packet, PacketKind, PRIO_CONTROL};
 use super::transport::Sender;
@@ -119,24 +119,16 @@ impl<S: TelemetrySink> Network<'_, S> {
             let payload = (s.spec.size_bytes - u64::from(psn) * u64::from(config.mtu_bytes))
                 .min(u64::from(config.mtu_bytes));
             let wire_bytes = (payload + u64::from(config.header_bytes)) as u16;
+            let (kind, flow) = if ina {
+                (PacketKind::InaUp, s.ina_op)
+            } else {
+                (PacketKind::Data, s.flow)
+            };
             let pkt = Packet {
-                flow: if ina { s.ina_op } else { s.flow },
-                src: s.spec.src,
-                dst: s.spec.dst,
-                psn,
-                wire_bytes,
-                in_port: 0,
-                kind: if ina {
-                    PacketKind::InaUp
-                } else {
-                    PacketKind::Data
-                },
-                ce: 0,
                 last: psn + 1 == s.packets,
-                via: NO_NODE,
                 util: s.qp.data_util(),
                 entropy,
-                sack_offset: 0,
+                ..Packet::new(kind, flow, s.spec.src, s.spec.dst, psn, wire_bytes)
             };
             if retransmission {
                 s.retransmitted_pkts += 1;

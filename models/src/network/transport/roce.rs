@@ -9,7 +9,7 @@
 
 use super::{Qp, Receiver, ReceiverReliability, RxQp, RxVerdict, SenderReliability};
 use crate::network::cc::CcState;
-use crate::network::common::{serialization, NO_NODE};
+use crate::network::common::serialization;
 use crate::network::config::{CcKind, CnpMode};
 use crate::network::packet::{self, Packet, PacketKind};
 use crate::network::{FlowTimer, NetEvent, Network};
@@ -153,19 +153,9 @@ impl<S: TelemetrySink> Network<'_, S> {
         );
         let now = ctx.now();
         let reply = |kind, psn, ce| Packet {
-            flow: pkt.flow,
-            src: pkt.dst,
-            dst: pkt.src,
-            psn,
-            wire_bytes: control_bytes,
-            in_port: 0,
-            kind,
             ce,
-            last: false,
-            via: NO_NODE,
             util: pkt.util,
-            entropy: 0,
-            sack_offset: 0,
+            ..pkt.reply(kind, psn, control_bytes)
         };
         // Under `CnpMode::AckFlag` the ACK's count of marked packets is the
         // CNP flag; no separate packet.

@@ -2,7 +2,6 @@
 //! timer, the header-sized probe it sends through the data queues, and the
 //! receiver's answer with its cumulative point.
 
-use crate::network::common::NO_NODE;
 use crate::network::packet::{Packet, PacketKind};
 use crate::network::transport::{Qp, RxQp};
 use crate::network::{FlowTimer, NetEvent, Network};
@@ -50,19 +49,8 @@ impl<S: TelemetrySink> Network<'_, S> {
         );
         if let Some((seq, entropy)) = probe {
             let pkt = Packet {
-                flow,
-                src,
-                dst,
-                psn: u32::from(seq),
-                wire_bytes: header_bytes,
-                in_port: 0,
-                kind: PacketKind::Probe,
-                ce: 0,
-                last: false,
-                via: NO_NODE,
-                util: 0,
                 entropy,
-                sack_offset: 0,
+                ..Packet::new(PacketKind::Probe, flow, src, dst, seq.into(), header_bytes)
             };
             self.host_send_control(ctx, pkt);
         }
@@ -78,20 +66,12 @@ impl<S: TelemetrySink> Network<'_, S> {
             },
             None => 0,
         };
+        let control_bytes = self.fabric.config.control_bytes as u16;
         let reply = Packet {
-            flow: pkt.flow,
-            src: pkt.dst,
-            dst: pkt.src,
-            psn: cumulative,
-            wire_bytes: self.fabric.config.control_bytes as u16,
-            in_port: 0,
-            kind: PacketKind::ProbeAck,
             ce: pkt.ce,
-            last: false,
-            via: NO_NODE,
             util: pkt.psn as u16,
             entropy: pkt.entropy,
-            sack_offset: 0,
+            ..pkt.reply(PacketKind::ProbeAck, cumulative, control_bytes)
         };
         self.host_send_control(ctx, reply);
     }

@@ -21,7 +21,6 @@
 //!  sender ─1 packet─────▶ │ arrival: outstanding -= 1
 //! ```
 
-use crate::network::common::NO_NODE;
 use crate::network::packet::{Packet, PacketKind};
 use crate::network::transport::Qp;
 use crate::network::{ideal_fct, Fabric, NetEvent, Network};
@@ -233,21 +232,8 @@ impl<S: TelemetrySink> Network<'_, S> {
             .get_mut(&pkt.dst)
             .and_then(CreditIssuer::next_grant)
         {
-            let credit = Packet {
-                flow,
-                src: pkt.dst,
-                dst: src,
-                psn: 1,
-                wire_bytes: config.control_bytes as u16,
-                in_port: 0,
-                kind: PacketKind::Credit,
-                ce: 0,
-                last: false,
-                via: NO_NODE,
-                util: 0,
-                entropy: 0,
-                sack_offset: 0,
-            };
+            let control_bytes = config.control_bytes as u16;
+            let credit = Packet::new(PacketKind::Credit, flow, pkt.dst, src, 1, control_bytes);
             self.host_send_control(ctx, credit);
         }
     }

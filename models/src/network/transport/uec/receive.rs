@@ -2,7 +2,6 @@
 //! selectively, SACKs coalesced), trimmed headers (NACKed at once), and the
 //! SACKs and NACKs back at the sender, which feed its window and resends.
 use super::sack::{CoalescedAck, SackReceiver, SackVerdict};
-use crate::network::common::NO_NODE;
 use crate::network::packet::{Packet, PacketKind};
 use crate::network::transport::{Qp, Receiver, RxQp};
 use crate::network::{NetEvent, Network};
@@ -31,20 +30,11 @@ impl<S: TelemetrySink> Network<'_, S> {
         };
         let verdict = qp.on_data(pkt.psn);
         let mut reply = Packet {
-            flow: pkt.flow,
-            src: pkt.dst,
-            dst: pkt.src,
-            psn: pkt.psn,
-            wire_bytes: config.control_bytes as u16,
-            in_port: 0,
-            kind: PacketKind::Sack,
             ce: pkt.ce,
-            last: false,
             // An empty mask: a SACK keeps its mask in `via` and `util`.
             via: 0,
-            util: 0,
             entropy: pkt.entropy,
-            sack_offset: 0,
+            ..pkt.reply(PacketKind::Sack, pkt.psn, config.control_bytes as u16)
         };
         let mut complete = false;
         // ACK coalescing: whether held psns are acknowledged now.
@@ -117,20 +107,10 @@ impl<S: TelemetrySink> Network<'_, S> {
     /// A trimmed header reached the destination: NACK its psn on the path
     /// back, echoing the entropy so the sender can avoid it.
     pub(crate) fn uec_receive_trimmed(&mut self, ctx: &mut Context<'_, NetEvent>, pkt: Packet) {
+        let control_bytes = self.fabric.config.control_bytes as u16;
         let reply = Packet {
-            flow: pkt.flow,
-            src: pkt.dst,
-            dst: pkt.src,
-            psn: pkt.psn,
-            wire_bytes: self.fabric.config.control_bytes as u16,
-            in_port: 0,
-            kind: PacketKind::Nack,
-            ce: 0,
-            last: false,
-            via: NO_NODE,
-            util: 0,
             entropy: pkt.entropy,
-            sack_offset: 0,
+            ..pkt.reply(PacketKind::Nack, pkt.psn, control_bytes)
         };
         self.host_send_control(ctx, reply);
         if self.fabric.config.uec.cc.rccc() {

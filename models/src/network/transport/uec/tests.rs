@@ -61,19 +61,9 @@ fn a_nack_takes_the_packet_as_counted_out_of_the_window() {
         first_window(&mut s);
         let before = s.nscc.expect("NSCC runs").cwnd_bytes;
         let nack = Packet {
-            flow: 7,
-            src: 1,
-            dst: 0,
-            psn: 3,
-            wire_bytes: 64,
-            in_port: 0,
-            kind: PacketKind::Nack,
-            ce: 0,
-            last: false,
-            sack_offset: 0,
             via: 0,
-            util: 0,
             entropy: 1,
+            ..Packet::new(PacketKind::Nack, 7, 1, 0, 3, 64)
         };
         s.on_feedback(&nack, SimTime::from_us(20), 0);
         let after = s.nscc.expect("NSCC runs").cwnd_bytes;

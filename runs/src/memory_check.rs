@@ -364,14 +364,14 @@ mod tests {
         let config = NetConfig::default();
         let ports = 2 * u64::from(topo.link_count()) * 192;
         let flow = whole(Fidelity::Flow, &config, &topo, 0, &w, (1, 1));
-        // Two flows: 8 B of slot indices each (one rank keeps no completion
+        // Two flows: a 4 B slot index each (one rank keeps no completion
         // times), both allowed in flight; three tasks at a byte each, no
         // collective.
         assert_eq!(
             flow,
             RunBytes {
                 ports,
-                flows: 2 * 8,
+                flows: 2 * 4,
                 dag: 3,
                 in_flight: 2 * flow::BYTES_PER_FLOW_IN_FLIGHT,
                 memo: 0,
@@ -380,13 +380,13 @@ mod tests {
                 finishing_flows: 2,
             }
         );
-        assert_eq!(flow.total(), ports + 16 + 3 + 1024);
+        assert_eq!(flow.total(), ports + 8 + 3 + 1024);
         // Plain traffic: every flow may be in flight, no DAG.
         let traffic = Workload::from_flows(w.flows.clone());
         let traffic = whole(Fidelity::Flow, &config, &topo, 0, &traffic, (1, 1));
         assert_eq!(
             (traffic.flows, traffic.dag, traffic.in_flight),
-            (2 * 8, 0, 2 * flow::BYTES_PER_FLOW_IN_FLIGHT)
+            (2 * 4, 0, 2 * flow::BYTES_PER_FLOW_IN_FLIGHT)
         );
     }
 

@@ -267,8 +267,9 @@ impl<S: TelemetrySink> super::Fluid<'_, S> {
         }
         if let Some((stream, path, wire_bit_ps)) = self.ina.member_started(op, flow) {
             self.flows.open(stream, super::FlowState::started(now));
-            self.flows[stream as usize].left = wire_bit_ps;
-            self.share.add(stream, path);
+            let s = &mut self.flows[stream as usize];
+            s.left = wire_bit_ps;
+            s.share_slot = self.share.add(stream, path);
         }
     }
 

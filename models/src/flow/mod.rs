@@ -134,6 +134,9 @@ struct FlowState {
     ack_return: SimTime,
     ideal_fct: SimTime,
     end: Option<SimTime>,
+    /// Its slot in the max-min solver while it drains there
+    /// ([`FairShare::add`]'s).
+    share_slot: u32,
     /// Its spec and what it belongs to, looked up once as it starts (a
     /// lazily expanded workload finds them through its plans).
     spec: FlowSpec,
@@ -152,6 +155,7 @@ impl FlowState {
             ack_return: SimTime::ZERO,
             ideal_fct: SimTime::ZERO,
             end: None,
+            share_slot: u32::MAX,
             spec: FlowSpec {
                 src: 0,
                 dst: 0,
@@ -234,11 +238,6 @@ pub fn simulate<S: TelemetrySink>(
         .then(|| Fifo::new(capacity_bps.clone(), flow_count));
     let ina = InaTrees::new(fabric, &channels, &mut capacity_bps);
     let streams = ina.count();
-    // In-network streams are max-min shared (ids after the flows').
-    let max_min_flows = match (fifo.is_some(), streams) {
-        (true, 0) => 0,
-        (_, ops) => flow_count + ops,
-    };
     let period = fabric.config.sample_period;
     let classes = Classes::new(fabric);
     let mut meter = LinkMeter::new(
@@ -250,10 +249,7 @@ pub fn simulate<S: TelemetrySink>(
     }
     let mut fluid = Fluid {
         fabric,
-        share: match sparse {
-            false => FairShare::new(capacity_bps, max_min_flows),
-            true => FairShare::new(capacity_bps, 0).sparse(),
-        },
+        share: FairShare::new(capacity_bps),
         fifo,
         wake_at: SimTime::MAX,
         meter,
@@ -357,13 +353,13 @@ impl<S: TelemetrySink> Fluid<'_, S> {
                     rate_bps: old_bps,
                     path,
                     weights,
-                } = self.share.active(flow);
+                } = self.share.active(f.share_slot);
                 let elapsed_ps = u128::from((self.now - f.settled_at).as_ps());
                 let residue = f.left.saturating_sub(u128::from(old_bps) * elapsed_ps);
                 f.left = 0;
                 self.meter.change(path, weights, old_bps, 0, self.now);
                 self.meter.credit(path, weights, residue);
-                self.share.remove(flow);
+                self.share.remove(f.share_slot);
                 self.drained(flow);
             }
             Event::Wake => self.wake_at = SimTime::MAX,
@@ -435,10 +431,11 @@ impl<S: TelemetrySink> Fluid<'_, S> {
                     &mut self.class_path,
                     &mut self.class_weights,
                 );
-                self.share
+                f.share_slot = self
+                    .share
                     .add_class(flow, &self.class_path, &self.class_weights);
             }
-            (None, _) => self.share.add(flow, &self.path),
+            (None, _) => f.share_slot = self.share.add(flow, &self.path),
         }
         if let Some(info) = info {
             self.dag.span_started(info.collective, self.now);

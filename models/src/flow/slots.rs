@@ -7,7 +7,7 @@ use std::ops::{Index, IndexMut};
 
 /// What a flow-level run holds per flow of its workload beside the
 /// workload, for the memory check: the structures indexed by flow id, its
-/// slot index here and in the max-min solver (4 B each), none under
+/// slot index here (4 B; the max-min solver keeps nothing per flow id), none under
 /// `--lazy-expansion on` (`sparse`: a map of the flows running). FIFO
 /// sharing (`--cc none`) keeps per-flow and per-hop arrays for the whole
 /// run: the earlier generous 164 B in all, not measured again. What a
@@ -15,7 +15,7 @@ use std::ops::{Index, IndexMut};
 pub fn bytes_per_flow(fifo: bool, sparse: bool) -> u64 {
     match (fifo, sparse) {
         (true, _) => 164,
-        (false, false) => 8,
+        (false, false) => 4,
         (false, true) => 0,
     }
 }

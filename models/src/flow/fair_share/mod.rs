@@ -23,8 +23,6 @@
 
 mod fill;
 
-use super::slots::SlotIndex;
-
 /// Active flows, the channels (link directions) each crosses, and their
 /// max-min fair rates.
 #[derive(Debug)]
@@ -34,11 +32,9 @@ pub struct FairShare {
     /// Per channel: the active flows crossing it, as `(slot, weight
     /// there)`.
     flows_on: Vec<Vec<(u32, u32)>>,
-    /// Per flow id: its slot while active ([`NO_SLOT`] otherwise).
-    slot_of: SlotIndex,
     /// Per slot (an active flow; slots are reused, so everything the
     /// solver touches stays as dense as the flows in flight): its rate,
-    /// path and marks, its flow id, and the channels
+    /// path and marks, its flow id ([`NO_FLOW`] while free), and the channels
     /// `path[slot.path_start..][..slot.path_len]` with their weights in
     /// `weight` at the same places.
     slot: Vec<Slot>,
@@ -50,8 +46,9 @@ pub struct FairShare {
     /// last [`FairShare::resolve`], each with a rate below which no flow's
     /// rate can change (see `resolve`): a departed flow's rate.
     dirty: Vec<(u64, u32)>,
-    /// Flows that arrived since the last resolve (their level is bounded
-    /// once every arrival and departure of the instant is known).
+    /// The slots of the flows that arrived since the last resolve (their
+    /// level is bounded once every arrival and departure of the instant is
+    /// known).
     arrived: Vec<u32>,
     // Scratch for `resolve`; epochs mark membership in the region being
     // solved without clearing anything.
@@ -116,8 +113,8 @@ struct Slot {
     shared_len: u16,
 }
 
-/// A flow that is not active.
-const NO_SLOT: u32 = super::slots::FREE;
+/// A slot without an active flow.
+const NO_FLOW: u32 = u32::MAX;
 
 /// Regions of at most this many candidate channels (`candidates`) find
 /// their next bottleneck by a linear scan (cheaper than a tree at the
@@ -144,8 +141,11 @@ pub struct Active<'a> {
 }
 
 impl FairShare {
-    /// Channels with these capacities (> 0 each), room for `flows` flow ids.
-    pub fn new(capacity_bps: Vec<u64>, flows: usize) -> FairShare {
+    /// Channels with these capacities (> 0 each). It keeps nothing per
+    /// flow id: a flow is known by the slot [`FairShare::add`] gives it,
+    /// which its caller keeps with the flow's own state (one look-up of the
+    /// flow id per event, not one here too).
+    pub fn new(capacity_bps: Vec<u64>) -> FairShare {
         assert!(
             capacity_bps.iter().all(|&c| c > 0),
             "a channel without capacity"
@@ -164,7 +164,6 @@ impl FairShare {
                 })
                 .collect(),
             flows_on: vec![Vec::new(); channels],
-            slot_of: SlotIndex::new(flows, false),
             slot: Vec::new(),
             flow_at: Vec::new(),
             path: Vec::new(),
@@ -187,48 +186,48 @@ impl FairShare {
         }
     }
 
-    /// The same, its flow ids' slots in a map of the active flows (see
-    /// [`SlotIndex`]): no memory per flow id.
-    pub fn sparse(mut self) -> FairShare {
-        self.slot_of = SlotIndex::new(0, true);
-        self
+    /// The slot of active flow `flow`, found by a scan (tests only).
+    #[cfg(test)]
+    fn slot_of(&self, flow: u32) -> Option<u32> {
+        (0..self.flow_at.len() as u32).find(|&s| self.flow_at[s as usize] == flow)
     }
 
     /// The flow's current rate (0 while inactive or until the next resolve).
     #[cfg(test)]
     pub fn rate_bps(&self, flow: u32) -> u64 {
-        match self.slot_of.get(flow) {
-            NO_SLOT => 0,
-            s => self.slot[s as usize].rate_bps,
-        }
+        self.slot_of(flow)
+            .map_or(0, |s| self.slot[s as usize].rate_bps)
     }
 
     /// The channels active flow `flow` crosses.
     #[cfg(test)]
     pub fn path(&self, flow: u32) -> &[u32] {
-        self.active(flow).path
+        self.active(self.slot_of(flow).expect("active")).path
     }
 
     /// The weights of active flow `flow` on its channels (those of `path`).
     #[cfg(test)]
     pub fn weights(&self, flow: u32) -> &[u32] {
-        self.active(flow).weights
+        self.active(self.slot_of(flow).expect("active")).weights
     }
 
-    /// Active flow `flow`'s rate, channels and weights: one look-up of its
-    /// slot (a map's under `sparse`), not one for each.
-    pub fn active(&self, flow: u32) -> Active<'_> {
-        self.at_slot(self.slot_of.get(flow))
+    /// Active flow `flow` stops (its slot found by a scan; tests only).
+    #[cfg(test)]
+    pub fn remove_flow(&mut self, flow: u32) -> u64 {
+        self.remove(self.slot_of(flow).expect("active"))
     }
 
     /// What [`FairShare::active`] gives for the flow of `change`, taken
     /// from the slot it names: valid until the next add or remove.
     pub fn changed(&self, change: &RateChange) -> Active<'_> {
         debug_assert_eq!(self.flow_at[change.slot as usize], change.flow);
-        self.at_slot(change.slot)
+        self.active(change.slot)
     }
 
-    fn at_slot(&self, slot: u32) -> Active<'_> {
+    /// The rate, channels and weights of the active flow in `slot` (as
+    /// [`FairShare::add`] gave it).
+    pub fn active(&self, slot: u32) -> Active<'_> {
+        debug_assert_ne!(self.flow_at[slot as usize], NO_FLOW, "a free slot");
         let s = self.slot[slot as usize];
         let (start, len) = (s.path_start as usize, usize::from(s.path_len));
         Active {
@@ -244,20 +243,24 @@ impl FairShare {
     }
 
     /// Flow `flow` starts crossing `channels` (each at most once); its rate
-    /// is set by the next [`FairShare::resolve`].
-    pub fn add(&mut self, flow: u32, channels: &[u32]) {
-        self.add_weighted(flow, channels, |_| 1);
+    /// is set by the next [`FairShare::resolve`]. Returns its slot, which
+    /// names it to [`FairShare::active`] and [`FairShare::remove`] until it
+    /// is removed.
+    pub fn add(&mut self, flow: u32, channels: &[u32]) -> u32 {
+        self.add_weighted(flow, channels, |_| 1)
     }
 
     /// A class `flow` starts crossing `channels` (each at most once) with
-    /// `weights[i]` members on `channels[i]` (each at least 1).
-    pub fn add_class(&mut self, flow: u32, channels: &[u32], weights: &[u32]) {
+    /// `weights[i]` members on `channels[i]` (each at least 1); returns its
+    /// slot as [`FairShare::add`] does.
+    pub fn add_class(&mut self, flow: u32, channels: &[u32], weights: &[u32]) -> u32 {
         assert_eq!(channels.len(), weights.len());
         assert!(weights.iter().all(|&w| w > 0), "a class without members");
-        self.add_weighted(flow, channels, |i| weights[i]);
+        self.add_weighted(flow, channels, |i| weights[i])
     }
 
-    fn add_weighted(&mut self, flow: u32, channels: &[u32], weight: impl Fn(usize) -> u32) {
+    fn add_weighted(&mut self, flow: u32, channels: &[u32], weight: impl Fn(usize) -> u32) -> u32 {
+        assert_ne!(flow, NO_FLOW, "flow id {NO_FLOW} is reserved");
         assert!(
             !channels.is_empty() && channels.len() <= usize::from(u16::MAX),
             "flow {flow}: a path of {} channels",
@@ -286,20 +289,21 @@ impl FairShare {
         let start = s.path_start as usize;
         self.path[start..start + channels.len()].copy_from_slice(channels);
         self.flow_at[slot as usize] = flow;
-        self.slot_of.set(flow, slot);
         for (i, &c) in channels.iter().enumerate() {
             let w = weight(i);
             self.weight[start + i] = w;
             self.channel[c as usize].weight_on += w;
             self.flows_on[c as usize].push((slot, w));
         }
-        self.arrived.push(flow);
+        self.arrived.push(slot);
+        slot
     }
 
-    /// Flow `flow` stops; returns the rate it had.
-    pub fn remove(&mut self, flow: u32) -> u64 {
-        let slot = self.slot_of.take(flow);
-        assert!(slot != NO_SLOT, "flow {flow} is not active");
+    /// The flow in `slot` stops; returns the rate it had. The slot goes to
+    /// the next flow added.
+    pub fn remove(&mut self, slot: u32) -> u64 {
+        let flow = std::mem::replace(&mut self.flow_at[slot as usize], NO_FLOW);
+        assert_ne!(flow, NO_FLOW, "slot {slot} has no active flow");
         let s = &mut self.slot[slot as usize];
         let rate = std::mem::take(&mut s.rate_bps);
         let start = s.path_start as usize;
@@ -340,10 +344,13 @@ impl FairShare {
     /// reaches that an earlier (lower) one did not.
     pub fn resolve(&mut self, changed: &mut Vec<RateChange>) {
         for k in 0..self.arrived.len() {
-            let slot = self.slot_of.get(self.arrived[k]);
-            if slot == NO_SLOT {
+            let slot = self.arrived[k];
+            if self.flow_at[slot as usize] == NO_FLOW {
                 continue; // departed again: its departure was a full re-solve
             }
+            // A slot freed and taken again in this instant is listed twice,
+            // both times for its new flow: the second listing's channels
+            // are seeds at the same levels, which a region already took.
             let s = self.slot[slot as usize];
             let path = &self.path[s.path_start as usize..][..usize::from(s.path_len)];
             let level = path

@@ -12,7 +12,7 @@ fn solve(share: &mut FairShare) -> Vec<RateChange> {
 
 #[test]
 fn flows_on_one_bottleneck_split_it_evenly() {
-    let mut s = FairShare::new(vec![100, 100, 30], 3);
+    let mut s = FairShare::new(vec![100, 100, 30]);
     s.add(0, &[0, 2]);
     s.add(1, &[1, 2]);
     s.add(2, &[2]);
@@ -24,7 +24,7 @@ fn flows_on_one_bottleneck_split_it_evenly() {
 fn a_flow_limited_elsewhere_leaves_its_share_to_the_others() {
     // Classic max-min: flow 0 crosses a 10 b/s channel, so flows 1 and 2
     // share what it leaves of the common 100 b/s channel.
-    let mut s = FairShare::new(vec![100, 10], 3);
+    let mut s = FairShare::new(vec![100, 10]);
     s.add(0, &[0, 1]);
     s.add(1, &[0]);
     s.add(2, &[0]);
@@ -40,7 +40,7 @@ fn classes_get_weighted_max_min_shares() {
     // Channel 2 caps class 2 at 12 first; channel 0 then gives each of
     // its 4 members 120 / 4 = 30 (channel 1 would leave class 1's two
     // members (100 - 12) / 2 = 44 each).
-    let mut s = FairShare::new(vec![120, 100, 12], 3);
+    let mut s = FairShare::new(vec![120, 100, 12]);
     s.add_class(0, &[0], &[3]);
     s.add_class(1, &[0, 1], &[1, 2]);
     s.add_class(2, &[1, 2], &[1, 1]);
@@ -49,7 +49,7 @@ fn classes_get_weighted_max_min_shares() {
     assert_eq!((s.load(0), s.load(1), s.load(2)), (4, 3, 1));
     // Class 0 leaves: class 1's two members on channel 1 get
     // (100 - 12) / 2 = 44 each, below channel 0's 120.
-    s.remove(0);
+    s.remove_flow(0);
     solve(&mut s);
     assert_eq!((s.rate_bps(1), s.rate_bps(2)), (44, 12));
     assert_eq!(s.weights(1), &[1, 2]);
@@ -60,8 +60,8 @@ fn a_class_of_n_equals_n_flows_on_the_same_channels() {
     // N = 4 members of one class on an uplink shared with a plain flow:
     // each gets C / (N + 1), as 4 separate flows would.
     let (mut class, mut flows) = (
-        FairShare::new(vec![1_000, 1_000], 8),
-        FairShare::new(vec![1_000, 1_000], 8),
+        FairShare::new(vec![1_000, 1_000]),
+        FairShare::new(vec![1_000, 1_000]),
     );
     class.add_class(0, &[0, 1], &[4, 1]);
     class.add(1, &[0]);
@@ -77,12 +77,12 @@ fn a_class_of_n_equals_n_flows_on_the_same_channels() {
 
 #[test]
 fn departures_only_touch_their_component() {
-    let mut s = FairShare::new(vec![100, 100], 4);
+    let mut s = FairShare::new(vec![100, 100]);
     s.add(0, &[0]);
     s.add(1, &[0]);
     s.add(2, &[1]);
     solve(&mut s);
-    assert_eq!(s.remove(1), 50);
+    assert_eq!(s.remove_flow(1), 50);
     let changed = solve(&mut s);
     assert_eq!(
         changed,
@@ -101,10 +101,7 @@ fn scanning_and_the_tree_give_the_same_rates_through_arrivals_and_departures() {
     // classes come and go (slots are reused), both solvers see the same
     // sequence.
     let caps: Vec<u64> = (0..40).map(|c| 1_000 + 37 * (c * c % 23)).collect();
-    let (mut scan, mut tree) = (
-        FairShare::new(caps.clone(), 300),
-        FairShare::new(caps.clone(), 300),
-    );
+    let (mut scan, mut tree) = (FairShare::new(caps.clone()), FairShare::new(caps.clone()));
     tree.scan_channels = 0;
     let mut x: u64 = 7;
     let mut rand = |n: u64| {
@@ -128,13 +125,14 @@ fn scanning_and_the_tree_give_the_same_rates_through_arrivals_and_departures() {
         active.push(flow);
         if rand(3) == 0 {
             let gone = active.swap_remove(rand(active.len() as u64) as usize);
-            assert_eq!(scan.remove(gone), tree.remove(gone));
+            assert_eq!(scan.remove_flow(gone), tree.remove_flow(gone));
         }
         let changes = solve(&mut scan);
         assert_eq!(changes, solve(&mut tree));
         // A change's slot finds what its flow id finds (slots are reused).
         for c in &changes {
-            let (by_slot, by_id) = (scan.changed(c), scan.active(c.flow));
+            let by_id = scan.active(scan.slot_of(c.flow).expect("active"));
+            let by_slot = scan.changed(c);
             assert_eq!(by_slot.rate_bps, by_id.rate_bps, "flow {}", c.flow);
             assert_eq!((by_slot.path, by_slot.weights), (by_id.path, by_id.weights));
             assert_ne!(by_slot.rate_bps, c.old_bps);
@@ -168,10 +166,7 @@ fn re_solving_from_the_level_gives_the_rates_of_whole_components() {
             })
             .collect();
         let scan = if seed % 2 == 0 { SCAN_CHANNELS } else { 0 };
-        let (mut level, mut whole) = (
-            FairShare::new(caps.clone(), 2_000),
-            FairShare::new(caps.clone(), 2_000),
-        );
+        let (mut level, mut whole) = (FairShare::new(caps.clone()), FairShare::new(caps.clone()));
         whole.from_level = false;
         (level.scan_channels, whole.scan_channels) = (scan, scan);
         let mut x = seed;
@@ -195,7 +190,7 @@ fn re_solving_from_the_level_gives_the_rates_of_whole_components() {
             }
             for _ in 0..rand(5).min(active.len() as u64) {
                 let gone = active.swap_remove(rand(active.len() as u64) as usize);
-                assert_eq!(level.remove(gone), whole.remove(gone));
+                assert_eq!(level.remove_flow(gone), whole.remove_flow(gone));
             }
             let (mut a, mut b) = (solve(&mut level), solve(&mut whole));
             a.sort_unstable_by_key(|r| r.flow);
@@ -212,7 +207,7 @@ fn re_solving_from_the_level_gives_the_rates_of_whole_components() {
 fn rates_never_exceed_a_channel_capacity() {
     // A chain of channels with flows of every span over them.
     let caps = vec![70, 50, 90, 30, 110];
-    let mut s = FairShare::new(caps.clone(), 15);
+    let mut s = FairShare::new(caps.clone());
     let mut f = 0;
     for a in 0..caps.len() as u32 {
         for b in a..caps.len() as u32 {
@@ -239,4 +234,29 @@ fn rates_never_exceed_a_channel_capacity() {
         });
         assert!(bottlenecked, "flow {g} could go faster");
     }
+}
+
+#[test]
+fn slots_freed_in_an_instant_are_solved_by_their_new_flows_or_not_at_all() {
+    // The solver knows flows by slot, not id: flow 0 arrives and leaves in
+    // one instant and flow 2 takes its slot; flow 3 arrives and leaves
+    // alone on channel 3, whose slot stays free.
+    let caps = vec![100, 100, 60, 10];
+    let mut s = FairShare::new(caps.clone());
+    s.add(1, &[0, 1]);
+    solve(&mut s);
+    let gone = s.add(0, &[1, 2]);
+    assert_eq!(s.remove(gone), 0);
+    assert_eq!(s.add(2, &[0, 2]), gone, "the freed slot is taken again");
+    let alone = s.add(3, &[3]);
+    s.remove(alone);
+    solve(&mut s);
+    let mut fresh = FairShare::new(caps);
+    fresh.add(1, &[0, 1]);
+    fresh.add(2, &[0, 2]);
+    solve(&mut fresh);
+    assert_eq!((s.rate_bps(1), s.rate_bps(2)), (50, 50));
+    assert_eq!((fresh.rate_bps(1), fresh.rate_bps(2)), (50, 50));
+    assert_eq!((s.rate_bps(0), s.rate_bps(3)), (0, 0));
+    assert_eq!(s.load(3), 0);
 }

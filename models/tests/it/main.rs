@@ -38,6 +38,7 @@ mod parser_properties;
 mod pipeline;
 mod planes;
 mod qp_rate;
+mod qp_round_robin;
 mod simbricks;
 mod streamed_rows;
 mod timely;

@@ -128,9 +128,20 @@ impl<S: TelemetrySink> Network<'_, S> {
             (s.port, s.spray_ports)
         };
         let local = ctx.local_index();
+        let after_last = self.fabric.config.qp_round_robin_after_last;
         for p in qp_ports(port, spray) {
             let gport = self.port_index(local, p);
-            self.hosts[gport].flows.retain(|&f| f as usize != i);
+            let host = &mut self.hosts[gport];
+            let Some(pos) = host.flows.iter().position(|&f| f as usize == i) else {
+                continue;
+            };
+            host.flows.remove(pos);
+            // After-last keeps its turn on the queue pair served last, as
+            // SimAI's RdmaEgressQueue remaps `m_rrlast` when it drops
+            // finished queue pairs: the flows behind `pos` moved up one.
+            if after_last && pos < host.round_robin {
+                host.round_robin -= 1;
+            }
         }
     }
 }

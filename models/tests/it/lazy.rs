@@ -8,9 +8,9 @@ use netsim_models::workload::build::lazy::{
     expand, lazy_jobs, lazy_jobs_within, plan_jobs, plan_only_jobs, plan_only_shaped, Plans,
 };
 use netsim_models::workload::nccl::Nccl;
-use netsim_models::workload::on_demand::Source;
+use netsim_models::workload::on_demand::{self, Source};
 use netsim_models::workload::IdBase;
-use netsim_models::workload::{build_jobs, simai, Algorithm, Job, Workload};
+use netsim_models::workload::{build_jobs, file, simai, Algorithm, Job, Workload};
 use netsim_topo::{FatTreeParams, SimaiParams, SimaiTemplate, TopoSpec, Topology};
 
 const MOE: &str = include_str!("../../../runs/scenarios/workloads/moe-pp4-ep2-tp8-128.txt");
@@ -239,4 +239,36 @@ fn plans_past_the_most_entries_are_refused_with_an_error() {
     let most = format!("pass the {} a lazy build may list", listed - 1);
     assert!(error.contains(&most), "{error}");
     assert!(error.contains("--fold-dp"), "{error}");
+}
+
+/// The memory check's live tasks (issue 32): a collective is expanded
+/// whole when its first member is ready, so a host may hold a member's
+/// share of the largest one. One ring all-reduce over the 128 hosts of a
+/// k = 8 fat-tree sends 2 x 127 chunks a member, past the flat 64 a host
+/// the check allowed before; every task of the collective may be live.
+#[test]
+fn a_host_may_hold_a_member_s_share_of_the_largest_collective() {
+    let topo = fat_tree();
+    let hosts = topo.host_count();
+    let text = "[[phase]]\nname = \"ar\"\ncollective = \"allreduce\"\nsize = \"1MiB\"\n\
+                algo = \"ring\"\n";
+    let jobs = [Job {
+        name: None,
+        spec: file::parse(text, "w.toml", hosts).unwrap(),
+        hosts: (0..hosts).collect(),
+        start: SimTime::ZERO,
+    }];
+    let config = NetConfig::default();
+    let w = lazy_jobs(&jobs, &[], &topo, &config).unwrap();
+    let lazy = w.lazy.as_ref().unwrap();
+    assert_eq!(hosts, 128);
+    // The collective's tasks, the same share at each member.
+    let in_collective = u64::from(lazy.ids().task) - lazy.kept_tasks();
+    let share = lazy.live_tasks_per_host();
+    assert!(share >= 2 * 127, "{share}");
+    assert_eq!(share * 128, in_collective);
+    assert_eq!(
+        lazy.live_bytes(hosts),
+        in_collective * on_demand::BYTES_PER_LIVE_TASK
+    );
 }

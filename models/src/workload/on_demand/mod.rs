@@ -47,7 +47,9 @@ pub struct LazyPlan {
 }
 
 /// Tasks of expanded collectives a host has at once, for the memory
-/// check: a collective is expanded whole when its first member is ready.
+/// check, at the least: a collective is expanded whole when its first
+/// member is ready, so a host holds at least a member's share of the
+/// largest ([`LazyPlan::live_tasks_per_host`]).
 pub const LIVE_TASKS_PER_HOST: u64 = 64;
 /// What an expanded task holds: itself and what it does (32 B), its flow
 /// (28 B), its count and dependents' lists (~20 B), and the expansion's
@@ -222,11 +224,29 @@ impl LazyPlan {
     }
 
     /// What a shard's expanded collectives may hold at once on `hosts`
-    /// hosts: [`LIVE_TASKS_PER_HOST`] tasks of [`BYTES_PER_LIVE_TASK`]
-    /// each, at most every task of the workload.
+    /// hosts: [`LazyPlan::live_tasks_per_host`] tasks of
+    /// [`BYTES_PER_LIVE_TASK`] each, at most every task of the workload.
     pub fn live_bytes(&self, hosts: u32) -> u64 {
         let tasks = u64::from(self.kept.ids.task - self.kept.tasks.len() as u32);
-        tasks.min(u64::from(hosts) * LIVE_TASKS_PER_HOST) * BYTES_PER_LIVE_TASK
+        let per_host = self.live_tasks_per_host();
+        tasks.min(u64::from(hosts).saturating_mul(per_host)) * BYTES_PER_LIVE_TASK
+    }
+
+    /// Tasks of expanded collectives a host may hold at once: a member's
+    /// share of the largest collective (its tasks over its simulated
+    /// members, rounded up), and never fewer than [`LIVE_TASKS_PER_HOST`].
+    /// An expanded collective is held whole until its last member ends,
+    /// and its members become ready over a long stretch (issue 32: the
+    /// 32,768-GPU GPT's data-parallel all-reduces over 512 ranks hold
+    /// ~1,074 tasks a member, and 48 of them 802 a host).
+    pub fn live_tasks_per_host(&self) -> u64 {
+        let share = |i: usize| {
+            let members = self.plans.group(i).len().max(1) as u64;
+            u64::from(self.plans.list[i].count.task).div_ceil(members)
+        };
+        (0..self.plans.list.len())
+            .map(share)
+            .fold(LIVE_TASKS_PER_HOST, u64::max)
     }
 
     /// Of what can be under way by `end` on `shards` shards: the flows

@@ -162,8 +162,10 @@ fn bad_simai_input_is_one_line_with_file_line_and_field() {
 
 /// One 16 MiB collective on SimAI's own Spectrum-X topology files against
 /// SimAI 1.6's ns-3 packet backend (`tests/data/simai-packet/`, which says
-/// how SimAI ran): every case marked `asserted` within the file's tolerance.
-/// The others are recorded with the gap and its reason.
+/// how SimAI ran): every case marked `asserted` within the file's tolerance
+/// of SimAI's last rank (`simai_end_us`), the end netsim's collective has.
+/// SimAI's own report (`simai_us`) is rank 0's alone, up to 12.7% earlier on
+/// 128 GPUs. The others are recorded with the gap and its reason.
 #[test]
 fn spectrum_x_collectives_agree_with_simais_packet_backend() {
     let dir = runs_file("tests/data/simai-packet");
@@ -179,6 +181,12 @@ fn spectrum_x_collectives_agree_with_simais_packet_backend() {
     assert!(
         asserted.len() >= 6,
         "the 8- and 16-GPU ring cases are asserted"
+    );
+    assert!(
+        asserted
+            .iter()
+            .any(|c| c["topology"].as_str().unwrap().contains("_128g_")),
+        "a 128-GPU case is asserted"
     );
     for case in asserted {
         let name = case["name"].as_str().unwrap();
@@ -197,10 +205,10 @@ fn spectrum_x_collectives_agree_with_simais_packet_backend() {
         let rows = collectives(&out);
         assert_eq!(rows.len(), 1, "{name}");
         let ours_us = rows[0].4 as f64 / 1e3;
-        let simai_us = case["simai_us"].as_float().unwrap();
+        let simai_us = case["simai_end_us"].as_float().unwrap();
         assert!(
             (ours_us - simai_us).abs() / simai_us < tolerance,
-            "{name}: {ours_us:.3} us against SimAI's {simai_us:.3} us"
+            "{name}: {ours_us:.3} us against SimAI's last rank at {simai_us:.3} us"
         );
         let _ = std::fs::remove_dir_all(&out);
     }

@@ -135,6 +135,11 @@ pub struct NetworkArgs {
     /// [netsim, connectx off; simai var-bdp].
     #[arg(long, value_parser = ["off", "bdp", "var-bdp"])]
     pub window: Option<String>,
+    /// Whose BDP and base RTT the window of a RoCE queue pair covers: its
+    /// own path's, or the fabric's largest over all pairs of hosts (SimAI
+    /// 1.6, which forces GLOBAL_T to 1) [all profiles: path].
+    #[arg(long, value_parser = ["path", "fabric"])]
+    pub window_scope: Option<String>,
     /// Receivers acknowledge every this many packets [all: 1].
     #[arg(long)]
     pub ack_interval: Option<u32>,
@@ -334,6 +339,7 @@ pub fn config_json(profile: &str, uec_profile: &str, c: &NetConfig) -> serde_jso
         "qp_round_robin_after_last": c.qp_round_robin_after_last,
         "qp_rate_kept": c.qp_rate_kept,
         "window": format!("{:?}", c.window),
+        "window_fabric_max": c.window_fabric_max,
         "ecn_at_dequeue": c.ecn_at_dequeue,
         "ecn_draw_rails": c.ecn_draw_rails,
         "ecn": c.ecn.iter().map(|p| serde_json::json!({

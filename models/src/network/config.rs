@@ -255,6 +255,11 @@ pub struct NetConfig {
     /// off, the next turn's index is fixed when a packet is sent, modulo the
     /// queue pairs then, so it wraps to the oldest (`--qp-round-robin`).
     pub qp_round_robin_after_last: bool,
+    /// Every RoCE queue pair's window (and base RTT) is the fabric's
+    /// largest bandwidth-delay product (and RTT) over all pairs of hosts,
+    /// as in SimAI 1.6, whose `ReadConf` forces `GLOBAL_T` to 1 whatever
+    /// `SimAI.conf` says; off, its own path's (`--window-scope`).
+    pub window_fabric_max: bool,
     /// A flow queued behind another on its queue pair takes the DCQCN
     /// state the flow ahead leaves (rate, target, alpha, stages), as a
     /// NIC's queue pair keeps its rate from one message to the next; off,
@@ -423,6 +428,7 @@ impl Default for NetConfig {
             ack_high_priority: true,
             recv_complete_at_ack: false,
             qp_round_robin_after_last: false,
+            window_fabric_max: false,
             qp_rate_kept: true,
             window: WindowMode::Off,
             ecn: default_ecn_profiles(),

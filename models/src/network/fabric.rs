@@ -40,6 +40,17 @@ pub struct Fabric {
     pub(crate) twin_draws: Arc<[Twin]>,
     /// SimBricks links of hosts' ports (`external`); empty: none.
     pub external: super::external::ExternalPorts,
+    /// With `window_fabric_max`, the window every RoCE queue pair gets.
+    pub(crate) widest: Option<WidestPath>,
+}
+
+/// The largest bandwidth-delay product and, separately, the largest RTT
+/// over every ordered pair of hosts, each on its minimum-latency path
+/// (SimAI's `maxBdp` and `maxRtt`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct WidestPath {
+    pub bdp_bytes: u64,
+    pub rtt: SimTime,
 }
 
 impl Fabric {
@@ -102,6 +113,7 @@ impl Fabric {
         );
         fabric.source_ports = self.source_ports.clone();
         fabric.twin_draws = self.twin_draws.clone();
+        fabric.widest = self.widest;
         fabric
     }
 
@@ -126,7 +138,7 @@ impl Fabric {
             EcmpEntropy::Flow => Arc::from([]),
             EcmpEntropy::Connection => connection_ports(&workload),
         };
-        Fabric {
+        let mut fabric = Fabric {
             source_ports,
             twin_draws: Arc::from([]),
             dragonfly: DragonflyIndex::new(&topo),
@@ -138,7 +150,12 @@ impl Fabric {
             faults: FaultPlan::default(),
             proxy_host,
             external: Default::default(),
+            widest: None,
+        };
+        if fabric.config.window_fabric_max {
+            fabric.widest = Some(widest_path(&fabric));
         }
+        fabric
     }
 
     /// The seed of `node`'s ECMP hash: per node, so that switches of one
@@ -181,6 +198,42 @@ fn connection_ports(workload: &Workload) -> Arc<[u32]> {
             splitmix64(&mut h) as u32 | 1 << 31
         })
         .collect()
+}
+
+/// SimAI's `maxBdp` and `maxRtt`: every ordered pair of hosts on its
+/// minimum-latency path, `hosts^2` paths once per run (as SimAI's
+/// all-pairs table), each BDP the path's RTT at its slowest link.
+fn widest_path(fabric: &Fabric) -> WidestPath {
+    let topo = &fabric.topo;
+    let hosts: Vec<u32> = (0..topo.node_count())
+        .filter(|&n| topo.is_host(n))
+        .collect();
+    let mut widest = WidestPath {
+        bdp_bytes: 0,
+        rtt: SimTime::ZERO,
+    };
+    for &src in &hosts {
+        for &dst in &hosts {
+            let Some(port) = fabric
+                .routing
+                .first_next_hop(src, dst)
+                .filter(|_| src != dst)
+            else {
+                continue;
+            };
+            let spec = FlowSpec {
+                src,
+                dst,
+                size_bytes: u64::from(fabric.config.mtu_bytes),
+                start: SimTime::ZERO,
+            };
+            let t = path_timing(fabric, &spec, port);
+            let bdp = u128::from(t.rtt.as_ps()) * u128::from(t.bottleneck_bps) / 8_000_000_000_000;
+            widest.bdp_bytes = widest.bdp_bytes.max(bdp as u64);
+            widest.rtt = widest.rtt.max(t.rtt);
+        }
+    }
+    widest
 }
 
 /// Ideal completion time of a flow alone in the network, as the sender sees
@@ -270,5 +323,34 @@ impl PathTiming {
     /// Completion as the sender sees it, alone on the path.
     pub fn ideal_fct(&self) -> SimTime {
         serialization(self.wire_bytes, self.bottleneck_bps) + self.forward_tail + self.ack_return
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// SimAI's `maxBdp`/`maxRtt` on a k = 4 fat-tree of 100 Gb/s, 1 us
+    /// links: the longest host pair crosses the core (6 links on 3 tiers,
+    /// 4 on 2), each link a full packet and its ACK, out and back.
+    #[test]
+    fn the_fabric_window_covers_the_longest_path() {
+        let config = NetConfig {
+            window_fabric_max: true,
+            ..NetConfig::default()
+        };
+        let packet_ps = u64::from(config.mtu_bytes + config.header_bytes) * 8 * 10; // 100 Gb/s: 10 ps a bit
+        let ack_ps = u64::from(config.control_bytes) * 8 * 10;
+        for (tiers, links) in [(2, 4), (3, 6)] {
+            let fabric =
+                Fabric::k4_fat_tree(tiers, Workload::from_flows(Vec::new()), config.clone(), 1);
+            let rtt_ps = links * (2 * 1_000_000 + packet_ps + ack_ps);
+            let widest = fabric.widest.expect("window_fabric_max");
+            assert_eq!(widest.rtt, SimTime(rtt_ps), "{tiers} tiers");
+            assert_eq!(widest.bdp_bytes, rtt_ps * 100 / 8 / 1000, "{tiers} tiers");
+        }
+        let path =
+            Fabric::k4_fat_tree(3, Workload::from_flows(Vec::new()), NetConfig::default(), 1);
+        assert_eq!(path.widest, None);
     }
 }

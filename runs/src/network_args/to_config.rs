@@ -313,6 +313,9 @@ impl NetworkArgs {
         if let Some(v) = &self.qp_rate {
             c.qp_rate_kept = v == "kept";
         }
+        if let Some(v) = &self.window_scope {
+            c.window_fabric_max = v == "fabric";
+        }
         if let Some(v) = &self.window {
             c.window = match v.as_str() {
                 "off" => WindowMode::Off,

@@ -61,8 +61,15 @@ impl<S: TelemetrySink> Network<'_, S> {
         s.next_send = ctx.now();
         s.ideal_fct = ideal_fct;
         s.path_hash = five_tuple_hash(fabric.source_port(flow), src, dst);
-        let bdp_bytes = line_rate_bps as f64 * base_rtt.as_ps() as f64 / 8e12;
-        s.base_rtt = base_rtt;
+        // The window covers the path's RTT, or SimAI's fabric-wide largest.
+        let (window_rtt, bdp_bytes) = fabric.widest.map_or(
+            (
+                base_rtt,
+                line_rate_bps as f64 * base_rtt.as_ps() as f64 / 8e12,
+            ),
+            |w| (w.rtt, w.bdp_bytes as f64),
+        );
+        s.base_rtt = window_rtt;
         s.bdp_bytes = bdp_bytes as u64;
         s.cc = CcState::new(
             fabric.config.cc,

@@ -353,4 +353,24 @@ mod tests {
             Fabric::k4_fat_tree(3, Workload::from_flows(Vec::new()), NetConfig::default(), 1);
         assert_eq!(path.widest, None);
     }
+
+    /// HPCC's queue term takes the same base RTT as the window: the
+    /// fabric's largest with the option, a neighbour's own path without.
+    #[test]
+    fn hpcc_takes_the_fabric_rtt_with_the_fabric_window() {
+        let config = NetConfig {
+            window_fabric_max: true,
+            ..NetConfig::default()
+        };
+        let wide = Fabric::k4_fat_tree(3, Workload::from_flows(Vec::new()), config, 1);
+        let path =
+            Fabric::k4_fat_tree(3, Workload::from_flows(Vec::new()), NetConfig::default(), 1);
+        let hosts: Vec<u32> = (0..path.topo.node_count())
+            .filter(|&n| path.topo.is_host(n))
+            .collect();
+        let (a, b) = (hosts[0], hosts[1]);
+        let widest = wide.widest.expect("window_fabric_max").rtt;
+        assert_eq!(crate::network::cc::flow_base_rtt(&wide, a, b), widest);
+        assert!(crate::network::cc::flow_base_rtt(&path, a, b) < widest);
+    }
 }

@@ -84,8 +84,12 @@ impl IntRecords {
 
 /// The base RTT of host `src`'s path to host `dst`, as its sender's
 /// window sees it: a full-size packet out and its ACK back (SimAI's
-/// `pairRtt`, the `T` of the flow's queue term).
+/// `pairRtt`, the `T` of the flow's queue term); with `--window-scope
+/// fabric`, the fabric's largest (SimAI 1.6's `maxRtt`).
 pub(crate) fn flow_base_rtt(fabric: &Fabric, src: u32, dst: u32) -> SimTime {
+    if let Some(w) = fabric.widest {
+        return w.rtt;
+    }
     let first_port = fabric.routing.first_next_hop(src, dst).unwrap_or(0);
     let spec = FlowSpec {
         src,

@@ -171,7 +171,14 @@ impl<S: TelemetrySink> Network<'_, S> {
             .collect();
         for (local, &node) in self.nodes.iter().enumerate() {
             let ports = self.port_base[local] as usize..self.port_base[local + 1] as usize;
-            for (bit, periods) in [(1, long), (2, short)] {
+            // Bit 0 over the long window, bit 1 over the short (one test
+            // sets both where they are one window).
+            let windows: &[(u64, usize)] = if short < long {
+                &[(1, long), (2, short)]
+            } else {
+                &[(3, long)]
+            };
+            for &(bit, periods) in windows {
                 if ports
                     .clone()
                     .any(|gp| !self.ff_port_steady(gp, node, slot, periods))

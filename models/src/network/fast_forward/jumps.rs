@@ -369,12 +369,8 @@ impl<S: TelemetrySink> Network<'_, S> {
     /// within two packets over the window ending at `slot`; congested,
     /// whether every switch queue's means over the window's halves agree.
     fn ff_ports_steady(&self, slot: usize) -> bool {
-        let periods = self
-            .ff
-            .steady
-            .as_ref()
-            .expect("fast-forward is on")
-            .run_periods;
+        let ff = self.ff.steady.as_ref().expect("fast-forward is on");
+        let periods = ff.run_periods;
         (0..self.nodes.len()).all(|local| {
             let ports = self.port_base[local] as usize..self.port_base[local + 1] as usize;
             ports
@@ -427,19 +423,8 @@ impl<S: TelemetrySink> Network<'_, S> {
     /// The longest jump the `active` senders allow at check `index` (slot
     /// `slot`); `None` if a flow's rate is not steady.
     fn ff_max_skip(&self, index: u64, slot: usize, active: &[usize]) -> Option<SimTime> {
-        let max_skip = self
-            .ff
-            .steady
-            .as_ref()
-            .expect("fast-forward is on")
-            .config
-            .max_skip;
-        let periods = self
-            .ff
-            .steady
-            .as_ref()
-            .expect("fast-forward is on")
-            .run_periods;
+        let ff = self.ff.steady.as_ref().expect("fast-forward is on");
+        let (max_skip, periods) = (ff.config.max_skip, ff.run_periods);
         active.iter().try_fold(max_skip, |m, &i| {
             Some(m.min(self.ff_flow_skip((index, slot), i, periods)?))
         })

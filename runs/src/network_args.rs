@@ -289,7 +289,9 @@ pub struct NetworkArgs {
     #[arg(long, default_value_t = 10.0, help_heading = "Engine")]
     pub ff_period_us: f64,
     /// Fast-forward: steady window in microseconds, a whole number (2 to
-    /// 1000) of check periods; 0: 4 periods.
+    /// 1000) of check periods; 0: 4 periods. A domain (or run) whose flows'
+    /// congestion control never acted (no CNP, no retransmission, DCQCN at
+    /// line rate) is judged on its last 4 periods only.
     #[arg(long, default_value_t = 0.0, help_heading = "Engine")]
     pub ff_window_us: f64,
     /// Fast-forward: longest single jump in microseconds.

@@ -466,7 +466,8 @@ impl<S: TelemetrySink> Model for Network<'_, S> {
         now: SimTime,
         all_max: netsim_engine::AllMax<'_>,
     ) -> Result<(), netsim_engine::Aborted> {
-        self.memo_agree(now, all_max)
+        self.memo_agree(now, all_max)?;
+        self.ff_agree_quiet(all_max)
     }
 
     fn skip_parts(

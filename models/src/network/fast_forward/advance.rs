@@ -16,16 +16,21 @@ use netsim_engine::{NodeId, SimTime};
 
 impl<S: TelemetrySink> Network<'_, S> {
     /// The bytes port `gp` puts on the wire over a jump of `delta` at its
-    /// windowed rate (pro rata), shared among the priorities as the
-    /// packets started in the window were.
-    pub(super) fn ff_port_added(&self, gp: usize, delta: SimTime) -> [u64; PRIORITIES] {
+    /// rate over the last window of `periods` (pro rata), shared among the
+    /// priorities as the packets started in that window were.
+    pub(super) fn ff_port_added(
+        &self,
+        gp: usize,
+        delta: SimTime,
+        periods: usize,
+    ) -> [u64; PRIORITIES] {
         let ff = self.ff.steady.as_ref().expect("fast-forward is on");
         let slot = ((ff.checks - 1) % ff.slots as u64) as usize;
-        let oldest = (slot + 1) % ff.slots;
+        let oldest = ff.back(slot, periods);
         let (new, old) = (ff.tx[gp * ff.slots + slot], ff.tx[gp * ff.slots + oldest]);
         let started: u64 = (0..PRIORITIES).map(|prio| new[prio] - old[prio]).sum();
         let wire = ff.wire[gp * ff.slots + slot] - ff.wire[gp * ff.slots + oldest];
-        let bytes = u128::from(wire) * u128::from(delta.as_ps()) / ff.window_ps();
+        let bytes = u128::from(wire) * u128::from(delta.as_ps()) / ff.window_ps(periods);
         std::array::from_fn(|prio| {
             let share = u128::from(new[prio] - old[prio]);
             (bytes * share)
@@ -135,7 +140,9 @@ impl<S: TelemetrySink> Network<'_, S> {
         };
         let at_port = |port: u16| {
             let r = super::memo::resources::port_resource(self.fabric, target.0, port);
-            d.resource_shift.get(&r).copied().unwrap_or(SimTime::ZERO)
+            d.resource_shift
+                .get(&r)
+                .map_or(SimTime::ZERO, |&(shift, _)| shift)
         };
         match event {
             NetEvent::Arrive { port, pkt, .. } => {
@@ -180,9 +187,9 @@ impl<S: TelemetrySink> Network<'_, S> {
                 let port = (gp - self.port_base[local] as usize) as u16;
                 let r = super::memo::resources::port_resource(self.fabric, node.0, port);
                 let d = self.ff.domains.as_ref().expect("on");
-                if let Some(&delta) = d.resource_shift.get(&r) {
+                if let Some(&(delta, periods)) = d.resource_shift.get(&r) {
                     moved[gp] = delta;
-                    added[gp] = self.ff_port_added(gp, delta);
+                    added[gp] = self.ff_port_added(gp, delta, periods);
                 }
             }
         }
@@ -213,7 +220,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         self.ff_advance_receivers(&votes, |flow| SimTime(shift_ps[flow as usize]));
         let d = self.ff.domains.as_mut().expect("on");
         let (mut votes, mut shift_ps) = (votes, shift_ps);
-        for &f in &d.jumped {
+        for &(f, _) in &d.jumped {
             votes[f as usize] = 0;
             shift_ps[f as usize] = 0;
         }

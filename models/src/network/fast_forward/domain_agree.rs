@@ -18,9 +18,11 @@ pub(super) struct Agreed {
     /// Whether a memo replay is in flight (no domain jumps then).
     pub(super) replaying: bool,
     /// The flows sending, by id, with their own longest jump (ps; 0: not
-    /// steady).
-    pub(super) active: Vec<(u32, u64)>,
-    /// Per node: whether a port of it is unsteady (1) ...
+    /// steady) over the long window, and over the short one where the
+    /// flow is quiet (0: not quiet, or not steady over it).
+    pub(super) active: Vec<(u32, u64, u64)>,
+    /// Per node: whether a port of it is unsteady over the long window
+    /// (bit 0), over the short one (bit 1) ...
     pub(super) unsteady: Vec<u64>,
     /// ... and `k + 1` where check `k` is the last at which a flow through
     /// it ended or a packet was dropped at it (0: never).
@@ -68,7 +70,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         // Counts per host: the sending flows', then the started flows'.
         let mut counts = vec![0u64; 1 + 2 * hosts + 2 * nodes];
         counts[0] = u64::from(local.replaying);
-        for &(f, _) in active {
+        for &(f, _, _) in active {
             counts[1 + src(f)] += 1;
         }
         for &f in opened {
@@ -76,19 +78,19 @@ impl<S: TelemetrySink> Network<'_, S> {
         }
         counts[1 + 2 * hosts..].copy_from_slice(&local.node_values);
         all_max(&mut counts)?;
-        // Each host's offset: sending flows two values each, then started
+        // Each host's offset: sending flows three values each, then started
         // flows one each, in host order.
         let mut offset = vec![0usize; 2 * hosts];
         let mut at = 0usize;
         for h in 0..2 * hosts {
             offset[h] = at;
-            at += counts[1 + h] as usize * if h < hosts { 2 } else { 1 };
+            at += counts[1 + h] as usize * if h < hosts { 3 } else { 1 };
         }
         let mut flows = vec![0u64; at];
-        for &(f, own) in active {
+        for &(f, long, short) in active {
             let k = &mut offset[src(f)];
-            (flows[*k], flows[*k + 1]) = (u64::from(f), own);
-            *k += 2;
+            flows[*k..*k + 3].copy_from_slice(&[u64::from(f), long, short]);
+            *k += 3;
         }
         for &f in opened {
             let k = &mut offset[hosts + src(f)];
@@ -98,12 +100,12 @@ impl<S: TelemetrySink> Network<'_, S> {
         if !flows.is_empty() {
             all_max(&mut flows)?;
         }
-        let sending = 2 * counts[1..1 + hosts].iter().sum::<u64>() as usize;
+        let sending = 3 * counts[1..1 + hosts].iter().sum::<u64>() as usize;
         let mut agreed = Agreed {
             replaying: counts[0] != 0,
             active: flows[..sending]
-                .chunks_exact(2)
-                .map(|p| (p[0] as u32, p[1]))
+                .chunks_exact(3)
+                .map(|p| (p[0] as u32, p[1], p[2]))
                 .collect(),
             unsteady: counts[1 + 2 * hosts..1 + 2 * hosts + nodes].to_vec(),
             disturbed: counts[1 + 2 * hosts + nodes..].to_vec(),

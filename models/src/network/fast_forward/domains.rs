@@ -40,12 +40,13 @@ pub(crate) struct Domains {
     /// What bounds a jump by the flows waiting on its resources.
     pub(super) wait: WaitBound,
     /// The jumps agreed at the last check, until `advance.rs` made them:
-    /// per flow its shift (ps) and packets moved, the flows, and the
-    /// shift of each resource of a jumped domain.
+    /// per flow its shift (ps) and packets moved, the flows with the
+    /// periods of the window their domain was judged on, and the shift of
+    /// each resource of a jumped domain with those periods.
     pub(super) shift_ps: Vec<u64>,
     pub(super) votes: Vec<u64>,
-    pub(super) jumped: Vec<u32>,
-    pub(super) resource_shift: HashMap<Resource, SimTime>,
+    pub(super) jumped: Vec<(u32, usize)>,
+    pub(super) resource_shift: HashMap<Resource, (SimTime, usize)>,
 }
 
 impl Domains {
@@ -86,7 +87,7 @@ impl Domains {
 /// A shard's share of a check's agreement (see [`Agreed`]).
 pub(super) struct Local {
     pub(super) replaying: bool,
-    pub(super) active: Vec<(u32, u64)>,
+    pub(super) active: Vec<(u32, u64, u64)>,
     pub(super) opened: Vec<u32>,
     pub(super) node_values: Vec<u64>,
 }
@@ -119,9 +120,11 @@ impl<S: TelemetrySink> Network<'_, S> {
     }
 
     /// This shard's share of check `index`'s (slot `slot`) agreement: a
-    /// veto, its flows sending with their own jumps, those started since
-    /// the last agreement, and per node (`node_values`: whether a port of
-    /// it is unsteady, then when it was last disturbed).
+    /// veto, its flows sending with their own jumps (over the long window,
+    /// and over the short one where quiet), those started since the last
+    /// agreement, and per node (`node_values`: whether a port of it is
+    /// unsteady over the long window, bit 0, or the short one, bit 1, then
+    /// when it was last disturbed).
     pub(super) fn ff_domain_local(&mut self, index: u64, slot: usize) -> Local {
         let nodes = self.fabric.topo.node_count() as usize;
         let finished = std::mem::take(&mut self.ff.domains.as_mut().expect("on").finished);
@@ -151,21 +154,37 @@ impl<S: TelemetrySink> Network<'_, S> {
         let mut node_values = vec![0u64; 2 * nodes];
         node_values[nodes..].copy_from_slice(&d.disturbed);
         let opened = std::mem::take(&mut d.opened);
+        let steady = self.ff.steady.as_ref().expect("on");
+        let (long, short) = (steady.long(), steady.short());
+        let own = |i, periods| {
+            self.ff_flow_skip((index, slot), i, periods)
+                .map_or(0, |t| t.as_ps())
+        };
         let active: Vec<usize> = self.active_senders().collect();
         let active = active
             .into_iter()
             .map(|i| {
-                let own = self.ff_flow_skip(index, slot, i).map_or(0, |t| t.as_ps());
-                (self.transport.senders[i].flow, own)
+                let quiet = short < long && self.ff_flow_quiet(i);
+                let short_own = if quiet { own(i, short) } else { 0 };
+                (self.transport.senders[i].flow, own(i, long), short_own)
             })
             .collect();
         for (local, &node) in self.nodes.iter().enumerate() {
             let ports = self.port_base[local] as usize..self.port_base[local + 1] as usize;
-            if ports
-                .into_iter()
-                .any(|gp| !self.ff_port_steady(gp, node, slot))
-            {
-                node_values[node.0 as usize] = 1;
+            // Bit 0 over the long window, bit 1 over the short (one test
+            // sets both where they are one window).
+            let windows: &[(u64, usize)] = if short < long {
+                &[(1, long), (2, short)]
+            } else {
+                &[(3, long)]
+            };
+            for &(bit, periods) in windows {
+                if ports
+                    .clone()
+                    .any(|gp| !self.ff_port_steady(gp, node, slot, periods))
+                {
+                    node_values[node.0 as usize] |= bit;
+                }
             }
         }
         Local {
@@ -191,10 +210,9 @@ impl<S: TelemetrySink> Network<'_, S> {
         let Some(ff) = self.ff.steady.as_ref() else {
             return Ok((0, SimTime::ZERO));
         };
-        let periods = u64::from(ff.config.window_periods());
         let (index, period) = (ff.checks - 1, ff.config.period);
         // The same on every shard: checks and their gaps are agreed.
-        if self.ff.domains.is_none() || index < ff.valid_from + periods {
+        if self.ff.domains.is_none() || index < ff.valid_from + ff.short() as u64 {
             return Ok((0, SimTime::ZERO));
         }
         let slot = (index % ff.slots as u64) as usize;
@@ -225,7 +243,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         // Domains: union-find over the active flows' resources.
         let mut ids: HashMap<Resource, u32> = HashMap::new();
         let mut parent: Vec<u32> = Vec::new();
-        let active: Vec<u32> = agreed.active.iter().map(|&(f, _)| f).collect();
+        let active: Vec<u32> = agreed.active.iter().map(|&(f, _, _)| f).collect();
         for &f in &active {
             let (from, len) = self.ff_flow_path(f);
             let d = self.ff.domains.as_ref().expect("on");
@@ -245,24 +263,34 @@ impl<S: TelemetrySink> Network<'_, S> {
         }
         let mut ok = vec![true; parent.len()];
         let mut skip = vec![(end - now).as_ps(); parent.len()];
-        let window = u64::from(self.ff.steady.as_ref().expect("on").config.window_periods());
+        // A domain is quiet, judged on the short window, when every flow of
+        // it is quiet and steady over it; otherwise on the long one.
+        let mut quiet = vec![true; parent.len()];
+        let d = self.ff.domains.as_ref().expect("on");
+        let root_of = |f: u32, parent: &mut [u32]| {
+            find(parent, ids[&d.resources[d.paths[f as usize].0 as usize]]) as usize
+        };
+        for &(f, _, short) in &agreed.active {
+            quiet[root_of(f, &mut parent)] &= short != 0;
+        }
+        let steady = self.ff.steady.as_ref().expect("on");
+        let (long, short) = (steady.long() as u64, steady.short() as u64);
         for (&r, &id) in &ids {
             let node = (r >> 17) as usize;
+            let root = find(&mut parent, id) as usize;
+            let (bit, window) = if quiet[root] { (2, short) } else { (1, long) };
             let (unsteady, at) = (agreed.unsteady[node], agreed.disturbed[node]);
-            if unsteady != 0 || at + window > index + 1 {
-                ok[find(&mut parent, id) as usize] = false;
+            if unsteady & bit != 0 || at + window > index + 1 {
+                ok[root] = false;
             }
         }
-        let d = self.ff.domains.as_ref().expect("on");
-        for &(f, own) in &agreed.active {
-            let root = find(
-                &mut parent,
-                ids[&d.resources[d.paths[f as usize].0 as usize]],
-            );
+        for &(f, long_own, short_own) in &agreed.active {
+            let root = root_of(f, &mut parent);
+            let own = if quiet[root] { short_own } else { long_own };
             if own == 0 {
-                ok[root as usize] = false;
+                ok[root] = false;
             }
-            skip[root as usize] = skip[root as usize].min(own);
+            skip[root] = skip[root].min(own);
         }
         let view = (active.as_slice(), &ids, parent.as_mut_slice());
         let waited = self.ff_bound_by_others(now, view, (&mut ok, &mut skip), pending, all_max)?;
@@ -282,18 +310,20 @@ impl<S: TelemetrySink> Network<'_, S> {
                 jumps.push(SimTime(skip[root]));
             }
         }
+        let periods = |root: usize| if quiet[root] { short } else { long } as usize;
         for (&r, &id) in &ids {
-            let s = shift[find(&mut parent, id) as usize];
-            if s > 0 {
-                d.resource_shift.insert(r, SimTime(s));
+            let root = find(&mut parent, id) as usize;
+            if shift[root] > 0 {
+                d.resource_shift
+                    .insert(r, (SimTime(shift[root]), periods(root)));
             }
         }
         for &f in &active {
             let first = d.resources[d.paths[f as usize].0 as usize];
-            let s = shift[find(&mut parent, ids[&first]) as usize];
-            if s > 0 {
-                d.shift_ps[f as usize] = s;
-                d.jumped.push(f);
+            let root = find(&mut parent, ids[&first]) as usize;
+            if shift[root] > 0 {
+                d.shift_ps[f as usize] = shift[root];
+                d.jumped.push((f, periods(root)));
             }
         }
         Ok(jumps)
@@ -410,23 +440,26 @@ impl<S: TelemetrySink> Network<'_, S> {
     ) -> Result<(), Aborted> {
         let ff = self.ff.steady.as_ref().expect("on");
         let d = self.ff.domains.as_mut().expect("on");
-        let oldest = (slot + 1) % ff.slots;
         debug_assert_eq!(index % ff.slots as u64, slot as u64);
         let mut votes = vec![0u64; d.jumped.len()];
-        for (k, &f) in d.jumped.iter().enumerate() {
+        for (k, &(f, periods)) in d.jumped.iter().enumerate() {
             let Some(&i) = self.transport.sender_of.get(&f) else {
                 continue;
             };
             let (i, delta_ps) = (i as usize, d.shift_ps[f as usize]);
             let s = &self.transport.senders[i];
+            let oldest = ff.back(slot, periods);
             let total = ff.acked[i * ff.slots + slot] - ff.acked[i * ff.slots + oldest];
-            let moved = u128::from(total) * u128::from(delta_ps) / ff.ack_span_ps(i, slot);
+            let span_ps = ff.ack_span_ps(i, slot, periods);
+            // To the nearest packet: truncating made each jump end its
+            // flow up to a packet late, and a ring's steps add that up.
+            let moved = (u128::from(total) * u128::from(delta_ps) + span_ps / 2) / span_ps;
             let Qp::Roce(qp) = &s.qp else { continue };
             let room = s.packets.saturating_sub(qp.next_psn() + 1);
             votes[k] = (moved as u64).min(u64::from(room));
         }
         all_max(&mut votes)?;
-        for (&f, v) in d.jumped.iter().zip(votes) {
+        for (&(f, _), v) in d.jumped.iter().zip(votes) {
             d.votes[f as usize] = v;
         }
         Ok(())

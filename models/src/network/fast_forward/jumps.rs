@@ -26,14 +26,15 @@ pub(super) fn d_recovering(cc: &CcState) -> bool {
     matches!(cc, CcState::Dcqcn(d) if d.timers_running && !d.cnp_since_decrease && !d.cnp_since_alpha)
 }
 
-/// The slots of the window ending at `slot`, oldest to newest (the slots
-/// after it, wrapping), offset by `base`.
+/// The slots of the window of `periods` periods ending at `slot`, oldest
+/// to newest (wrapping in a ring of `slots`), offset by `base`.
 pub(super) fn oldest_to_newest(
     base: usize,
     slot: usize,
     slots: usize,
+    periods: usize,
 ) -> impl Iterator<Item = usize> + Clone {
-    (1..=slots).map(move |k| base + (slot + k) % slots)
+    (0..=periods).map(move |k| base + (slot + slots - periods + k) % slots)
 }
 
 /// A sender not sampled yet.
@@ -76,6 +77,9 @@ pub(crate) struct Steady {
     /// Per port, the check its samples count from again after a domain's
     /// jump moved it (`--ff-scope domain`; 0 otherwise).
     pub(super) port_from: Vec<u64>,
+    /// The periods the whole run is judged on at this check: the short
+    /// window when every flow sending is quiet (agreed), else the long.
+    pub(super) run_periods: usize,
 }
 
 impl Steady {
@@ -100,6 +104,7 @@ impl Steady {
             disturbances: vec![0; slots],
             disturbed_at: 0,
             port_from: vec![0; ports],
+            run_periods: slots - 1,
         }
     }
 
@@ -133,15 +138,16 @@ impl Steady {
         self.first_sample[i] = UNSAMPLED;
     }
 
-    /// The window's length in picoseconds.
-    pub(super) fn window_ps(&self) -> u128 {
-        u128::from(self.config.period.as_ps()) * u128::from(self.config.window_periods())
+    /// A window of `periods` periods in picoseconds.
+    pub(super) fn window_ps(&self, periods: usize) -> u128 {
+        u128::from(self.config.period.as_ps()) * periods as u128
     }
 
     /// Picoseconds between the last acknowledgements sender `i` had at the
-    /// window's first and last check (zero if none moved).
-    pub(super) fn ack_span_ps(&self, i: usize, slot: usize) -> u128 {
-        let oldest = (slot + 1) % self.slots;
+    /// first and last check of the window of `periods` ending at `slot`
+    /// (zero if none moved).
+    pub(super) fn ack_span_ps(&self, i: usize, slot: usize, periods: usize) -> u128 {
+        let oldest = self.back(slot, periods);
         let (new, old) = (
             self.ack_time[i * self.slots + slot],
             self.ack_time[i * self.slots + oldest],
@@ -149,38 +155,44 @@ impl Steady {
         u128::from(new.as_ps().saturating_sub(old.as_ps()))
     }
 
-    /// Sender `i`'s rate if it is steady on its own at check `index` (its
-    /// slot `slot`): sampled over the whole window, no retransmission in
+    /// Sender `i`'s rate if it is steady on its own over the window of
+    /// `periods` ending at check `index` (its slot `slot`): sampled over
+    /// the whole window, no retransmission in
     /// it, acknowledgements over the whole window (their first and last
     /// span it to within a period) at a per-period count varying by at
     /// most the tolerance plus one packet (acknowledgements come in whole
     /// packets). Gives the window's acknowledged packets and their span.
-    fn flow_rate(&self, i: usize, index: u64, slot: usize, retx: u64) -> Option<(u64, u128)> {
-        let oldest = (slot + 1) % self.slots;
-        if self.first_sample[i].max(self.valid_from) + u64::from(self.config.window_periods())
-            > index
+    fn flow_rate(
+        &self,
+        i: usize,
+        (index, slot): (u64, usize),
+        retx: u64,
+        periods: usize,
+    ) -> Option<(u64, u128)> {
+        let oldest = self.back(slot, periods);
+        if self.first_sample[i].max(self.valid_from) + periods as u64 > index
             || self.retransmitted[i * self.slots + oldest] != retx
         {
             return None;
         }
-        let acked: Vec<u64> = (0..self.slots)
-            .map(|k| u64::from(self.acked[i * self.slots + (slot + 1 + k) % self.slots]))
+        let acked: Vec<u64> = oldest_to_newest(i * self.slots, slot, self.slots, periods)
+            .map(|k| u64::from(self.acked[k]))
             .collect();
-        let total = acked[self.slots - 1] - acked[0];
-        let span_ps = self.ack_span_ps(i, slot);
+        let total = acked[periods] - acked[0];
+        let span_ps = self.ack_span_ps(i, slot, periods);
         let period_ps = u128::from(self.config.period.as_ps());
         let per_period = acked.windows(2).map(|w| w[1] - w[0]);
         // Congested, a rate swings within a period (DCQCN's cuts and
         // recoveries, PFC's pauses): steady when its two half windows
         // agree, to within a packet.
-        let half = self.slots / 2;
-        let halves = [acked[half] - acked[0], acked[self.slots - 1] - acked[half]];
+        let half = periods.div_ceil(2);
+        let halves = [acked[half] - acked[0], acked[periods] - acked[half]];
         let flat = if self.config.congested {
             self.steady(halves.into_iter(), 1)
         } else {
             self.steady(per_period, 1)
         };
-        if total == 0 || span_ps.abs_diff(self.window_ps()) > period_ps || !flat {
+        if total == 0 || span_ps.abs_diff(self.window_ps(periods)) > period_ps || !flat {
             return None;
         }
         Some((total, span_ps))
@@ -195,7 +207,7 @@ impl Steady {
     /// A jump or a gap restarts the history (`valid_from`) without a
     /// change in the flows' spacing: the window may start right there.
     fn settled(&self, since: u64, index: u64) -> bool {
-        let periods = u64::from(self.config.window_periods());
+        let periods = self.run_periods as u64;
         since + periods < index && self.valid_from + periods <= index
     }
 
@@ -212,11 +224,11 @@ impl Steady {
 
     /// How far a flow with `left` packets to go, acknowledging `total` in
     /// `span_ps`, may jump: the time to its last packet at that rate less
-    /// a window and a period (its tail is simulated packet by packet);
-    /// `None` when it is closer to its end than that.
-    fn room_ps(&self, left: u64, total: u64, span_ps: u128) -> Option<u128> {
+    /// a window of `periods` and a period (its tail is simulated packet by
+    /// packet); `None` when it is closer to its end than that.
+    fn room_ps(&self, left: u64, (total, span_ps): (u64, u128), periods: usize) -> Option<u128> {
         let to_end_ps = u128::from(left) * span_ps / u128::from(total);
-        to_end_ps.checked_sub(self.window_ps() + u128::from(self.config.period.as_ps()))
+        to_end_ps.checked_sub(self.window_ps(periods) + u128::from(self.config.period.as_ps()))
     }
 
     /// Whether `samples` (oldest first) vary by at most the tolerance of
@@ -256,8 +268,7 @@ impl<S: TelemetrySink> Network<'_, S> {
         let (index, slot) = self.ff_sample(now, &active);
         self.ff_census(index, slot, &active);
         let ff = self.ff.steady.as_ref().expect("fast-forward is on");
-        let periods = ff.slots as u64 - 1;
-        if index < ff.valid_from + periods || replaying {
+        if index < ff.valid_from + ff.run_periods as u64 || replaying {
             return not_steady(!active.is_empty());
         }
         if !ff.settled(ff.disturbed_at, index) || !self.ff_ports_steady(slot) {
@@ -340,12 +351,13 @@ impl<S: TelemetrySink> Network<'_, S> {
             if ff.first_sample[i].max(ff.valid_from) >= index {
                 continue;
             }
-            let steady =
-                ff.flow_rate(i, index, slot, s.retransmitted_pkts)
-                    .and_then(|(total, span_ps)| {
-                        let left = u64::from(s.packets - s.qp.acked());
-                        ff.room_ps(left, total, span_ps)
-                    });
+            let long = ff.long();
+            let steady = ff
+                .flow_rate(i, (index, slot), s.retransmitted_pkts, long)
+                .and_then(|rate| {
+                    let left = u64::from(s.packets - s.qp.acked());
+                    ff.room_ps(left, rate, long)
+                });
             if steady.is_some() {
                 let acked = ff.acked[i * ff.slots + slot] - ff.acked[i * ff.slots + prev];
                 self.stats.ff_flow_steady_bytes += u64::from(acked) * mtu;
@@ -357,36 +369,51 @@ impl<S: TelemetrySink> Network<'_, S> {
     /// within two packets over the window ending at `slot`; congested,
     /// whether every switch queue's means over the window's halves agree.
     fn ff_ports_steady(&self, slot: usize) -> bool {
+        let ff = self.ff.steady.as_ref().expect("fast-forward is on");
+        let periods = ff.run_periods;
         (0..self.nodes.len()).all(|local| {
             let ports = self.port_base[local] as usize..self.port_base[local + 1] as usize;
             ports
                 .into_iter()
-                .all(|gp| self.ff_port_steady(gp, self.nodes[local], slot))
+                .all(|gp| self.ff_port_steady(gp, self.nodes[local], slot, periods))
         })
     }
 
-    /// [`Network::ff_ports_steady`] for port `gp` of node `node`.
-    pub(super) fn ff_port_steady(&self, gp: usize, node: NodeId, slot: usize) -> bool {
+    /// [`Network::ff_ports_steady`] for port `gp` of node `node`, over the
+    /// window of `periods` ending at `slot`.
+    pub(super) fn ff_port_steady(
+        &self,
+        gp: usize,
+        node: NodeId,
+        slot: usize,
+        periods: usize,
+    ) -> bool {
         let ff = self.ff.steady.as_ref().expect("fast-forward is on");
         let config = &self.fabric.config;
         let packet_bytes = u64::from(config.mtu_bytes + config.header_bytes);
         let p = &self.ports[gp];
         // Moved by a domain's jump: not steady until a window after it.
-        if ff.port_from[gp] + u64::from(ff.config.window_periods()) >= ff.checks {
+        if ff.port_from[gp] + periods as u64 >= ff.checks {
             return false;
         }
         if !ff.config.congested && (p.paused || self.ingress[gp].pause_sent()) {
             return false;
         }
-        if node.0 < self.fabric.topo.host_count() {
+        // A queue falls only by sending: empty now and nothing started in
+        // the window, it was empty all along (most ports, and a loop over
+        // a long window's samples each at every check).
+        let oldest = gp * ff.slots + ff.back(slot, periods);
+        let idle =
+            ff.qlen[gp * ff.slots + slot] == 0 && ff.tx[gp * ff.slots + slot] == ff.tx[oldest];
+        if node.0 < self.fabric.topo.host_count() || idle {
             return true;
         }
-        let queue = oldest_to_newest(gp * ff.slots, slot, ff.slots).map(|k| ff.qlen[k]);
+        let queue = oldest_to_newest(gp * ff.slots, slot, ff.slots, periods).map(|k| ff.qlen[k]);
         if ff.config.congested {
             let q: Vec<u64> = queue.collect();
             let mean = |s: &[u64]| s.iter().sum::<u64>() / s.len() as u64;
             let slack = CONGESTED_QUEUE_SLACK_PKTS * packet_bytes;
-            let half = ff.slots / 2;
+            let half = periods.div_ceil(2);
             ff.steady([mean(&q[..=half]), mean(&q[half..])].into_iter(), slack)
         } else {
             ff.steady(queue, 2 * packet_bytes)
@@ -396,33 +423,32 @@ impl<S: TelemetrySink> Network<'_, S> {
     /// The longest jump the `active` senders allow at check `index` (slot
     /// `slot`); `None` if a flow's rate is not steady.
     fn ff_max_skip(&self, index: u64, slot: usize, active: &[usize]) -> Option<SimTime> {
-        let max_skip = self
-            .ff
-            .steady
-            .as_ref()
-            .expect("fast-forward is on")
-            .config
-            .max_skip;
+        let ff = self.ff.steady.as_ref().expect("fast-forward is on");
+        let (max_skip, periods) = (ff.config.max_skip, ff.run_periods);
         active.iter().try_fold(max_skip, |m, &i| {
-            Some(m.min(self.ff_flow_skip(index, slot, i)?))
+            Some(m.min(self.ff_flow_skip((index, slot), i, periods)?))
         })
     }
 
-    /// The longest jump sender `i` allows at check `index` (slot `slot`):
-    /// its room before it ends, and how far its rate-based CC may drift;
-    /// `None` if its rate is not steady.
-    pub(super) fn ff_flow_skip(&self, index: u64, slot: usize, i: usize) -> Option<SimTime> {
+    /// The longest jump sender `i` allows at check `index` (slot `slot`),
+    /// judged on the window of `periods` ending there: its room before it
+    /// ends, and how far its rate-based CC may drift; `None` if its rate
+    /// is not steady.
+    pub(super) fn ff_flow_skip(
+        &self,
+        (index, slot): (u64, usize),
+        i: usize,
+        periods: usize,
+    ) -> Option<SimTime> {
         let ff = self.ff.steady.as_ref().expect("fast-forward is on");
         let config = &self.fabric.config;
-        let oldest = oldest_to_newest(0, slot, ff.slots)
-            .next()
-            .expect("slots > 0");
-        let window_ps = ff.window_ps();
+        let oldest = ff.back(slot, periods);
+        let window_ps = ff.window_ps(periods);
         let mut max_skip = ff.config.max_skip;
         let s = &self.transport.senders[i];
-        let (total, span_ps) = ff.flow_rate(i, index, slot, s.retransmitted_pkts)?;
+        let rate = ff.flow_rate(i, (index, slot), s.retransmitted_pkts, periods)?;
         let left = u64::from(s.packets - s.qp.acked());
-        let room_ps = ff.room_ps(left, total, span_ps)?;
+        let room_ps = ff.room_ps(left, rate, periods)?;
         max_skip = max_skip.min(SimTime(room_ps.min(u128::from(u64::MAX)) as u64));
         // A rate-based CC still moving (recovering after a cut, say):
         // jump no further than its drift over the window, extrapolated,
@@ -476,12 +502,13 @@ impl<S: TelemetrySink> Network<'_, S> {
         let active: Vec<usize> = self.active_senders().collect();
         let ff = self.ff.steady.as_ref().expect("fast-forward is on");
         let slot = ((ff.checks - 1) % ff.slots as u64) as usize;
-        let oldest = (slot + 1) % ff.slots;
+        let oldest = ff.back(slot, ff.run_periods);
         for i in active {
             let s = &self.transport.senders[i];
             let total = ff.acked[i * ff.slots + slot] - ff.acked[i * ff.slots + oldest];
             // The rate between the window's first and last acknowledgement.
-            let k = u128::from(total) * u128::from(delta.as_ps()) / ff.ack_span_ps(i, slot);
+            let span_ps = ff.ack_span_ps(i, slot, ff.run_periods);
+            let k = u128::from(total) * u128::from(delta.as_ps()) / span_ps;
             // Never as far as the last packet (the proposal keeps a window).
             // Fast-forward runs RoCE queue pairs only (the config refuses UEC).
             let Qp::Roce(qp) = &s.qp else { continue };
@@ -499,8 +526,14 @@ impl<S: TelemetrySink> Network<'_, S> {
 
     /// Advances this shard's state over the jump `now -> now + delta`.
     pub(crate) fn ff_skip(&mut self, now: SimTime, delta: SimTime, votes: &[u64]) {
+        let periods = self
+            .ff
+            .steady
+            .as_ref()
+            .expect("fast-forward is on")
+            .run_periods;
         let added: Vec<[u64; PRIORITIES]> = (0..self.ports.len())
-            .map(|gp| self.ff_port_added(gp, delta))
+            .map(|gp| self.ff_port_added(gp, delta, periods))
             .collect();
         let ff = self.ff.steady.as_mut().expect("fast-forward is on");
         ff.valid_from = ff.checks;

@@ -29,6 +29,7 @@ mod domain_wait;
 mod domains;
 mod jumps;
 mod memo;
+mod quiet;
 mod rails;
 pub(crate) mod twin_draws;
 

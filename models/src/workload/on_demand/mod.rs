@@ -12,12 +12,15 @@
 //!
 //! The ids are those the eager build hands out, so the rows are the same.
 
+mod counts;
 mod dag;
+mod template;
 mod walk;
 
 pub use dag::LazyDag;
 
 use super::build::lazy::{expand_with, has_nvswitch, Expanded, Plans};
+use super::build::shape::{self, ShapeKey};
 use super::builder::IdBase;
 use super::gaps::Kept;
 use super::{Job, Task, TaskKind, Workload};
@@ -346,6 +349,41 @@ impl LazyPlan {
     pub(crate) fn has_member_in(&self, p: u32, local: &[u32]) -> bool {
         let group = self.plans.group(p as usize);
         group.iter().any(|h| local.binary_search(h).is_ok())
+    }
+
+    /// Plan `p`'s entries, member by member, into `entries`.
+    fn entries_into(&self, p: u32, entries: &mut template::Entries) {
+        entries.tasks.clear();
+        entries.starts.clear();
+        self.plans.each_entry(p as usize, |_, deps| {
+            entries.starts.push(entries.tasks.len() as u32);
+            entries.tasks.extend_from_slice(deps);
+        });
+        entries.starts.push(entries.tasks.len() as u32);
+    }
+
+    /// Plan `p`'s shape (`build::shape`), its members' entries
+    /// `entry_len(position)` long; `None` where the builder reads more.
+    pub(crate) fn shape_key(
+        &self,
+        src: Source<'_>,
+        p: u32,
+        entry_len: impl Fn(usize) -> usize,
+    ) -> Option<ShapeKey> {
+        let i = p as usize;
+        let (job, _, spec) = self.plans.op(i);
+        let group = self.plans.group(i);
+        let logical = self.plans.list[i].logical as usize;
+        let job_spec = &self.jobs[*job].spec;
+        shape::key(
+            src.topo,
+            job_spec,
+            *job as u32,
+            spec,
+            group,
+            logical,
+            |at, _| entry_len(at),
+        )
     }
 
     /// Plan `p` expanded at its reserved ids.

@@ -10,7 +10,7 @@ use netsim_engine::SimTime;
 use netsim_models::network::config::NetConfig;
 use netsim_models::traffic::FlowSpec;
 use netsim_models::workload::build::lazy::lazy_jobs;
-use netsim_models::workload::on_demand::{LazyDag, Source};
+use netsim_models::workload::on_demand::{self, LazyDag, Source};
 use netsim_models::workload::progress::{DagProgress, Start};
 use netsim_models::workload::{build_jobs, file, Job, Workload};
 use netsim_topo::Topology;
@@ -193,4 +193,13 @@ fn all_reduces_of_one_shape_live_at_once_share_one_template() {
     let held = job_lazy_against_eager(&topo, &job);
     assert_eq!(held.peak_live, 8, "the eight live at once");
     assert_eq!(held.peak_held_tasks, one, "of {tasks} tasks in all");
+    // The memory check counts a count a task and at most four templates
+    // (it counted 128 B a task: 508 KB here), and what was held fits.
+    let (count, task) = (
+        on_demand::BYTES_PER_LIVE_COUNT,
+        on_demand::BYTES_PER_LIVE_TASK,
+    );
+    let predicted = plan.live_bytes(&topo);
+    assert_eq!(predicted, tasks * count + 4 * one * task);
+    assert!(tasks * count + held.peak_held_tasks * task <= predicted);
 }

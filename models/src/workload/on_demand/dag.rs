@@ -147,7 +147,7 @@ impl LazyDag {
         let plan = self.plan.clone();
         let group = plan.plans.group(p as usize);
         plan.entries_into(p, &mut self.shared.entries);
-        let shape = plan.shape_key(src, p, |at| self.shared.entries.len_of(at));
+        let shape = plan.shape_key(src.topo, p, |at| self.shared.entries.len_of(at));
         let op = &plan.plans.op(p as usize).2;
         let known = shape.as_ref().and_then(|k| self.shared.templates.get(k));
         let known = known.and_then(|ts| ts.iter().find(|(o, _)| o == op));

@@ -52,7 +52,7 @@ impl LazyPlan {
         let mut entry_lens = Vec::with_capacity(group.len());
         self.plans
             .each_entry(i, |_, deps| entry_lens.push(deps.len()));
-        let key = self.shape_key(src, p, |at| entry_lens[at]);
+        let key = self.shape_key(src.topo, p, |at| entry_lens[at]);
         let known = key.as_ref().and_then(|k| cache.get(k));
         let known = known.and_then(|ops| ops.iter().find(|(o, _)| o == spec));
         if let Some((_, flows)) = known {

@@ -91,7 +91,7 @@ impl RunBytes {
         // no more than can start by `end`, whose flows are the only ones
         // that can finish.
         let (tasks, live) = match &workload.lazy {
-            Some(lazy) => (lazy.kept_tasks(), lazy.live_bytes(topo.host_count())),
+            Some(lazy) => (lazy.kept_tasks(), lazy.live_bytes(topo)),
             None => (workload.tasks.len() as u64, 0),
         };
         let all_shards = (ranks as u32).saturating_mul(shards);

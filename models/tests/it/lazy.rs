@@ -267,8 +267,7 @@ fn a_host_may_hold_a_member_s_share_of_the_largest_collective() {
     let share = lazy.live_tasks_per_host();
     assert!(share >= 2 * 127, "{share}");
     assert_eq!(share * 128, in_collective);
-    assert_eq!(
-        lazy.live_bytes(hosts),
-        in_collective * on_demand::BYTES_PER_LIVE_TASK
-    );
+    // Its template and its counts: no other collective shares them.
+    let per_task = on_demand::BYTES_PER_LIVE_TASK + on_demand::BYTES_PER_LIVE_COUNT;
+    assert_eq!(lazy.live_bytes(&topo), in_collective * per_task);
 }

@@ -2,16 +2,18 @@
 //! a network: on the 128-GPU MoE, with every task taking a fixed time, the
 //! lazy DAG starts the same tasks at the same instants in the same order,
 //! expands each collective once, frees each, and holds no more at once
-//! when the chain of iterations grows.
+//! when the chain of iterations grows; collectives of one shape live at
+//! once share one template.
 
 use crate::common;
 use netsim_engine::SimTime;
 use netsim_models::network::config::NetConfig;
 use netsim_models::traffic::FlowSpec;
 use netsim_models::workload::build::lazy::lazy_jobs;
-use netsim_models::workload::on_demand::{LazyDag, Source};
+use netsim_models::workload::on_demand::{self, LazyDag, Source};
 use netsim_models::workload::progress::{DagProgress, Start};
-use netsim_models::workload::{build_jobs, Workload};
+use netsim_models::workload::{build_jobs, file, Job, Workload};
+use netsim_topo::Topology;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
@@ -52,9 +54,18 @@ impl Driver<'_> {
 /// Every start of a run, in order: `(time, host, task, flow)`.
 type Log = Vec<(SimTime, u32, u32, Option<u32>)>;
 
+/// What a lazy run held: the collectives it expanded, the most live at
+/// once, and the most tasks their templates held at once.
+#[derive(Clone, Copy, Debug, Default)]
+struct Held {
+    expansions: u64,
+    peak_live: u64,
+    peak_held_tasks: u64,
+}
+
 /// Runs the DAG from `roots` (`(host, task)`): its starts, and for a lazy
-/// DAG the collectives it expanded and the most live at once.
-fn run(mut driver: Driver<'_>, roots: &[(u32, u32)]) -> (Log, (u64, u64)) {
+/// DAG what it held.
+fn run(mut driver: Driver<'_>, roots: &[(u32, u32)]) -> (Log, Held) {
     let mut log = Vec::new();
     let mut queue = BinaryHeap::new();
     let mut seq = 0u64;
@@ -85,9 +96,14 @@ fn run(mut driver: Driver<'_>, roots: &[(u32, u32)]) -> (Log, (u64, u64)) {
     let counters = match &driver {
         Driver::Lazy(_, d) => {
             assert_eq!(d.live(), 0, "every collective freed at the end");
-            (d.expansions, d.peak_live)
+            assert_eq!(d.held_tasks(), 0, "every template freed at the end");
+            Held {
+                expansions: d.expansions,
+                peak_live: d.peak_live,
+                peak_held_tasks: d.peak_held_tasks,
+            }
         }
-        Driver::Eager(..) => (0, 0),
+        Driver::Eager(..) => Held::default(),
     };
     (log, counters)
 }
@@ -96,14 +112,21 @@ fn run(mut driver: Driver<'_>, roots: &[(u32, u32)]) -> (Log, (u64, u64)) {
 /// the same starts; returns the lazy run's expansions and peak live.
 fn lazy_against_eager(iterations: u32) -> (u64, u64) {
     let (topo, job) = common::moe_128_job(iterations);
+    let held = job_lazy_against_eager(&topo, &job);
+    (held.expansions, held.peak_live)
+}
+
+/// `job` run eager and lazy on one shard: the same starts; returns what
+/// the lazy run held.
+fn job_lazy_against_eager(topo: &Topology, job: &Job) -> Held {
     let config = NetConfig::default();
-    let jobs = std::slice::from_ref(&job);
-    let eager = build_jobs(jobs, &[], &topo, &config).unwrap();
-    let lazy = lazy_jobs(jobs, &[], &topo, &config).unwrap();
+    let jobs = std::slice::from_ref(job);
+    let eager = build_jobs(jobs, &[], topo, &config).unwrap();
+    let lazy = lazy_jobs(jobs, &[], topo, &config).unwrap();
     let plan = lazy.lazy.clone().unwrap();
     let src = Source {
         workload: &lazy,
-        topo: &topo,
+        topo,
         config: &config,
     };
     let (dag, mut lazy_roots) = LazyDag::new(src, plan.clone(), (0..topo.node_count()).collect());
@@ -115,13 +138,13 @@ fn lazy_against_eager(iterations: u32) -> (u64, u64) {
     lazy_roots.sort_unstable();
     assert_eq!(lazy_roots, roots);
     let (eager_log, _) = run(Driver::Eager(&eager, DagProgress::new(&eager)), &roots);
-    let (lazy_log, (expansions, peak_live)) = run(Driver::Lazy(src, dag), &roots);
+    let (lazy_log, held) = run(Driver::Lazy(src, dag), &roots);
     assert_eq!(lazy_log.len(), eager.tasks.len(), "every task started");
     assert!(lazy_log == eager_log, "the lazy DAG starts other tasks");
     // One shard: each collective expanded once, some of those whose
     // member waits for nothing a second time (probed as the run starts).
-    assert!(expansions as usize >= plan.plans());
-    (expansions, peak_live)
+    assert!(held.expansions as usize >= plan.plans());
+    held
 }
 
 #[test]
@@ -135,4 +158,48 @@ fn the_lazy_dag_starts_the_eager_tasks_and_holds_as_many_collectives_for_a_longe
         "{live_one} live for 1 iteration, {live_four} for 4"
     );
     assert!(live_one < one, "{live_one} of {one} live at once");
+}
+
+/// The 8 data-parallel ring all-reduces of a 128-GPU job (TP 8, DP 16,
+/// 4 MiB) start at once and are live together; they are of one shape, so
+/// the lazy DAG holds one template of 2 x 15 x 16 flow tasks, not eight
+/// (issue 32: at 32,768 GPUs dozens of 0.55 M-task all-reduces were held
+/// each in full), and starts the eager tasks.
+#[test]
+fn all_reduces_of_one_shape_live_at_once_share_one_template() {
+    let (topo, _) = common::moe_128_job(1);
+    let text = "[parallelism]\ntp = 8\n\n[[phase]]\nname = \"backward\"\ncompute_us = 50\n\n\
+                [[phase]]\nname = \"gradients\"\ncollective = \"allreduce\"\nsize = \"4MiB\"\n\
+                algo = \"ring\"\ngroup = \"dp\"\n";
+    let hosts = topo.host_count();
+    let job = Job {
+        name: None,
+        spec: file::parse(text, "w.toml", hosts).unwrap(),
+        hosts: (0..hosts).collect(),
+        start: SimTime::ZERO,
+    };
+    let lazy = lazy_jobs(
+        std::slice::from_ref(&job),
+        &[],
+        &topo,
+        &NetConfig::default(),
+    )
+    .unwrap();
+    let plan = lazy.lazy.as_ref().unwrap();
+    assert_eq!(plan.plans(), 8, "one all-reduce per data-parallel group");
+    let tasks = u64::from(plan.ids().task) - plan.kept_tasks();
+    let one = tasks / 8;
+    assert!(one >= 2 * 15 * 16, "{one} tasks an all-reduce");
+    let held = job_lazy_against_eager(&topo, &job);
+    assert_eq!(held.peak_live, 8, "the eight live at once");
+    assert_eq!(held.peak_held_tasks, one, "of {tasks} tasks in all");
+    // The memory check counts a count a task and at most four templates
+    // (it counted 128 B a task: 508 KB here), and what was held fits.
+    let (count, task) = (
+        on_demand::BYTES_PER_LIVE_COUNT,
+        on_demand::BYTES_PER_LIVE_TASK,
+    );
+    let predicted = plan.live_bytes(&topo);
+    assert_eq!(predicted, tasks * count + 4 * one * task);
+    assert!(tasks * count + held.peak_held_tasks * task <= predicted);
 }

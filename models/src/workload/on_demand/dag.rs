@@ -5,9 +5,13 @@
 //! [`DagProgress`](super::super::progress::DagProgress).
 
 use super::super::build::lazy::Expanded;
+use super::super::build::shape::ShapeKey;
 use super::super::progress::{CollectiveSpan, Start};
 use super::super::spans::Spans;
-use super::super::{FlowInfo, Task, TaskKind, Workload, NONE};
+use super::super::spec::OpSpec;
+use super::super::{FlowInfo, Task, TaskKind, NONE};
+use super::counts::Counts;
+use super::template::{Entries, Template};
 use super::{LazyPlan, Place, Source};
 use crate::traffic::FlowSpec;
 use hashbrown::HashMap;
@@ -26,34 +30,46 @@ pub struct LazyDag {
     /// Plan -> slot of the collectives expanded here.
     live: HashMap<u32, u32>,
     slots: Vec<Live>,
-    /// Slots free for the next expansion (their vectors kept: pooled).
+    /// Slots free for the next expansion (their small vectors kept: pooled).
     free: Vec<u32>,
-    /// Collectives expanded, and the most live at once.
+    /// The live collectives' shared templates (boxed: a run holds one).
+    shared: Box<Shared>,
+    /// Tasks in the templates held now, each template once.
+    held_tasks: u64,
+    /// Collectives expanded, the most live at once, and the most tasks
+    /// their templates held at once.
     pub expansions: u64,
     pub peak_live: u64,
+    pub peak_held_tasks: u64,
 }
 
-/// One expanded collective, by local index from its plan's first ids.
+/// The templates of the live collectives' shapes, by shape and operation:
+/// a collective of a shape live here shares its template.
+#[derive(Debug, Default)]
+struct Shared {
+    templates: HashMap<ShapeKey, Vec<(OpSpec, Arc<Template>)>>,
+    /// The entries of the collective being expanded (scratch).
+    entries: Entries,
+}
+
+/// One expanded collective: its template and its own progress.
 #[derive(Debug, Default)]
 struct Live {
-    tasks: Vec<(Task, TaskKind)>,
-    flows: Vec<FlowSpec>,
-    /// Per flow, its task (global id).
-    flow_task: Vec<u32>,
+    template: Option<Arc<Template>>,
+    /// Its shape, when it shares its template with others of it.
+    shape: Option<ShapeKey>,
     /// Per task, the dependencies its host has not yet seen complete.
-    left: Vec<u32>,
-    /// Tasks inside that depend on task `i`: `inside[inside_base[i]..inside_base[i + 1]]`.
-    inside_base: Vec<u32>,
-    inside: Vec<u32>,
+    left: Counts,
     /// `(task outside, task inside)` it waits for, sorted.
     outside: Vec<(u32, u32)>,
     /// Completions a local host will still see of its tasks.
     pending: u32,
-    /// Its flows queued behind another, sorted (global ids).
-    queued: Vec<(u32, u32)>,
-    /// The flows ahead of those, sorted.
-    heads: Vec<u32>,
 }
+
+/// A freed slot keeps its vectors for the next expansion up to this many
+/// tasks; past it they go back to the allocator (a pool that kept the
+/// largest collective each slot held grew to gigabytes, issue 32).
+const POOLED_TASKS: usize = 1 << 12;
 
 impl LazyDag {
     /// The shard of hosts `local` (sorted); returns its root tasks as
@@ -92,18 +108,23 @@ impl LazyDag {
             live: HashMap::new(),
             slots: Vec::new(),
             free: Vec::new(),
+            shared: Box::default(),
+            held_tasks: 0,
             expansions: 0,
             peak_live: 0,
+            peak_held_tasks: 0,
         };
         for &p in plan.root_plans() {
             if plan.has_member_in(p, &dag.local) {
                 let slot = dag.slot(src, p);
-                let live = &dag.slots[slot as usize];
-                let base = plan.base(p).task;
+                let (base, group) = (ids(&plan, p), plan.plans.group(p as usize));
                 let before = roots.len();
-                for (i, (t, _)) in live.tasks.iter().enumerate() {
-                    if t.deps == 0 && dag.local.binary_search(&t.host).is_ok() {
-                        roots.push((t.host, base + i as u32));
+                if let Some(template) = &dag.slots[slot as usize].template {
+                    for i in 0..template.len() {
+                        let t = template.task(i, base, group).0;
+                        if t.deps == 0 && dag.local.binary_search(&t.host).is_ok() {
+                            roots.push((t.host, base[0] + i as u32));
+                        }
                     }
                 }
                 if roots.len() == before && dag.live.contains_key(&p) {
@@ -117,19 +138,44 @@ impl LazyDag {
         (dag, roots)
     }
 
-    /// The slot of plan `p`, expanded now if it is not live.
+    /// The slot of plan `p`, expanded now if it is not live: from the
+    /// template of its shape when a collective of it is live here.
     fn slot(&mut self, src: Source<'_>, p: u32) -> u32 {
         if let Some(&s) = self.live.get(&p) {
             return s;
         }
-        let e = self.plan.expand(src, p);
+        let plan = self.plan.clone();
+        let group = plan.plans.group(p as usize);
+        plan.entries_into(p, &mut self.shared.entries);
+        let shape = plan.shape_key(src.topo, p, |at| self.shared.entries.len_of(at));
+        let op = &plan.plans.op(p as usize).2;
+        let known = shape.as_ref().and_then(|k| self.shared.templates.get(k));
+        let known = known.and_then(|ts| ts.iter().find(|(o, _)| o == op));
+        let (template, shape) = match known {
+            Some((_, t)) => (t.clone(), shape),
+            None => {
+                let e = plan.expand(src, p);
+                let t = Arc::new(Template::new(e, ids(&plan, p), group, &self.shared.entries));
+                self.held_tasks += t.len() as u64;
+                self.peak_held_tasks = self.peak_held_tasks.max(self.held_tasks);
+                let shape = shape.filter(|_| t.relative());
+                if let Some(k) = &shape {
+                    let known = self.shared.templates.entry(k.clone()).or_default();
+                    known.push((op.clone(), t.clone()));
+                }
+                (t, shape)
+            }
+        };
         let slot = self.free.pop().unwrap_or_else(|| {
             self.slots.push(Live::default());
             self.slots.len() as u32 - 1
         });
-        let base = self.plan.base(p);
         let live = &mut self.slots[slot as usize];
-        fill(live, base.task, base.flow, e, &self.local);
+        live.pending = template.pending(group, &self.local);
+        template.counts_into(&mut live.left);
+        template.outside_into(&self.shared.entries, &mut live.outside);
+        live.template = Some(template);
+        live.shape = shape;
         self.live.insert(p, slot);
         self.expansions += 1;
         self.peak_live = self.peak_live.max(self.live.len() as u64);
@@ -140,9 +186,42 @@ impl LazyDag {
         slot
     }
 
+    /// Frees plan `p`'s slot, and its template when no live collective
+    /// shares it.
     fn release(&mut self, p: u32, slot: u32) {
         self.live.remove(&p);
+        let live = &mut self.slots[slot as usize];
+        let template = live.template.take().expect("a live collective");
+        // Held by this collective, and by the cache when it is shared.
+        let holders = 1 + usize::from(live.shape.is_some());
+        if Arc::strong_count(&template) == holders {
+            self.held_tasks -= template.len() as u64;
+            if let Some(shape) = &live.shape {
+                let known = self
+                    .shared
+                    .templates
+                    .get_mut(shape)
+                    .expect("a shared template");
+                known.retain(|(_, t)| !Arc::ptr_eq(t, &template));
+                if known.is_empty() {
+                    self.shared.templates.remove(shape);
+                }
+            }
+        }
+        live.shape = None;
+        if live.left.capacity() > POOLED_TASKS {
+            live.left = Counts::default();
+        }
+        if live.outside.capacity() > POOLED_TASKS {
+            live.outside = Vec::new();
+        }
         self.free.push(slot);
+    }
+
+    /// Plan `p`'s live template.
+    fn template_of(&self, p: u32) -> &Template {
+        let live = &self.slots[self.live[&p] as usize];
+        live.template.as_deref().expect("a live collective")
     }
 
     /// Task `task` and what it does (its collective live here, if any).
@@ -150,8 +229,10 @@ impl LazyDag {
         match self.plan.task_place(task) {
             Place::Kept(i) => self.plan.kept_task(src.workload, i),
             Place::Plan(p) => {
-                let slot = self.live[&p];
-                self.slots[slot as usize].tasks[(task - self.plan.base(p).task) as usize]
+                let template = self.template_of(p);
+                let base = ids(&self.plan, p);
+                let group = self.plan.plans.group(p as usize);
+                template.task((task - base[0]) as usize, base, group)
             }
         }
     }
@@ -208,16 +289,12 @@ impl LazyDag {
         }
 
         if let Some((p, slot)) = mine {
-            let live = &mut self.slots[slot as usize];
-            let i = (task - plan.base(p).task) as usize;
-            let (from, to) = (live.inside_base[i], live.inside_base[i + 1]);
-            for k in from..to {
-                let d = live.inside[k as usize] as usize;
-                if live.tasks[d].0.host == host {
-                    live.left[d] -= 1;
-                    if live.left[d] == 0 {
-                        ready.push(plan.base(p).task + d as u32);
-                    }
+            let (base, group) = (ids(&plan, p), plan.plans.group(p as usize));
+            let Live { template, left, .. } = &mut self.slots[slot as usize];
+            let template = template.as_deref().expect("a live collective");
+            for &d in template.inside((task - base[0]) as usize) {
+                if template.task(d as usize, base, group).0.host == host && left.seen(d) {
+                    ready.push(base[0] + d);
                 }
             }
         }
@@ -234,19 +311,21 @@ impl LazyDag {
                 continue;
             }
             let slot = self.slot(src, p);
-            let base = plan.base(p).task;
-            let live = &mut self.slots[slot as usize];
-            let at = live.outside.partition_point(|&(o, _)| o < task);
-            for &(o, d) in &live.outside[at..] {
+            let (base, group) = (ids(&plan, p), plan.plans.group(p as usize));
+            let Live {
+                template,
+                left,
+                outside,
+                ..
+            } = &mut self.slots[slot as usize];
+            let template = template.as_deref().expect("a live collective");
+            let at = outside.partition_point(|&(o, _)| o < task);
+            for &(o, d) in &outside[at..] {
                 if o != task {
                     break;
                 }
-                let d = d as usize;
-                if live.tasks[d].0.host == host {
-                    live.left[d] -= 1;
-                    if live.left[d] == 0 {
-                        ready.push(base + d as u32);
-                    }
+                if template.task(d as usize, base, group).0.host == host && left.seen(d) {
+                    ready.push(base[0] + d);
                 }
             }
         }
@@ -271,7 +350,10 @@ impl LazyDag {
         match self.plan.flow_place(flow) {
             Place::Kept(_) => src.workload.flow_has_queued_behind(flow),
             Place::Plan(p) => match self.live.get(&p) {
-                Some(&slot) => self.slots[slot as usize].heads.binary_search(&flow).is_ok(),
+                Some(_) => {
+                    let i = flow - self.plan.base(p).flow;
+                    self.template_of(p).has_queued_behind(i)
+                }
                 // A late finish of a collective freed here: rare.
                 None => {
                     let queued = self.plan.expand(src, p).queued;
@@ -319,11 +401,15 @@ impl LazyDag {
                     tasks[(task - base.task) as usize].0.collective
                 };
                 match self.live.get(&p) {
-                    Some(&slot) => {
-                        let live = &self.slots[slot as usize];
-                        let task = live.flow_task[i];
-                        let c = at(&live.tasks, task);
-                        (live.flows[i], info(task, c, &live.queued))
+                    Some(_) => {
+                        let template = self.template_of(p);
+                        let (b, group) = (ids(&self.plan, p), self.plan.plans.group(p as usize));
+                        let (spec, t) = template.flow(i, group);
+                        let c = template.task(t as usize, b, group).0.collective;
+                        let after = template.queued_after(i as u32);
+                        let mut live = info(base.task + t, c, &[]);
+                        live.after = after.map_or(NONE, |a| base.flow + a);
+                        (spec, live)
                     }
                     None => {
                         // A late packet of a collective freed here: rare.
@@ -341,6 +427,11 @@ impl LazyDag {
         self.live.len()
     }
 
+    /// Tasks in the templates held now (each shared template once).
+    pub fn held_tasks(&self) -> u64 {
+        self.held_tasks
+    }
+
     /// The collectives' spans.
     pub fn spans_mut(&mut self) -> &mut Spans {
         &mut self.spans
@@ -349,49 +440,6 @@ impl LazyDag {
     /// Per collective, what this shard saw of it (none once streamed out).
     pub fn into_spans(self) -> Vec<CollectiveSpan> {
         self.spans.into_vec()
-    }
-}
-
-/// Per task, one byte: the dependencies left, or [`MANY`] for a task that
-/// waits for more (an iteration's end gathers hundreds), counted in `many`:
-/// a run holds one per kept task of the whole workload.
-#[derive(Debug)]
-struct Counts {
-    left: Vec<u8>,
-    many: HashMap<u32, u32>,
-}
-
-const MANY: u8 = u8::MAX;
-
-impl Counts {
-    fn new(deps: impl Iterator<Item = u32>) -> Counts {
-        let mut many = HashMap::new();
-        let left = deps
-            .enumerate()
-            .map(|(i, d)| {
-                u8::try_from(d)
-                    .ok()
-                    .filter(|&d| d != MANY)
-                    .unwrap_or_else(|| {
-                        many.insert(i as u32, d);
-                        MANY
-                    })
-            })
-            .collect();
-        Counts { left, many }
-    }
-
-    /// One of task `i`'s dependencies seen: whether it was the last.
-    fn seen(&mut self, i: u32) -> bool {
-        let left = &mut self.left[i as usize];
-        if *left == MANY {
-            let many = self.many.get_mut(&i).expect("a task waiting for many");
-            *many -= 1;
-            *many == 0
-        } else {
-            *left -= 1;
-            *left == 0
-        }
     }
 }
 
@@ -405,56 +453,8 @@ fn task_of(e: &Expanded, base: u32, flow: u32) -> u32 {
     base + i as u32
 }
 
-/// `live` holds a plan expanded (`e`, from tasks `task0` and flows
-/// `flow0`), its vectors reused.
-fn fill(live: &mut Live, task0: u32, flow0: u32, e: Expanded, local: &[u32]) {
-    let n = e.tasks.len();
-    let is_local = |h: u32| local.binary_search(&h).is_ok();
-    live.tasks.clear();
-    live.tasks.extend_from_slice(&e.tasks);
-    live.flows.clear();
-    live.flows.extend_from_slice(&e.flows);
-    live.queued.clear();
-    live.queued.extend_from_slice(&e.queued);
-    live.heads = Workload::heads_of(&e.queued);
-    live.flow_task.clear();
-    live.flow_task.resize(e.flows.len(), NONE);
-    live.left.clear();
-    live.outside.clear();
-    live.inside_base.clear();
-    live.inside_base.resize(n + 2, 0);
-    live.pending = 0;
-    for (i, (t, kind)) in e.tasks.iter().enumerate() {
-        live.left.push(t.deps);
-        match *kind {
-            TaskKind::Flow(f) => {
-                live.flow_task[(f - flow0) as usize] = task0 + i as u32;
-                let spec = e.flows[(f - flow0) as usize];
-                live.pending += u32::from(is_local(spec.src)) + u32::from(is_local(spec.dst));
-            }
-            TaskKind::Compute(_) => live.pending += u32::from(is_local(t.host)),
-        }
-        for &d in &e.deps[i] {
-            if d >= task0 {
-                live.inside_base[(d - task0) as usize + 2] += 1;
-            } else {
-                live.outside.push((d, i as u32));
-            }
-        }
-    }
-    live.outside.sort_unstable();
-    for i in 0..n {
-        live.inside_base[i + 2] += live.inside_base[i + 1];
-    }
-    live.inside.clear();
-    live.inside.resize(live.inside_base[n + 1] as usize, 0);
-    // Filled in task order, so each list comes out ascending.
-    for (i, deps) in e.deps.iter().enumerate() {
-        for &d in deps.iter().filter(|&&d| d >= task0) {
-            let at = &mut live.inside_base[(d - task0) as usize + 1];
-            live.inside[*at as usize] = i as u32;
-            *at += 1;
-        }
-    }
-    live.inside_base.pop();
+/// Plan `p`'s first task, flow and collective ids.
+fn ids(plan: &LazyPlan, p: u32) -> [u32; 3] {
+    let b = plan.base(p);
+    [b.task, b.flow, b.collective]
 }

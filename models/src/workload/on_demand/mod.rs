@@ -12,12 +12,15 @@
 //!
 //! The ids are those the eager build hands out, so the rows are the same.
 
+mod counts;
 mod dag;
+mod template;
 mod walk;
 
 pub use dag::LazyDag;
 
 use super::build::lazy::{expand_with, has_nvswitch, Expanded, Plans};
+use super::build::shape::{self, ShapeKey};
 use super::builder::IdBase;
 use super::gaps::Kept;
 use super::{Job, Task, TaskKind, Workload};
@@ -51,10 +54,17 @@ pub struct LazyPlan {
 /// member is ready, so a host holds at least a member's share of the
 /// largest ([`LazyPlan::live_tasks_per_host`]).
 pub const LIVE_TASKS_PER_HOST: u64 = 64;
-/// What an expanded task holds: itself and what it does (32 B), its flow
-/// (28 B), its count and dependents' lists (~20 B), and the expansion's
-/// transient per-task dependency lists.
+/// What a task of a template holds: itself and what it does (32 B), its
+/// flow (28 B), its count and dependents' lists (~20 B), and the
+/// expansion's transient per-task dependency lists.
 pub const BYTES_PER_LIVE_TASK: u64 = 128;
+/// What a live collective holds a task beside a shared template: its
+/// count (a byte), with room for the pooled vectors' slack.
+pub const BYTES_PER_LIVE_COUNT: u64 = 2;
+/// Templates of the largest collective's size a run may hold at once
+/// when collectives of a shape share one: a shape per phase under way
+/// (measured: 3 on a generated GPT of 2,048 GPUs).
+pub const LIVE_TEMPLATES: u64 = 4;
 
 /// What can be under way by a time ([`LazyPlan::reach_by`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -223,13 +233,35 @@ impl LazyPlan {
         self.kept.tasks.len() as u64
     }
 
-    /// What a shard's expanded collectives may hold at once on `hosts`
-    /// hosts: [`LazyPlan::live_tasks_per_host`] tasks of
-    /// [`BYTES_PER_LIVE_TASK`] each, at most every task of the workload.
-    pub fn live_bytes(&self, hosts: u32) -> u64 {
+    /// What a shard's expanded collectives may hold at once on `topo`'s
+    /// hosts: [`LazyPlan::live_tasks_per_host`] tasks a host, at most
+    /// every task of the workload. Where the largest collective shares
+    /// its template with the others of its shape, each such task holds
+    /// [`BYTES_PER_LIVE_COUNT`], and [`LIVE_TEMPLATES`] templates of it
+    /// [`BYTES_PER_LIVE_TASK`] a task; otherwise every live task holds
+    /// [`BYTES_PER_LIVE_TASK`].
+    pub fn live_bytes(&self, topo: &Topology) -> u64 {
         let tasks = u64::from(self.kept.ids.task - self.kept.tasks.len() as u32);
         let per_host = self.live_tasks_per_host();
-        tasks.min(u64::from(hosts).saturating_mul(per_host)) * BYTES_PER_LIVE_TASK
+        let live = tasks.min(u64::from(topo.host_count()).saturating_mul(per_host));
+        let largest = (0..self.plans.list.len()).max_by_key(|&i| self.plans.list[i].count.task);
+        match largest.filter(|&i| self.shares_template(topo, i as u32)) {
+            Some(i) => {
+                let template = u64::from(self.plans.list[i].count.task);
+                let templates = live.min(LIVE_TEMPLATES * template);
+                live * BYTES_PER_LIVE_COUNT + templates * BYTES_PER_LIVE_TASK
+            }
+            None => live * BYTES_PER_LIVE_TASK,
+        }
+    }
+
+    /// Whether plan `p` has a shape, whose live collectives share a
+    /// template (unless its flows leave its group: not known unexpanded).
+    fn shares_template(&self, topo: &Topology, p: u32) -> bool {
+        let mut entry_lens = Vec::new();
+        self.plans
+            .each_entry(p as usize, |_, deps| entry_lens.push(deps.len()));
+        self.shape_key(topo, p, |at| entry_lens[at]).is_some()
     }
 
     /// Tasks of expanded collectives a host may hold at once: a member's
@@ -346,6 +378,41 @@ impl LazyPlan {
     pub(crate) fn has_member_in(&self, p: u32, local: &[u32]) -> bool {
         let group = self.plans.group(p as usize);
         group.iter().any(|h| local.binary_search(h).is_ok())
+    }
+
+    /// Plan `p`'s entries, member by member, into `entries`.
+    fn entries_into(&self, p: u32, entries: &mut template::Entries) {
+        entries.tasks.clear();
+        entries.starts.clear();
+        self.plans.each_entry(p as usize, |_, deps| {
+            entries.starts.push(entries.tasks.len() as u32);
+            entries.tasks.extend_from_slice(deps);
+        });
+        entries.starts.push(entries.tasks.len() as u32);
+    }
+
+    /// Plan `p`'s shape (`build::shape`), its members' entries
+    /// `entry_len(position)` long; `None` where the builder reads more.
+    pub(crate) fn shape_key(
+        &self,
+        topo: &Topology,
+        p: u32,
+        entry_len: impl Fn(usize) -> usize,
+    ) -> Option<ShapeKey> {
+        let i = p as usize;
+        let (job, _, spec) = self.plans.op(i);
+        let group = self.plans.group(i);
+        let logical = self.plans.list[i].logical as usize;
+        let job_spec = &self.jobs[*job].spec;
+        shape::key(
+            topo,
+            job_spec,
+            *job as u32,
+            spec,
+            group,
+            logical,
+            |at, _| entry_len(at),
+        )
     }
 
     /// Plan `p` expanded at its reserved ids.

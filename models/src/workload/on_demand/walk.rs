@@ -4,7 +4,7 @@
 
 use super::{LazyPlan, Source};
 use crate::traffic::FlowSpec;
-use crate::workload::build::shape::{self, ShapeKey};
+use crate::workload::build::shape::ShapeKey;
 use crate::workload::spec::OpSpec;
 use hashbrown::HashMap;
 
@@ -47,22 +47,12 @@ impl LazyPlan {
         mut f: impl FnMut(usize, &FlowSpec),
     ) {
         let i = p as usize;
-        let op = self.plans.op(i);
-        let (job, spec) = (op.0, &op.2);
+        let spec = &self.plans.op(i).2;
         let group = self.plans.group(i);
         let mut entry_lens = Vec::with_capacity(group.len());
         self.plans
             .each_entry(i, |_, deps| entry_lens.push(deps.len()));
-        let logical = self.plans.list[i].logical as usize;
-        let key = shape::key(
-            src.topo,
-            &self.jobs[job].spec,
-            job as u32,
-            spec,
-            group,
-            logical,
-            |at, _| entry_lens[at],
-        );
+        let key = self.shape_key(src.topo, p, |at| entry_lens[at]);
         let known = key.as_ref().and_then(|k| cache.get(k));
         let known = known.and_then(|ops| ops.iter().find(|(o, _)| o == spec));
         if let Some((_, flows)) = known {

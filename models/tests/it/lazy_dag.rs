@@ -203,3 +203,48 @@ fn all_reduces_of_one_shape_live_at_once_share_one_template() {
     assert_eq!(predicted, tasks * count + 4 * one * task);
     assert!(tasks * count + held.peak_held_tasks * task <= predicted);
 }
+
+/// Collectives without a shape (here NCCL's choice, `auto`) keep a
+/// template each, so the memory check counts their live tasks whole even
+/// when the largest collective shares its template: the sixteen
+/// tensor-parallel all-reduces live beside the eight data-parallel ones
+/// must fit what it predicts (the largest's sharing alone, at four
+/// templates, counted them a byte each).
+#[test]
+fn collectives_without_a_shape_are_counted_whole_beside_shared_templates() {
+    // A fat-tree: no NVSwitch, so NCCL's choice is a ring or a tree.
+    let topo = netsim_topo::build(&common::fat_tree(8, 3)).unwrap();
+    let text = "[parallelism]\ntp = 8\n\n[[phase]]\nname = \"backward\"\ncompute_us = 50\n\n\
+                [[phase]]\nname = \"gradients\"\ncollective = \"allreduce\"\nsize = \"4MiB\"\n\
+                algo = \"ring\"\ngroup = \"dp\"\n\n\
+                [[phase]]\nname = \"activations\"\ncollective = \"allreduce\"\nsize = \"4MiB\"\n\
+                algo = \"auto\"\ngroup = \"tp\"\nafter = [\"backward\"]\n";
+    let hosts = topo.host_count();
+    let job = Job {
+        name: None,
+        spec: file::parse(text, "w.toml", hosts).unwrap(),
+        hosts: (0..hosts).collect(),
+        start: SimTime::ZERO,
+    };
+    let lazy = lazy_jobs(
+        std::slice::from_ref(&job),
+        &[],
+        &topo,
+        &NetConfig::default(),
+    )
+    .unwrap();
+    let plan = lazy.lazy.as_ref().unwrap();
+    let tasks = u64::from(plan.ids().task) - plan.kept_tasks();
+    let held = job_lazy_against_eager(&topo, &job);
+    assert_eq!(held.peak_live, 8 + 16, "every all-reduce live at once");
+    let (count, task) = (
+        on_demand::BYTES_PER_LIVE_COUNT,
+        on_demand::BYTES_PER_LIVE_TASK,
+    );
+    let predicted = plan.live_bytes(&topo);
+    assert!(
+        tasks * count + held.peak_held_tasks * task <= predicted,
+        "held {} template tasks of {tasks}; predicted {predicted} B",
+        held.peak_held_tasks
+    );
+}

@@ -235,24 +235,34 @@ impl LazyPlan {
 
     /// What a shard's expanded collectives may hold at once on `topo`'s
     /// hosts: [`LazyPlan::live_tasks_per_host`] tasks a host, at most
-    /// every task of the workload. Where the largest collective shares
-    /// its template with the others of its shape, each such task holds
-    /// [`BYTES_PER_LIVE_COUNT`], and [`LIVE_TEMPLATES`] templates of it
-    /// [`BYTES_PER_LIVE_TASK`] a task; otherwise every live task holds
-    /// [`BYTES_PER_LIVE_TASK`].
+    /// every task of the workload. The live tasks are split as the
+    /// planned ones are: those of collectives with a shape hold
+    /// [`BYTES_PER_LIVE_COUNT`] beside [`LIVE_TEMPLATES`] templates of the
+    /// largest shaped one at [`BYTES_PER_LIVE_TASK`] a task; those of
+    /// collectives that keep a template of their own (NCCL's model, NVLS,
+    /// DPU staging) hold [`BYTES_PER_LIVE_TASK`] each.
     pub fn live_bytes(&self, topo: &Topology) -> u64 {
         let tasks = u64::from(self.kept.ids.task - self.kept.tasks.len() as u32);
         let per_host = self.live_tasks_per_host();
         let live = tasks.min(u64::from(topo.host_count()).saturating_mul(per_host));
-        let largest = (0..self.plans.list.len()).max_by_key(|&i| self.plans.list[i].count.task);
-        match largest.filter(|&i| self.shares_template(topo, i as u32)) {
-            Some(i) => {
-                let template = u64::from(self.plans.list[i].count.task);
-                let templates = live.min(LIVE_TEMPLATES * template);
-                live * BYTES_PER_LIVE_COUNT + templates * BYTES_PER_LIVE_TASK
+        let (mut planned, mut unshared, mut largest_shared) = (0u64, 0u64, 0u64);
+        for (i, plan) in self.plans.list.iter().enumerate() {
+            let count = u64::from(plan.count.task);
+            planned += count;
+            if self.shares_template(topo, i as u32) {
+                largest_shared = largest_shared.max(count);
+            } else {
+                unshared += count;
             }
-            None => live * BYTES_PER_LIVE_TASK,
         }
+        // `live * unshared` can pass u64 on a large workload: in u128.
+        let live_unshared =
+            (u128::from(live) * u128::from(unshared)).div_ceil(u128::from(planned.max(1))) as u64;
+        let live_shared = live - live_unshared.min(live);
+        let templates = live_shared.min(LIVE_TEMPLATES.saturating_mul(largest_shared));
+        live_unshared.saturating_mul(BYTES_PER_LIVE_TASK)
+            + live_shared.saturating_mul(BYTES_PER_LIVE_COUNT)
+            + templates.saturating_mul(BYTES_PER_LIVE_TASK)
     }
 
     /// Whether plan `p` has a shape, whose live collectives share a

@@ -93,6 +93,7 @@ impl<S: TelemetrySink> Network<'_, S> {
             return Ok(());
         }
         m.next_round = now + ROUND_PERIOD;
+        self.stats.memo_rounds += 1;
         // Keys built at the last check may serve this one; older ones go.
         m.check += 1;
         let check = m.check;

@@ -61,6 +61,7 @@ pub(crate) fn summary(
         "memo_events_avoided": stats.memo_events_avoided,
         "memo_path_hits": stats.memo_path_hits,
         "memo_sandbox_events": stats.memo_sandbox_events,
+        "memo_rounds": stats.memo_rounds,
         "rails": fabric.config.fast_forward.is_some_and(|f| f.rails),
         "rails_classes": fabric
             .config

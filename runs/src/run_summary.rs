@@ -105,6 +105,7 @@ impl Outcome {
             stats.rail_leader_pauses,
             stats.qp_rates_declined,
             stats.qp_rates_parked_left,
+            stats.memo_rounds,
         ]);
         words.extend(&self.events_per_shard);
         words
@@ -161,6 +162,8 @@ impl Totals {
             rail_leader_pauses: sum(29),
             qp_rates_declined: sum(30),
             qp_rates_parked_left: sum(31),
+            // Agreed: the same on every rank.
+            memo_rounds: per_rank[0][32],
         };
         let ranks_json = per_rank
             .iter()
@@ -188,7 +191,7 @@ impl Totals {
             skipped_ps: per_rank[0][16],
             skips: per_rank[0][17],
             events_avoided: sum(18),
-            events_per_shard: per_rank.iter().flat_map(|r| &r[32..]).copied().collect(),
+            events_per_shard: per_rank.iter().flat_map(|r| &r[33..]).copied().collect(),
             ranks_json,
         }
     }

@@ -197,6 +197,7 @@ fn same_tables_across_ranks(name: &str, scenario: &str) -> serde_json::Value {
             "memo_misses",
             "memo_sandbox_events",
             "memo_events_avoided",
+            "memo_rounds",
             "skips",
             "skipped_ns",
         ] {

@@ -33,6 +33,10 @@ pub struct NetStats {
     pub memo_path_hits: u64,
     /// Memoization: events its sandboxes handled (apart from the run's).
     pub memo_sandbox_events: u64,
+    /// Memoization: its decision steps at check instants (at most one
+    /// per 10 us of simulated time). Agreed: the same on every shard, so
+    /// kept once, not summed.
+    pub memo_rounds: u64,
     /// Packet level: the sender slots the shards' slabs grew to, each the
     /// most flows its hosts had started and not finished at once.
     pub sender_slots: u64,
@@ -68,6 +72,7 @@ impl std::ops::AddAssign for NetStats {
         self.memo_events_avoided += o.memo_events_avoided;
         self.memo_path_hits += o.memo_path_hits;
         self.memo_sandbox_events += o.memo_sandbox_events;
+        self.memo_rounds = self.memo_rounds.max(o.memo_rounds);
         self.sender_slots += o.sender_slots;
         self.rail_followed += o.rail_followed;
         self.rail_diverged += o.rail_diverged;

@@ -51,6 +51,9 @@ struct Shared {
     guard_viewed: bool,
 }
 
+/// The least simulated time between two decision rounds.
+const ROUND_PERIOD: SimTime = SimTime::from_us(10);
+
 impl super::Memo {
     /// Keeps `canon`'s key if it has a record, else takes the key of the
     /// record nearest it within the tolerance ([`super::tolerant`]), if any.
@@ -83,6 +86,14 @@ impl<S: TelemetrySink> Network<'_, S> {
             // records.
             return Ok(());
         }
+        // Rounds at most once per `ROUND_PERIOD` of simulated time: at a
+        // check period under it, a round at every check cost more than the
+        // jumps it allowed saved. (At the default period, every check.)
+        if now < m.next_round {
+            return Ok(());
+        }
+        m.next_round = now + ROUND_PERIOD;
+        self.stats.memo_rounds += 1;
         // Keys built at the last check may serve this one; older ones go.
         m.check += 1;
         let check = m.check;

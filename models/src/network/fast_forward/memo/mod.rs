@@ -278,6 +278,8 @@ pub(crate) struct Memo {
     /// built for it, at which check and from which entry starts: reused
     /// while they are the same (`decide.rs`).
     check: u64,
+    /// The earliest instant of the next decision round (`decide.rs`).
+    pub(super) next_round: SimTime,
     canons: HashMap<Vec<u32>, CachedCanon>,
     /// Per collective, the resources its flows use, made once.
     coll_resources: resources::CollResources,
@@ -320,6 +322,7 @@ impl Memo {
             pending_flows: HashMap::new(),
             pending_computes: HashMap::new(),
             check: 0,
+            next_round: SimTime::ZERO,
             dag_spare: Vec::new(),
             canons: HashMap::new(),
             coll_resources: resources::CollResources::new(fabric.workload.collectives.len()),

@@ -360,3 +360,26 @@ fn a_quiet_run_is_judged_on_four_periods_of_a_longer_window() {
 fn a_quiet_domain_is_judged_on_four_periods_beside_a_cutting_one() {
     assert_the_ring_jumps_on_a_quiet_window(windowed(true), true);
 }
+
+/// Under `--ff-congested` PFC pauses are part of the steady state, a loop
+/// no flow's CC shows, so no flow is quiet: the ring step is judged on the
+/// 40 us window and jumps at most a packet's worth of its life.
+#[test]
+fn no_flow_is_quiet_where_pfc_pauses_are_part_of_the_steady_state() {
+    let ff = FastForward {
+        congested: true,
+        ..windowed(false)
+    };
+    let fabric = a_ring_step(Some(ff), false);
+    let jumped = run(&fabric, 1);
+    assert_eq!(jumped.stats().delivered_payload_bytes, 4 * RING_BYTES);
+    for b in flows(&jumped).iter().filter(|b| b.src < 4) {
+        let fct = b.fct_ns.unwrap();
+        assert!(
+            2 * b.skipped_ns <= fct,
+            "flow {} jumped {} ns of {fct}",
+            b.flow_id,
+            b.skipped_ns
+        );
+    }
+}

@@ -1,7 +1,8 @@
 //! Quiet windows (docs/design/fast-forward.md, "Quiet windows"): where
 //! `--ff-window-us` is longer than four periods, a flow whose congestion
 //! control never acted (no CNP, no retransmission, DCQCN at line rate) has
-//! no control loop to oscillate, so four periods measure its rate. A
+//! no control loop to oscillate, so four periods measure its rate; not
+//! under `--ff-congested`, where PFC pauses are the loop. A
 //! domain of such flows (`domains.rs`), or a run of them (agreed here at
 //! every check), is judged on the last four periods; any other on the
 //! whole window.
@@ -43,10 +44,14 @@ impl<S: TelemetrySink> Network<'_, S> {
     /// retransmission, DCQCN still at line rate, or no CC at all (HPCC,
     /// Timely and DCTCP move on every acknowledgement: never quiet). Its
     /// rate is then set by the links it shares alone, with no control
-    /// loop to oscillate (see [`Steady::short`]).
+    /// loop to oscillate (see [`Steady::short`]). Never under
+    /// `--ff-congested`: there PFC pauses are part of the steady state, a
+    /// loop no sender's CC shows, which only the long window averages.
     pub(super) fn ff_flow_quiet(&self, i: usize) -> bool {
+        let congested = self.ff.steady.as_ref().is_some_and(|s| s.config.congested);
         let s = &self.transport.senders[i];
-        s.cnps == 0
+        !congested
+            && s.cnps == 0
             && s.retransmitted_pkts == 0
             && match &s.cc {
                 CcState::Dcqcn(d) => d.rate_bps >= s.line_rate_bps as f64,

@@ -33,6 +33,11 @@ pub(super) struct Aggregator {
     /// When the switch's engine is done with the chunks it has taken
     /// (operations with an [`InaOp::engine_bps`]).
     engine_free: SimTime,
+    /// Reduced chunks held back, of the even and the odd release group
+    /// ([`InaOp::release_chunks`]; groups complete in order, chunk by chunk).
+    held: [u32; 2],
+    /// When the last held chunk released so far goes down.
+    released_until: SimTime,
 }
 
 impl Aggregator {
@@ -42,6 +47,8 @@ impl Aggregator {
             copies: vec![0; slots as usize],
             chunk: vec![0; slots as usize],
             engine_free: SimTime::ZERO,
+            held: [0; 2],
+            released_until: SimTime::ZERO,
         }
     }
 
@@ -224,14 +231,46 @@ impl<S: TelemetrySink> Network<'_, S> {
                 delay += agg.engine_free - ctx.now();
             }
             self.aggregation.offload[ctx.local_index()].chunks_aggregated += 1;
-            ctx.schedule_self(
-                delay,
-                NetEvent::InaEmit {
-                    op: pkt.flow,
-                    chunk: pkt.psn,
-                    in_port,
-                },
-            );
+            let mut chunks = pkt.psn..pkt.psn + 1;
+            let mut pace = SimTime::ZERO;
+            if op.release_chunks > 1 {
+                // Held until every chunk of its group is reduced, then sent
+                // down at the ports' rate (SimAI's NVSwitch sends from its
+                // memory; queued at once, a group would fill the buffer).
+                let gport = self.port_index(ctx.local_index(), in_port);
+                let wire = u64::from(op.chunk_bytes) + u64::from(fabric.config.header_bytes);
+                pace = serialization(wire, self.ports[gport].link.rate_bps);
+                let agg = self
+                    .aggregation
+                    .aggregators
+                    .get_mut(&(pkt.flow, node))
+                    .expect("this switch aggregates the operation");
+                let group = pkt.psn / op.release_chunks;
+                let first = group * op.release_chunks;
+                let end = (first + op.release_chunks).min(op.chunks);
+                let held = &mut agg.held[(group % 2) as usize];
+                *held += 1;
+                if *held < end - first {
+                    return;
+                }
+                *held = 0;
+                chunks = first..end;
+                // After the group before it, in chunk order.
+                let start = (ctx.now() + delay).max(agg.released_until);
+                agg.released_until = start + SimTime(pace.0 * u64::from(end - first));
+                delay = start - ctx.now();
+            }
+            let first = chunks.start;
+            for chunk in chunks {
+                ctx.schedule_self(
+                    delay + SimTime(pace.0 * u64::from(chunk - first)),
+                    NetEvent::InaEmit {
+                        op: pkt.flow,
+                        chunk,
+                        in_port,
+                    },
+                );
+            }
         }
     }
 

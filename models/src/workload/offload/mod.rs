@@ -71,6 +71,11 @@ pub struct InaOp {
     /// reduced and multicast only after the engine has passed every chunk
     /// before it. `None`: the engine keeps up with the ports (Tofino, SHARP).
     pub engine_bps: Option<u64>,
+    /// The root sends results down in groups of this many chunks, each
+    /// group once all of its chunks are reduced (store and forward by
+    /// group: SimAI's NVSwitch sends a chunk of `S/4` down only after
+    /// every GPU's copy of it is in); 1: each chunk when it is reduced.
+    pub release_chunks: u32,
     pub pattern: InaPattern,
     pub members: Members,
 }

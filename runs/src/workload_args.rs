@@ -369,7 +369,13 @@ impl WorkloadArgs {
             };
         let wants = matches!(self.algo.as_deref(), Some("auto" | "nvls" | "nvls-tree"));
         let simai = self.nccl_tuning.as_deref().map(|t| t == "simai");
-        let mocknccl = self.nvls_flows.as_deref().map(|f| f == "mocknccl");
+        // `nccl` is the default: it asks for nothing.
+        let mocknccl = (self.nvls_flows.as_deref() == Some("mocknccl")).then_some(true);
+        if let (Some(_), Some(algo)) = (mocknccl, self.algo.as_deref()) {
+            if !matches!(algo, "nvls" | "auto") {
+                bail!("--nvls-flows mocknccl: shapes the NVLS all-reduce (--algo nvls or auto), not --algo {algo}");
+            }
+        }
         let asked = nvls.is_some()
             || pxn.is_some()
             || latency.is_some()

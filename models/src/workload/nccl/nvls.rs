@@ -117,9 +117,12 @@ pub const MOCKNCCL_NVLS_CHUNKS: u64 = 4;
 /// shard), store and forward by chunk, no engine and no processing time
 /// (SimAI's NVSwitch forwards at its links' rate). As the switch's
 /// aggregation of packets of `chunk_bytes`, released down by groups of
-/// `S/4` ([`InaOp::release_chunks`]): a GPU's chunks go up one after
-/// another (SimAI's FCT file: each starts as the one before it is sent),
-/// so the last comes down `S/4` after the last went up, `5/4` of one pass.
+/// `ceil(S/4 / chunk_bytes)` packets ([`InaOp::release_chunks`]; the last
+/// group holds what is left, so it is shorter when `S/4` is not whole
+/// packets): a GPU's chunks go up one after another (SimAI's FCT file:
+/// each starts as the one before it is sent), so the last comes down one
+/// group's time (about `S/4`) after the last went up, about `5/4` of one
+/// pass.
 pub fn mocknccl_all_reduce(
     b: &mut Builder,
     topo: &Topology,
@@ -129,9 +132,7 @@ pub fn mocknccl_all_reduce(
     chunk_bytes: u32,
     entry: &HostTasks,
 ) -> Result<(), String> {
-    let quarter = size_bytes.div_ceil(MOCKNCCL_NVLS_CHUNKS).max(1);
-    let release_chunks = u32::try_from(quarter.div_ceil(u64::from(chunk_bytes.max(1))))
-        .map_err(|_| "too many chunks".to_string())?;
+    let release_chunks = mocknccl_release_chunks(size_bytes, chunk_bytes)?;
     let stream = Stream {
         bytes: size_bytes,
         chunk_bytes,
@@ -140,6 +141,28 @@ pub fn mocknccl_all_reduce(
         release_chunks,
     };
     server_op(b, topo, coll, members, stream, entry)
+}
+
+/// Most packets in one of MockNccl's NVLS chunks: the NVSwitch keeps two
+/// chunks' packets in flight (`slots`, allocated per operation), so above
+/// this a run would allocate gigabytes.
+pub const MOCKNCCL_MAX_GROUP_CHUNKS: u32 = 1 << 20;
+
+/// Packets of `chunk_bytes` in one chunk of `S/4` of MockNccl's NVLS
+/// all-reduce of `size_bytes` ([`InaOp::release_chunks`]), at most
+/// [`MOCKNCCL_MAX_GROUP_CHUNKS`].
+pub fn mocknccl_release_chunks(size_bytes: u64, chunk_bytes: u32) -> Result<u32, String> {
+    let quarter = size_bytes.div_ceil(MOCKNCCL_NVLS_CHUNKS).max(1);
+    let packets = quarter.div_ceil(u64::from(chunk_bytes.max(1)));
+    u32::try_from(packets)
+        .ok()
+        .filter(|&p| p <= MOCKNCCL_MAX_GROUP_CHUNKS)
+        .ok_or_else(|| {
+            format!(
+                "--nvls-flows mocknccl: a chunk of --size/4 = {quarter} B is {packets} packets of \
+                 --mtu {chunk_bytes} B, over {MOCKNCCL_MAX_GROUP_CHUNKS}"
+            )
+        })
 }
 
 /// What each member streams into the NVSwitch, and where results go.
@@ -171,6 +194,11 @@ fn server_op(
         engine,
         release_chunks,
     } = stream;
+    if release_chunks > 1 && pattern == InaPattern::AllGather {
+        // The switch passes a gathered chunk on per member's copy: there
+        // is no reduced chunk to hold.
+        return Err("release by group needs a reduction, not an all-gather".to_string());
+    }
     let (switch, uplinks) = nvswitch_of(topo, members)
         .ok_or("NVLS needs the group's GPUs on one NVSwitch of their server")?;
     let port_bps = uplinks
@@ -366,4 +394,26 @@ pub fn tree(
         gathered = algo::exits(b, coll, start, &all);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A chunk of S/4 is whole packets, up to the bound; past it the
+    /// error names the flags instead of allocating two chunks' slots.
+    #[test]
+    fn mocknccl_chunks_are_bounded_and_named() {
+        assert_eq!(mocknccl_release_chunks(1 << 20, 4096), Ok(64));
+        assert_eq!(mocknccl_release_chunks(1_000_001, 4096), Ok(62));
+        let max = u64::from(MOCKNCCL_MAX_GROUP_CHUNKS);
+        assert_eq!(
+            mocknccl_release_chunks(4 * max * 64, 64),
+            Ok(MOCKNCCL_MAX_GROUP_CHUNKS)
+        );
+        for size in [4 * max * 64 + 1, 1 << 36, u64::MAX] {
+            let why = mocknccl_release_chunks(size, 64).expect_err("over the bound");
+            assert!(why.contains("--size") && why.contains("--mtu 64"), "{why}");
+        }
+    }
 }

@@ -97,6 +97,12 @@ pub struct WorkloadArgs {
     /// ranks with --nvls on, otherwise the ring, protocol Simple).
     #[arg(long, value_parser = ["nccl", "simai"])]
     pub nccl_tuning: Option<String>,
+    /// NVLS all-reduce in one server: nccl (NCCL's bytes, S(n+1)/n a GPU
+    /// each way, through the NVSwitch's engine) or mocknccl (SimAI 1.6's:
+    /// S each way in 4 chunks, each chunk sent down once every GPU's copy
+    /// of it is in, no engine; for comparing with SimAI).
+    #[arg(long, value_parser = ["nccl", "mocknccl"])]
+    pub nvls_flows: Option<String>,
     /// Per-message host overhead before each flow starts, ns.
     #[arg(long, default_value_t = 0)]
     pub host_overhead_ns: u64,
@@ -363,7 +369,18 @@ impl WorkloadArgs {
             };
         let wants = matches!(self.algo.as_deref(), Some("auto" | "nvls" | "nvls-tree"));
         let simai = self.nccl_tuning.as_deref().map(|t| t == "simai");
-        let asked = nvls.is_some() || pxn.is_some() || latency.is_some() || simai.is_some();
+        // `nccl` is the default: it asks for nothing.
+        let mocknccl = (self.nvls_flows.as_deref() == Some("mocknccl")).then_some(true);
+        if let (Some(_), Some(algo)) = (mocknccl, self.algo.as_deref()) {
+            if !matches!(algo, "nvls" | "auto") {
+                bail!("--nvls-flows mocknccl: shapes the NVLS all-reduce (--algo nvls or auto), not --algo {algo}");
+            }
+        }
+        let asked = nvls.is_some()
+            || pxn.is_some()
+            || latency.is_some()
+            || simai.is_some()
+            || mocknccl.is_some();
         if !asked && self.protocol.is_none() && !wants {
             return Ok(current);
         }
@@ -372,6 +389,7 @@ impl WorkloadArgs {
         nccl.pxn = pxn.unwrap_or(nccl.pxn);
         nccl.tuning_latency = latency.unwrap_or(nccl.tuning_latency);
         nccl.simai_choice = simai.unwrap_or(nccl.simai_choice);
+        nccl.mocknccl_nvls = mocknccl.unwrap_or(nccl.mocknccl_nvls);
         if self.protocol.is_some() {
             nccl.protocol = protocol;
         }

@@ -33,6 +33,15 @@ pub(super) struct Aggregator {
     /// When the switch's engine is done with the chunks it has taken
     /// (operations with an [`InaOp::engine_bps`]).
     engine_free: SimTime,
+    /// At the root, reduced chunks held back, counted by release group
+    /// parity ([`InaOp::release_chunks`]): a group's count is reset when
+    /// its last chunk is reduced. Exact while no chunk of group `g + 2` is
+    /// reduced before group `g` completes; chunks are reduced in chunk
+    /// order when each member's copies arrive in order (the NVSwitch's
+    /// lossless links), which MockNccl's NVLS, the only user, relies on.
+    held: [u32; 2],
+    /// When the last held chunk released so far goes down.
+    released_until: SimTime,
 }
 
 impl Aggregator {
@@ -42,6 +51,8 @@ impl Aggregator {
             copies: vec![0; slots as usize],
             chunk: vec![0; slots as usize],
             engine_free: SimTime::ZERO,
+            held: [0; 2],
+            released_until: SimTime::ZERO,
         }
     }
 
@@ -60,6 +71,13 @@ impl Aggregator {
         self.copies[slot] += 1;
         self.copies[slot] == children
     }
+}
+
+/// Wire time of chunk `chunk` of `op` (its own payload and a header) at
+/// `bps`: how long a released chunk holds the way down.
+fn down_time(op: &InaOp, chunk: u32, bps: u64, fabric: &Fabric) -> SimTime {
+    let wire = op.chunk_payload_bytes(chunk) + u64::from(fabric.config.header_bytes);
+    serialization(wire, bps)
 }
 
 /// Completion time of a member's stream on an idle tree with enough slots:
@@ -224,14 +242,60 @@ impl<S: TelemetrySink> Network<'_, S> {
                 delay += agg.engine_free - ctx.now();
             }
             self.aggregation.offload[ctx.local_index()].chunks_aggregated += 1;
-            ctx.schedule_self(
-                delay,
-                NetEvent::InaEmit {
-                    op: pkt.flow,
-                    chunk: pkt.psn,
-                    in_port,
-                },
-            );
+            let mut chunks = pkt.psn..pkt.psn + 1;
+            // Release by group only at the root, where results go down.
+            let tree_node = &op.tree[agg.tree_index as usize];
+            let mut down_bps = None;
+            if op.release_chunks > 1 && tree_node.parent_port.is_none() {
+                // Held until every chunk of its group is reduced, then sent
+                // down at the child ports' rate (SimAI's NVSwitch sends from
+                // its memory; queued at once, a group would fill the buffer),
+                // each chunk its own wire time at the slowest child port.
+                let local = ctx.local_index();
+                let bps = tree_node
+                    .child_ports
+                    .iter()
+                    .map(|&p| self.ports[self.port_index(local, p)].link.rate_bps)
+                    .min()
+                    .expect("a root has children");
+                down_bps = Some(bps);
+                let agg = self
+                    .aggregation
+                    .aggregators
+                    .get_mut(&(pkt.flow, node))
+                    .expect("this switch aggregates the operation");
+                let group = pkt.psn / op.release_chunks;
+                let first = group * op.release_chunks;
+                let end = (first + op.release_chunks).min(op.chunks);
+                let held = &mut agg.held[(group % 2) as usize];
+                *held += 1;
+                if *held < end - first {
+                    return;
+                }
+                *held = 0;
+                chunks = first..end;
+                // After the group before it, in chunk order.
+                let start = (ctx.now() + delay).max(agg.released_until);
+                let group_time = chunks
+                    .clone()
+                    .fold(SimTime::ZERO, |t, c| t + down_time(op, c, bps, fabric));
+                agg.released_until = start + group_time;
+                delay = start - ctx.now();
+            }
+            let mut offset = SimTime::ZERO;
+            for chunk in chunks {
+                ctx.schedule_self(
+                    delay + offset,
+                    NetEvent::InaEmit {
+                        op: pkt.flow,
+                        chunk,
+                        in_port,
+                    },
+                );
+                if let Some(bps) = down_bps {
+                    offset += down_time(op, chunk, bps, fabric);
+                }
+            }
         }
     }
 

@@ -8,6 +8,7 @@ use super::fast_forward::twin_draws::Twin;
 use super::faults::FaultPlan;
 use crate::traffic::FlowSpec;
 use crate::workload::{CollectiveOp, Workload};
+use hashbrown::HashMap;
 use netsim_engine::{splitmix64, SimTime};
 use netsim_topo::{DragonflyIndex, Routing, Topology};
 use std::sync::Arc;
@@ -153,7 +154,7 @@ impl Fabric {
             widest: None,
         };
         if fabric.config.window_fabric_max {
-            fabric.widest = Some(widest_path(&fabric));
+            fabric.widest = Some(widest_path(&fabric).0);
         }
         fabric
     }
@@ -200,24 +201,45 @@ fn connection_ports(workload: &Workload) -> Arc<[u32]> {
         .collect()
 }
 
-/// SimAI's `maxBdp` and `maxRtt`: every ordered pair of hosts on its
-/// minimum-latency path, `hosts^2` paths once per run (as SimAI's
-/// all-pairs table), each BDP the path's RTT at its slowest link.
-fn widest_path(fabric: &Fabric) -> WidestPath {
+/// SimAI's `maxBdp` and `maxRtt`: the maximum over every ordered pair of
+/// hosts on its minimum-latency path (as SimAI's all-pairs table), each
+/// BDP the path's RTT at its slowest link. Hosts with the same attachment
+/// (every port's peer, rate and latency, in port order) have the same
+/// distances, so the same routes to and from every node: one host of each
+/// class stands for all, and the walks are `classes^2`, not `hosts^2`.
+/// Returns the maximum and the number of paths walked.
+fn widest_path(fabric: &Fabric) -> (WidestPath, u64) {
     let topo = &fabric.topo;
-    let hosts: Vec<u32> = (0..topo.node_count())
-        .filter(|&n| topo.is_host(n))
-        .collect();
+    // Per class, up to two of its hosts (a pair within one class).
+    let mut classes: HashMap<Vec<(u32, u64, u64)>, [u32; 2]> = HashMap::new();
+    for host in (0..topo.node_count()).filter(|&n| topo.is_host(n)) {
+        let key = topo
+            .ports(host)
+            .iter()
+            .map(|p| {
+                let link = topo.link(p.link);
+                (p.peer, link.bandwidth_bps, link.latency_ps)
+            })
+            .collect();
+        let entry = classes.entry(key).or_insert([host, NO_NODE]);
+        if entry[1] == NO_NODE && entry[0] != host {
+            entry[1] = host;
+        }
+    }
+    let mut reps: Vec<[u32; 2]> = classes.into_values().collect();
+    reps.sort_unstable();
     let mut widest = WidestPath {
         bdp_bytes: 0,
         rtt: SimTime::ZERO,
     };
-    for &src in &hosts {
-        for &dst in &hosts {
-            let Some(port) = fabric
-                .routing
-                .first_next_hop(src, dst)
-                .filter(|_| src != dst)
+    let mut walks = 0;
+    for a in &reps {
+        for b in &reps {
+            // Within a class: its two hosts, if it has two.
+            let (src, dst) = if a == b { (a[0], a[1]) } else { (a[0], b[0]) };
+            let Some(port) = (dst != NO_NODE)
+                .then(|| fabric.routing.first_next_hop(src, dst))
+                .flatten()
             else {
                 continue;
             };
@@ -227,13 +249,14 @@ fn widest_path(fabric: &Fabric) -> WidestPath {
                 size_bytes: u64::from(fabric.config.mtu_bytes),
                 start: SimTime::ZERO,
             };
+            walks += 1;
             let t = path_timing(fabric, &spec, port);
             let bdp = u128::from(t.rtt.as_ps()) * u128::from(t.bottleneck_bps) / 8_000_000_000_000;
             widest.bdp_bytes = widest.bdp_bytes.max(bdp as u64);
             widest.rtt = widest.rtt.max(t.rtt);
         }
     }
-    widest
+    (widest, walks)
 }
 
 /// Ideal completion time of a flow alone in the network, as the sender sees
@@ -372,5 +395,61 @@ mod tests {
         let widest = wide.widest.expect("window_fabric_max").rtt;
         assert_eq!(crate::network::cc::flow_base_rtt(&wide, a, b), widest);
         assert!(crate::network::cc::flow_base_rtt(&path, a, b) < widest);
+    }
+
+    /// The class-wise maximum is the all-pairs one (every ordered pair
+    /// walked), on k = 4 fat-trees, with `classes^2` walks: a k = 4
+    /// fat-tree's hosts share their leaf: one class per leaf.
+    #[test]
+    fn the_widest_path_by_class_is_the_all_pairs_maximum() {
+        let config = NetConfig {
+            window_fabric_max: true,
+            ..NetConfig::default()
+        };
+        for tiers in [2, 3] {
+            let fabric =
+                Fabric::k4_fat_tree(tiers, Workload::from_flows(Vec::new()), config.clone(), 1);
+            let hosts: Vec<u32> = (0..fabric.topo.node_count())
+                .filter(|&n| fabric.topo.is_host(n))
+                .collect();
+            let mut all = WidestPath {
+                bdp_bytes: 0,
+                rtt: SimTime::ZERO,
+            };
+            for &src in &hosts {
+                for &dst in hosts.iter().filter(|&&d| d != src) {
+                    let port = fabric.routing.first_next_hop(src, dst).expect("a route");
+                    let spec = FlowSpec {
+                        src,
+                        dst,
+                        size_bytes: u64::from(config.mtu_bytes),
+                        start: SimTime::ZERO,
+                    };
+                    let t = path_timing(&fabric, &spec, port);
+                    let bdp = u128::from(t.rtt.as_ps()) * u128::from(t.bottleneck_bps)
+                        / 8_000_000_000_000;
+                    all.bdp_bytes = all.bdp_bytes.max(bdp as u64);
+                    all.rtt = all.rtt.max(t.rtt);
+                }
+            }
+            let (widest, walks) = widest_path(&fabric);
+            assert_eq!(widest, all, "{tiers} tiers");
+            let mut leaves: Vec<u32> = hosts
+                .iter()
+                .map(|&h| fabric.topo.ports(h)[0].peer)
+                .collect();
+            leaves.sort_unstable();
+            leaves.dedup();
+            assert!(
+                leaves.len() < hosts.len(),
+                "{tiers} tiers: leaves of several hosts"
+            );
+            let leaves = leaves.len() as u64;
+            assert_eq!(
+                walks,
+                leaves * leaves,
+                "{tiers} tiers: one walk per pair of classes"
+            );
+        }
     }
 }

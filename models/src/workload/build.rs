@@ -525,6 +525,7 @@ impl<'a> Cx<'a> {
             slots,
             processing: self.spec.profile.processing,
             engine_bps: None,
+            release_chunks: 1,
             pattern: InaPattern::AllReduce,
             members: members.clone(),
         });

@@ -44,6 +44,7 @@ pub(crate) fn simple(pxn: bool) -> Nccl {
         protocol: Some(Protocol::Simple),
         tuning_latency: true,
         simai_choice: false,
+        mocknccl_nvls: false,
     }
 }
 

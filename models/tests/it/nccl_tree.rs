@@ -42,6 +42,7 @@ fn tree_spec(size_bytes: u64, nccl: bool) -> WorkloadSpec {
         protocol: Some(Protocol::Simple),
         tuning_latency: false,
         simai_choice: false,
+        mocknccl_nvls: false,
     });
     spec
 }

@@ -49,6 +49,7 @@ fn op_fabric(op: CollectiveOp, n: u32, algorithm: Algorithm) -> netsim_models::n
         protocol: Some(Protocol::Simple),
         tuning_latency: false,
         simai_choice: false,
+        mocknccl_nvls: false,
     });
     let config = NetConfig {
         cc: CcKind::None,

@@ -38,6 +38,7 @@ fn bad_nccl_values_exit_with_code_2_naming_the_flag() {
         ("--nvls 1", "--nvls"),
         ("--protocol ll64", "--protocol"),
         ("--algo nvls --workload alltoall", "--algo"),
+        ("--algo ring --nvls-flows mocknccl", "--nvls-flows"),
     ] {
         let o = netsim(format!(
             "--topo spectrum-x --gpus 16 --workload allreduce --out {} {args}",
@@ -46,4 +47,22 @@ fn bad_nccl_values_exit_with_code_2_naming_the_flag() {
         assert_eq!(o.status.code(), Some(2), "{args}: {}", stderr(&o));
         assert!(stderr(&o).contains(needle), "{args}: {}", stderr(&o));
     }
+}
+
+/// `--nvls-flows nccl` is the default: it leaves a run without NCCL's
+/// model as it was (the same flows as without the flag).
+#[test]
+fn the_default_nvls_flows_asks_for_nothing() {
+    let dir = scratch("nccl-nvls-flows");
+    let flows = |extra: &str| {
+        let out = dir.join("out");
+        let o = netsim(format!(
+            "--topo spectrum-x --gpus 16 --workload allreduce --size 64KiB --algo ring \
+             --threads 1 --quiet --out {} {extra}",
+            out.display()
+        ));
+        assert!(o.status.success(), "{extra}: {}", stderr(&o));
+        run_json(&out)["rows"]["flows"].clone()
+    };
+    assert_eq!(flows("--nvls-flows nccl"), flows(""));
 }

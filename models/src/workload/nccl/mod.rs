@@ -84,6 +84,10 @@ pub struct Nccl {
     /// H100-class ranks when `nvls`, the ring otherwise, whatever the size;
     /// protocol Simple unless one is asked for.
     pub simai_choice: bool,
+    /// NVLS all-reduce in one server as SimAI 1.6's MockNccl builds it
+    /// (`--nvls-flows mocknccl`, [`nvls::mocknccl_all_reduce`]) instead of
+    /// NCCL's bytes through the NVSwitch's engine.
+    pub mocknccl_nvls: bool,
 }
 
 impl Default for Nccl {
@@ -95,6 +99,7 @@ impl Default for Nccl {
             protocol: None,
             tuning_latency: true,
             simai_choice: false,
+            mocknccl_nvls: false,
         }
     }
 }

@@ -21,7 +21,8 @@
 //! behind the ports ([`crate::workload::InaOp::engine_bps`]).
 //! SimAI 1.6 runs NVLS as flows into and out of the NVSwitch in 4 chunks
 //! of S/4 (single server only; NVLS-Tree is not generated): the same
-//! bytes on every GPU-NVSwitch link each way, no engine.
+//! bytes on every GPU-NVSwitch link each way, no engine
+//! ([`mocknccl_all_reduce`], `--nvls-flows mocknccl`).
 
 use crate::workload::algorithms::{self as algo, HostTasks, Pieces};
 use crate::workload::spec::CollectiveOp;
@@ -99,8 +100,69 @@ pub fn server_all_reduce(
         bytes: stream_bytes,
         chunk_bytes,
         pattern: InaPattern::AllReduce,
+        engine: true,
+        release_chunks: 1,
     };
     server_op(b, topo, coll, members, stream, entry)
+}
+
+/// Chunks of SimAI 1.6's NVLS all-reduce (MockNccl's NVLS channel).
+pub const MOCKNCCL_NVLS_CHUNKS: u64 = 4;
+
+/// NVLS all-reduce of `size_bytes` among `members` (GPUs of one server) as
+/// SimAI 1.6's MockNccl builds it (the committed `nvls-ar-8` list): every
+/// GPU sends the buffer into the NVSwitch in [`MOCKNCCL_NVLS_CHUNKS`]
+/// chunks of `S/4`, and the NVSwitch sends each chunk back to every GPU
+/// once all GPUs' copies of it are in: `S` up and `S` down a GPU (no
+/// shard), store and forward by chunk, no engine and no processing time
+/// (SimAI's NVSwitch forwards at its links' rate). As the switch's
+/// aggregation of packets of `chunk_bytes`, released down by groups of
+/// `ceil(S/4 / chunk_bytes)` packets ([`InaOp::release_chunks`]; the last
+/// group holds what is left, so it is shorter when `S/4` is not whole
+/// packets): a GPU's chunks go up one after another (SimAI's FCT file:
+/// each starts as the one before it is sent), so the last comes down one
+/// group's time (about `S/4`) after the last went up, about `5/4` of one
+/// pass.
+pub fn mocknccl_all_reduce(
+    b: &mut Builder,
+    topo: &Topology,
+    coll: u32,
+    members: &[NodeIndex],
+    size_bytes: u64,
+    chunk_bytes: u32,
+    entry: &HostTasks,
+) -> Result<(), String> {
+    let release_chunks = mocknccl_release_chunks(size_bytes, chunk_bytes)?;
+    let stream = Stream {
+        bytes: size_bytes,
+        chunk_bytes,
+        pattern: InaPattern::AllReduce,
+        engine: false,
+        release_chunks,
+    };
+    server_op(b, topo, coll, members, stream, entry)
+}
+
+/// Most packets in one of MockNccl's NVLS chunks: the NVSwitch keeps two
+/// chunks' packets in flight (`slots`, allocated per operation), so above
+/// this a run would allocate gigabytes.
+pub const MOCKNCCL_MAX_GROUP_CHUNKS: u32 = 1 << 20;
+
+/// Packets of `chunk_bytes` in one chunk of `S/4` of MockNccl's NVLS
+/// all-reduce of `size_bytes` ([`InaOp::release_chunks`]), at most
+/// [`MOCKNCCL_MAX_GROUP_CHUNKS`].
+pub fn mocknccl_release_chunks(size_bytes: u64, chunk_bytes: u32) -> Result<u32, String> {
+    let quarter = size_bytes.div_ceil(MOCKNCCL_NVLS_CHUNKS).max(1);
+    let packets = quarter.div_ceil(u64::from(chunk_bytes.max(1)));
+    u32::try_from(packets)
+        .ok()
+        .filter(|&p| p <= MOCKNCCL_MAX_GROUP_CHUNKS)
+        .ok_or_else(|| {
+            format!(
+                "--nvls-flows mocknccl: a chunk of --size/4 = {quarter} B is {packets} packets of \
+                 --mtu {chunk_bytes} B, over {MOCKNCCL_MAX_GROUP_CHUNKS}"
+            )
+        })
 }
 
 /// What each member streams into the NVSwitch, and where results go.
@@ -109,6 +171,11 @@ struct Stream {
     bytes: u64,
     chunk_bytes: u32,
     pattern: InaPattern,
+    /// The NVSwitch's NVLS engine and processing time (NCCL on Hopper);
+    /// without, it forwards at its ports' rate (SimAI's MockNccl).
+    engine: bool,
+    /// [`InaOp::release_chunks`].
+    release_chunks: u32,
 }
 
 /// One operation of the NVSwitch's engine among `members` after `entry`.
@@ -124,7 +191,14 @@ fn server_op(
         bytes: stream_bytes,
         chunk_bytes,
         pattern,
+        engine,
+        release_chunks,
     } = stream;
+    if release_chunks > 1 && pattern == InaPattern::AllGather {
+        // The switch passes a gathered chunk on per member's copy: there
+        // is no reduced chunk to hold.
+        return Err("release by group needs a reduction, not an all-gather".to_string());
+    }
     let (switch, uplinks) = nvswitch_of(topo, members)
         .ok_or("NVLS needs the group's GPUs on one NVSwitch of their server")?;
     let port_bps = uplinks
@@ -152,9 +226,15 @@ fn server_op(
         size_bytes: stream_bytes,
         chunk_bytes,
         chunks,
-        slots: NVLS_SLOTS,
-        processing: NVLS_PROCESSING,
-        engine_bps: Some(engine_bps.max(1)),
+        // A held group and the next one in flight.
+        slots: NVLS_SLOTS.max(release_chunks.saturating_mul(2)),
+        processing: if engine {
+            NVLS_PROCESSING
+        } else {
+            SimTime::ZERO
+        },
+        engine_bps: engine.then_some(engine_bps.max(1)),
+        release_chunks,
         pattern,
         members: uplinks.clone(),
     });
@@ -190,12 +270,16 @@ pub fn server_exchange(
             bytes: size_bytes.div_ceil(members.len().max(1) as u64).max(1),
             chunk_bytes,
             pattern: InaPattern::AllGather,
+            engine: true,
+            release_chunks: 1,
         }
     } else {
         Stream {
             bytes: size_bytes,
             chunk_bytes,
             pattern: InaPattern::ReduceScatter,
+            engine: true,
+            release_chunks: 1,
         }
     };
     server_op(b, topo, coll, members, stream, entry)
@@ -287,6 +371,8 @@ pub fn tree(
             bytes,
             chunk_bytes,
             pattern,
+            engine: true,
+            release_chunks: 1,
         });
         let first = b.task_count();
         for s in servers {
@@ -308,4 +394,26 @@ pub fn tree(
         gathered = algo::exits(b, coll, start, &all);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A chunk of S/4 is whole packets, up to the bound; past it the
+    /// error names the flags instead of allocating two chunks' slots.
+    #[test]
+    fn mocknccl_chunks_are_bounded_and_named() {
+        assert_eq!(mocknccl_release_chunks(1 << 20, 4096), Ok(64));
+        assert_eq!(mocknccl_release_chunks(1_000_001, 4096), Ok(62));
+        let max = u64::from(MOCKNCCL_MAX_GROUP_CHUNKS);
+        assert_eq!(
+            mocknccl_release_chunks(4 * max * 64, 64),
+            Ok(MOCKNCCL_MAX_GROUP_CHUNKS)
+        );
+        for size in [4 * max * 64 + 1, 1 << 36, u64::MAX] {
+            let why = mocknccl_release_chunks(size, 64).expect_err("over the bound");
+            assert!(why.contains("--size") && why.contains("--mtu 64"), "{why}");
+        }
+    }
 }

@@ -234,7 +234,9 @@ fn build(
         }
         (NcclAlgo::Nvls, _) => {
             // Checked by the caller: one server's GPUs on its NVSwitch.
-            let r = if op == CollectiveOp::AllReduce {
+            let r = if op == CollectiveOp::AllReduce && cx.nccl.mocknccl_nvls {
+                nvls::mocknccl_all_reduce(b, cx.topo, coll, group, size, cx.mtu_bytes, entry)
+            } else if op == CollectiveOp::AllReduce {
                 let stream = nvls::all_reduce_port_bytes(size, group.len());
                 nvls::server_all_reduce(b, cx.topo, coll, group, stream, cx.mtu_bytes, entry)
             } else {

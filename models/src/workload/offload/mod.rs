@@ -71,6 +71,15 @@ pub struct InaOp {
     /// reduced and multicast only after the engine has passed every chunk
     /// before it. `None`: the engine keeps up with the ports (Tofino, SHARP).
     pub engine_bps: Option<u64>,
+    /// The root sends results down in groups of this many chunks (chunk
+    /// `j` in group `j / release_chunks`; the last group holds the rest),
+    /// each group once all of its chunks are reduced, its chunks one after
+    /// another at the slowest child port's rate. MockNccl's NVLS takes
+    /// `ceil(S/4 / chunk_bytes)`: SimAI's NVSwitch sends a chunk of `S/4`
+    /// down only after every GPU's copy of it is in. 1: each chunk when it
+    /// is reduced. Only all-reduce and reduce-scatter; switches below the
+    /// root pass each chunk up when it is reduced.
+    pub release_chunks: u32,
     pub pattern: InaPattern,
     pub members: Members,
 }

@@ -7,7 +7,8 @@ use crate::partition_cmd::balanced_partition;
 use crate::run_cmd::{Fidelity, RunArgs};
 use anyhow::{bail, Context as _};
 use netsim_engine::{rank_shards, Layout};
-use netsim_models::network::Fabric;
+use netsim_models::network::config::NetConfig;
+use netsim_models::network::{host_classes, Fabric, MAX_FABRIC_WINDOW_WALKS};
 use netsim_models::workload::Workload;
 use netsim_partition::{partition, Partition, PartitionConfig, Strategy};
 use netsim_process::memory_left_bytes;
@@ -157,6 +158,7 @@ impl RunArgs {
         let memo = config.fast_forward.is_some_and(|f| f.memo || f.domains);
         let routing = self.rank_routing(&topo, full, memo, owned.as_deref())?;
         let fault_plan = self.faults.plan(&topo, faults, owned.as_deref())?;
+        check_fabric_window(&topo, &config)?;
         let mut fabric = Fabric::with_workload(topo, routing, workload, config, self.seed);
         fabric.faults = fault_plan;
         crate::fast_forward_args::check(&fabric)?;
@@ -266,4 +268,22 @@ fn owned_nodes(
             .map(|s| local.contains(&s.index()))
             .collect(),
     )
+}
+
+/// `--window-scope fabric` walks a path per pair of host classes at setup
+/// (`host_classes`): refused where that is past [`MAX_FABRIC_WINDOW_WALKS`],
+/// so a large rail-optimized file is one line, not a setup that never ends.
+fn check_fabric_window(topo: &Topology, config: &NetConfig) -> anyhow::Result<()> {
+    if !config.window_fabric_max {
+        return Ok(());
+    }
+    let classes = host_classes(topo).len() as u64;
+    let walks = classes.saturating_mul(classes);
+    if walks > MAX_FABRIC_WINDOW_WALKS {
+        bail!(
+            "--window-scope fabric: {classes} host classes (hosts attached alike) need \
+             {walks} path walks, past {MAX_FABRIC_WINDOW_WALKS}; use --window-scope path"
+        );
+    }
+    Ok(())
 }

@@ -209,25 +209,7 @@ fn connection_ports(workload: &Workload) -> Arc<[u32]> {
 /// class stands for all, and the walks are `classes^2`, not `hosts^2`.
 /// Returns the maximum and the number of paths walked.
 fn widest_path(fabric: &Fabric) -> (WidestPath, u64) {
-    let topo = &fabric.topo;
-    // Per class, up to two of its hosts (a pair within one class).
-    let mut classes: HashMap<Vec<(u32, u64, u64)>, [u32; 2]> = HashMap::new();
-    for host in (0..topo.node_count()).filter(|&n| topo.is_host(n)) {
-        let key = topo
-            .ports(host)
-            .iter()
-            .map(|p| {
-                let link = topo.link(p.link);
-                (p.peer, link.bandwidth_bps, link.latency_ps)
-            })
-            .collect();
-        let entry = classes.entry(key).or_insert([host, NO_NODE]);
-        if entry[1] == NO_NODE && entry[0] != host {
-            entry[1] = host;
-        }
-    }
-    let mut reps: Vec<[u32; 2]> = classes.into_values().collect();
-    reps.sort_unstable();
+    let reps = host_classes(&fabric.topo);
     let mut widest = WidestPath {
         bdp_bytes: 0,
         rtt: SimTime::ZERO,
@@ -257,6 +239,35 @@ fn widest_path(fabric: &Fabric) -> (WidestPath, u64) {
         }
     }
     (widest, walks)
+}
+
+/// Paths `--window-scope fabric` may walk at setup: 4,096 host classes.
+/// A topology past it is refused (`host_classes`: a rail-optimized file
+/// whose every GPU has its own NVSwitch and rail ports is a class a GPU).
+pub const MAX_FABRIC_WINDOW_WALKS: u64 = 1 << 24;
+
+/// Hosts grouped by their attachment (every port's peer, rate and latency,
+/// in port order), up to two of each class (a pair within one class), in
+/// host order: [`widest_path`] walks the classes' pairs.
+pub fn host_classes(topo: &Topology) -> Vec<[u32; 2]> {
+    let mut classes: HashMap<Vec<(u32, u64, u64)>, [u32; 2]> = HashMap::new();
+    for host in (0..topo.node_count()).filter(|&n| topo.is_host(n)) {
+        let key = topo
+            .ports(host)
+            .iter()
+            .map(|p| {
+                let link = topo.link(p.link);
+                (p.peer, link.bandwidth_bps, link.latency_ps)
+            })
+            .collect();
+        let entry = classes.entry(key).or_insert([host, NO_NODE]);
+        if entry[1] == NO_NODE && entry[0] != host {
+            entry[1] = host;
+        }
+    }
+    let mut reps: Vec<[u32; 2]> = classes.into_values().collect();
+    reps.sort_unstable();
+    reps
 }
 
 /// Ideal completion time of a flow alone in the network, as the sender sees

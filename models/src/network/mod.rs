@@ -62,7 +62,7 @@ mod wire;
 pub use crate::workload::progress::CollectiveSpan;
 pub(crate) use aggregation::{chunk_tail, ideal_stream};
 pub use external::{host_mac, mac_host, ExternalPorts};
-pub use fabric::{ideal_fct, Fabric};
+pub use fabric::{host_classes, ideal_fct, Fabric, MAX_FABRIC_WINDOW_WALKS};
 pub use fast_forward::rail_classes;
 
 /// What a packet-level run holds per flow in flight at its source, a

@@ -132,6 +132,13 @@ const FLAG_CASES: &[(&str, &str)] = &[
         "--topo dragonfly --h 255 --workload barrier --algo ina --iterations 4",
         "routing tables need",
     ),
+    // Found in review: SimAI's one window walked a path per pair of
+    // hosts at setup (1e9 walks at 32,768 GPUs, a hang); every GPU of a
+    // rail-optimized fabric is a host class of its own.
+    (
+        "--topo spectrum-x --gpus 8192 --flow-size 1000 --window-scope fabric",
+        "--window-scope fabric: 8192 host classes",
+    ),
     // A usage error is one line too.
     ("--topo star --no-such-flag", "--no-such-flag"),
 ];

@@ -160,6 +160,19 @@ fn the_lazy_dag_starts_the_eager_tasks_and_holds_as_many_collectives_for_a_longe
     assert!(live_one < one, "{live_one} of {one} live at once");
 }
 
+/// The job of workload `text` on every host of `topo`, built lazily.
+fn lazy_job(topo: &Topology, text: &str) -> (Job, Workload) {
+    let hosts = topo.host_count();
+    let job = Job {
+        name: None,
+        spec: file::parse(text, "w.toml", hosts).unwrap(),
+        hosts: (0..hosts).collect(),
+        start: SimTime::ZERO,
+    };
+    let lazy = lazy_jobs(std::slice::from_ref(&job), &[], topo, &NetConfig::default()).unwrap();
+    (job, lazy)
+}
+
 /// The 8 data-parallel ring all-reduces of a 128-GPU job (TP 8, DP 16,
 /// 4 MiB) start at once and are live together; they are of one shape, so
 /// the lazy DAG holds one template of 2 x 15 x 16 flow tasks, not eight
@@ -171,20 +184,7 @@ fn all_reduces_of_one_shape_live_at_once_share_one_template() {
     let text = "[parallelism]\ntp = 8\n\n[[phase]]\nname = \"backward\"\ncompute_us = 50\n\n\
                 [[phase]]\nname = \"gradients\"\ncollective = \"allreduce\"\nsize = \"4MiB\"\n\
                 algo = \"ring\"\ngroup = \"dp\"\n";
-    let hosts = topo.host_count();
-    let job = Job {
-        name: None,
-        spec: file::parse(text, "w.toml", hosts).unwrap(),
-        hosts: (0..hosts).collect(),
-        start: SimTime::ZERO,
-    };
-    let lazy = lazy_jobs(
-        std::slice::from_ref(&job),
-        &[],
-        &topo,
-        &NetConfig::default(),
-    )
-    .unwrap();
+    let (job, lazy) = lazy_job(&topo, text);
     let plan = lazy.lazy.as_ref().unwrap();
     assert_eq!(plan.plans(), 8, "one all-reduce per data-parallel group");
     let tasks = u64::from(plan.ids().task) - plan.kept_tasks();
@@ -219,20 +219,7 @@ fn collectives_without_a_shape_are_counted_whole_beside_shared_templates() {
                 algo = \"ring\"\ngroup = \"dp\"\n\n\
                 [[phase]]\nname = \"activations\"\ncollective = \"allreduce\"\nsize = \"4MiB\"\n\
                 algo = \"auto\"\ngroup = \"tp\"\nafter = [\"backward\"]\n";
-    let hosts = topo.host_count();
-    let job = Job {
-        name: None,
-        spec: file::parse(text, "w.toml", hosts).unwrap(),
-        hosts: (0..hosts).collect(),
-        start: SimTime::ZERO,
-    };
-    let lazy = lazy_jobs(
-        std::slice::from_ref(&job),
-        &[],
-        &topo,
-        &NetConfig::default(),
-    )
-    .unwrap();
+    let (job, lazy) = lazy_job(&topo, text);
     let plan = lazy.lazy.as_ref().unwrap();
     let tasks = u64::from(plan.ids().task) - plan.kept_tasks();
     let held = job_lazy_against_eager(&topo, &job);
